@@ -1,0 +1,166 @@
+/*
+ * loop.c -- the epoll event loop of a worker, its clock and its timers.
+ *
+ * Level-triggered epoll: a connection reads once per readiness and answers
+ * everything it read with one writev, so a batch of pipelined requests costs
+ * one read and one write.  The clock is read once per loop turn; the Date
+ * header string is formatted when the second changes.
+ */
+#include "petrel-int.h"
+
+#include <errno.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/epoll.h>
+#include <unistd.h>
+
+__thread petrel__loop_t *petrel__loop;
+
+static const char wday[7][4] = {"Sun", "Mon", "Tue", "Wed", "Thu", "Fri", "Sat"};
+static const char month[12][4] = {"Jan", "Feb", "Mar", "Apr", "May", "Jun",
+                                  "Jul", "Aug", "Sep", "Oct", "Nov", "Dec"};
+
+void petrel__loop_update_time(petrel__loop_t *loop)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC_COARSE, &ts);
+    loop->now_ms = (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
+    time_t now = time(NULL);
+    if (now != loop->now_sec) {
+        struct tm tm;
+        loop->now_sec = now;
+        gmtime_r(&now, &tm);
+        /* RFC 9110 §5.6.7 IMF-fixdate */
+        snprintf(loop->date, sizeof(loop->date), "%s, %02d %s %04d %02d:%02d:%02d GMT",
+                 wday[tm.tm_wday], tm.tm_mday, month[tm.tm_mon], tm.tm_year + 1900, tm.tm_hour,
+                 tm.tm_min, tm.tm_sec);
+        snprintf(loop->log_time, sizeof(loop->log_time), "%02d/%s/%04d:%02d:%02d:%02d +0000",
+                 tm.tm_mday, month[tm.tm_mon], tm.tm_year + 1900, tm.tm_hour, tm.tm_min,
+                 tm.tm_sec);
+    }
+}
+
+int petrel__loop_init(petrel__loop_t *loop)
+{
+    memset(loop, 0, sizeof(*loop));
+    loop->epfd = epoll_create1(EPOLL_CLOEXEC);
+    if (loop->epfd < 0)
+        return PETREL_EIO;
+    list_init(&loop->pending);
+    petrel__loop_update_time(loop);
+    return 0;
+}
+
+void petrel__loop_fini(petrel__loop_t *loop)
+{
+    if (loop->epfd >= 0)
+        close(loop->epfd);
+    loop->epfd = -1;
+}
+
+int petrel__io_add(petrel__loop_t *loop, petrel__io_t *io, uint32_t events)
+{
+    struct epoll_event ev = {.events = events, .data.ptr = io};
+    if (epoll_ctl(loop->epfd, EPOLL_CTL_ADD, io->fd, &ev) < 0)
+        return PETREL_EIO;
+    io->events = events;
+    return 0;
+}
+
+int petrel__io_mod(petrel__loop_t *loop, petrel__io_t *io, uint32_t events)
+{
+    if (io->events == events)
+        return 0;
+    struct epoll_event ev = {.events = events, .data.ptr = io};
+    if (epoll_ctl(loop->epfd, EPOLL_CTL_MOD, io->fd, &ev) < 0)
+        return PETREL_EIO;
+    io->events = events;
+    return 0;
+}
+
+void petrel__io_del(petrel__loop_t *loop, petrel__io_t *io)
+{
+    epoll_ctl(loop->epfd, EPOLL_CTL_DEL, io->fd, NULL);
+    io->events = 0;
+}
+
+void petrel__tq_init(petrel__loop_t *loop, petrel__tq_t *q, uint64_t timeout_ms)
+{
+    list_init(&q->list);
+    q->timeout_ms = timeout_ms;
+    if (loop->nqueues < (int)(sizeof(loop->queues) / sizeof(loop->queues[0])))
+        loop->queues[loop->nqueues++] = q;
+}
+
+void petrel__timer_arm(petrel__loop_t *loop, petrel__timer_t *t, petrel__tq_t *q)
+{
+    if (t->q)
+        list_unlink(&t->node);
+    t->q = q;
+    t->deadline = loop->now_ms + q->timeout_ms;
+    list_append(&q->list, &t->node);
+}
+
+/* Milliseconds until the earliest deadline, -1 if none. */
+static int next_timeout(petrel__loop_t *loop)
+{
+    uint64_t best = UINT64_MAX;
+    for (int i = 0; i < loop->nqueues; i++) {
+        petrel__list_t *l = &loop->queues[i]->list;
+        if (!list_empty(l)) {
+            petrel__timer_t *t = container_of(l->next, petrel__timer_t, node);
+            if (t->deadline < best)
+                best = t->deadline;
+        }
+    }
+    if (best == UINT64_MAX)
+        return -1;
+    if (best <= loop->now_ms)
+        return 0;
+    uint64_t d = best - loop->now_ms;
+    /* COARSE clock ticks every few ms: round up so the deadline has passed. */
+    return d > 86400000 ? 86400000 : (int)d + 5;
+}
+
+static void expire(petrel__loop_t *loop)
+{
+    for (int i = 0; i < loop->nqueues; i++) {
+        petrel__list_t *l = &loop->queues[i]->list;
+        while (!list_empty(l)) {
+            petrel__timer_t *t = container_of(l->next, petrel__timer_t, node);
+            if (t->deadline > loop->now_ms)
+                break;
+            petrel__timer_disarm(t);
+            t->cb(t);
+        }
+    }
+}
+
+int petrel__loop_run_once(petrel__loop_t *loop, int max_wait_ms)
+{
+    struct epoll_event evs[256];
+    petrel__loop = loop;
+    int tmo = next_timeout(loop);
+    if (max_wait_ms >= 0 && (tmo < 0 || tmo > max_wait_ms))
+        tmo = max_wait_ms;
+    int n = epoll_wait(loop->epfd, evs, 256, tmo);
+    if (n < 0 && errno != EINTR)
+        return PETREL_EIO;
+    petrel__loop_update_time(loop);
+    for (int i = 0; i < n; i++) {
+        petrel__io_t *io = evs[i].data.ptr;
+        io->cb(io, evs[i].events);
+    }
+    expire(loop);
+    if (loop->on_tick)
+        loop->on_tick(loop);
+    return n < 0 ? 0 : n;
+}
+
+int petrel__loop_run(petrel__loop_t *loop)
+{
+    while (!loop->stop)
+        if (petrel__loop_run_once(loop, -1) < 0)
+            return PETREL_EIO;
+    return 0;
+}

@@ -1,0 +1,405 @@
+/*
+ * petrel-int.h -- declarations shared between libpetrel's files.  Never
+ * installed, never exported: non-static internals are named petrel__x and
+ * have hidden visibility (the library is built with -fvisibility=hidden).
+ */
+#ifndef PETREL_INT_H
+#define PETREL_INT_H
+
+#include "petrel.h"
+
+#include <netinet/in.h>
+#include <stdbool.h>
+#include <stdint.h>
+#include <sys/socket.h>
+#include <sys/uio.h>
+#include <time.h>
+
+#define likely(x) __builtin_expect(!!(x), 1)
+#define unlikely(x) __builtin_expect(!!(x), 0)
+#define container_of(p, type, member) ((type *)((char *)(p)-offsetof(type, member)))
+
+/* ------------------------------------------------------------------------ */
+/* Lists: intrusive, doubly linked, circular with a head node.              */
+
+typedef struct petrel__list {
+    struct petrel__list *prev, *next;
+} petrel__list_t;
+
+static inline void list_init(petrel__list_t *l) { l->prev = l->next = l; }
+static inline bool list_empty(const petrel__list_t *l) { return l->next == l; }
+static inline void list_unlink(petrel__list_t *n)
+{
+    n->prev->next = n->next;
+    n->next->prev = n->prev;
+    n->prev = n->next = n;
+}
+static inline void list_append(petrel__list_t *l, petrel__list_t *n)
+{
+    n->prev = l->prev;
+    n->next = l;
+    l->prev->next = n;
+    l->prev = n;
+}
+
+/* ------------------------------------------------------------------------ */
+/* Chunk pool and arena (arena.c)                                           */
+
+#define PETREL_CHUNK_SIZE 16384
+
+typedef struct petrel__chunk {
+    struct petrel__chunk *next;
+    size_t size; /* usable bytes after the header */
+} petrel__chunk_t;
+
+/* One per worker (thread-local): free chunks, recycled without malloc. */
+typedef struct petrel__pool {
+    petrel__chunk_t *free;
+    size_t nfree;
+    size_t max_free;    /* chunks kept beyond this are given back to the heap */
+    size_t live;        /* chunks handed out and not returned */
+    uint64_t mallocs;   /* heap calls for chunks */
+} petrel__pool_t;
+
+struct petrel_arena {
+    petrel__chunk_t *chunk; /* current (newest) chunk; older ones linked by next */
+    char *pos, *end;
+    void *defer;            /* newest cleanup */
+    void *large;            /* newest large block */
+    size_t bytes;           /* bytes handed out (incl. large) */
+    size_t bytes_high;
+    size_t limit;           /* 0 = no limit */
+    size_t nchunks;
+    uint64_t mallocs;
+    petrel__pool_t *pool;
+};
+
+extern __thread petrel__pool_t petrel__pool;
+
+void petrel__pool_init(petrel__pool_t *p, size_t max_free);
+void petrel__pool_fini(petrel__pool_t *p);
+/* A chunk of PETREL_CHUNK_SIZE usable bytes; NULL if the heap is exhausted. */
+void *petrel__chunk_get(petrel__pool_t *p);
+void petrel__chunk_put(petrel__pool_t *p, void *data);
+
+void petrel__arena_init(petrel_arena_t *a, petrel__pool_t *pool, size_t limit);
+/* Runs every cleanup and gives all memory back: the arena is empty again. */
+void petrel__arena_clear(petrel_arena_t *a);
+static inline bool petrel__arena_is_empty(const petrel_arena_t *a)
+{
+    return a->chunk == NULL && a->large == NULL && a->defer == NULL;
+}
+
+/* ------------------------------------------------------------------------ */
+/* Time and the event loop (loop.c)                                         */
+
+typedef struct petrel__loop petrel__loop_t;
+typedef struct petrel__io petrel__io_t;
+
+/* A file descriptor watched by the loop; embed it and set cb. */
+struct petrel__io {
+    int fd;
+    uint32_t events; /* EPOLLIN/EPOLLOUT currently registered */
+    void (*cb)(petrel__io_t *io, uint32_t events);
+};
+
+/*
+ * Timers with a fixed timeout per queue: every timer of a queue has the same
+ * timeout, so appending at the tail keeps the queue sorted by deadline, and
+ * arming, disarming and expiring are O(1) (no heap, no scan).
+ */
+typedef struct petrel__tq {
+    petrel__list_t list;
+    uint64_t timeout_ms;
+} petrel__tq_t;
+
+typedef struct petrel__timer {
+    petrel__list_t node;
+    uint64_t deadline; /* ms, monotonic */
+    petrel__tq_t *q;
+    void (*cb)(struct petrel__timer *t);
+} petrel__timer_t;
+
+struct petrel__loop {
+    int epfd;
+    bool stop;
+    uint64_t now_ms;      /* monotonic ms, refreshed once per loop turn */
+    time_t now_sec;       /* wall clock seconds of `date` */
+    char date[32];        /* "Sun, 06 Nov 1994 08:49:37 GMT", once a second */
+    char log_time[32];    /* "06/Nov/1994:08:49:37 +0000" for the access log */
+    petrel__tq_t *queues[8];
+    int nqueues;
+    void (*on_tick)(petrel__loop_t *loop); /* once per loop turn, after events */
+    petrel__list_t pending;                /* conns with work for the end of the turn */
+};
+
+int petrel__loop_init(petrel__loop_t *loop);
+void petrel__loop_fini(petrel__loop_t *loop);
+int petrel__loop_run(petrel__loop_t *loop);
+/* One turn: wait at most max_wait_ms (-1: until the next timer), handle the
+ * events and timers.  Returns the number of events, or PETREL_EIO. */
+int petrel__loop_run_once(petrel__loop_t *loop, int max_wait_ms);
+void petrel__loop_update_time(petrel__loop_t *loop);
+int petrel__io_add(petrel__loop_t *loop, petrel__io_t *io, uint32_t events);
+int petrel__io_mod(petrel__loop_t *loop, petrel__io_t *io, uint32_t events);
+void petrel__io_del(petrel__loop_t *loop, petrel__io_t *io);
+void petrel__tq_init(petrel__loop_t *loop, petrel__tq_t *q, uint64_t timeout_ms);
+void petrel__timer_arm(petrel__loop_t *loop, petrel__timer_t *t, petrel__tq_t *q);
+static inline void petrel__timer_disarm(petrel__timer_t *t)
+{
+    if (t->q) {
+        list_unlink(&t->node);
+        t->q = NULL;
+    }
+}
+
+/* The loop of this worker (one per thread). */
+extern __thread petrel__loop_t *petrel__loop;
+
+/* ------------------------------------------------------------------------ */
+/* Configuration and server (server.c)                                      */
+
+typedef struct petrel__listen {
+    struct sockaddr_storage addr;
+    socklen_t addrlen;
+    char text[64];
+    int fd;        /* the worker's listening socket */
+    int hold_fd;   /* the master's bound (not listening) socket: holds the port */
+} petrel__listen_t;
+
+typedef struct petrel__config {
+    size_t max_header_size;  /* whole request head, bytes */
+    size_t max_uri_size;
+    size_t max_body_size;
+    size_t max_connections;  /* per worker */
+    uint64_t header_timeout_ms;
+    uint64_t keepalive_timeout_ms;
+    uint64_t send_timeout_ms;
+    uint64_t drain_timeout_ms;
+    int workers;
+    int log_level;
+    const char *access_log;  /* NULL: off */
+    const char *root;
+} petrel__config_t;
+
+typedef struct petrel__router petrel__router_t;
+
+struct petrel_server {
+    petrel__config_t cfg;
+    petrel__listen_t *listens;
+    int nlistens;
+    petrel__router_t *router;
+    const petrel_module_t **modules;
+    int nmodules;
+    void **module_handles;
+    /* worker state */
+    petrel__loop_t loop;
+    petrel__tq_t tq_header, tq_keepalive, tq_send, tq_drain;
+    petrel__io_t *listen_ios;
+    size_t nconns;
+    bool draining;
+    bool accept_paused;
+    uint64_t next_req_id;
+    petrel__list_t conns; /* all connections of this worker */
+};
+
+void petrel__config_defaults(petrel__config_t *cfg);
+petrel_server_t *petrel__server_new(void);
+void petrel__server_free(petrel_server_t *srv);
+int petrel__server_add_listen(petrel_server_t *srv, const char *spec, char *err, size_t errlen);
+void petrel__set_builtins(const petrel_module_t *const *table);
+int petrel__server_load_module(petrel_server_t *srv, const char *spec, char *err, size_t errlen);
+
+/* ------------------------------------------------------------------------ */
+/* Router (router.c)                                                        */
+
+typedef struct petrel__match {
+    petrel_handler_t handler;
+    void *data;
+    int allowed;          /* methods the path has, when the method does not match */
+    petrel_param_t *params;
+    size_t nparams;
+} petrel__match_t;
+
+petrel__router_t *petrel__router_new(void);
+void petrel__router_free(petrel__router_t *r);
+int petrel__router_add(petrel__router_t *r, int methods, const char *pattern,
+                       petrel_handler_t handler, void *data);
+/*
+ * Match a normalised path.  Returns 0 with m->handler set, 404 when no route
+ * has the path, 405 with m->allowed when the path exists for other methods.
+ * Parameters are allocated from `a`.  HEAD falls back to GET.
+ */
+int petrel__router_match(const petrel__router_t *r, int method, const char *path, size_t len,
+                         petrel_arena_t *a, petrel__match_t *m);
+
+/* ------------------------------------------------------------------------ */
+/* Requests (request.c)                                                     */
+
+/* Map a method name to a PETREL_* bit; 0 for any other. */
+int petrel__method_from_name(const char *s, size_t len);
+/* Comma-separated list of methods for an Allow header, into `buf`. */
+size_t petrel__methods_format(int methods, char *buf, size_t len);
+/*
+ * Percent-decode `in` and remove dot-segments into `out` (capacity len + 1,
+ * NUL-terminated).  Returns the length, or -1 for a path that is not
+ * acceptable (not starting with '/', %00, bad escape, climbing above the root).
+ */
+ssize_t petrel__path_normalize(const char *in, size_t len, char *out);
+/* Percent-decode (with '+' as space when `plus`); returns the length or -1. */
+ssize_t petrel__pct_decode(const char *in, size_t len, char *out, bool plus);
+bool petrel__str_ieq(const char *a, size_t alen, const char *b, size_t blen);
+/* Route and run the handler for a request whose head and body are complete. */
+void petrel__req_dispatch(petrel_req_t *req);
+
+/* ------------------------------------------------------------------------ */
+/* Responses (response.c) and protocol modules                              */
+
+typedef struct petrel__rheader {
+    struct petrel__rheader *next;
+    petrel_str_t name, value;
+} petrel__rheader_t;
+
+enum { BODY_NONE, BODY_MEM, BODY_FD, BODY_STREAM };
+
+struct petrel_resp {
+    int status;
+    const char *type;
+    petrel__rheader_t *headers, **headers_tail;
+    petrel__rheader_t *trailers, **trailers_tail;
+    int body_kind;
+    const void *body;
+    size_t len;
+    int fd;
+    off_t offset;
+    bool close_fd;
+    bool sent;      /* headers handed to the protocol module */
+    bool ended;     /* the whole response handed over */
+};
+
+/* What a protocol module does with a response; the request API calls these. */
+struct petrel_proto {
+    const char *name;
+    /* Headers and, unless BODY_STREAM, the whole body: frame and queue. */
+    int (*send)(petrel_req_t *req, petrel_resp_t *resp);
+    int (*stream_write)(petrel_req_t *req, const void *data, size_t len);
+    int (*stream_end)(petrel_req_t *req, petrel_resp_t *resp);
+    const char *(*peer)(petrel_req_t *req);
+};
+
+/* The default body for a status: "404 Not Found\n". */
+size_t petrel__status_body(int status, char *buf, size_t len);
+/* "HTTP/1.1 404 Not Found\r\n" for known statuses, formatted otherwise. */
+size_t petrel__status_line(int status, char *buf, size_t len);
+
+/* ------------------------------------------------------------------------ */
+/* Connections and HTTP/1.1 (conn.c, http1.c)                                */
+
+typedef struct petrel__conn petrel__conn_t;
+typedef struct petrel__outq petrel__outq_t;
+
+#include <llhttp.h>
+
+enum {
+    CONN_KEEPALIVE = 1 << 0,   /* the current request allows another one */
+    CONN_CLOSING = 1 << 1,     /* close once the output is written */
+    CONN_PAUSED = 1 << 2,      /* parsing waits for the output to drain */
+    CONN_IN_PROCESS = 1 << 3,  /* inside process(): flush at its end */
+    CONN_OUT_REFS = 1 << 4,    /* the output refers to request-scope memory */
+    CONN_HEAD_DONE = 1 << 5,   /* headers of the current request complete */
+    CONN_EOF = 1 << 6,         /* the peer shut down its side */
+    CONN_CLOSED = 1 << 7,      /* fd closed, memory freed at the end of the turn */
+    CONN_RBUF_LARGE = 1 << 8,  /* rbuf is a malloc'ed buffer, not a chunk */
+    CONN_IN_VALUE = 1 << 9,    /* the parser is inside a header value */
+    CONN_CONTINUE = 1 << 10,   /* 100 Continue may be sent for this request */
+    CONN_WANT_WRITE = 1 << 11  /* waiting for EPOLLOUT */
+};
+
+struct petrel__conn {
+    petrel__io_t io;
+    petrel__timer_t timer;
+    petrel__list_t link;       /* srv->conns, or the free list */
+    petrel_server_t *srv;
+    unsigned flags;
+    /* input: rbuf[0, rlen) holds bytes read, [rpos, rlen) not parsed yet;
+     * the head of the current request starts at head_start */
+    char *rbuf;
+    uint32_t rcap, rlen, rpos, head_start;
+    /* output */
+    petrel__outq_t *out, *out_tail;
+    /* the current request */
+    petrel_req_t *req;
+    petrel_arena_mark_t req_mark;
+    uint32_t hdr_bytes;        /* header section bytes so far */
+    uint16_t err_status;       /* status for an HPE_USER error */
+    uint16_t hdr_cap;          /* capacity of req->headers */
+    uint8_t host_count;
+    uint8_t te_chunked;
+    size_t body_cap;
+    uint64_t bytes_out;        /* body bytes of the current response, for the log */
+    petrel_arena_t arena;
+    llhttp_t parser;
+    union {
+        struct sockaddr sa;
+        struct sockaddr_in in;
+        struct sockaddr_in6 in6;
+    } peer;
+};
+
+/* conn.c */
+void petrel__conn_close(petrel__conn_t *c);
+bool petrel__conn_out_empty(const petrel__conn_t *c);
+void petrel__conn_idle(petrel__conn_t *c);  /* give back the empty read buffer */
+void petrel__conn_reap(void);               /* free conns closed this turn */
+void petrel__conn_want_read(petrel__conn_t *c, bool on);
+int petrel__conn_read(petrel__conn_t *c); /* >0 bytes, 0 EOF/again, <0 close */
+/* http1.c */
+void petrel__http1_init_conn(petrel__conn_t *c);
+void petrel__http1_on_read(petrel__conn_t *c);
+void petrel__http1_on_flushed(petrel__conn_t *c);
+void petrel__http1_on_timeout(petrel__conn_t *c);
+bool petrel__http1_idle(const petrel__conn_t *c);
+
+/* Output segments of a connection, in pool chunks (conn.c). */
+typedef struct petrel__oseg {
+    int kind;  /* BODY_MEM or BODY_FD */
+    const char *ptr;
+    size_t len;
+    int fd;
+    off_t off;
+} petrel__oseg_t;
+
+int petrel__listen_start(petrel_server_t *srv);
+void petrel__listen_stop(petrel_server_t *srv);
+void petrel__conn_close_idle(petrel_server_t *srv);
+
+/* Bytes into the connection's output: copied into the output buffer. */
+int petrel__out_copy(petrel__conn_t *c, const void *data, size_t len);
+/* Reserve `len` bytes in the output buffer to format into; NULL on failure. */
+char *petrel__out_reserve(petrel__conn_t *c, size_t len);
+void petrel__out_commit(petrel__conn_t *c, size_t len);
+/* A reference to memory that outlives the request or lives in its arena. */
+int petrel__out_ref(petrel__conn_t *c, const void *data, size_t len);
+int petrel__out_fd(petrel__conn_t *c, int fd, off_t off, size_t len);
+/* Try to write what is queued; returns 0, or -1 when the conn must close. */
+int petrel__conn_flush(petrel__conn_t *c);
+
+/* Test hook: serve one connected socket in this process's loop. */
+int petrel__conn_adopt(petrel_server_t *srv, int fd);
+
+/* ------------------------------------------------------------------------ */
+/* Workers and logging (worker.c, log.c)                                    */
+
+int petrel__worker_init(petrel_server_t *srv);
+int petrel__worker_run(petrel_server_t *srv);
+void petrel__worker_fini(petrel_server_t *srv);
+int petrel__master_run(petrel_server_t *srv);
+
+extern int petrel__log_level;
+int petrel__access_log_open(const char *path);
+void petrel__access_log_flush(void);
+void petrel__access_log(petrel_req_t *req, int status, uint64_t bytes);
+extern bool petrel__access_log_on;
+
+
+#endif /* PETREL_INT_H */

@@ -1,0 +1,241 @@
+/*
+ * response.c -- the protocol-neutral response API.  It records status,
+ * headers and body on the request, then hands them to the protocol module
+ * that carried the request (http1.c today, h2.c tomorrow).
+ */
+#include "petrel-int.h"
+
+#include <stdio.h>
+#include <string.h>
+#include <unistd.h>
+
+static const struct {
+    int status;
+    const char *reason;
+} reasons[] = {
+    {100, "Continue"},
+    {101, "Switching Protocols"},
+    {200, "OK"},
+    {201, "Created"},
+    {202, "Accepted"},
+    {203, "Non-Authoritative Information"},
+    {204, "No Content"},
+    {205, "Reset Content"},
+    {206, "Partial Content"},
+    {300, "Multiple Choices"},
+    {301, "Moved Permanently"},
+    {302, "Found"},
+    {303, "See Other"},
+    {304, "Not Modified"},
+    {307, "Temporary Redirect"},
+    {308, "Permanent Redirect"},
+    {400, "Bad Request"},
+    {401, "Unauthorized"},
+    {403, "Forbidden"},
+    {404, "Not Found"},
+    {405, "Method Not Allowed"},
+    {406, "Not Acceptable"},
+    {408, "Request Timeout"},
+    {409, "Conflict"},
+    {410, "Gone"},
+    {411, "Length Required"},
+    {412, "Precondition Failed"},
+    {413, "Content Too Large"},
+    {414, "URI Too Long"},
+    {415, "Unsupported Media Type"},
+    {416, "Range Not Satisfiable"},
+    {417, "Expectation Failed"},
+    {421, "Misdirected Request"},
+    {422, "Unprocessable Content"},
+    {426, "Upgrade Required"},
+    {428, "Precondition Required"},
+    {429, "Too Many Requests"},
+    {431, "Request Header Fields Too Large"},
+    {500, "Internal Server Error"},
+    {501, "Not Implemented"},
+    {502, "Bad Gateway"},
+    {503, "Service Unavailable"},
+    {504, "Gateway Timeout"},
+    {505, "HTTP Version Not Supported"},
+};
+
+const char *petrel_status_reason(int status)
+{
+    for (size_t i = 0; i < sizeof(reasons) / sizeof(reasons[0]); i++)
+        if (reasons[i].status == status)
+            return reasons[i].reason;
+    return "";
+}
+
+size_t petrel__status_line(int status, char *buf, size_t len)
+{
+    if (status == 200 && len >= 17) {
+        memcpy(buf, "HTTP/1.1 200 OK\r\n", 17);
+        return 17;
+    }
+    const char *r = petrel_status_reason(status);
+    int n = snprintf(buf, len, "HTTP/1.1 %03d %s\r\n", status, r);
+    return n < 0 ? 0 : (size_t)n < len ? (size_t)n : len - 1;
+}
+
+size_t petrel__status_body(int status, char *buf, size_t len)
+{
+    int n = snprintf(buf, len, "%d %s\n", status, petrel_status_reason(status));
+    return n < 0 ? 0 : (size_t)n < len ? (size_t)n : len - 1;
+}
+
+/* Field names are tokens; values have no CR, LF or NUL (RFC 9110 §5.5). */
+static bool field_ok(const char *name, const char *value)
+{
+    if (*name == '\0')
+        return false;
+    for (const char *p = name; *p; p++)
+        if (!((*p >= 'a' && *p <= 'z') || (*p >= 'A' && *p <= 'Z') || (*p >= '0' && *p <= '9') ||
+              strchr("!#$%&'*+-.^_`|~", *p)))
+            return false;
+    for (const char *p = value; *p; p++)
+        if (*p == '\r' || *p == '\n')
+            return false;
+    return true;
+}
+
+static bool reserved(const char *name)
+{
+    static const char *const own[] = {"date", "server", "content-length", "transfer-encoding",
+                                      "connection", "keep-alive", "upgrade"};
+    for (size_t i = 0; i < sizeof(own) / sizeof(own[0]); i++)
+        if (petrel__str_ieq(name, strlen(name), own[i], strlen(own[i])))
+            return true;
+    return false;
+}
+
+static int add_field(petrel_req_t *req, petrel__rheader_t ***tail, const char *name,
+                     const char *value)
+{
+    if (name == NULL || value == NULL || !field_ok(name, value) || reserved(name))
+        return PETREL_EINVAL;
+    petrel__rheader_t *h = petrel_arena_alloc(req->arena, sizeof(*h), 0);
+    if (h == NULL)
+        return PETREL_ENOMEM;
+    size_t nl = strlen(name), vl = strlen(value);
+    h->name.ptr = petrel_arena_strndup(req->arena, name, nl);
+    h->value.ptr = petrel_arena_strndup(req->arena, value, vl);
+    if (h->name.ptr == NULL || h->value.ptr == NULL)
+        return PETREL_ENOMEM;
+    h->name.len = nl;
+    h->value.len = vl;
+    h->next = NULL;
+    **tail = h;
+    *tail = &h->next;
+    return 0;
+}
+
+int petrel_resp_header(petrel_req_t *req, const char *name, const char *value)
+{
+    if (req->_resp->sent)
+        return PETREL_ESTATE;
+    return add_field(req, &req->_resp->headers_tail, name, value);
+}
+
+int petrel_resp_trailer(petrel_req_t *req, const char *name, const char *value)
+{
+    if (req->_resp->ended)
+        return PETREL_ESTATE;
+    return add_field(req, &req->_resp->trailers_tail, name, value);
+}
+
+static int start(petrel_req_t *req, int status, const char *type, int kind)
+{
+    petrel_resp_t *r = req->_resp;
+    if (r->sent)
+        return PETREL_ESTATE;
+    if (status < 200 || status > 599)
+        return PETREL_EINVAL; /* 1xx are petrel's own (100 Continue, 101) */
+    r->status = status;
+    r->type = type;
+    r->body_kind = kind;
+    r->sent = true;
+    return 0;
+}
+
+int petrel_send(petrel_req_t *req, int status, const char *type, const void *body, size_t len)
+{
+    int rc = start(req, status, type, BODY_MEM);
+    if (rc < 0)
+        return rc;
+    petrel_resp_t *r = req->_resp;
+    r->body = body;
+    r->len = len;
+    r->ended = true;
+    return req->_proto->send(req, r);
+}
+
+int petrel_send_text(petrel_req_t *req, int status, const char *type, const char *text)
+{
+    return petrel_send(req, status, type, text, strlen(text));
+}
+
+int petrel_send_copy(petrel_req_t *req, int status, const char *type, const void *body,
+                     size_t len)
+{
+    void *p = petrel_arena_alloc(req->arena, len ? len : 1, 1);
+    if (p == NULL)
+        return PETREL_ENOMEM;
+    memcpy(p, body, len);
+    return petrel_send(req, status, type, p, len);
+}
+
+static void close_fd(void *p) { close((int)(intptr_t)p); }
+
+int petrel_send_fd(petrel_req_t *req, int status, const char *type, int fd, off_t offset,
+                   size_t len, int close_when_done)
+{
+    if (close_when_done && petrel_arena_defer(req->arena, close_fd, (void *)(intptr_t)fd) < 0) {
+        close(fd);
+        return PETREL_ENOMEM;
+    }
+    int rc = start(req, status, type, BODY_FD);
+    if (rc < 0)
+        return rc;
+    petrel_resp_t *r = req->_resp;
+    r->fd = fd;
+    r->offset = offset;
+    r->len = len;
+    r->close_fd = close_when_done != 0;
+    r->ended = true;
+    return req->_proto->send(req, r);
+}
+
+int petrel_send_status(petrel_req_t *req, int status)
+{
+    char buf[96];
+    size_t n = petrel__status_body(status, buf, sizeof(buf));
+    if (status == 204 || status == 304)
+        n = 0;
+    return petrel_send_copy(req, status, n ? "text/plain; charset=utf-8" : NULL, buf, n);
+}
+
+int petrel_stream_begin(petrel_req_t *req, int status, const char *type)
+{
+    int rc = start(req, status, type, BODY_STREAM);
+    if (rc < 0)
+        return rc;
+    return req->_proto->send(req, req->_resp);
+}
+
+int petrel_stream_write(petrel_req_t *req, const void *data, size_t len)
+{
+    petrel_resp_t *r = req->_resp;
+    if (!r->sent || r->ended || r->body_kind != BODY_STREAM)
+        return PETREL_ESTATE;
+    return req->_proto->stream_write(req, data, len);
+}
+
+int petrel_stream_end(petrel_req_t *req)
+{
+    petrel_resp_t *r = req->_resp;
+    if (!r->sent || r->ended || r->body_kind != BODY_STREAM)
+        return PETREL_ESTATE;
+    r->ended = true;
+    return req->_proto->stream_end(req, r);
+}
