@@ -617,8 +617,33 @@ static void request_ready(petrel__conn_t *c)
         c->flags |= CONN_PAUSED; /* a streamed response: wait for its end */
 }
 
+/* RFC 9113 §3.4: prior knowledge starts with the connection preface. */
+static const char h2_preface[] = "PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n";
+
+/* Returns true when the connection has been handed to another protocol or
+ * must wait for more bytes to know. */
+static bool sniff(petrel__conn_t *c)
+{
+    size_t n = c->rlen - c->rpos, want = sizeof(h2_preface) - 1;
+    if (c->rbuf[c->rpos] != 'P')
+        goto http1;
+    if (memcmp(c->rbuf + c->rpos, h2_preface, n < want ? n : want) != 0)
+        goto http1;
+    if (n < want)
+        return true; /* a prefix of the preface so far */
+    c->flags |= CONN_STARTED;
+    if (petrel__h2_takeover(c) < 0)
+        petrel__conn_close(c);
+    return true;
+http1:
+    c->flags |= CONN_STARTED;
+    return false;
+}
+
 static void process(petrel__conn_t *c)
 {
+    if (unlikely(!(c->flags & CONN_STARTED)) && c->rpos < c->rlen && sniff(c))
+        return;
     c->flags |= CONN_IN_PROCESS;
     while (!(c->flags & (CONN_PAUSED | CONN_CLOSING | CONN_CLOSED)) && c->rpos < c->rlen) {
         if (c->req == NULL) {

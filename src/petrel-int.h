@@ -312,7 +312,8 @@ enum {
     CONN_RBUF_LARGE = 1 << 8,  /* rbuf is a malloc'ed buffer, not a chunk */
     CONN_IN_VALUE = 1 << 9,    /* the parser is inside a header value */
     CONN_CONTINUE = 1 << 10,   /* 100 Continue may be sent for this request */
-    CONN_WANT_WRITE = 1 << 11  /* waiting for EPOLLOUT */
+    CONN_WANT_WRITE = 1 << 11, /* waiting for EPOLLOUT */
+    CONN_STARTED = 1 << 12     /* the protocol of the connection is known */
 };
 
 struct petrel__conn {
@@ -337,6 +338,7 @@ struct petrel__conn {
     uint8_t te_chunked;
     size_t body_cap;
     uint64_t bytes_out;        /* body bytes of the current response, for the log */
+    void *proto;               /* state of another protocol after a takeover (h2, ws) */
     petrel_arena_t arena;
     llhttp_t parser;
     union {
@@ -353,6 +355,10 @@ void petrel__conn_idle(petrel__conn_t *c);  /* give back the empty read buffer *
 void petrel__conn_reap(void);               /* free conns closed this turn */
 void petrel__conn_want_read(petrel__conn_t *c, bool on);
 int petrel__conn_read(petrel__conn_t *c); /* >0 bytes, 0 EOF/again, <0 close */
+/* h2.c: a connection whose first bytes are the HTTP/2 preface (RFC 9113
+ * §3.4) is handed over, with its read buffer; returns 0, or <0 to close. */
+int petrel__h2_takeover(petrel__conn_t *c);
+
 /* http1.c */
 void petrel__http1_init_conn(petrel__conn_t *c);
 void petrel__http1_on_read(petrel__conn_t *c);
