@@ -748,8 +748,11 @@ void petrel__http1_on_read(petrel__conn_t *c)
             return;
         }
         if (n == 0) {
-            if (!(c->flags & CONN_EOF))
-                return; /* EAGAIN */
+            if (!(c->flags & CONN_EOF)) {
+                if (c->req == NULL)
+                    petrel__conn_idle(c); /* EAGAIN: do not hold an empty buffer */
+                return;
+            }
             /* The peer is done sending.  A request cut short is dropped;
              * answers already queued are still written. */
             if (c->req && !c->req->_resp->sent) {
@@ -767,7 +770,9 @@ void petrel__http1_on_read(petrel__conn_t *c)
         if (c->req && (c->flags & CONN_HEAD_DONE))
             petrel__timer_arm(petrel__loop, &c->timer, &c->srv->tq_header); /* body progress */
         process(c);
-        if ((c->flags & (CONN_CLOSED | CONN_PAUSED | CONN_CLOSING)) || c->rlen < c->rcap)
+        /* a read that did not fill the buffer got everything there was */
+        if ((c->flags & (CONN_CLOSED | CONN_PAUSED | CONN_CLOSING)) || c->rbuf == NULL ||
+            c->rlen < c->rcap)
             return;
     }
 }
