@@ -160,7 +160,7 @@ static void out_advance(petrel__conn_t *c, size_t n)
 static void set_events(petrel__conn_t *c)
 {
     uint32_t ev = 0;
-    if (!(c->flags & (CONN_PAUSED | CONN_CLOSING | CONN_EOF)))
+    if (!(c->flags & (CONN_PAUSED | CONN_CLOSING | CONN_EOF)) || (c->flags & CONN_LINGER))
         ev |= EPOLLIN;
     if (c->flags & CONN_WANT_WRITE)
         ev |= EPOLLOUT;
@@ -315,7 +315,44 @@ static void on_io(petrel__io_t *io, uint32_t events)
 static void on_timer(petrel__timer_t *t)
 {
     petrel__conn_t *c = container_of(t, petrel__conn_t, timer);
-    petrel__http1_on_timeout(c);
+    if (c->flags & CONN_LINGER)
+        petrel__conn_close(c);
+    else
+        petrel__http1_on_timeout(c);
+}
+
+static void on_linger(petrel__io_t *io, uint32_t events)
+{
+    petrel__conn_t *c = container_of(io, petrel__conn_t, io);
+    char buf[4096];
+    (void)events;
+    for (int i = 0; i < 16; i++) {
+        ssize_t n = read(io->fd, buf, sizeof(buf));
+        if (n > 0)
+            continue;
+        if (n < 0 && (errno == EAGAIN || errno == EINTR))
+            return;
+        break; /* EOF or error: the peer has read what it wanted */
+    }
+    petrel__conn_close(c);
+}
+
+void petrel__conn_linger(petrel__conn_t *c)
+{
+    shutdown(c->io.fd, SHUT_WR);
+    if (c->flags & CONN_EOF) {
+        petrel__conn_close(c);
+        return;
+    }
+    c->req = NULL;
+    petrel__arena_clear(&c->arena);
+    out_release(c);
+    rbuf_release(c);
+    c->flags |= CONN_LINGER;
+    c->flags &= ~CONN_WANT_WRITE;
+    c->io.cb = on_linger;
+    set_events(c);
+    petrel__timer_arm(petrel__loop, &c->timer, &c->srv->tq_linger);
 }
 
 void petrel__conn_close(petrel__conn_t *c)

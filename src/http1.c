@@ -564,6 +564,7 @@ static void send_error(petrel__conn_t *c, int status)
 {
     petrel_req_t *r = c->req;
     c->flags &= ~CONN_KEEPALIVE;
+    c->flags |= CONN_ERROR;
     if (r->_resp->sent) {
         c->flags |= CONN_CLOSING;
         return;
@@ -608,6 +609,7 @@ static void request_ready(petrel__conn_t *c)
     petrel_req_t *r = c->req;
     if (c->srv->draining)
         c->flags &= ~CONN_KEEPALIVE;
+    petrel__timer_disarm(&c->timer); /* the head timeout is over; writes have their own */
     r->_flags |= REQ_IN_HANDLER;
     petrel__req_dispatch(r);
     r->_flags &= ~REQ_IN_HANDLER;
@@ -707,9 +709,14 @@ void petrel__http1_on_flushed(petrel__conn_t *c)
     if (c->flags & CONN_CLOSING) {
         if (c->req == NULL || c->req->_resp->ended) {
             /* RFC 9112 §9.6: half-close first so the peer reads the whole
-             * response before it sees the connection go. */
-            shutdown(c->io.fd, SHUT_WR);
-            petrel__conn_close(c);
+             * response; linger when it may still be sending (an error cut
+             * its request short, or more requests are buffered). */
+            if ((c->flags & CONN_ERROR) || c->rpos < c->rlen) {
+                petrel__conn_linger(c);
+            } else {
+                shutdown(c->io.fd, SHUT_WR);
+                petrel__conn_close(c);
+            }
         }
         return;
     }
@@ -732,6 +739,11 @@ void petrel__http1_on_flushed(petrel__conn_t *c)
 
 void petrel__http1_on_read(petrel__conn_t *c)
 {
+    if (c->flags & (CONN_PAUSED | CONN_CLOSING)) {
+        /* not now: stop polling for input until the output is written */
+        petrel__conn_want_read(c, false);
+        return;
+    }
     for (int turn = 0; turn < 4; turn++) {
         if (c->rbuf && c->rlen == c->rcap) {
             int st = rbuf_make_room(c);

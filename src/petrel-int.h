@@ -194,7 +194,7 @@ struct petrel_server {
     void **module_handles;
     /* worker state */
     petrel__loop_t loop;
-    petrel__tq_t tq_header, tq_keepalive, tq_send, tq_drain;
+    petrel__tq_t tq_header, tq_keepalive, tq_send, tq_drain, tq_linger;
     petrel__io_t *listen_ios;
     size_t nconns;
     bool draining;
@@ -313,7 +313,9 @@ enum {
     CONN_IN_VALUE = 1 << 9,    /* the parser is inside a header value */
     CONN_CONTINUE = 1 << 10,   /* 100 Continue may be sent for this request */
     CONN_WANT_WRITE = 1 << 11, /* waiting for EPOLLOUT */
-    CONN_STARTED = 1 << 12     /* the protocol of the connection is known */
+    CONN_STARTED = 1 << 12,    /* the protocol of the connection is known */
+    CONN_LINGER = 1 << 13,     /* half-closed, reading what the peer still sends */
+    CONN_ERROR = 1 << 14       /* closing after an error response */
 };
 
 struct petrel__conn {
@@ -352,6 +354,10 @@ struct petrel__conn {
 void petrel__conn_close(petrel__conn_t *c);
 bool petrel__conn_out_empty(const petrel__conn_t *c);
 void petrel__conn_idle(petrel__conn_t *c);  /* give back the empty read buffer */
+/* Close after the response: half-close, then read and drop what the peer
+ * still sends for a short while, so that it reads our response instead of a
+ * reset (RFC 9112 §9.6). */
+void petrel__conn_linger(petrel__conn_t *c);
 void petrel__conn_reap(void);               /* free conns closed this turn */
 void petrel__conn_want_read(petrel__conn_t *c, bool on);
 int petrel__conn_read(petrel__conn_t *c); /* >0 bytes, 0 EOF/again, <0 close */

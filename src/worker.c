@@ -97,6 +97,7 @@ int petrel__worker_init(petrel_server_t *srv)
     petrel__tq_init(&srv->loop, &srv->tq_keepalive, srv->cfg.keepalive_timeout_ms);
     petrel__tq_init(&srv->loop, &srv->tq_send, srv->cfg.send_timeout_ms);
     petrel__tq_init(&srv->loop, &srv->tq_drain, srv->cfg.drain_timeout_ms);
+    petrel__tq_init(&srv->loop, &srv->tq_linger, 2000);
     list_init(&drain_timer.node);
     srv->loop.on_tick = on_tick;
     sigset_t set;
