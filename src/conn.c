@@ -164,6 +164,18 @@ static void set_events(petrel__conn_t *c)
         ev |= EPOLLIN;
     if (c->flags & CONN_WANT_WRITE)
         ev |= EPOLLOUT;
+    if (!(c->flags & CONN_REGISTERED)) {
+        /* registered on first need: a connection answered and closed within
+         * its first read never costs an epoll_ctl */
+        if (ev == 0)
+            return;
+        if (petrel__io_add(petrel__loop, &c->io, ev) < 0) {
+            petrel__conn_close(c);
+            return;
+        }
+        c->flags |= CONN_REGISTERED;
+        return;
+    }
     if (petrel__io_mod(petrel__loop, &c->io, ev) < 0)
         petrel__conn_close(c);
 }
@@ -362,7 +374,7 @@ void petrel__conn_close(petrel__conn_t *c)
     petrel_server_t *srv = c->srv;
     c->flags |= CONN_CLOSED;
     petrel__timer_disarm(&c->timer);
-    petrel__io_del(petrel__loop, &c->io);
+    /* no EPOLL_CTL_DEL: closing the only descriptor of the socket removes it */
     close(c->io.fd);
     c->io.fd = -1;
     if (c->req)
@@ -399,6 +411,15 @@ static void conn_reap(void)
     }
 }
 
+/* Read at once: with TCP_DEFER_ACCEPT the request is usually there already,
+ * and a request answered within this first read needs no epoll call. */
+static void conn_start(petrel__conn_t *c)
+{
+    petrel__http1_on_read(c);
+    if (!(c->flags & (CONN_CLOSED | CONN_REGISTERED)))
+        set_events(c);
+}
+
 static petrel__conn_t *conn_new(petrel_server_t *srv, int fd)
 {
     petrel__conn_t *c;
@@ -420,10 +441,6 @@ static petrel__conn_t *conn_new(petrel_server_t *srv, int fd)
     petrel__arena_init(&c->arena, &petrel__pool,
                        2 * srv->cfg.max_body_size + 2 * srv->cfg.max_header_size + (1 << 20));
     petrel__http1_init_conn(c);
-    if (petrel__io_add(petrel__loop, &c->io, EPOLLIN) < 0) {
-        free(c);
-        return NULL;
-    }
     list_append(&srv->conns, &c->link);
     srv->nconns++;
     petrel__timer_arm(petrel__loop, &c->timer, &srv->tq_header);
@@ -438,6 +455,7 @@ int petrel__conn_adopt(petrel_server_t *srv, int fd)
     if (c == NULL)
         return PETREL_ENOMEM;
     c->peer.in.sin_family = AF_UNIX;
+    conn_start(c);
     return 0;
 }
 
@@ -497,16 +515,14 @@ static void on_accept(petrel__io_t *io, uint32_t events)
             petrel_log(PETREL_LOG_ERROR, "accept: %s", strerror(errno));
             return;
         }
-        if (addr.sa.sa_family != AF_UNIX) {
-            int one = 1;
-            setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
-        }
+        /* TCP_NODELAY is inherited from the listening socket */
         petrel__conn_t *c = conn_new(srv, fd);
         if (c == NULL) {
             close(fd);
             continue;
         }
         memcpy(&c->peer, &addr, alen < sizeof(c->peer) ? alen : sizeof(c->peer));
+        conn_start(c);
     }
 }
 

@@ -714,8 +714,7 @@ void petrel__http1_on_flushed(petrel__conn_t *c)
             if ((c->flags & CONN_ERROR) || c->rpos < c->rlen) {
                 petrel__conn_linger(c);
             } else {
-                shutdown(c->io.fd, SHUT_WR);
-                petrel__conn_close(c);
+                petrel__conn_close(c); /* nothing unread: close sends FIN */
             }
         }
         return;

@@ -315,7 +315,8 @@ enum {
     CONN_WANT_WRITE = 1 << 11, /* waiting for EPOLLOUT */
     CONN_STARTED = 1 << 12,    /* the protocol of the connection is known */
     CONN_LINGER = 1 << 13,     /* half-closed, reading what the peer still sends */
-    CONN_ERROR = 1 << 14       /* closing after an error response */
+    CONN_ERROR = 1 << 14,      /* closing after an error response */
+    CONN_REGISTERED = 1 << 15  /* the fd is in the epoll set */
 };
 
 struct petrel__conn {

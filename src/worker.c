@@ -22,6 +22,7 @@
 #include <sys/signalfd.h>
 #include <sys/socket.h>
 #include <sys/wait.h>
+#include <netinet/tcp.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -167,6 +168,10 @@ static int open_listener(petrel__listen_t *l, char *err, size_t errlen)
     setsockopt(fd, SOL_SOCKET, SO_REUSEPORT, &one, sizeof(one));
     if (l->addr.ss_family == AF_INET6)
         setsockopt(fd, IPPROTO_IPV6, IPV6_V6ONLY, &one, sizeof(one));
+    /* accepted sockets inherit TCP_NODELAY; TCP_DEFER_ACCEPT wakes us when
+     * the first bytes are there, so a new connection is read at once */
+    setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
+    setsockopt(fd, IPPROTO_TCP, TCP_DEFER_ACCEPT, &one, sizeof(one));
     if (bind(fd, (struct sockaddr *)&l->addr, l->addrlen) < 0 || listen(fd, 4096) < 0) {
         snprintf(err, errlen, "cannot listen on %s: %s", l->text, strerror(errno));
         close(fd);
