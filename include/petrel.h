@@ -339,6 +339,85 @@ typedef struct petrel_module {
 PETREL_API int petrel_main(int argc, char **argv, const petrel_module_t *const *builtins);
 
 /* ------------------------------------------------------------------------ */
+/* Static files (modules/static.c)                                           */
+
+/**
+ * Options of a static-file mount.  Fill with petrel_static_opts_init() (the
+ * defaults), then change what you need; the struct may grow fields at the
+ * end in a later ABI version.  Strings are copied by petrel_static_mount().
+ */
+typedef struct petrel_static_opts {
+    /** Serve DIR/index.html for a request of a directory ("index.html");
+     *  NULL or "" for none. */
+    const char *index;
+    /** An HTML listing for a directory without an index file (default 0:
+     *  404). */
+    int autoindex;
+    /** Cache-Control value of every file response (200, 206, 304); NULL or
+     *  "" for no header (the default, as nginx, h2o and lighttpd do). */
+    const char *cache_control;
+    /** Serve FILE.br / FILE.gz when they exist beside FILE and the client
+     *  accepts that encoding, with Content-Encoding and Vary (default 1). */
+    int precompressed;
+    /** Bytes of memory the cache of one worker may hold for this mount:
+     *  file contents, metadata, names (default 64 MiB).  0: nothing is kept
+     *  between requests. */
+    size_t cache_size;
+    /** Files up to this size are kept in memory and served without a file
+     *  syscall; larger ones are sent from a cached descriptor (sendfile on
+     *  HTTP/1.1).  Default 64 KiB; 0: never in memory. */
+    size_t max_file_in_memory;
+    /** Open file descriptors the cache of one worker may hold for this
+     *  mount (default 1024). */
+    size_t max_open_files;
+    /** A cached file is checked against the disk (one stat) at most this
+     *  often, in milliseconds (default 1000): a file changed, replaced or
+     *  deleted on disk is served fresh at most this long after the change.
+     *  0: checked on every request. */
+    unsigned revalidate_ms;
+} petrel_static_opts_t;
+
+/** Fill `opts` with the defaults described above. */
+PETREL_API void petrel_static_opts_init(petrel_static_opts_t *opts);
+
+/**
+ * Serve the files below directory `dir` at URL prefix `prefix` ("/",
+ * "/assets/"; a missing trailing slash is added, and a request of the prefix
+ * without it is redirected to it).  Registers GET and HEAD routes
+ * `prefix` + "*".  Call at start-up, before the workers start (from a
+ * module's init).  `opts` may be NULL (the defaults); it and the strings are
+ * copied.
+ *
+ * Requests are resolved beneath `dir` only (openat2 RESOLVE_BENEATH, or a
+ * component walk on kernels without it): symlinks are followed only while
+ * they stay inside `dir`; only regular files are served.  Each worker keeps
+ * a cache of open files, metadata and small files' bytes (see the options).
+ *
+ * Returns 0, PETREL_EINVAL (bad prefix, options), PETREL_ENOTFOUND (`dir` is
+ * not a readable directory), PETREL_ESTATE (the route exists already) or
+ * PETREL_ENOMEM.
+ */
+PETREL_API int petrel_static_mount(petrel_server_t *srv, const char *prefix, const char *dir,
+                                   const petrel_static_opts_t *opts);
+
+/* ------------------------------------------------------------------------ */
+/* Timers                                                                    */
+
+typedef struct petrel_timer petrel_timer_t;
+
+/**
+ * Run `cb(data)` once, `ms` milliseconds from now, in the calling worker's
+ * event loop (call it from a handler, a module's worker_init, or another
+ * timer).  Re-arm from the callback for a periodic timer.  Returns a handle,
+ * valid until the callback has started or petrel_timer_stop(); NULL when out
+ * of memory or outside a worker.
+ */
+PETREL_API petrel_timer_t *petrel_timer_start(uint64_t ms, void (*cb)(void *data), void *data);
+
+/** Cancel a timer that has not fired yet (the callback will not run). */
+PETREL_API void petrel_timer_stop(petrel_timer_t *t);
+
+/* ------------------------------------------------------------------------ */
 /* Logging                                                                   */
 
 enum { PETREL_LOG_ERROR = 0, PETREL_LOG_WARN, PETREL_LOG_INFO, PETREL_LOG_DEBUG };

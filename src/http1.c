@@ -551,6 +551,10 @@ static void request_done(petrel__conn_t *c)
     petrel_req_t *r = c->req;
     if (petrel__access_log_on)
         petrel__access_log(r, r->_resp->status, c->bytes_out);
+    if (c->on_upgrade) {
+        c->flags |= CONN_PAUSED; /* the switch happens once the 101 is written */
+        return;
+    }
     if (!(c->flags & CONN_KEEPALIVE) || c->srv->draining)
         c->flags |= CONN_CLOSING;
     if (c->flags & CONN_OUT_REFS)
@@ -672,7 +676,9 @@ static void process(petrel__conn_t *c)
             continue;
         }
         if (e == HPE_PAUSED_UPGRADE) {
-            c->rpos = c->rlen;
+            /* bytes after an Upgrade request belong to the new protocol, if
+             * the handler took it (c->on_upgrade); else we close after it */
+            c->rpos = (uint32_t)(llhttp_get_error_pos(&c->parser) - c->rbuf);
             c->flags &= ~CONN_KEEPALIVE;
             request_ready(c);
             break;
@@ -704,6 +710,13 @@ static void after_output(petrel__conn_t *c)
 
 void petrel__http1_on_flushed(petrel__conn_t *c)
 {
+    if (c->on_upgrade && c->req && c->req->_resp->ended) {
+        void (*cb)(petrel__conn_t *) = c->on_upgrade;
+        c->on_upgrade = NULL;
+        req_end(c);
+        cb(c);
+        return;
+    }
     if ((c->flags & CONN_PAUSED) && c->req && c->req->_resp->ended)
         req_end(c);
     if (c->flags & CONN_CLOSING) {

@@ -10,6 +10,7 @@
 
 #include <errno.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/epoll.h>
 #include <unistd.h>
@@ -47,6 +48,7 @@ int petrel__loop_init(petrel__loop_t *loop)
     if (loop->epfd < 0)
         return PETREL_EIO;
     list_init(&loop->pending);
+    list_init(&loop->user_timers);
     petrel__loop_update_time(loop);
     return 0;
 }
@@ -101,10 +103,50 @@ void petrel__timer_arm(petrel__loop_t *loop, petrel__timer_t *t, petrel__tq_t *q
     list_append(&q->list, &t->node);
 }
 
+struct petrel_timer {
+    petrel__list_t node;
+    uint64_t deadline;
+    void (*cb)(void *data);
+    void *data;
+};
+
+petrel_timer_t *petrel_timer_start(uint64_t ms, void (*cb)(void *data), void *data)
+{
+    petrel__loop_t *loop = petrel__loop;
+    if (loop == NULL || cb == NULL)
+        return NULL;
+    petrel_timer_t *t = malloc(sizeof(*t));
+    if (t == NULL)
+        return NULL;
+    t->deadline = loop->now_ms + ms;
+    t->cb = cb;
+    t->data = data;
+    /* user timers are few: keep them sorted, walking from the latest */
+    petrel__list_t *pos = loop->user_timers.prev;
+    while (pos != &loop->user_timers &&
+           container_of(pos, petrel_timer_t, node)->deadline > t->deadline)
+        pos = pos->prev;
+    t->node.prev = pos;
+    t->node.next = pos->next;
+    pos->next->prev = &t->node;
+    pos->next = &t->node;
+    return t;
+}
+
+void petrel_timer_stop(petrel_timer_t *t)
+{
+    if (t) {
+        list_unlink(&t->node);
+        free(t);
+    }
+}
+
 /* Milliseconds until the earliest deadline, -1 if none. */
 static int next_timeout(petrel__loop_t *loop)
 {
     uint64_t best = UINT64_MAX;
+    if (!list_empty(&loop->user_timers))
+        best = container_of(loop->user_timers.next, petrel_timer_t, node)->deadline;
     for (int i = 0; i < loop->nqueues; i++) {
         petrel__list_t *l = &loop->queues[i]->list;
         if (!list_empty(l)) {
@@ -124,6 +166,16 @@ static int next_timeout(petrel__loop_t *loop)
 
 static void expire(petrel__loop_t *loop)
 {
+    while (!list_empty(&loop->user_timers)) {
+        petrel_timer_t *t = container_of(loop->user_timers.next, petrel_timer_t, node);
+        if (t->deadline > loop->now_ms)
+            break;
+        list_unlink(&t->node);
+        void (*cb)(void *) = t->cb;
+        void *data = t->data;
+        free(t);
+        cb(data);
+    }
     for (int i = 0; i < loop->nqueues; i++) {
         petrel__list_t *l = &loop->queues[i]->list;
         while (!list_empty(l)) {

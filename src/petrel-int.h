@@ -131,6 +131,7 @@ struct petrel__loop {
     int nqueues;
     void (*on_tick)(petrel__loop_t *loop); /* once per loop turn, after events */
     petrel__list_t pending;                /* conns with work for the end of the turn */
+    petrel__list_t user_timers;            /* petrel_timer_start(), by deadline */
 };
 
 int petrel__loop_init(petrel__loop_t *loop);
@@ -180,6 +181,10 @@ typedef struct petrel__config {
     int log_level;
     const char *access_log;  /* NULL: off */
     const char *root;
+    /* HTTP/2 (h2.c); 0 means the default */
+    uint32_t h2_max_concurrent_streams; /* SETTINGS_MAX_CONCURRENT_STREAMS (128) */
+    uint32_t h2_initial_window_size;    /* SETTINGS_INITIAL_WINDOW_SIZE (1 MiB) */
+    size_t h2_max_header_list_size;     /* SETTINGS_MAX_HEADER_LIST_SIZE (max_header_size) */
 } petrel__config_t;
 
 typedef struct petrel__router petrel__router_t;
@@ -342,6 +347,10 @@ struct petrel__conn {
     size_t body_cap;
     uint64_t bytes_out;        /* body bytes of the current response, for the log */
     void *proto;               /* state of another protocol after a takeover (h2, ws) */
+    /* Set by a handler that answered 101 (ws.c, h2.c): called once the
+     * response is written; the connection then belongs to that protocol,
+     * with any bytes after the request still in rbuf[rpos, rlen). */
+    void (*on_upgrade)(petrel__conn_t *c);
     petrel_arena_t arena;
     llhttp_t parser;
     union {
@@ -365,6 +374,32 @@ int petrel__conn_read(petrel__conn_t *c); /* >0 bytes, 0 EOF/again, <0 close */
 /* h2.c: a connection whose first bytes are the HTTP/2 preface (RFC 9113
  * §3.4) is handed over, with its read buffer; returns 0, or <0 to close. */
 int petrel__h2_takeover(petrel__conn_t *c);
+/* h2.c: after a complete HTTP/1.1 request with `Upgrade: h2c` and one
+ * HTTP2-Settings (RFC 7540 §3.2) whose answer is 101: the connection becomes
+ * an h2 session and `req` is answered as stream 1.  Returns 0, or <0 to close
+ * (then nothing was sent). */
+int petrel__h2_upgrade(petrel__conn_t *c, petrel_req_t *req);
+/* h2.c: graceful shutdown of an h2 connection (GOAWAY, finish open streams,
+ * close).  Returns false when `c` is not an h2 connection. */
+bool petrel__h2_drain(petrel__conn_t *c);
+/* h2.c: counters of this worker's h2 side, for tests and benchmarks. */
+typedef struct petrel__h2_stats {
+    uint64_t ng_calls;     /* nghttp2_mem calls that reached the heap (malloc, calloc,
+                            * realloc, free of a non-NULL pointer) */
+    size_t ng_bytes;       /* heap bytes nghttp2 holds now (malloc_usable_size) */
+    uint64_t slot_mallocs; /* stream slots malloc'ed (the free list was empty) */
+    size_t sessions;       /* live h2 sessions */
+    size_t streams;        /* live stream slots (open, zombie or orphan) */
+} petrel__h2_stats_t;
+void petrel__h2_stats(petrel__h2_stats_t *st);
+
+/* Work for the end of the loop turn (loop->pending): h2 gathers the frames of
+ * all its streams and writes them once per turn.  worker.c's on_tick runs
+ * (and unlinks) every entry. */
+typedef struct petrel__pending {
+    petrel__list_t node;
+    void (*cb)(struct petrel__pending *p);
+} petrel__pending_t;
 
 /* http1.c */
 void petrel__http1_init_conn(petrel__conn_t *c);
