@@ -159,8 +159,16 @@ typedef struct petrel_param {
     petrel_str_t value; /**< percent-decoded, NUL-terminated */
 } petrel_param_t;
 
+/**
+ * The server: configuration, routes and modules.  Opaque.  One per process;
+ * a module gets it in its init (in the master, before the workers fork) and
+ * worker_init, and a handler finds it in req->server.  Valid for as long as
+ * the process runs.
+ */
 typedef struct petrel_server petrel_server_t;
+/** The response being built for a request (private: use petrel_send*()). */
 typedef struct petrel_resp petrel_resp_t;
+/** The protocol that carried a request (private: HTTP/1.1 or HTTP/2). */
 typedef struct petrel_proto petrel_proto_t;
 
 /**
@@ -302,10 +310,27 @@ PETREL_API int petrel_route_add(petrel_server_t *srv, int methods, const char *p
 
 /**
  * A module descriptor: one per module `.c` file, made by PETREL_MODULE().
- * `init` runs once in the master before workers start, with the module's
- * argument string ("" if none); it may add routes.  `worker_init` and
- * `worker_fini` run in each worker.  Each returns 0 or a negative code (a
- * failing init stops petrel with a message naming the module).
+ * The routes of `routes` are added first; then `init` runs in the master
+ * before the workers start, with the module's argument string (what follows
+ * the first ':' of `--module NAME:ARGS`, "" if none; it stays valid as long
+ * as petrel runs); it may add more routes with petrel_route_add().  The
+ * workers are forked after it, so they start with a copy of whatever init
+ * set up.  `worker_init` runs in each worker
+ * before it accepts connections (per-worker state: a cache, a store, timers)
+ * and `worker_fini` when the worker exits.  `init` and `worker_init` return
+ * 0 or a negative PETREL_E* code: a failing init stops petrel at start-up
+ * with a message naming the module.  Any of the three may be NULL.
+ *
+ * A reload (SIGHUP, or --dev when a module file changes) loads every module
+ * again and runs `init` again in the master, with a fresh router, then
+ * replaces the workers with new ones (worker_init runs in those); the old
+ * workers finish their requests and run worker_fini.  A module loaded from
+ * a file gets fresh static variables on each reload; a built-in module keeps
+ * its statics, so its init must be safe to run more than once.  If the new
+ * init fails, the previous modules keep serving.
+ *
+ * Workers are separate processes: state that a handler changes (a counter,
+ * a store) is per worker, and is lost when the worker exits.
  */
 typedef struct petrel_module {
     int abi_version;
@@ -317,16 +342,31 @@ typedef struct petrel_module {
 } petrel_module_t;
 
 #ifdef PETREL_BUILTIN_MODULE
+/* Built into a program: the descriptor petrel_module_NAME goes into the
+ * table of built-in modules passed to petrel_main(). */
+#define PETREL_MODULE_DESC_(name) PETREL_API const petrel_module_t petrel_module_##name
 #define PETREL_MODULE_ENTRY_(name)
 #else
-/* Out-of-tree modules (.so) export one well-known symbol for dlsym. */
+/* A module file (.so): the descriptor is private (a petrel binary with a
+ * built-in module of the same name must not take its place), and one
+ * well-known symbol points to it for dlsym(). */
+#define PETREL_MODULE_DESC_(name) static const petrel_module_t petrel_module_##name
 #define PETREL_MODULE_ENTRY_(name)                                                              \
     PETREL_API const petrel_module_t *petrel_module_entry = &petrel_module_##name;
 #endif
 
-/** Declare a module: `PETREL_MODULE(hello, routes, init, NULL, NULL);` */
+/**
+ * Declare the module of this file:
+ * `PETREL_MODULE(hello, routes, init, worker_init, worker_fini)`, with NULL
+ * for what the module does not have.  `name` is a C identifier, the name
+ * petrel reports the module by (and, for a built-in module, the NAME of
+ * `--module NAME`); `routes` a route table ending in a zero entry, or NULL.
+ * Built as a shared object, the file then exports `petrel_module_entry`,
+ * which `--module PATH.so` looks up; built with -DPETREL_BUILTIN_MODULE, it
+ * defines `petrel_module_NAME` for a table of built-in modules instead.
+ */
 #define PETREL_MODULE(name, routes, init, worker_init, worker_fini)                             \
-    PETREL_API const petrel_module_t petrel_module_##name = {                                   \
+    PETREL_MODULE_DESC_(name) = {                                                               \
         PETREL_ABI_VERSION, #name, routes, init, worker_init, worker_fini};                     \
     PETREL_MODULE_ENTRY_(name)
 
@@ -403,6 +443,7 @@ PETREL_API int petrel_static_mount(petrel_server_t *srv, const char *prefix, con
 /* ------------------------------------------------------------------------ */
 /* Timers                                                                    */
 
+/** A timer of petrel_timer_start() (opaque). */
 typedef struct petrel_timer petrel_timer_t;
 
 /**
@@ -418,8 +459,136 @@ PETREL_API petrel_timer_t *petrel_timer_start(uint64_t ms, void (*cb)(void *data
 PETREL_API void petrel_timer_stop(petrel_timer_t *t);
 
 /* ------------------------------------------------------------------------ */
+/* WebSocket (src/ws.c) -- begin                                             */
+
+/**
+ * A WebSocket connection (RFC 6455), made by a route of
+ * petrel_ws_route_add().  It belongs to the worker that accepted it: use it
+ * only from that worker's thread (its callbacks, its timers, other handlers
+ * of the same worker).  Valid from on_open until on_close returns; not after.
+ */
+typedef struct petrel_ws petrel_ws_t;
+
+/**
+ * What a WebSocket endpoint does.  Any callback may be NULL.  The struct is
+ * copied by petrel_ws_route_add(); `subprotocols` is not (static storage).
+ */
+typedef struct petrel_ws_handler {
+    /**
+     * The handshake was accepted: the 101 response is queued.  `req` (the
+     * upgrade request: path, query, headers, parameters) is valid during
+     * this call only.  May send (the messages follow the 101) or close.
+     */
+    void (*on_open)(petrel_ws_t *ws, petrel_req_t *req);
+    /**
+     * A whole message, fragments reassembled: text (valid UTF-8, with a NUL
+     * after the last byte; binary 0) or binary (binary 1).  `data` lives in
+     * the connection's arena in a scope of its own, valid during this call
+     * only: copy what must outlive it (sending it copies it).
+     */
+    void (*on_message)(petrel_ws_t *ws, int binary, const void *data, size_t len);
+    /**
+     * The connection is over, called once for every on_open.  `code` is the
+     * status code of the peer's Close frame (1005 when it had none), the code
+     * petrel sent when it failed the connection for a protocol error (1002,
+     * 1007, 1008, 1009, 1011), or 1006 when it ended without a Close (the
+     * peer went away, idle or send timeout, petrel shutting down at its
+     * drain timeout).  `reason` is NUL-terminated UTF-8 ("" if none), valid
+     * during the call.  Sending is refused from here on (PETREL_ESTATE).
+     */
+    void (*on_close)(petrel_ws_t *ws, int code, const char *reason);
+    /**
+     * Subprotocols this endpoint speaks, NULL-terminated, in order of
+     * preference; NULL for none.  The first one the client offers in
+     * Sec-WebSocket-Protocol is selected (petrel_ws_subprotocol()); when
+     * none matches, the handshake succeeds without one and the client
+     * decides.
+     */
+    const char *const *subprotocols;
+    /**
+     * Before the handshake is accepted: `origin` is the Origin header (NULL
+     * when absent: not a browser), `data` the route's.  Return 0 to accept,
+     * or an HTTP status 400-599 to refuse with it (other values: 403).  Any
+     * check of the request fits here (a cookie, a token in the query).
+     */
+    int (*check_origin)(petrel_req_t *req, const char *origin, void *data);
+    /** Largest message accepted, in bytes (larger: Close 1009); 0 means
+     *  --ws-max-message-size (default 16 MiB).  With compression, the limit
+     *  applies to the message both as it came and inflated. */
+    size_t max_message_size;
+    /** 1: never negotiate permessage-deflate (RFC 7692) on this endpoint.
+     *  By default it is accepted when the client offers it, with no context
+     *  takeover either way: each message is compressed on its own (messages
+     *  under 32 bytes, or that do not shrink, are sent as they are). */
+    int no_compression;
+} petrel_ws_handler_t;
+
+/**
+ * Register a WebSocket endpoint: a GET route `pattern` (the syntax of
+ * petrel_route_add()) that performs the opening handshake (RFC 6455 §4.2):
+ * Upgrade: websocket, Connection: Upgrade, a Sec-WebSocket-Key of 16 bytes
+ * in base64 and Sec-WebSocket-Version: 13, over HTTP/1.1.  A request
+ * without them gets 400, another version 426 with Sec-WebSocket-Version: 13,
+ * a refusal of check_origin its status, a draining server 503.  `data` is
+ * the initial user data of every connection (petrel_ws_get_data()).
+ *
+ * Then petrel runs the protocol: pings are answered, a connection silent
+ * for --ws-idle-timeout gets a ping and is closed if it stays silent as long
+ * again; a Close is answered with the same code; every frame is checked
+ * (unmasked frames, reserved bits, unknown opcodes, fragmented or long
+ * control frames, invalid close codes: 1002; text that is not UTF-8: 1007;
+ * a message over the size limit: 1009).  permessage-deflate (RFC 7692) is
+ * accepted when the client offers it (browsers do), unless the handler says
+ * no_compression.  At shutdown, open connections get Close 1001.  Call at start-up (from a module's init).  Returns 0,
+ * PETREL_EINVAL, PETREL_ESTATE (the route exists) or PETREL_ENOMEM.
+ */
+PETREL_API int petrel_ws_route_add(petrel_server_t *srv, const char *pattern,
+                                   const petrel_ws_handler_t *handler, void *data);
+
+/**
+ * Send a text message (`text` must be UTF-8: else PETREL_EINVAL) or a
+ * binary one, as one frame.  The bytes are copied into the connection's
+ * output: `data` may go away after the call.  Works from any code of the
+ * connection's worker (callbacks, timers, other connections' handlers):
+ * output queued outside the connection's own callbacks is written at the
+ * end of the loop turn.
+ *
+ * Backpressure: while output waits for the socket, petrel stops reading
+ * from the peer.  A send that finds more than --ws-send-limit bytes
+ * (default 4 MiB) queued and unwritten is refused: the connection is closed
+ * with 1008 and PETREL_EIO returned.  Returns 0, PETREL_EINVAL,
+ * PETREL_ESTATE (closing or closed), PETREL_EIO or PETREL_ENOMEM.
+ */
+PETREL_API int petrel_ws_send_text(petrel_ws_t *ws, const char *text, size_t len);
+
+/** Send a binary message; see petrel_ws_send_text(). */
+PETREL_API int petrel_ws_send_binary(petrel_ws_t *ws, const void *data, size_t len);
+
+/**
+ * Start the closing handshake: send a Close frame with `code` (1000-1003,
+ * 1007-1014 or 3000-4999; 0 for none, then `reason` must be NULL or "") and
+ * `reason` (NULL or UTF-8 of at most 123 bytes).  Messages that arrive
+ * afterwards are dropped; on_close runs with the peer's answer, or 1006
+ * when none comes within --ws-idle-timeout.  Returns 0, PETREL_EINVAL or
+ * PETREL_ESTATE (already closing).
+ */
+PETREL_API int petrel_ws_close(petrel_ws_t *ws, int code, const char *reason);
+
+/** The user data of the connection (initially the route's `data`). */
+PETREL_API void *petrel_ws_get_data(const petrel_ws_t *ws);
+
+/** Set the user data of the connection. */
+PETREL_API void petrel_ws_set_data(petrel_ws_t *ws, void *data);
+
+/** The subprotocol selected at the handshake, or NULL. */
+PETREL_API const char *petrel_ws_subprotocol(const petrel_ws_t *ws);
+
+/* WebSocket -- end                                                          */
+
+/* ------------------------------------------------------------------------ */
 /* Logging                                                                   */
 
+/** Log levels of petrel_log(), and of --log-level error|warn|info|debug. */
 enum { PETREL_LOG_ERROR = 0, PETREL_LOG_WARN, PETREL_LOG_INFO, PETREL_LOG_DEBUG };
 
 /** Write to the error log when `level` is at or above --log-level. */

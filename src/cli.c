@@ -24,8 +24,17 @@ static void usage(FILE *f)
             "\n"
             "  --listen ADDR:PORT      listen here (repeatable; default 127.0.0.1:8080)\n"
             "  --root DIR              serve the files of DIR at /\n"
+            "  --autoindex             list directories without index.html (with --root)\n"
+            "  --cache-control VALUE   Cache-Control of static files (default: none)\n"
+            "  --static-cache-size BYTES\n"
+            "                          memory of the static file cache, per worker (default 64m)\n"
+            "  --static-max-file-in-memory BYTES\n"
+            "                          files up to this size are cached in memory (default 64k)\n"
             "  --module NAME|PATH.so[:ARGS]\n"
-            "                          load a built-in module or a module file (repeatable)\n"
+            "                          load a built-in module or a module file (repeatable);\n"
+            "                          SIGHUP loads the module files again, without a pause\n"
+            "  --dev                   development: a --module PATH.c is built with cc, and a\n"
+            "                          module file that changes is rebuilt and reloaded\n"
             "  --workers N|auto        worker processes (default 1; auto: one per CPU)\n"
             "  --log-level LEVEL       error, warn, info (default) or debug\n"
             "  --access-log FILE|-     write an access log in the combined format\n"
@@ -37,6 +46,16 @@ static void usage(FILE *f)
             "  --keepalive-timeout SEC idle time between requests (default 60)\n"
             "  --send-timeout SEC      time without write progress (default 60)\n"
             "  --drain-timeout SEC     graceful shutdown limit (default 10)\n"
+            "  --h2-max-concurrent-streams N\n"
+            "                          HTTP/2 streams per connection (default 128)\n"
+            "  --h2-initial-window-size BYTES\n"
+            "                          HTTP/2 flow-control window for request bodies (default 1m)\n"
+            "  --h2-max-header-list-size BYTES\n"
+            "                          HTTP/2 request header list limit (default: --max-header-size)\n"
+            "  --ws-max-message-size BYTES\n"
+            "                          largest WebSocket message (default 16m) -> close 1009\n"
+            "  --ws-idle-timeout SEC   WebSocket silence before a ping, then a close (default 30)\n"
+            "  --ws-send-limit BYTES   WebSocket output queued past this: close 1008 (default 4m)\n"
             "  --help, --version\n"
             "\n"
             "Sizes take k, m or g suffixes; times may have a fraction (0.5).\n");
@@ -84,13 +103,28 @@ static bool parse_secs(const char *s, uint64_t *ms)
 enum {
     OPT_LISTEN = 256, OPT_ROOT, OPT_MODULE, OPT_WORKERS, OPT_LOG_LEVEL, OPT_ACCESS_LOG,
     OPT_MAX_HEADER, OPT_MAX_URI, OPT_MAX_BODY, OPT_MAX_CONN, OPT_HEADER_TO, OPT_KEEPALIVE_TO,
-    OPT_SEND_TO, OPT_DRAIN_TO, OPT_HELP, OPT_VERSION
+    OPT_SEND_TO, OPT_DRAIN_TO, OPT_HELP, OPT_VERSION,
+    OPT_H2_STREAMS, OPT_H2_WINDOW, OPT_H2_HEADER_LIST
 };
+
+/* modules (module.c) */
+enum { OPT_DEV = 768 };
+
+/* WebSocket (ws.c) */
+enum { OPT_WS_MAX_MESSAGE = 1024, OPT_WS_IDLE_TO, OPT_WS_SEND_LIMIT };
+
+/* static files (--root, modules/static.c) */
+enum { OPT_AUTOINDEX = 512, OPT_CACHE_CONTROL, OPT_STATIC_CACHE_SIZE, OPT_STATIC_MAX_IN_MEMORY };
 
 static const struct option opts[] = {
     {"listen", required_argument, NULL, OPT_LISTEN},
     {"root", required_argument, NULL, OPT_ROOT},
+    {"autoindex", no_argument, NULL, OPT_AUTOINDEX},
+    {"cache-control", required_argument, NULL, OPT_CACHE_CONTROL},
+    {"static-cache-size", required_argument, NULL, OPT_STATIC_CACHE_SIZE},
+    {"static-max-file-in-memory", required_argument, NULL, OPT_STATIC_MAX_IN_MEMORY},
     {"module", required_argument, NULL, OPT_MODULE},
+    {"dev", no_argument, NULL, OPT_DEV},
     {"workers", required_argument, NULL, OPT_WORKERS},
     {"log-level", required_argument, NULL, OPT_LOG_LEVEL},
     {"access-log", required_argument, NULL, OPT_ACCESS_LOG},
@@ -102,6 +136,12 @@ static const struct option opts[] = {
     {"keepalive-timeout", required_argument, NULL, OPT_KEEPALIVE_TO},
     {"send-timeout", required_argument, NULL, OPT_SEND_TO},
     {"drain-timeout", required_argument, NULL, OPT_DRAIN_TO},
+    {"h2-max-concurrent-streams", required_argument, NULL, OPT_H2_STREAMS},
+    {"h2-initial-window-size", required_argument, NULL, OPT_H2_WINDOW},
+    {"h2-max-header-list-size", required_argument, NULL, OPT_H2_HEADER_LIST},
+    {"ws-max-message-size", required_argument, NULL, OPT_WS_MAX_MESSAGE},
+    {"ws-idle-timeout", required_argument, NULL, OPT_WS_IDLE_TO},
+    {"ws-send-limit", required_argument, NULL, OPT_WS_SEND_LIMIT},
     {"help", no_argument, NULL, OPT_HELP},
     {"version", no_argument, NULL, OPT_VERSION},
     {NULL, 0, NULL, 0},
@@ -117,6 +157,44 @@ static void raise_nofile(void)
     }
 }
 
+/* What --root and the --module options build into a server: run by
+ * petrel_main at start-up, and by the master again, into a fresh router,
+ * for each reload (SIGHUP, --dev). */
+typedef struct setup_args {
+    const petrel_static_opts_t *sopts;
+    const char **modules;
+    int nmodules;
+} setup_args_t;
+
+static int setup(petrel_server_t *srv, void *ctx, char *err, size_t errlen)
+{
+    const setup_args_t *a = ctx;
+    const char *root = srv->cfg.root;
+    if (root) {
+        struct stat st;
+        errno = 0;
+        if (stat(root, &st) < 0 || !S_ISDIR(st.st_mode) || access(root, R_OK | X_OK) < 0) {
+            snprintf(err, errlen, "--root '%s': %s", root,
+                     errno ? strerror(errno) : "not a readable directory");
+            return PETREL_ENOTFOUND;
+        }
+        int e = petrel_static_mount(srv, "/", root, a->sopts);
+        if (e < 0) {
+            snprintf(err, errlen, "--root '%s': %s", root,
+                     e == PETREL_ENOTFOUND ? "not a readable directory"
+                     : e == PETREL_ESTATE  ? "a module already serves every path (/*)"
+                                           : petrel_strerror(e));
+            return e;
+        }
+    }
+    for (int i = 0; i < a->nmodules; i++) {
+        int e = petrel__server_load_module(srv, a->modules[i], err, errlen);
+        if (e < 0)
+            return e;
+    }
+    return 0;
+}
+
 int petrel_main(int argc, char **argv, const petrel_module_t *const *builtins)
 {
     petrel_server_t *srv = petrel__server_new();
@@ -126,6 +204,9 @@ int petrel_main(int argc, char **argv, const petrel_module_t *const *builtins)
     }
     petrel__set_builtins(builtins);
     petrel__config_t *cfg = &srv->cfg;
+    petrel_static_opts_t sopts; /* --root and the static options */
+    petrel_static_opts_init(&sopts);
+    const char *static_flag = NULL; /* a static option given, for a warning without --root */
     const char **modules = calloc((size_t)argc + 1, sizeof(char *));
     int nmodules = 0, rc = 0;
     char err[1024];
@@ -143,7 +224,31 @@ int petrel_main(int argc, char **argv, const petrel_module_t *const *builtins)
             }
             break;
         case OPT_ROOT: cfg->root = optarg; break;
+        case OPT_AUTOINDEX: sopts.autoindex = 1; static_flag = flag; break;
+        case OPT_CACHE_CONTROL:
+            if (strpbrk(optarg, "\r\n")) {
+                rc = bad(flag, optarg, "a header value without CR or LF");
+                goto out;
+            }
+            sopts.cache_control = optarg;
+            static_flag = flag;
+            break;
+        case OPT_STATIC_CACHE_SIZE:
+        case OPT_STATIC_MAX_IN_MEMORY: {
+            size_t v;
+            if (!parse_size(optarg, &v)) {
+                rc = bad(flag, optarg, "a size in bytes, 0 or more (e.g. 64m)");
+                goto out;
+            }
+            if (o == OPT_STATIC_CACHE_SIZE)
+                sopts.cache_size = v;
+            else
+                sopts.max_file_in_memory = v;
+            static_flag = flag;
+            break;
+        }
         case OPT_MODULE: modules[nmodules++] = optarg; break;
+        case OPT_DEV: cfg->dev = true; break;
         case OPT_WORKERS:
             if (strcmp(optarg, "auto") == 0) {
                 long n = sysconf(_SC_NPROCESSORS_ONLN);
@@ -218,6 +323,51 @@ int petrel_main(int argc, char **argv, const petrel_module_t *const *builtins)
                 cfg->drain_timeout_ms = ms;
             break;
         }
+        case OPT_H2_STREAMS:
+        case OPT_H2_WINDOW:
+        case OPT_H2_HEADER_LIST: {
+            /* HTTP/2 settings (RFC 9113 §6.5.2); 0 in the config means the default */
+            size_t v;
+            size_t max = o == OPT_H2_STREAMS ? 1000000 : o == OPT_H2_WINDOW ? 0x7fffffff : 1u << 24;
+            if (!parse_size(optarg, &v) || v > max || v < (o == OPT_H2_WINDOW ? 65535 : 1)) {
+                rc = bad(o == OPT_H2_STREAMS  ? "--h2-max-concurrent-streams"
+                         : o == OPT_H2_WINDOW ? "--h2-initial-window-size"
+                                              : "--h2-max-header-list-size",
+                         optarg,
+                         o == OPT_H2_STREAMS  ? "a number of streams from 1 to 1000000"
+                         : o == OPT_H2_WINDOW ? "a size from 65535 to 2147483647 bytes"
+                                              : "a size from 1 byte to 16m");
+                goto out;
+            }
+            if (o == OPT_H2_STREAMS)
+                cfg->h2_max_concurrent_streams = (uint32_t)v;
+            else if (o == OPT_H2_WINDOW)
+                cfg->h2_initial_window_size = (uint32_t)v;
+            else
+                cfg->h2_max_header_list_size = v;
+            break;
+        }
+        case OPT_WS_MAX_MESSAGE:
+        case OPT_WS_SEND_LIMIT: {
+            size_t v;
+            if (!parse_size(optarg, &v) || v == 0 || v > (1ull << 31)) {
+                rc = bad(o == OPT_WS_MAX_MESSAGE ? "--ws-max-message-size" : "--ws-send-limit",
+                         optarg, "a size from 1 byte to 2g (e.g. 16m)");
+                goto out;
+            }
+            if (o == OPT_WS_MAX_MESSAGE)
+                cfg->ws_max_message_size = v;
+            else
+                cfg->ws_send_limit = v;
+            break;
+        }
+        case OPT_WS_IDLE_TO:
+            if (!parse_secs(optarg, &cfg->ws_idle_timeout_ms)) {
+                rc = bad("--ws-idle-timeout", optarg,
+                         "a number of seconds greater than 0 (e.g. 30 or 0.5)");
+                goto out;
+            }
+            break;
         case OPT_HELP: usage(stdout); goto out;
         case OPT_VERSION: printf("petrel %s (module ABI %d)\n", PACKAGE_VERSION, PETREL_ABI_VERSION); goto out;
         case ':':
@@ -241,26 +391,17 @@ int petrel_main(int argc, char **argv, const petrel_module_t *const *builtins)
         rc = 1;
         goto out;
     }
-    if (cfg->root) {
-        struct stat st;
-        if (stat(cfg->root, &st) < 0 || !S_ISDIR(st.st_mode) || access(cfg->root, R_OK | X_OK) < 0) {
-            fprintf(stderr, "petrel: --root '%s': %s\n", cfg->root,
-                    errno && !(errno == 0) ? strerror(errno) : "not a readable directory");
-            rc = 1;
-            goto out;
-        }
-        fprintf(stderr,
-                "petrel: --root: the static file handler is not part of this build yet "
-                "(serve files from a module with petrel_send_fd)\n");
+    if (static_flag && cfg->root == NULL)
+        petrel_log(PETREL_LOG_WARN, "%s applies to --root, and there is none", static_flag);
+    /* --root and --module: now, and again on each reload (SIGHUP, --dev) */
+    setup_args_t sargs = {&sopts, modules, nmodules};
+    srv->setup = setup;
+    srv->setup_ctx = &sargs;
+    if (setup(srv, &sargs, err, sizeof(err)) < 0) {
+        fprintf(stderr, "petrel: %s\n", err);
         rc = 1;
         goto out;
     }
-    for (int i = 0; i < nmodules; i++)
-        if (petrel__server_load_module(srv, modules[i], err, sizeof(err)) < 0) {
-            fprintf(stderr, "petrel: %s\n", err);
-            rc = 1;
-            goto out;
-        }
     if (nmodules == 0 && cfg->root == NULL)
         petrel_log(PETREL_LOG_WARN, "no --module and no --root: every request gets 404");
     if (cfg->access_log) {

@@ -247,6 +247,16 @@ int petrel__conn_flush(petrel__conn_t *c)
 
 bool petrel__conn_out_empty(const petrel__conn_t *c) { return c->out == NULL; }
 
+/* For ws.c's send limit: a walk, called only when its own bound is passed. */
+size_t petrel__out_bytes(const petrel__conn_t *c)
+{
+    size_t n = 0;
+    for (const petrel__outq_t *q = c->out; q; q = q->next)
+        for (uint32_t i = q->first; i < q->nseg; i++)
+            n += q->seg[i].len;
+    return n;
+}
+
 /* ------------------------------------------------------------------------ */
 /* Reading                                                                  */
 
@@ -379,6 +389,13 @@ void petrel__conn_close(petrel__conn_t *c)
     c->io.fd = -1;
     if (c->req)
         c->req = NULL;
+    if (c->on_close) {
+        /* ws.c: its state is not in the arena, so that an idle WebSocket
+         * holds no arena chunk */
+        void (*cb)(petrel__conn_t *) = c->on_close;
+        c->on_close = NULL;
+        cb(c);
+    }
     petrel__arena_clear(&c->arena);
     out_release(c);
     rbuf_release(c);
@@ -578,6 +595,10 @@ void petrel__conn_close_idle(petrel_server_t *srv)
     while (l != &srv->conns) {
         petrel__conn_t *c = container_of(l, petrel__conn_t, link);
         l = l->next;
+        /* h2: GOAWAY, finish the open streams, then close (h2.c);
+         * ws: Close 1001, wait for the peer's Close, then close (ws.c) */
+        if (c->proto && (petrel__h2_drain(c) || petrel__ws_drain(c)))
+            continue;
         if (petrel__http1_idle(c))
             petrel__conn_close(c);
         else

@@ -1,12 +1,1542 @@
 /*
- * h2.c -- HTTP/2 over cleartext on nghttp2 (RFC 9113): the only file that
- * touches nghttp2.  Not built yet: a prior-knowledge connection is closed.
+ * h2.c -- HTTP/2 over cleartext (RFC 9113) on nghttp2: the only file that
+ * touches nghttp2.
+ *
+ * A connection comes here when its first bytes are the connection preface
+ * (prior knowledge, petrel__h2_takeover) or after an HTTP/1.1 request with
+ * `Upgrade: h2c` (petrel__h2_upgrade).  From then on the connection's io and
+ * timer callbacks are ours and c->proto is our state (h2conn_t).
+ *
+ * The path of a request:
+ *   read -> nghttp2_session_mem_recv -> callbacks fill a stream slot (the
+ *   petrel_req_t with its own arena) -> at END_STREAM the stream joins the
+ *   `ready` list -> after mem_recv returns, each ready request is dispatched
+ *   to its handler (outside nghttp2's callbacks, like http1.c pauses llhttp)
+ *   -> the handler's response is submitted (nghttp2_submit_response with a
+ *   data provider) -> nghttp2_session_mem_send frames everything queued into
+ *   the connection's output queue -> ONE write for all the streams.
+ *
+ * Output is gathered per connection and per loop turn: after a read, the
+ * responses of every request of that read go out with one writev; responses
+ * produced outside a read (a streamed body written from a timer, another
+ * connection's handler) put the connection on loop->pending, flushed once at
+ * the end of the turn (worker.c's on_tick).
+ *
+ * Memory:
+ *   - h2conn_t lives in the connection arena (one pool chunk), with a
+ *     cleanup that deletes the session when the connection closes.
+ *   - nghttp2 allocates through a counting nghttp2_mem: a per-worker
+ *     size-class free list in front of malloc (it frees and reallocates
+ *     constantly, so never a bump arena).
+ *   - Idle: the conn struct, that arena chunk and the nghttp2 session; the
+ *     read buffer goes back to the pool after each read.
+ *   - A stream is a slot from a per-worker free list (malloc'ed only while
+ *     the list is empty): the request, the response, the stream arena and a
+ *     1 KiB scratch area for the request head.  The arena takes a pool chunk
+ *     only when something allocates from it (a body, a response header, a
+ *     long head), so GET /hello allocates nothing.
+ *   - A stream slot is recycled when nghttp2 closes the stream, except (a)
+ *     when frames of its body that refer to its memory (or its file) are
+ *     still in the output queue: it waits on the `zombies` list until the
+ *     queue is empty; (b) when its handler is still streaming a response
+ *     (the peer reset the stream, or the connection closed): it becomes an
+ *     orphan, petrel_stream_write() returns PETREL_EIO, and
+ *     petrel_stream_end() frees it.
  */
 #include "petrel-int.h"
 
+#include <arpa/inet.h>
+#include <errno.h>
+#include <nghttp2/nghttp2.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/epoll.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#define H2_DEFAULT_MAX_STREAMS 128
+#define H2_DEFAULT_WINDOW (1u << 20)
+#define SCRATCH 1024          /* request head bytes kept in the stream slot */
+#define NHDR_INLINE 16        /* request headers in the slot; more go to the arena */
+#define COPY_MAX 4096         /* bodies up to this are copied into DATA frames */
+#define OUT_HIGH (256u << 10) /* bytes serialized per flush before writing */
+#define SLOTS_KEPT 1024       /* free stream slots kept per worker */
+#define RST_RING 32           /* streams we reset lately (RFC 9113 §5.1.1 check) */
+
+/* stream flags */
+enum {
+    S_HEAD_DONE = 1 << 0,  /* request head complete */
+    S_REQ_DONE = 1 << 1,   /* END_STREAM received */
+    S_DISPATCHED = 1 << 2, /* handed to the handler (or answered with an error) */
+    S_IN_HANDLER = 1 << 3,
+    S_CLOSED = 1 << 4,     /* nghttp2 closed the stream */
+    S_DEAD = 1 << 5,       /* orphan: the response can no longer be sent */
+    S_REFS = 1 << 6,       /* the output queue refers to the stream's memory or file */
+    S_DISCARD = 1 << 7,    /* ignore the rest of the request body */
+    S_READY = 1 << 8,      /* on h->ready */
+};
+
+/* connection flags */
+enum {
+    H2_BUSY = 1 << 0,     /* reading/dispatching: a flush follows anyway */
+    H2_MORE = 1 << 1,     /* the last flush stopped at OUT_HIGH */
+    H2_CLOSE = 1 << 2,    /* close once the output is written */
+    H2_DRAINING = 1 << 3, /* GOAWAY for a graceful shutdown sent */
+    H2_TIMEDOUT = 1 << 4, /* the idle/header timeout fired: GOAWAY sent */
+};
+
+typedef struct h2conn h2conn_t;
+
+/* A streamed body not yet framed: pool chunks, copied out as frames go. */
+typedef struct sbuf {
+    struct sbuf *next;
+    uint32_t r, w;
+    char data[];
+} sbuf_t;
+#define SBUF_CAP ((uint32_t)(PETREL_CHUNK_SIZE - sizeof(sbuf_t)))
+
+typedef struct h2stream {
+    petrel__list_t link;  /* h->streams, h->zombies, or the free list */
+    petrel__list_t rlink; /* h->ready */
+    h2conn_t *h;          /* NULL once the connection is gone (orphan) */
+    int32_t id;
+    unsigned flags;
+    uint16_t err;         /* status to answer instead of dispatching */
+    uint16_t hdr_cap;
+    uint32_t hdr_bytes;   /* RFC 9113 §6.5.2 accounting: name + value + 32 */
+    uint32_t scr_used;
+    size_t body_cap;
+    size_t sent;          /* body bytes handed to nghttp2 */
+    size_t nc_off;        /* offset of the body bytes of the pending NO_COPY frame */
+    uint64_t bytes_out;
+    sbuf_t *sb_head, *sb_tail;
+    const char *host;     /* the Host header, if any */
+    petrel_req_t req;
+    petrel_resp_t resp;
+    petrel_arena_t arena;
+    char status[4];
+    char clen[24];
+    petrel_header_t hdrs[NHDR_INLINE];
+    char scratch[SCRATCH];
+} h2stream_t;
+
+struct h2conn {
+    petrel__pending_t pending; /* first: loop->pending entry */
+    nghttp2_session *ngh;
+    petrel__conn_t *c;
+    h2stream_t *cur;           /* the stream whose request head is being received */
+    petrel__list_t streams;    /* live slots of this connection (open or orphan) */
+    petrel__list_t ready;      /* complete requests to dispatch */
+    petrel__list_t zombies;    /* closed streams whose memory the output still reads */
+    size_t queued;             /* bytes serialized in this flush */
+    uint32_t nstreams;         /* streams open in nghttp2 */
+    uint32_t nrecv;            /* of these, requests not complete yet */
+    int32_t max_seen;          /* highest stream id a client HEADERS used */
+    int32_t rst[RST_RING];     /* streams we sent RST_STREAM for, lately */
+    unsigned rst_pos;
+    unsigned flags;
+};
+
+static const petrel_proto_t h2_proto;
+static void h2_on_io(petrel__io_t *io, uint32_t events);
+static void h2_flush(h2conn_t *h);
+
+/* ------------------------------------------------------------------------ */
+/* nghttp2's allocator: counted, with a size-class free list                */
+
+/*
+ * nghttp2 allocates and frees a few small blocks per stream (the stream,
+ * outbound items, the copied header array, HPACK entries).  A per-worker
+ * free list per size class (64 B to 2 KiB) in front of malloc makes them
+ * recycled, like the chunk pool: after warm-up the h2 request path makes no
+ * heap call.  Each block carries a 16-byte header naming its class.
+ */
+#define MEM_HDR 16
+#define MEM_NCLASS 6        /* 64, 128, 256, 512, 1024, 2048 (with the header) */
+#define MEM_MIN_SHIFT 6
+#define MEM_KEPT 1024       /* free blocks kept per class */
+#define MEM_LARGE 0xff
+
+typedef union memblk {
+    union memblk *next;     /* when free */
+    struct {
+        uint8_t cls;
+        size_t size; /* bytes of the block, header included */
+    } h;
+    max_align_t _align;
+} memblk_t;
+
+static __thread petrel__h2_stats_t stats;
+static __thread memblk_t *mem_free_list[MEM_NCLASS];
+static __thread uint32_t mem_nfree[MEM_NCLASS];
+
+static inline int mem_class(size_t size)
+{
+    size_t need = size + MEM_HDR;
+    if (need > ((size_t)1 << (MEM_MIN_SHIFT + MEM_NCLASS - 1)))
+        return MEM_LARGE;
+    int c = 0;
+    while (((size_t)1 << (MEM_MIN_SHIFT + c)) < need)
+        c++;
+    return c;
+}
+
+static void *mem_malloc(size_t size, void *ud)
+{
+    (void)ud;
+    int c = mem_class(size);
+    memblk_t *b;
+    stats.ng_ops++;
+    if (c != MEM_LARGE && (b = mem_free_list[c]) != NULL) {
+        mem_free_list[c] = b->next;
+        mem_nfree[c]--;
+    } else {
+        b = malloc(c == MEM_LARGE ? size + MEM_HDR : (size_t)1 << (MEM_MIN_SHIFT + c));
+        if (b == NULL)
+            return NULL;
+        stats.ng_calls++;
+    }
+    b->h.cls = (uint8_t)c;
+    b->h.size = c == MEM_LARGE ? size + MEM_HDR : (size_t)1 << (MEM_MIN_SHIFT + c);
+    stats.ng_bytes += b->h.size;
+    return (char *)b + MEM_HDR;
+}
+
+static void mem_free(void *p, void *ud)
+{
+    (void)ud;
+    if (p == NULL)
+        return;
+    memblk_t *b = (memblk_t *)((char *)p - MEM_HDR);
+    int c = b->h.cls;
+    stats.ng_ops++;
+    stats.ng_bytes -= b->h.size;
+    if (c == MEM_LARGE || mem_nfree[c] >= MEM_KEPT) {
+        stats.ng_calls++;
+        free(b);
+        return;
+    }
+    b->next = mem_free_list[c];
+    mem_free_list[c] = b;
+    mem_nfree[c]++;
+}
+
+static void *mem_calloc(size_t n, size_t size, void *ud)
+{
+    if (size && n > SIZE_MAX / size)
+        return NULL;
+    void *p = mem_malloc(n * size, ud);
+    if (p)
+        memset(p, 0, n * size);
+    return p;
+}
+
+static void *mem_realloc(void *p, size_t size, void *ud)
+{
+    if (p == NULL)
+        return mem_malloc(size, ud);
+    if (size == 0) {
+        mem_free(p, ud);
+        return NULL;
+    }
+    memblk_t *b = (memblk_t *)((char *)p - MEM_HDR);
+    int c = b->h.cls;
+    if (c == MEM_LARGE) {
+        stats.ng_ops++;
+        stats.ng_calls++;
+        memblk_t *nb = realloc(b, size + MEM_HDR);
+        if (nb == NULL)
+            return NULL;
+        stats.ng_bytes += size + MEM_HDR - nb->h.size;
+        nb->h.size = size + MEM_HDR;
+        return (char *)nb + MEM_HDR;
+    }
+    size_t cap = ((size_t)1 << (MEM_MIN_SHIFT + c)) - MEM_HDR;
+    if (size <= cap)
+        return p;
+    void *q = mem_malloc(size, ud);
+    if (q) {
+        memcpy(q, p, cap);
+        mem_free(p, ud);
+    }
+    return q;
+}
+
+static nghttp2_mem h2_mem = {NULL, mem_malloc, mem_free, mem_calloc, mem_realloc};
+
+void petrel__h2_stats(petrel__h2_stats_t *st) { *st = stats; }
+
+/* ------------------------------------------------------------------------ */
+/* Stream slots                                                             */
+
+static __thread petrel__list_t slot_free;
+static __thread size_t slot_nfree;
+
+static h2stream_t *stream_new(h2conn_t *h, int32_t id)
+{
+    h2stream_t *s;
+    if (slot_free.next == NULL)
+        list_init(&slot_free);
+    if (!list_empty(&slot_free)) {
+        s = container_of(slot_free.next, h2stream_t, link);
+        list_unlink(&s->link);
+        slot_nfree--;
+    } else {
+        s = malloc(sizeof(*s));
+        if (s == NULL)
+            return NULL;
+        stats.slot_mallocs++;
+    }
+    stats.streams++;
+    petrel__conn_t *c = h->c;
+    petrel_server_t *srv = c->srv;
+    memset(s, 0, offsetof(h2stream_t, hdrs));
+    list_init(&s->rlink);
+    list_append(&h->streams, &s->link);
+    s->h = h;
+    s->id = id;
+    s->hdr_cap = NHDR_INLINE;
+    petrel__arena_init(&s->arena, &petrel__pool,
+                       2 * srv->cfg.max_body_size + 2 * srv->cfg.max_header_size + (1 << 20));
+    petrel_req_t *r = &s->req;
+    r->version = 20;
+    r->headers = s->hdrs;
+    r->arena = &s->arena;
+    r->server = srv;
+    r->id = ++srv->next_req_id;
+    r->_proto = &h2_proto;
+    r->_conn = c;
+    r->_resp = &s->resp;
+    s->resp.headers_tail = &s->resp.headers;
+    s->resp.trailers_tail = &s->resp.trailers;
+    return s;
+}
+
+static void sbuf_free_all(h2stream_t *s)
+{
+    while (s->sb_head) {
+        sbuf_t *b = s->sb_head;
+        s->sb_head = b->next;
+        petrel__chunk_put(&petrel__pool, b);
+    }
+    s->sb_tail = NULL;
+}
+
+/* Give the slot back: its arena (cleanups first: a file is closed there). */
+static void stream_free(h2stream_t *s)
+{
+    list_unlink(&s->link);
+    list_unlink(&s->rlink);
+    sbuf_free_all(s);
+    petrel__arena_clear(&s->arena);
+    stats.streams--;
+    if (slot_nfree < SLOTS_KEPT) {
+        list_append(&slot_free, &s->link);
+        slot_nfree++;
+    } else {
+        free(s);
+    }
+}
+
+static void zombies_release(h2conn_t *h)
+{
+    while (!list_empty(&h->zombies))
+        stream_free(container_of(h->zombies.next, h2stream_t, link));
+}
+
+/* Bytes for the request head: the slot's scratch area, then the arena. */
+static char *scratch_dup(h2stream_t *s, const uint8_t *p, size_t n)
+{
+    char *d;
+    if (s->scr_used + n + 1 <= SCRATCH) {
+        d = s->scratch + s->scr_used;
+        s->scr_used += (uint32_t)(n + 1);
+    } else if ((d = petrel_arena_alloc(&s->arena, n + 1, 1)) == NULL) {
+        return NULL;
+    }
+    memcpy(d, p, n);
+    d[n] = '\0';
+    return d;
+}
+
+/* Leave the connection's output for the end of the turn. */
+static void schedule(h2conn_t *h)
+{
+    if (h->flags & H2_BUSY)
+        return; /* the read path flushes when it is done */
+    if (list_empty(&h->pending.node))
+        list_append(&petrel__loop->pending, &h->pending.node);
+}
+
+static void on_pending(petrel__pending_t *p)
+{
+    h2_flush((h2conn_t *)p);
+}
+
+/* ------------------------------------------------------------------------ */
+/* The request                                                              */
+
+static inline h2stream_t *stream_of(nghttp2_session *ngh, int32_t id)
+{
+    return nghttp2_session_get_stream_user_data(ngh, id);
+}
+
+static bool recently_reset(h2conn_t *h, int32_t id)
+{
+    for (int i = 0; i < RST_RING; i++)
+        if (h->rst[i] == id)
+            return true;
+    return false;
+}
+
+/* RFC 9113 §5.1.1: a HEADERS frame may not open a stream whose id is not
+ * larger than every id the client used before.  nghttp2 ignores such a
+ * frame when the stream is gone from its memory; it is a connection error. */
+static int on_begin_frame(nghttp2_session *ngh, const nghttp2_frame_hd *hd, void *ud)
+{
+    h2conn_t *h = ud;
+    if (hd->type != NGHTTP2_HEADERS || !(hd->stream_id & 1))
+        return 0;
+    if (hd->stream_id > h->max_seen) {
+        h->max_seen = hd->stream_id;
+        return 0;
+    }
+    if (nghttp2_session_find_stream(ngh, hd->stream_id) == NULL &&
+        !recently_reset(h, hd->stream_id)) {
+        petrel_log(PETREL_LOG_DEBUG, "h2: HEADERS on stream %d after stream %d: PROTOCOL_ERROR",
+                   hd->stream_id, h->max_seen);
+        nghttp2_session_terminate_session(ngh, NGHTTP2_PROTOCOL_ERROR);
+        return NGHTTP2_ERR_CALLBACK_FAILURE;
+    }
+    return 0;
+}
+
+static int on_begin_headers(nghttp2_session *ngh, const nghttp2_frame *frame, void *ud)
+{
+    h2conn_t *h = ud;
+    h->cur = NULL;
+    if (frame->hd.type != NGHTTP2_HEADERS || frame->headers.cat != NGHTTP2_HCAT_REQUEST)
+        return 0; /* trailers of a request: not merged (as in HTTP/1.1) */
+    h2stream_t *s = stream_new(h, frame->hd.stream_id);
+    if (s == NULL)
+        return NGHTTP2_ERR_TEMPORAL_CALLBACK_FAILURE; /* RST_STREAM INTERNAL_ERROR */
+    nghttp2_session_set_stream_user_data(ngh, frame->hd.stream_id, s);
+    h->nstreams++;
+    h->nrecv++;
+    h->cur = s;
+    return 0;
+}
+
+static int on_header(nghttp2_session *ngh, const nghttp2_frame *frame, const uint8_t *name,
+                     size_t namelen, const uint8_t *value, size_t valuelen, uint8_t flags,
+                     void *ud)
+{
+    (void)ngh, (void)frame, (void)flags;
+    h2conn_t *h = ud;
+    h2stream_t *s = h->cur;
+    if (s == NULL || s->err)
+        return 0;
+    petrel__config_t *cfg = &h->c->srv->cfg;
+    size_t limit = cfg->h2_max_header_list_size ? cfg->h2_max_header_list_size
+                                                : cfg->max_header_size;
+    s->hdr_bytes += (uint32_t)(namelen + valuelen + 32);
+    if (s->hdr_bytes > limit) {
+        s->err = 431; /* RFC 9113 §10.5.1; the block is still decoded (HPACK state) */
+        return 0;
+    }
+    petrel_req_t *r = &s->req;
+    char *v = scratch_dup(s, value, valuelen);
+    if (v == NULL) {
+        s->err = 431;
+        return 0;
+    }
+    if (name[0] == ':') {
+        /* nghttp2 has checked them: known, once each, before the fields */
+        petrel_str_t *dst = NULL;
+        if (namelen == 7 && memcmp(name, ":method", 7) == 0)
+            dst = &r->method_name;
+        else if (namelen == 5 && memcmp(name, ":path", 5) == 0)
+            dst = &r->target;
+        else if (namelen == 10 && memcmp(name, ":authority", 10) == 0)
+            dst = &r->authority;
+        if (dst) {
+            dst->ptr = v;
+            dst->len = valuelen;
+        }
+        return 0;
+    }
+    if (r->nheaders == s->hdr_cap) {
+        size_t ncap = (size_t)s->hdr_cap * 2;
+        petrel_header_t *nh = petrel_arena_alloc(&s->arena, ncap * sizeof(*nh), 0);
+        if (nh == NULL || ncap > UINT16_MAX) {
+            s->err = 431;
+            return 0;
+        }
+        memcpy(nh, r->headers, r->nheaders * sizeof(*nh));
+        r->headers = nh;
+        s->hdr_cap = (uint16_t)ncap;
+    }
+    char *n = scratch_dup(s, name, namelen);
+    if (n == NULL) {
+        s->err = 431;
+        return 0;
+    }
+    petrel_header_t *hd = &r->headers[r->nheaders++];
+    hd->name.ptr = n;
+    hd->name.len = namelen;
+    hd->value.ptr = v;
+    hd->value.len = valuelen;
+    if (namelen == 4 && memcmp(n, "host", 4) == 0)
+        s->host = v;
+    return 0;
+}
+
+static void make_ready(h2conn_t *h, h2stream_t *s)
+{
+    if (!(s->flags & (S_READY | S_DISPATCHED))) {
+        s->flags |= S_READY;
+        list_append(&h->ready, &s->rlink);
+    }
+}
+
+/* The path of :path (RFC 9113 §8.3.1: origin-form, or "*" for OPTIONS). */
+static int parse_path(h2stream_t *s)
+{
+    petrel_req_t *r = &s->req;
+    const char *t = r->target.ptr, *end = t + r->target.len;
+    if (r->target.len == 1 && t[0] == '*') {
+        if (r->method != PETREL_OPTIONS)
+            return 400;
+        r->path = r->target;
+        return 0;
+    }
+    if (r->target.len == 0 || t[0] != '/')
+        return 400;
+    const char *q = NULL;
+    bool clean = true;
+    for (const char *x = t; x < end; x++) {
+        if (*x == '?') {
+            q = x;
+            break;
+        }
+        if (*x == '%' || (*x == '/' && x + 1 < end && (x[1] == '.' || x[1] == '/')))
+            clean = false;
+    }
+    size_t plen = (size_t)((q ? q : end) - t);
+    if (q) {
+        r->query.ptr = q + 1;
+        r->query.len = (size_t)(end - q - 1);
+    }
+    if (clean && q == NULL) {
+        r->path = r->target; /* NUL-terminated already */
+        return 0;
+    }
+    char *out = NULL;
+    if (s->scr_used + plen + 1 <= SCRATCH) {
+        out = s->scratch + s->scr_used;
+        s->scr_used += (uint32_t)(plen + 1);
+    } else if ((out = petrel_arena_alloc(&s->arena, plen + 1, 1)) == NULL) {
+        return 503;
+    }
+    ssize_t n = petrel__path_normalize(t, plen, out);
+    if (n < 0)
+        return 400;
+    r->path.ptr = out;
+    r->path.len = (size_t)n;
+    return 0;
+}
+
+/* The request head is complete: method, path, body buffer. */
+static void head_done(h2conn_t *h, h2stream_t *s, bool end_stream)
+{
+    petrel_req_t *r = &s->req;
+    petrel__config_t *cfg = &h->c->srv->cfg;
+    s->flags |= S_HEAD_DONE;
+    if (s->err)
+        return;
+    if (r->method_name.ptr == NULL || r->target.ptr == NULL) {
+        s->err = r->method_name.ptr && petrel__str_ieq(r->method_name.ptr, r->method_name.len,
+                                                        "CONNECT", 7)
+                     ? 501
+                     : 400;
+        return;
+    }
+    r->method = petrel__method_from_name(r->method_name.ptr, r->method_name.len);
+    if (r->method == 0) {
+        s->err = 501; /* RFC 9110 §9.1 */
+        return;
+    }
+    if (r->authority.ptr == NULL && s->host) {
+        r->authority.ptr = s->host; /* RFC 9113 §8.3.1: Host stands in for :authority */
+        r->authority.len = strlen(s->host);
+    } else if (s->host && r->authority.ptr &&
+               !petrel__str_ieq(s->host, strlen(s->host), r->authority.ptr, r->authority.len)) {
+        /* §8.3.1: a Host that names another entity makes the request malformed */
+        nghttp2_submit_rst_stream(h->ngh, NGHTTP2_FLAG_NONE, s->id, NGHTTP2_PROTOCOL_ERROR);
+        s->flags |= S_DISCARD | S_DISPATCHED;
+        return;
+    }
+    int st = parse_path(s);
+    if (st) {
+        s->err = (uint16_t)st;
+        return;
+    }
+    const char *cl = NULL, *expect = NULL;
+    for (size_t i = 0; i < r->nheaders; i++) {
+        petrel_header_t *hd = &r->headers[i];
+        if (hd->name.len == 14 && memcmp(hd->name.ptr, "content-length", 14) == 0)
+            cl = hd->value.ptr;
+        else if (hd->name.len == 6 && memcmp(hd->name.ptr, "expect", 6) == 0)
+            expect = hd->value.ptr;
+    }
+    if (expect && !petrel__str_ieq(expect, strlen(expect), "100-continue", 12)) {
+        s->err = 417;
+        return;
+    }
+    if (cl) {
+        /* nghttp2 checked that it is a number and will check the DATA length */
+        unsigned long long n = strtoull(cl, NULL, 10);
+        if (n > cfg->max_body_size) {
+            s->err = 413;
+            return;
+        }
+        if (n > 0) {
+            char *b = petrel_arena_alloc(&s->arena, (size_t)n + 1, 1);
+            if (b == NULL) {
+                s->err = 503;
+                return;
+            }
+            r->body.ptr = b;
+            s->body_cap = (size_t)n;
+        }
+    }
+    if (expect && !end_stream) {
+        /* RFC 9110 §10.1.1: 100 (Continue) as an interim HEADERS frame */
+        static const nghttp2_nv cont[] = {
+            {(uint8_t *)":status", (uint8_t *)"100", 7, 3,
+             NGHTTP2_NV_FLAG_NO_COPY_NAME | NGHTTP2_NV_FLAG_NO_COPY_VALUE}};
+        nghttp2_submit_headers(h->ngh, NGHTTP2_FLAG_NONE, s->id, NULL, cont, 1, NULL);
+    }
+}
+
+static void req_done(h2conn_t *h, h2stream_t *s)
+{
+    if (s->flags & S_REQ_DONE)
+        return;
+    s->flags |= S_REQ_DONE;
+    h->nrecv--;
+    make_ready(h, s);
+}
+
+static int on_frame_recv(nghttp2_session *ngh, const nghttp2_frame *frame, void *ud)
+{
+    h2conn_t *h = ud;
+    bool end = (frame->hd.flags & NGHTTP2_FLAG_END_STREAM) != 0;
+    switch (frame->hd.type) {
+    case NGHTTP2_HEADERS: {
+        h2stream_t *s = stream_of(ngh, frame->hd.stream_id);
+        h->cur = NULL;
+        if (s == NULL)
+            return 0;
+        if (frame->headers.cat == NGHTTP2_HCAT_REQUEST) {
+            head_done(h, s, end);
+            if (s->err)
+                make_ready(h, s); /* answer at once; the body is not read */
+        }
+        if (end)
+            req_done(h, s);
+        break;
+    }
+    case NGHTTP2_DATA:
+        if (end) {
+            h2stream_t *s = stream_of(ngh, frame->hd.stream_id);
+            if (s)
+                req_done(h, s);
+        }
+        break;
+    }
+    return 0;
+}
+
+static int on_data_chunk(nghttp2_session *ngh, uint8_t flags, int32_t id, const uint8_t *data,
+                         size_t len, void *ud)
+{
+    (void)flags;
+    h2conn_t *h = ud;
+    h2stream_t *s = stream_of(ngh, id);
+    if (s == NULL || (s->flags & S_DISCARD) || s->err || s->resp.sent)
+        return 0;
+    petrel_req_t *r = &s->req;
+    size_t need = r->body.len + len, max = h->c->srv->cfg.max_body_size;
+    if (need > s->body_cap) {
+        if (need > max) {
+            s->err = 413;
+            s->flags |= S_DISCARD;
+            make_ready(h, s);
+            return 0;
+        }
+        size_t ncap = s->body_cap ? s->body_cap * 2 : 4096;
+        while (ncap < need)
+            ncap *= 2;
+        if (ncap > max)
+            ncap = max;
+        char *nb = petrel_arena_alloc(&s->arena, ncap + 1, 1);
+        if (nb == NULL) {
+            s->err = 413;
+            s->flags |= S_DISCARD;
+            make_ready(h, s);
+            return 0;
+        }
+        if (r->body.len)
+            memcpy(nb, r->body.ptr, r->body.len);
+        r->body.ptr = nb;
+        s->body_cap = ncap;
+    }
+    memcpy((char *)r->body.ptr + r->body.len, data, len);
+    r->body.len += len;
+    return 0;
+}
+
+static int on_frame_send(nghttp2_session *ngh, const nghttp2_frame *frame, void *ud)
+{
+    h2conn_t *h = ud;
+    if (frame->hd.type == NGHTTP2_RST_STREAM) {
+        h->rst[h->rst_pos++ % RST_RING] = frame->hd.stream_id;
+        return 0;
+    }
+    if ((frame->hd.flags & NGHTTP2_FLAG_END_STREAM) &&
+        (frame->hd.type == NGHTTP2_DATA || frame->hd.type == NGHTTP2_HEADERS)) {
+        /* RFC 9113 §8.1: the response is complete before the request: ask
+         * the client to stop sending, without error. */
+        h2stream_t *s = stream_of(ngh, frame->hd.stream_id);
+        if (s && !(s->flags & S_REQ_DONE))
+            nghttp2_submit_rst_stream(ngh, NGHTTP2_FLAG_NONE, s->id, NGHTTP2_NO_ERROR);
+    }
+    return 0;
+}
+
+static int on_stream_close(nghttp2_session *ngh, int32_t id, uint32_t error_code, void *ud)
+{
+    (void)error_code;
+    h2conn_t *h = ud;
+    h2stream_t *s = stream_of(ngh, id);
+    if (s == NULL)
+        return 0;
+    nghttp2_session_set_stream_user_data(ngh, id, NULL);
+    if (!(s->flags & S_REQ_DONE))
+        h->nrecv--;
+    h->nstreams--;
+    s->flags |= S_CLOSED | S_REQ_DONE;
+    list_unlink(&s->rlink);
+    s->flags &= ~S_READY;
+    if (h->cur == s)
+        h->cur = NULL;
+    if (petrel__access_log_on && s->resp.sent)
+        petrel__access_log(&s->req, s->resp.status, s->bytes_out);
+    if (s->resp.sent && !s->resp.ended) {
+        s->flags |= S_DEAD; /* its handler still streams: freed by petrel_stream_end */
+        return 0;
+    }
+    if ((s->flags & S_REFS) && !petrel__conn_out_empty(h->c)) {
+        list_unlink(&s->link);
+        list_append(&h->zombies, &s->link);
+        return 0;
+    }
+    stream_free(s);
+    return 0;
+}
+
+/* ------------------------------------------------------------------------ */
+/* The response                                                             */
+
+static bool status_has_body(int status)
+{
+    return !(status < 200 || status == 204 || status == 304);
+}
+
+static void lower(petrel_str_t *n)
+{
+    char *p = (char *)n->ptr;
+    for (size_t i = 0; i < n->len; i++)
+        if (p[i] >= 'A' && p[i] <= 'Z')
+            p[i] = (char)(p[i] | 0x20);
+}
+
+/* Fields a handler may add that HTTP/2 forbids (RFC 9113 §8.2.2); petrel's
+ * own (connection, keep-alive, upgrade, transfer-encoding) are refused by
+ * response.c already. */
+static bool connection_specific(const petrel_str_t *n)
+{
+    return (n->len == 16 && memcmp(n->ptr, "proxy-connection", 16) == 0) ||
+           (n->len == 2 && memcmp(n->ptr, "te", 2) == 0);
+}
+
+#define NV_STATIC (NGHTTP2_NV_FLAG_NO_COPY_NAME | NGHTTP2_NV_FLAG_NO_COPY_VALUE)
+static inline void nv_set(nghttp2_nv *nv, const char *n, size_t nl, const char *v, size_t vl,
+                          uint8_t fl)
+{
+    nv->name = (uint8_t *)n;
+    nv->namelen = nl;
+    nv->value = (uint8_t *)v;
+    nv->valuelen = vl;
+    nv->flags = fl;
+}
+#define NV(nv, n, v, vl, fl) nv_set(nv, n, sizeof(n) - 1, v, vl, fl)
+
+/* Trailers as a last HEADERS frame; false when there are none. */
+static bool submit_trailers(h2stream_t *s)
+{
+    size_t n = 0;
+    for (petrel__rheader_t *t = s->resp.trailers; t; t = t->next)
+        n++;
+    if (n == 0)
+        return false;
+    nghttp2_nv stackv[16], *nv = stackv;
+    if (n > 16 && (nv = petrel_arena_alloc(&s->arena, n * sizeof(*nv), 0)) == NULL)
+        return false;
+    size_t i = 0;
+    for (petrel__rheader_t *t = s->resp.trailers; t; t = t->next) {
+        lower(&t->name);
+        if (connection_specific(&t->name))
+            continue;
+        nv[i].name = (uint8_t *)t->name.ptr;
+        nv[i].namelen = t->name.len;
+        nv[i].value = (uint8_t *)t->value.ptr;
+        nv[i].valuelen = t->value.len;
+        nv[i].flags = NV_STATIC;
+        i++;
+    }
+    return i && nghttp2_submit_trailer(s->h->ngh, s->id, nv, i) == 0;
+}
+
+static ssize_t read_body(nghttp2_session *ngh, int32_t id, uint8_t *buf, size_t length,
+                         uint32_t *data_flags, nghttp2_data_source *src, void *ud)
+{
+    (void)ngh, (void)id, (void)ud;
+    h2stream_t *s = src->ptr;
+    petrel_resp_t *r = &s->resp;
+    size_t n;
+    if (r->body_kind == BODY_STREAM) {
+        n = 0;
+        while (s->sb_head && n < length) {
+            sbuf_t *b = s->sb_head;
+            size_t k = b->w - b->r;
+            if (k > length - n)
+                k = length - n;
+            memcpy(buf + n, b->data + b->r, k);
+            b->r += (uint32_t)k;
+            n += k;
+            if (b->r == b->w) {
+                s->sb_head = b->next;
+                if (s->sb_head == NULL)
+                    s->sb_tail = NULL;
+                petrel__chunk_put(&petrel__pool, b);
+            }
+        }
+        if (s->sb_head == NULL && r->ended) {
+            *data_flags |= NGHTTP2_DATA_FLAG_EOF;
+            if (s->req.method != PETREL_HEAD && submit_trailers(s))
+                *data_flags |= NGHTTP2_DATA_FLAG_NO_END_STREAM;
+        } else if (n == 0) {
+            return NGHTTP2_ERR_DEFERRED; /* petrel_stream_write resumes it */
+        }
+        return (ssize_t)n;
+    }
+    n = r->len - s->sent;
+    if (n > length)
+        n = length;
+    if (r->body_kind == BODY_MEM) {
+        if (r->len > COPY_MAX) {
+            *data_flags |= NGHTTP2_DATA_FLAG_NO_COPY;
+            s->nc_off = s->sent;
+        } else {
+            memcpy(buf, (const char *)r->body + s->sent, n);
+        }
+    } else if (r->len > COPY_MAX) {
+        *data_flags |= NGHTTP2_DATA_FLAG_NO_COPY; /* sendfile from the output queue */
+        s->nc_off = s->sent;
+    } else {
+        ssize_t k;
+        do
+            k = pread(r->fd, buf, n, r->offset + (off_t)s->sent);
+        while (k < 0 && errno == EINTR);
+        if (k != (ssize_t)n) {
+            petrel_log(PETREL_LOG_ERROR, "request %llu: reading the body file: %s",
+                       (unsigned long long)s->req.id, k < 0 ? strerror(errno) : "short read");
+            return NGHTTP2_ERR_TEMPORAL_CALLBACK_FAILURE; /* RST_STREAM INTERNAL_ERROR */
+        }
+    }
+    s->sent += n;
+    if (s->sent == r->len)
+        *data_flags |= NGHTTP2_DATA_FLAG_EOF;
+    return (ssize_t)n;
+}
+
+/* A NO_COPY DATA frame: its header copied, its payload referred to (memory
+ * that lives as long as the stream slot, or the file: sendfile). */
+static int send_data(nghttp2_session *ngh, nghttp2_frame *frame, const uint8_t *framehd,
+                     size_t length, nghttp2_data_source *src, void *ud)
+{
+    (void)ngh, (void)frame;
+    h2conn_t *h = ud;
+    h2stream_t *s = src->ptr;
+    petrel_resp_t *r = &s->resp;
+    petrel__conn_t *c = h->c;
+    int rc = petrel__out_copy(c, framehd, 9);
+    if (rc == 0) {
+        if (r->body_kind == BODY_MEM)
+            rc = petrel__out_ref(c, (const char *)r->body + s->nc_off, length);
+        else
+            rc = petrel__out_fd(c, r->fd, r->offset + (off_t)s->nc_off, length);
+    }
+    if (rc < 0)
+        return NGHTTP2_ERR_CALLBACK_FAILURE;
+    s->flags |= S_REFS;
+    h->queued += 9 + length;
+    return 0;
+}
+
+static char *put_u64(char *p, uint64_t v)
+{
+    char tmp[24];
+    int n = 0;
+    do {
+        tmp[n++] = (char)('0' + v % 10);
+        v /= 10;
+    } while (v);
+    while (n)
+        *p++ = tmp[--n];
+    *p = '\0';
+    return p;
+}
+
+static int h2_send(petrel_req_t *req, petrel_resp_t *r)
+{
+    h2stream_t *s = container_of(req, h2stream_t, req);
+    if (s->flags & S_DEAD)
+        return PETREL_EIO;
+    h2conn_t *h = s->h;
+    size_t n = 5;
+    for (petrel__rheader_t *x = r->headers; x; x = x->next)
+        n++;
+    nghttp2_nv stackv[32], *nv = stackv;
+    if (n > 32 && (nv = petrel_arena_alloc(req->arena, n * sizeof(*nv), 0)) == NULL)
+        return PETREL_ENOMEM;
+    size_t i = 0;
+    int st = r->status;
+    s->status[0] = (char)('0' + st / 100);
+    s->status[1] = (char)('0' + st / 10 % 10);
+    s->status[2] = (char)('0' + st % 10);
+    NV(&nv[i++], ":status", s->status, 3, NV_STATIC);
+    bool body_allowed = status_has_body(st);
+    if (r->type)
+        NV(&nv[i++], "content-type", r->type, strlen(r->type), NGHTTP2_NV_FLAG_NO_COPY_NAME);
+    if (r->body_kind != BODY_STREAM && body_allowed) {
+        size_t cl = (size_t)(put_u64(s->clen, r->len) - s->clen);
+        NV(&nv[i++], "content-length", s->clen, cl, NV_STATIC);
+    }
+    /* loop->date changes in place once a second: always a valid date */
+    NV(&nv[i++], "date", petrel__loop->date, 29, NV_STATIC);
+    NV(&nv[i++], "server", "petrel", 6, NV_STATIC);
+    for (petrel__rheader_t *x = r->headers; x; x = x->next) {
+        lower(&x->name); /* RFC 9113 §8.2.1; the copy is the request's */
+        if (connection_specific(&x->name))
+            continue;
+        nv[i].name = (uint8_t *)x->name.ptr;
+        nv[i].namelen = x->name.len;
+        nv[i].value = (uint8_t *)x->value.ptr;
+        nv[i].valuelen = x->value.len;
+        nv[i].flags = NV_STATIC;
+        i++;
+    }
+    bool send_body = body_allowed && req->method != PETREL_HEAD;
+    nghttp2_data_provider prd = {.source.ptr = s, .read_callback = read_body};
+    bool with_data = r->body_kind == BODY_STREAM || (send_body && r->len > 0);
+    int rv = nghttp2_submit_response(h->ngh, s->id, nv, i, with_data ? &prd : NULL);
+    if (rv < 0) {
+        petrel_log(PETREL_LOG_DEBUG, "h2: stream %d: submit_response: %s", s->id,
+                   nghttp2_strerror(rv));
+        return rv == NGHTTP2_ERR_NOMEM ? PETREL_ENOMEM : PETREL_ESTATE;
+    }
+    if (r->body_kind != BODY_STREAM && send_body)
+        s->bytes_out = r->len;
+    schedule(h);
+    return 0;
+}
+
+static int h2_stream_write(petrel_req_t *req, const void *data, size_t len)
+{
+    h2stream_t *s = container_of(req, h2stream_t, req);
+    if (s->flags & S_DEAD)
+        return PETREL_EIO;
+    if (req->method == PETREL_HEAD || !status_has_body(s->resp.status) || len == 0)
+        return 0;
+    const char *d = data;
+    size_t left = len;
+    while (left) {
+        sbuf_t *b = s->sb_tail;
+        if (b == NULL || b->w == SBUF_CAP) {
+            b = petrel__chunk_get(&petrel__pool);
+            if (b == NULL)
+                return PETREL_ENOMEM;
+            b->next = NULL;
+            b->r = b->w = 0;
+            if (s->sb_tail)
+                s->sb_tail->next = b;
+            else
+                s->sb_head = b;
+            s->sb_tail = b;
+        }
+        size_t k = SBUF_CAP - b->w;
+        if (k > left)
+            k = left;
+        memcpy(b->data + b->w, d, k);
+        b->w += (uint32_t)k;
+        d += k;
+        left -= k;
+    }
+    s->bytes_out += len;
+    nghttp2_session_resume_data(s->h->ngh, s->id);
+    schedule(s->h);
+    return 0;
+}
+
+static int h2_stream_end(petrel_req_t *req, petrel_resp_t *r)
+{
+    (void)r;
+    h2stream_t *s = container_of(req, h2stream_t, req);
+    if (s->flags & S_DEAD) {
+        if (!(s->flags & S_IN_HANDLER))
+            stream_free(s);
+        return PETREL_EIO;
+    }
+    nghttp2_session_resume_data(s->h->ngh, s->id);
+    schedule(s->h);
+    return 0;
+}
+
+static const char *h2_peer(petrel_req_t *req)
+{
+    petrel__conn_t *c = req->_conn;
+    char buf[INET6_ADDRSTRLEN];
+    const char *p = c == NULL ? "-" : "unix";
+    if (c && c->peer.sa.sa_family == AF_INET)
+        p = inet_ntop(AF_INET, &c->peer.in.sin_addr, buf, sizeof(buf));
+    else if (c && c->peer.sa.sa_family == AF_INET6)
+        p = inet_ntop(AF_INET6, &c->peer.in6.sin6_addr, buf, sizeof(buf));
+    if (p == NULL)
+        p = "-";
+    return petrel_arena_strndup(req->arena, p, strlen(p));
+}
+
+static const petrel_proto_t h2_proto = {
+    "h2", h2_send, h2_stream_write, h2_stream_end, h2_peer,
+};
+
+/* Run the handlers of the requests that are complete. */
+static void dispatch_ready(h2conn_t *h)
+{
+    while (!list_empty(&h->ready)) {
+        h2stream_t *s = container_of(h->ready.next, h2stream_t, rlink);
+        list_unlink(&s->rlink);
+        s->flags = (s->flags & ~S_READY) | S_DISPATCHED | S_IN_HANDLER;
+        petrel_req_t *r = &s->req;
+        if (r->body.ptr)
+            ((char *)r->body.ptr)[r->body.len] = '\0';
+        else
+            r->body.ptr = "";
+        if (s->err)
+            petrel_send_status(r, s->err);
+        else
+            petrel__req_dispatch(r);
+        s->flags &= ~S_IN_HANDLER;
+        if ((s->flags & S_DEAD) && s->resp.ended)
+            stream_free(s); /* the stream was reset while its handler ran */
+    }
+}
+
+/* ------------------------------------------------------------------------ */
+/* The connection                                                           */
+
+/* Serialize what nghttp2 has into the output queue, up to OUT_HIGH. */
+static int produce(h2conn_t *h)
+{
+    h->queued = 0;
+    h->flags &= ~H2_MORE;
+    for (;;) {
+        const uint8_t *data;
+        ssize_t n = nghttp2_session_mem_send(h->ngh, &data);
+        if (n < 0) {
+            petrel_log(PETREL_LOG_DEBUG, "h2: mem_send: %s", nghttp2_strerror((int)n));
+            return -1;
+        }
+        if (n == 0)
+            return 0;
+        if (petrel__out_copy(h->c, data, (size_t)n) < 0)
+            return -1;
+        h->queued += (size_t)n;
+        if (h->queued >= OUT_HIGH) {
+            h->flags |= H2_MORE;
+            return 0;
+        }
+    }
+}
+
+static void conn_done(petrel__conn_t *c)
+{
+    shutdown(c->io.fd, SHUT_WR); /* the peer reads the GOAWAY before it sees the end */
+    petrel__conn_close(c);
+}
+
+/* Frame, write, then decide what the connection waits for. */
+static void h2_flush(h2conn_t *h)
+{
+    petrel__conn_t *c = h->c;
+    petrel_server_t *srv = c->srv;
+    list_unlink(&h->pending.node);
+    if (c->rbuf && c->rpos == c->rlen)
+        petrel__conn_idle(c); /* an empty read buffer goes back to the pool */
+    for (;;) {
+        if (produce(h) < 0 || petrel__conn_flush(c) < 0) {
+            petrel__conn_close(c);
+            return;
+        }
+        if (!petrel__conn_out_empty(c))
+            break; /* EPOLLOUT calls us again */
+        zombies_release(h);
+        if (!(h->flags & H2_MORE))
+            break;
+    }
+    bool empty = petrel__conn_out_empty(c);
+    if (empty && ((h->flags & H2_CLOSE) ||
+                  (!nghttp2_session_want_read(h->ngh) && !nghttp2_session_want_write(h->ngh)))) {
+        conn_done(c);
+        return;
+    }
+    /* Read no more requests while the peer does not read the answers. */
+    unsigned want = empty ? 0 : CONN_PAUSED;
+    if ((c->flags & CONN_PAUSED) != want) {
+        c->flags = (c->flags & ~CONN_PAUSED) | want;
+        petrel__conn_want_read(c, true);
+        if (c->flags & CONN_CLOSED)
+            return;
+    }
+    if (!empty)
+        return; /* the send timeout is armed */
+    if (h->nstreams == 0) {
+        if (c->timer.q != &srv->tq_keepalive)
+            petrel__timer_arm(petrel__loop, &c->timer, &srv->tq_keepalive);
+    } else if (h->nrecv > 0 || !list_empty(&h->ready)) {
+        /* requests arriving, or an upgrade waiting for the client's preface */
+        petrel__timer_arm(petrel__loop, &c->timer, &srv->tq_header);
+    } else {
+        petrel__timer_disarm(&c->timer); /* handlers at work */
+    }
+}
+
+/* Feed bytes to nghttp2 and run the handlers of the complete requests. */
+static int feed(h2conn_t *h, const char *p, size_t n)
+{
+    h->flags |= H2_BUSY;
+    ssize_t rv = nghttp2_session_mem_recv(h->ngh, (const uint8_t *)p, n);
+    if (rv >= 0)
+        dispatch_ready(h);
+    h->flags &= ~H2_BUSY;
+    if (rv < 0) {
+        petrel_log(PETREL_LOG_DEBUG, "h2: %s", nghttp2_strerror((int)rv));
+        nghttp2_session_terminate_session(h->ngh, rv == NGHTTP2_ERR_NOMEM
+                                                      ? NGHTTP2_INTERNAL_ERROR
+                                                      : NGHTTP2_PROTOCOL_ERROR);
+        h->flags |= H2_CLOSE;
+        return -1;
+    }
+    return 0;
+}
+
+static void h2_read(h2conn_t *h)
+{
+    petrel__conn_t *c = h->c;
+    for (int turn = 0; turn < 4; turn++) {
+        int n = petrel__conn_read(c);
+        if (n < 0) {
+            petrel__conn_close(c);
+            return;
+        }
+        if (n == 0)
+            break; /* EAGAIN, or EOF: h2_flush closes when the streams are done */
+        bool full = c->rlen == c->rcap;
+        const char *p = c->rbuf + c->rlen - (uint32_t)n;
+        c->rpos = c->rlen = 0; /* nghttp2 consumes everything it is given */
+        if (feed(h, p, (size_t)n) < 0 || !full)
+            break;
+    }
+    if (c->flags & CONN_EOF) {
+        /* RFC 9113 has no half-closed connection: write what is queued,
+         * then close (streams still at work become orphans). */
+        h->flags |= H2_CLOSE;
+        petrel__conn_want_read(c, false);
+    }
+}
+
+static void h2_on_io(petrel__io_t *io, uint32_t events)
+{
+    petrel__conn_t *c = container_of(io, petrel__conn_t, io);
+    if (c->flags & CONN_CLOSED)
+        return;
+    h2conn_t *h = c->proto;
+    if ((events & EPOLLERR) && !(events & EPOLLIN)) {
+        petrel__conn_close(c);
+        return;
+    }
+    if (events & EPOLLOUT) {
+        if (petrel__conn_flush(c) < 0) {
+            petrel__conn_close(c);
+            return;
+        }
+        if (!petrel__conn_out_empty(c))
+            return;
+    }
+    if ((events & (EPOLLIN | EPOLLHUP)) && !(c->flags & (CONN_EOF | CONN_PAUSED)) &&
+        !(h->flags & H2_CLOSE)) {
+        h2_read(h);
+        if (c->flags & CONN_CLOSED)
+            return;
+    }
+    h2_flush(h);
+}
+
+static void h2_on_timer(petrel__timer_t *t)
+{
+    petrel__conn_t *c = container_of(t, petrel__conn_t, timer);
+    h2conn_t *h = c->proto;
+    if (!petrel__conn_out_empty(c) || (h->flags & H2_TIMEDOUT)) {
+        petrel__conn_close(c); /* the peer does not read */
+        return;
+    }
+    /* idle, or a request that does not arrive: say goodbye and close */
+    h->flags |= H2_TIMEDOUT | H2_CLOSE;
+    nghttp2_session_terminate_session(h->ngh, NGHTTP2_NO_ERROR);
+    h2_flush(h);
+    if (!(c->flags & CONN_CLOSED))
+        petrel__timer_arm(petrel__loop, &c->timer, &c->srv->tq_send);
+}
+
+/* The connection closes (petrel__conn_close clears its arena): streams whose
+ * handler still streams become orphans, the others go back, the session
+ * goes. */
+static void h2_cleanup(void *p)
+{
+    h2conn_t *h = p;
+    list_unlink(&h->pending.node);
+    zombies_release(h);
+    while (!list_empty(&h->streams)) {
+        h2stream_t *s = container_of(h->streams.next, h2stream_t, link);
+        if ((s->flags & S_DISPATCHED) && s->resp.sent && !s->resp.ended) {
+            list_unlink(&s->link);
+            list_unlink(&s->rlink);
+            s->flags |= S_DEAD;
+            s->h = NULL;
+            s->req._conn = NULL;
+            sbuf_free_all(s);
+            continue;
+        }
+        stream_free(s);
+    }
+    nghttp2_session_del(h->ngh);
+    stats.sessions--;
+    h->c->proto = NULL;
+}
+
+bool petrel__h2_drain(petrel__conn_t *c)
+{
+    if (c->io.cb != h2_on_io || c->proto == NULL)
+        return false;
+    h2conn_t *h = c->proto;
+    if (!(h->flags & H2_DRAINING)) {
+        /* RFC 9113 §6.8: the streams up to the last one processed complete */
+        h->flags |= H2_DRAINING;
+        nghttp2_submit_goaway(h->ngh, NGHTTP2_FLAG_NONE,
+                              nghttp2_session_get_last_proc_stream_id(h->ngh), NGHTTP2_NO_ERROR,
+                              NULL, 0);
+        h2_flush(h);
+    }
+    return true;
+}
+
+/* ------------------------------------------------------------------------ */
+/* Taking over a connection                                                 */
+
+static __thread nghttp2_session_callbacks *callbacks;
+static __thread nghttp2_option *options;
+
+static int setup_once(void)
+{
+    if (callbacks)
+        return 0;
+    nghttp2_session_callbacks *cb;
+    if (nghttp2_session_callbacks_new(&cb) != 0)
+        return PETREL_ENOMEM;
+    nghttp2_session_callbacks_set_on_begin_frame_callback(cb, on_begin_frame);
+    nghttp2_session_callbacks_set_on_begin_headers_callback(cb, on_begin_headers);
+    nghttp2_session_callbacks_set_on_header_callback(cb, on_header);
+    nghttp2_session_callbacks_set_on_frame_recv_callback(cb, on_frame_recv);
+    nghttp2_session_callbacks_set_on_data_chunk_recv_callback(cb, on_data_chunk);
+    nghttp2_session_callbacks_set_on_frame_send_callback(cb, on_frame_send);
+    nghttp2_session_callbacks_set_on_stream_close_callback(cb, on_stream_close);
+    nghttp2_session_callbacks_set_send_data_callback(cb, send_data);
+    if (nghttp2_option_new(&options) != 0) {
+        nghttp2_session_callbacks_del(cb);
+        return PETREL_ENOMEM;
+    }
+    /* closed streams are not kept for the RFC 7540 priority tree */
+    nghttp2_option_set_no_closed_streams(options, 1);
+    callbacks = cb;
+    return 0;
+}
+
+static h2conn_t *session_new(petrel__conn_t *c)
+{
+    petrel__config_t *cfg = &c->srv->cfg;
+    if (setup_once() < 0)
+        return NULL;
+    h2conn_t *h = petrel_arena_alloc(&c->arena, sizeof(*h), 0);
+    if (h == NULL)
+        return NULL;
+    memset(h, 0, sizeof(*h));
+    if (nghttp2_session_server_new3(&h->ngh, callbacks, h, options, &h2_mem) != 0)
+        return NULL;
+    if (petrel_arena_defer(&c->arena, h2_cleanup, h) < 0) {
+        nghttp2_session_del(h->ngh);
+        return NULL;
+    }
+    stats.sessions++;
+    h->c = c;
+    h->pending.cb = on_pending;
+    list_init(&h->pending.node);
+    list_init(&h->streams);
+    list_init(&h->ready);
+    list_init(&h->zombies);
+    uint32_t window = cfg->h2_initial_window_size ? cfg->h2_initial_window_size
+                                                  : H2_DEFAULT_WINDOW;
+    size_t hl = cfg->h2_max_header_list_size ? cfg->h2_max_header_list_size
+                                             : cfg->max_header_size;
+    nghttp2_settings_entry iv[] = {
+        {NGHTTP2_SETTINGS_MAX_CONCURRENT_STREAMS,
+         cfg->h2_max_concurrent_streams ? cfg->h2_max_concurrent_streams
+                                        : H2_DEFAULT_MAX_STREAMS},
+        {NGHTTP2_SETTINGS_INITIAL_WINDOW_SIZE, window},
+        {NGHTTP2_SETTINGS_MAX_HEADER_LIST_SIZE, (uint32_t)(hl > UINT32_MAX ? UINT32_MAX : hl)},
+        /* RFC 9218 priorities (urgency queues) instead of the RFC 7540 tree */
+        {NGHTTP2_SETTINGS_NO_RFC7540_PRIORITIES, 1},
+    };
+    if (nghttp2_submit_settings(h->ngh, NGHTTP2_FLAG_NONE, iv, sizeof(iv) / sizeof(iv[0])) != 0)
+        return NULL; /* the arena cleanup deletes the session */
+    /* the connection window follows the stream window */
+    if (window > 65535 &&
+        nghttp2_session_set_local_window_size(h->ngh, NGHTTP2_FLAG_NONE, 0, (int32_t)window) != 0)
+        return NULL;
+    c->proto = h;
+    c->io.cb = h2_on_io;
+    c->timer.cb = h2_on_timer;
+    return h;
+}
+
 int petrel__h2_takeover(petrel__conn_t *c)
 {
-    (void)c;
-    petrel_log(PETREL_LOG_DEBUG, "HTTP/2 preface received: HTTP/2 is not built in");
+    h2conn_t *h = session_new(c);
+    if (h == NULL)
+        return PETREL_ENOMEM;
+    /* the preface and whatever followed it */
+    uint32_t from = c->rpos, n = c->rlen - c->rpos;
+    c->rpos = c->rlen = 0;
+    feed(h, c->rbuf + from, n);
+    /* Written at the end of the turn: http1.c's read loop, which called us,
+     * must still see its read buffer (rlen < rcap: it returns at once). */
+    schedule(h);
+    return 0;
+}
+
+/* RFC 4648 §5 base64url (the HTTP2-Settings token68), '=' padding allowed. */
+static ssize_t b64url_decode(const char *in, size_t n, uint8_t *out, size_t cap)
+{
+    uint32_t acc = 0;
+    int bits = 0;
+    size_t o = 0;
+    for (size_t i = 0; i < n; i++) {
+        char ch = in[i];
+        int v;
+        if (ch >= 'A' && ch <= 'Z')
+            v = ch - 'A';
+        else if (ch >= 'a' && ch <= 'z')
+            v = ch - 'a' + 26;
+        else if (ch >= '0' && ch <= '9')
+            v = ch - '0' + 52;
+        else if (ch == '-' || ch == '+')
+            v = 62;
+        else if (ch == '_' || ch == '/')
+            v = 63;
+        else if (ch == '=')
+            break;
+        else
+            return -1;
+        acc = acc << 6 | (uint32_t)v;
+        bits += 6;
+        if (bits >= 8) {
+            bits -= 8;
+            if (o == cap)
+                return -1;
+            out[o++] = (uint8_t)(acc >> bits);
+        }
+    }
+    return (ssize_t)o;
+}
+
+/* Is `tok` one of the comma-separated tokens of `list` (any case)? */
+static bool has_token(const char *list, const char *tok)
+{
+    size_t tl = strlen(tok);
+    const char *p = list;
+    while (*p) {
+        while (*p == ' ' || *p == '\t' || *p == ',')
+            p++;
+        const char *b = p;
+        while (*p && *p != ',')
+            p++;
+        const char *e = p;
+        while (e > b && (e[-1] == ' ' || e[-1] == '\t'))
+            e--;
+        if (petrel__str_ieq(b, (size_t)(e - b), tok, tl))
+            return true;
+    }
+    return false;
+}
+
+static bool copy_str(h2stream_t *s, petrel_str_t *dst, const petrel_str_t *src)
+{
+    if (src->ptr == NULL) {
+        dst->ptr = NULL;
+        dst->len = 0;
+        return true;
+    }
+    dst->ptr = scratch_dup(s, (const uint8_t *)src->ptr, src->len);
+    dst->len = src->len;
+    return dst->ptr != NULL;
+}
+
+/*
+ * RFC 7540 §3.2 (h2c upgrade): `req` is a complete HTTP/1.1 request with
+ * `Upgrade: h2c`, one HTTP2-Settings and `Connection: Upgrade,
+ * HTTP2-Settings`.  Answer 101, start the session with the client's
+ * settings, and make the request stream 1 (half-closed remote) of it.  The
+ * HTTP/1.1 request scope is ended here; the bytes after the request are
+ * the client's preface.  Returns PETREL_ENOTFOUND (nothing done: HTTP/1.1
+ * goes on) when the request is not a valid h2c upgrade.
+ */
+int petrel__h2_upgrade(petrel__conn_t *c, petrel_req_t *req)
+{
+    const char *up = NULL, *conn = NULL, *settings = NULL;
+    int nsettings = 0;
+    for (size_t i = 0; i < req->nheaders; i++) {
+        petrel_header_t *hd = &req->headers[i];
+        if (petrel__str_ieq(hd->name.ptr, hd->name.len, "upgrade", 7))
+            up = hd->value.ptr;
+        else if (petrel__str_ieq(hd->name.ptr, hd->name.len, "connection", 10))
+            conn = hd->value.ptr;
+        else if (petrel__str_ieq(hd->name.ptr, hd->name.len, "http2-settings", 14)) {
+            settings = hd->value.ptr;
+            nsettings++;
+        }
+    }
+    if (req->version != 11 || c->srv->draining || up == NULL || !has_token(up, "h2c") ||
+        nsettings != 1 || conn == NULL || !has_token(conn, "upgrade") ||
+        !has_token(conn, "http2-settings"))
+        return PETREL_ENOTFOUND;
+    uint8_t payload[256];
+    ssize_t plen = b64url_decode(settings, strlen(settings), payload, sizeof(payload));
+    if (plen < 0 || plen % 6)
+        return PETREL_ENOTFOUND; /* answered as HTTP/1.1 */
+
+    /* First the request, out of the HTTP/1.1 scope into a stream slot (held
+     * by a stand-in connection state until the session exists). */
+    h2conn_t tmp;
+    memset(&tmp, 0, sizeof(tmp));
+    tmp.c = c;
+    list_init(&tmp.streams);
+    h2stream_t *s = stream_new(&tmp, 1);
+    if (s == NULL)
+        return PETREL_ENOTFOUND;
+    petrel_req_t *r = &s->req;
+    r->method = req->method;
+    r->version = req->version; /* received as HTTP/1.1, answered over h2 */
+    if (!copy_str(s, &r->method_name, &req->method_name) || !copy_str(s, &r->target, &req->target) ||
+        !copy_str(s, &r->path, &req->path) || !copy_str(s, &r->query, &req->query) ||
+        !copy_str(s, &r->authority, &req->authority))
+        goto fallback;
+    for (size_t i = 0; i < req->nheaders; i++) {
+        petrel_header_t *hd = &req->headers[i];
+        if (petrel__str_ieq(hd->name.ptr, hd->name.len, "connection", 10) ||
+            petrel__str_ieq(hd->name.ptr, hd->name.len, "upgrade", 7) ||
+            petrel__str_ieq(hd->name.ptr, hd->name.len, "http2-settings", 14) ||
+            petrel__str_ieq(hd->name.ptr, hd->name.len, "keep-alive", 10))
+            continue; /* hop-by-hop: not part of the request on stream 1 */
+        if (r->nheaders == s->hdr_cap) {
+            size_t ncap = (size_t)s->hdr_cap * 2;
+            petrel_header_t *nh = petrel_arena_alloc(&s->arena, ncap * sizeof(*nh), 0);
+            if (nh == NULL)
+                goto fallback;
+            memcpy(nh, r->headers, r->nheaders * sizeof(*nh));
+            r->headers = nh;
+            s->hdr_cap = (uint16_t)ncap;
+        }
+        petrel_header_t *d = &r->headers[r->nheaders];
+        if (!copy_str(s, &d->name, &hd->name) || !copy_str(s, &d->value, &hd->value))
+            goto fallback;
+        lower(&d->name);
+        r->nheaders++;
+    }
+    if (req->body.len) {
+        char *b = petrel_arena_alloc(&s->arena, req->body.len + 1, 1);
+        if (b == NULL)
+            goto fallback;
+        memcpy(b, req->body.ptr, req->body.len);
+        r->body.ptr = b;
+        r->body.len = req->body.len;
+    }
+    s->flags |= S_HEAD_DONE | S_REQ_DONE;
+
+    /* End the HTTP/1.1 request scope, then start the session in the
+     * connection arena. */
+    c->req = NULL;
+    petrel_arena_reset(&c->arena, c->req_mark);
+    h2conn_t *h = session_new(c);
+    if (h == NULL || nghttp2_session_upgrade2(h->ngh, payload, (size_t)plen,
+                                               r->method == PETREL_HEAD, s) != 0) {
+        stream_free(s);
+        return PETREL_ENOMEM; /* http1.c closes the connection */
+    }
+    list_unlink(&s->link);
+    list_append(&h->streams, &s->link);
+    s->h = h;
+    h->max_seen = 1;
+    h->nstreams++;
+    static const char sw[] = "HTTP/1.1 101 Switching Protocols\r\n"
+                             "Connection: Upgrade\r\nUpgrade: h2c\r\n\r\n";
+    if (petrel__out_copy(c, sw, sizeof(sw) - 1) < 0)
+        return PETREL_ENOMEM;
+    /* Pause http1.c's loop, which called us: h2_flush resumes reading, as
+     * h2, at the end of the turn. */
+    c->flags |= CONN_PAUSED;
+    /* Stream 1 is answered once the client's preface has arrived (the next
+     * feed dispatches it): a response sent with the 101 may not fit in what
+     * a client buffers after it (curl keeps 32 KiB). */
+    make_ready(h, s);
+    uint32_t from = c->rpos, n = c->rlen - c->rpos;
+    c->rpos = c->rlen = 0;
+    if (n)
+        feed(h, c->rbuf + from, n); /* the preface, if it came with the request */
+    schedule(h);
+    return 0;
+fallback:
+    stream_free(s); /* answered as HTTP/1.1 */
     return PETREL_ENOTFOUND;
 }

@@ -611,6 +611,17 @@ static int status_for_error(petrel__conn_t *c, llhttp_errno_t e)
 static void request_ready(petrel__conn_t *c)
 {
     petrel_req_t *r = c->req;
+    /* h2 (RFC 7540 §3.2): a complete request with `Upgrade: h2c` is answered
+     * with 101 and becomes stream 1 of an h2 session that takes the
+     * connection over (h2.c); PETREL_ENOTFOUND: not an h2c upgrade. */
+    if (unlikely(c->parser.upgrade)) {
+        int rc = petrel__h2_upgrade(c, r);
+        if (rc != PETREL_ENOTFOUND) {
+            if (rc < 0)
+                petrel__conn_close(c);
+            return;
+        }
+    }
     if (c->srv->draining)
         c->flags &= ~CONN_KEEPALIVE;
     petrel__timer_disarm(&c->timer); /* the head timeout is over; writes have their own */

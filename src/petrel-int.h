@@ -185,6 +185,11 @@ typedef struct petrel__config {
     uint32_t h2_max_concurrent_streams; /* SETTINGS_MAX_CONCURRENT_STREAMS (128) */
     uint32_t h2_initial_window_size;    /* SETTINGS_INITIAL_WINDOW_SIZE (1 MiB) */
     size_t h2_max_header_list_size;     /* SETTINGS_MAX_HEADER_LIST_SIZE (max_header_size) */
+    /* WebSocket (ws.c); 0 means the default */
+    size_t ws_max_message_size;         /* larger messages: close 1009 (16 MiB) */
+    uint64_t ws_idle_timeout_ms;        /* silence before a ping, then a close (30 s) */
+    size_t ws_send_limit;               /* output queued past this: close 1008 (4 MiB) */
+    bool dev;                /* --dev: build .c modules, rebuild and reload on change */
 } petrel__config_t;
 
 typedef struct petrel__router petrel__router_t;
@@ -197,6 +202,11 @@ struct petrel_server {
     const petrel_module_t **modules;
     int nmodules;
     void **module_handles;
+    /* reload (SIGHUP, --dev): the master builds a new generation of routes
+     * and modules with setup(), then replaces its workers with new ones */
+    int (*setup)(petrel_server_t *srv, void *ctx, char *err, size_t errlen);
+    void *setup_ctx;
+    unsigned generation; /* 0 at start-up, +1 for each reload attempt */
     /* worker state */
     petrel__loop_t loop;
     petrel__tq_t tq_header, tq_keepalive, tq_send, tq_drain, tq_linger;
@@ -214,6 +224,17 @@ void petrel__server_free(petrel_server_t *srv);
 int petrel__server_add_listen(petrel_server_t *srv, const char *spec, char *err, size_t errlen);
 void petrel__set_builtins(const petrel_module_t *const *table);
 int petrel__server_load_module(petrel_server_t *srv, const char *spec, char *err, size_t errlen);
+
+/* module.c: reload and --dev.  A module file loaded again on a reload is
+ * loaded from a private copy (dlopen would return the copy already loaded
+ * under the same name); --dev builds module sources into the same private
+ * directory, removed at exit. */
+void petrel__module_unload(void *handle); /* dlclose, and remove its private copy */
+/* inotify on the module files (--dev): the fd, or -1 */
+int petrel__dev_watch_start(void);
+/* Read the pending events of the watch fd; true when a module file (or a
+ * header beside a module source) changed, with its name in `what`. */
+bool petrel__dev_watch_read(int fd, char *what, size_t len);
 
 /* ------------------------------------------------------------------------ */
 /* Router (router.c)                                                        */
@@ -351,6 +372,11 @@ struct petrel__conn {
      * response is written; the connection then belongs to that protocol,
      * with any bytes after the request still in rbuf[rpos, rlen). */
     void (*on_upgrade)(petrel__conn_t *c);
+    /* Set by a protocol whose state lives outside the connection arena
+     * (ws.c): called by petrel__conn_close once the fd is closed, before
+     * the arena is cleared.  A protocol that hands the connection to
+     * petrel__conn_linger() clears it first. */
+    void (*on_close)(petrel__conn_t *c);
     petrel_arena_t arena;
     llhttp_t parser;
     union {
@@ -374,19 +400,25 @@ int petrel__conn_read(petrel__conn_t *c); /* >0 bytes, 0 EOF/again, <0 close */
 /* h2.c: a connection whose first bytes are the HTTP/2 preface (RFC 9113
  * §3.4) is handed over, with its read buffer; returns 0, or <0 to close. */
 int petrel__h2_takeover(petrel__conn_t *c);
-/* h2.c: after a complete HTTP/1.1 request with `Upgrade: h2c` and one
- * HTTP2-Settings (RFC 7540 §3.2) whose answer is 101: the connection becomes
- * an h2 session and `req` is answered as stream 1.  Returns 0, or <0 to close
- * (then nothing was sent). */
+/* h2.c: a complete HTTP/1.1 request with `Upgrade: h2c`, one HTTP2-Settings
+ * and `Connection: Upgrade, HTTP2-Settings` (RFC 7540 §3.2): answer 101, the
+ * connection becomes an h2 session and `req` (copied; its HTTP/1.1 scope is
+ * ended) is answered as stream 1.  Returns 0; PETREL_ENOTFOUND when it is not
+ * such a request (nothing done: HTTP/1.1 answers it); another <0: the
+ * connection must be closed. */
 int petrel__h2_upgrade(petrel__conn_t *c, petrel_req_t *req);
 /* h2.c: graceful shutdown of an h2 connection (GOAWAY, finish open streams,
  * close).  Returns false when `c` is not an h2 connection. */
 bool petrel__h2_drain(petrel__conn_t *c);
+/* ws.c: graceful shutdown of a WebSocket connection (Close 1001, wait for
+ * the peer's Close, close).  Returns false when `c` is not one. */
+bool petrel__ws_drain(petrel__conn_t *c);
 /* h2.c: counters of this worker's h2 side, for tests and benchmarks. */
 typedef struct petrel__h2_stats {
-    uint64_t ng_calls;     /* nghttp2_mem calls that reached the heap (malloc, calloc,
-                            * realloc, free of a non-NULL pointer) */
-    size_t ng_bytes;       /* heap bytes nghttp2 holds now (malloc_usable_size) */
+    uint64_t ng_ops;       /* nghttp2 allocator calls (malloc, calloc, realloc, free) */
+    uint64_t ng_calls;     /* of these, calls that reached the heap (the size-class
+                            * free list in front of it was empty or full) */
+    size_t ng_bytes;       /* bytes nghttp2 holds now (blocks, headers included) */
     uint64_t slot_mallocs; /* stream slots malloc'ed (the free list was empty) */
     size_t sessions;       /* live h2 sessions */
     size_t streams;        /* live stream slots (open, zombie or orphan) */
@@ -431,6 +463,9 @@ int petrel__out_ref(petrel__conn_t *c, const void *data, size_t len);
 int petrel__out_fd(petrel__conn_t *c, int fd, off_t off, size_t len);
 /* Try to write what is queued; returns 0, or -1 when the conn must close. */
 int petrel__conn_flush(petrel__conn_t *c);
+/* Bytes queued and not yet written (a walk of the queue: ws.c's send limit
+ * calls it only when its own upper bound passes the limit). */
+size_t petrel__out_bytes(const petrel__conn_t *c);
 
 /* Test hook: serve one connected socket in this process's loop. */
 int petrel__conn_adopt(petrel_server_t *srv, int fd);
@@ -449,5 +484,17 @@ void petrel__access_log_flush(void);
 void petrel__access_log(petrel_req_t *req, int status, uint64_t bytes);
 extern bool petrel__access_log_on;
 
+
+/* ------------------------------------------------------------------------ */
+/* WebSocket helpers (ws.c), exposed for tests/check_ws.c                   */
+
+void petrel__sha1(const void *data, size_t len, uint8_t out[20]);
+/* Standard alphabet with padding; writes 4 * ceil(len / 3) chars and a NUL. */
+size_t petrel__base64_encode(const void *data, size_t len, char *out);
+/* Strict: padded, canonical; returns the length, or -1. */
+ssize_t petrel__base64_decode(const char *s, size_t len, uint8_t *out, size_t cap);
+/* UTF-8 validator (RFC 3629) over pieces: *st starts at 0 and is 0 again at a
+ * character boundary; returns how many bytes were valid (n when all). */
+size_t petrel__utf8_scan(uint32_t *st, const void *data, size_t n);
 
 #endif /* PETREL_INT_H */

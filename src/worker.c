@@ -6,12 +6,16 @@
  * them open: a worker that dies is restarted on the same socket, and no
  * connection waiting in its accept queue is lost.  SIGTERM/SIGINT make every
  * worker drain: stop accepting, close idle connections, finish the requests
- * in flight, exit -- or give up after --drain-timeout.
+ * in flight, exit -- or give up after --drain-timeout.  SIGHUP (and --dev,
+ * when a module file changes) reloads the modules into new workers on the
+ * same sockets and retires the old ones (see "Reload" below).
  */
 #include "petrel-int.h"
 
 #include <errno.h>
 #include <fcntl.h>
+#include <limits.h>
+#include <poll.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -50,20 +54,40 @@ static void on_drain_timeout(petrel__timer_t *t)
     the_srv->loop.stop = true;
 }
 
-static void start_drain(petrel_server_t *srv)
+/*
+ * SIGTERM/SIGINT (close_idle): stop accepting, close the idle connections,
+ * finish the requests in flight, exit.  SIGUSR2 from the master (a reload:
+ * new workers already accept on the same listening sockets) retires the
+ * worker the same way, except that idle HTTP/1.1 connections are not closed
+ * at once: a client may be sending its next request on one right now, and
+ * would see the connection close without an answer.  Each of them gets its
+ * next response with Connection: close (srv->draining), or closes at its
+ * keep-alive or the drain timeout.  HTTP/2 connections get GOAWAY either way.
+ */
+static void start_drain(petrel_server_t *srv, bool close_idle)
 {
-    if (srv->draining)
-        return;
-    srv->draining = true;
-    petrel__listen_stop(srv);
-    for (int i = 0; i < srv->nlistens; i++)
-        if (srv->listens[i].fd >= 0) {
-            close(srv->listens[i].fd);
-            srv->listens[i].fd = -1;
+    if (!srv->draining) {
+        srv->draining = true;
+        petrel__listen_stop(srv);
+        for (int i = 0; i < srv->nlistens; i++)
+            if (srv->listens[i].fd >= 0) {
+                close(srv->listens[i].fd);
+                srv->listens[i].fd = -1;
+            }
+        drain_timer.cb = on_drain_timeout;
+        petrel__timer_arm(&srv->loop, &drain_timer, &srv->tq_drain);
+    }
+    if (close_idle) {
+        petrel__conn_close_idle(srv);
+    } else {
+        petrel__list_t *l = srv->conns.next;
+        while (l != &srv->conns) {
+            petrel__conn_t *c = container_of(l, petrel__conn_t, link);
+            l = l->next;
+            if (!(c->proto && petrel__h2_drain(c)) && !petrel__http1_idle(c))
+                c->flags &= ~CONN_KEEPALIVE;
         }
-    petrel__conn_close_idle(srv);
-    drain_timer.cb = on_drain_timeout;
-    petrel__timer_arm(&srv->loop, &drain_timer, &srv->tq_drain);
+    }
     if (srv->nconns == 0)
         srv->loop.stop = true;
 }
@@ -74,13 +98,21 @@ static void on_signal(petrel__io_t *io, uint32_t events)
     struct signalfd_siginfo si;
     while (read(io->fd, &si, sizeof(si)) == (ssize_t)sizeof(si)) {
         if (si.ssi_signo == SIGTERM || si.ssi_signo == SIGINT)
-            start_drain(the_srv);
+            start_drain(the_srv, true);
+        else if (si.ssi_signo == SIGUSR2)
+            start_drain(the_srv, false);
     }
 }
 
 static void on_tick(petrel__loop_t *loop)
 {
     static time_t flushed;
+    /* h2: write what the connections gathered this turn, once each (h2.c) */
+    while (!list_empty(&loop->pending)) {
+        petrel__pending_t *p = container_of(loop->pending.next, petrel__pending_t, node);
+        list_unlink(&p->node);
+        p->cb(p);
+    }
     petrel__conn_reap();
     if (petrel__access_log_on && loop->now_sec != flushed) {
         flushed = loop->now_sec;
@@ -106,6 +138,7 @@ int petrel__worker_init(petrel_server_t *srv)
     sigaddset(&set, SIGTERM);
     sigaddset(&set, SIGINT);
     sigaddset(&set, SIGHUP);
+    sigaddset(&set, SIGUSR2);
     sigprocmask(SIG_BLOCK, &set, NULL);
     sig_io.fd = signalfd(-1, &set, SFD_NONBLOCK | SFD_CLOEXEC);
     sig_io.cb = on_signal;
@@ -150,11 +183,104 @@ void petrel__worker_fini(petrel_server_t *srv)
 /* ------------------------------------------------------------------------ */
 /* Master                                                                   */
 
+/*
+ * Reload.  The master holds the routes and modules that workers are forked
+ * with (a generation: srv->router, srv->modules, srv->module_handles).  A
+ * reload (SIGHUP, or a module file changing under --dev) builds a new
+ * generation with srv->setup() -- the module files loaded again, every init
+ * run again -- and forks a successor for every worker, on the same listening
+ * sockets.  Each worker writes its pid to the ready pipe once worker_init has
+ * succeeded, just before it starts accepting.  When every successor is ready,
+ * the old workers get SIGUSR2: they stop accepting and finish what they have
+ * (start_drain), while the successors take the connections queued on the
+ * shared sockets, so no connection is refused or lost.  When a successor fails
+ * to start (or is not ready within RELOAD_TIMEOUT_MS), the successors are
+ * retired instead and the master goes back to the previous generation: the
+ * old workers never stopped serving.
+ */
+
+#define RELOAD_TIMEOUT_MS 30000
+#define DEV_DEBOUNCE_MS 150
+
+typedef struct gen {
+    petrel__router_t *router;
+    const petrel_module_t **modules;
+    void **handles;
+    int nmodules;
+} gen_t;
+
 typedef struct slot {
-    pid_t pid;
+    pid_t pid;           /* the serving worker, 0 if none */
+    pid_t next;          /* its successor during a reload, 0 if none */
+    bool next_ready;
+    bool ready;
     time_t started;
-    int *fds; /* one listening socket per address */
+    uint64_t restart_at; /* a restart is due at this time (ms), 0 if none */
+    int *fds;            /* one listening socket per address */
 } slot_t;
+
+typedef struct retiree {
+    pid_t pid;
+    uint64_t kill_at; /* SIGKILL if it is still there then */
+} retiree_t;
+
+typedef struct master {
+    petrel_server_t *srv;
+    slot_t *slots;
+    int n;
+    retiree_t *ret;
+    int nret, capret;
+    int sfd;      /* signalfd: SIGCHLD, SIGTERM, SIGINT, SIGHUP */
+    int ready[2]; /* workers write their pid here when they accept */
+    int wfd;      /* inotify on module files (--dev), or -1 */
+    bool stopping;
+    int status;
+    uint64_t stop_at;
+    bool reloading, reload_again;
+    uint64_t reload_deadline;
+    gen_t prev;       /* during a reload: the generation being replaced */
+    unsigned serving; /* the generation the workers serve */
+    uint64_t rebuild_at; /* --dev: reload at this time (ms), 0 if none */
+} master_t;
+
+static uint64_t mono_ms(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
+}
+
+static void gen_take(petrel_server_t *srv, gen_t *g)
+{
+    g->router = srv->router;
+    g->modules = srv->modules;
+    g->handles = srv->module_handles;
+    g->nmodules = srv->nmodules;
+    srv->router = NULL;
+    srv->modules = NULL;
+    srv->module_handles = NULL;
+    srv->nmodules = 0;
+}
+
+static void gen_put(petrel_server_t *srv, gen_t *g)
+{
+    srv->router = g->router;
+    srv->modules = g->modules;
+    srv->module_handles = g->handles;
+    srv->nmodules = g->nmodules;
+    memset(g, 0, sizeof(*g));
+}
+
+static void gen_free(gen_t *g)
+{
+    petrel__router_free(g->router);
+    for (int i = g->nmodules - 1; i >= 0; i--)
+        if (g->handles && g->handles[i])
+            petrel__module_unload(g->handles[i]);
+    free(g->handles);
+    free(g->modules);
+    memset(g, 0, sizeof(*g));
+}
 
 static int open_listener(petrel__listen_t *l, char *err, size_t errlen)
 {
@@ -182,51 +308,272 @@ static int open_listener(petrel__listen_t *l, char *err, size_t errlen)
     return fd;
 }
 
-static pid_t spawn(petrel_server_t *srv, slot_t *slots, int nslots, int idx)
+/* Fork a worker for slot `idx` with the generation in srv; 0 on failure. */
+static pid_t spawn(master_t *m, int idx)
 {
+    petrel_server_t *srv = m->srv;
     pid_t pid = fork();
-    if (pid != 0) {
-        if (pid > 0) {
-            slots[idx].pid = pid;
-            slots[idx].started = time(NULL);
-        }
-        return pid;
-    }
+    if (pid != 0)
+        return pid > 0 ? pid : 0;
     /* the worker */
     prctl(PR_SET_PDEATHSIG, SIGTERM);
     if (getppid() == 1)
         _exit(0);
-    for (int s = 0; s < nslots; s++)
+    for (int s = 0; s < m->n; s++)
         for (int i = 0; i < srv->nlistens; i++)
-            if (s != idx)
-                close(slots[s].fds[i]);
+            if (s != idx && m->slots[s].fds[i] >= 0)
+                close(m->slots[s].fds[i]);
     for (int i = 0; i < srv->nlistens; i++)
-        srv->listens[i].fd = slots[idx].fds[i];
+        srv->listens[i].fd = m->slots[idx].fds[i];
+    close(m->sfd);
+    close(m->ready[0]);
+    if (m->wfd >= 0)
+        close(m->wfd);
     int rc = petrel__worker_init(srv);
+    if (rc == 0) {
+        pid_t me = getpid();
+        ssize_t w = write(m->ready[1], &me, sizeof(me));
+        (void)w;
+    }
+    close(m->ready[1]);
     if (rc == 0)
         rc = petrel__worker_run(srv);
     petrel__worker_fini(srv);
     _exit(rc == 0 ? 0 : 3);
 }
 
-int petrel__master_run(petrel_server_t *srv)
+static void retire(master_t *m, pid_t pid, int sig)
 {
-    char err[512];
-    int n = srv->cfg.workers;
-    slot_t *slots = calloc((size_t)n, sizeof(*slots));
-    if (slots == NULL)
-        return 1;
-    for (int s = 0; s < n; s++) {
-        slots[s].fds = calloc((size_t)srv->nlistens, sizeof(int));
-        for (int i = 0; i < srv->nlistens; i++) {
-            int fd = open_listener(&srv->listens[i], err, sizeof(err));
-            if (fd < 0) {
-                fprintf(stderr, "petrel: %s\n", err);
-                return 1;
-            }
-            slots[s].fds[i] = fd;
+    if (pid <= 0)
+        return;
+    kill(pid, sig);
+    if (m->nret == m->capret) {
+        int cap = m->capret ? 2 * m->capret : 8;
+        retiree_t *r = realloc(m->ret, (size_t)cap * sizeof(*r));
+        if (r == NULL) {
+            kill(pid, SIGKILL); /* cannot keep track of it: do not leave it behind */
+            return;
+        }
+        m->ret = r;
+        m->capret = cap;
+    }
+    m->ret[m->nret].pid = pid;
+    m->ret[m->nret].kill_at = mono_ms() + m->srv->cfg.drain_timeout_ms + 5000;
+    m->nret++;
+}
+
+static void begin_reload(master_t *m, const char *why);
+
+static void end_reload(master_t *m)
+{
+    m->reloading = false;
+    if (m->reload_again && !m->stopping) {
+        m->reload_again = false;
+        begin_reload(m, "a reload requested meanwhile");
+    }
+}
+
+/* Give up a reload: retire the successors, back to the previous generation. */
+static void abort_reload(master_t *m, const char *why)
+{
+    petrel_server_t *srv = m->srv;
+    for (int s = 0; s < m->n; s++) {
+        slot_t *sl = &m->slots[s];
+        /* a successor that is not ready has not accepted anything yet: it
+         * gets SIGTERM, which it reads once its worker_init is over */
+        retire(m, sl->next, sl->next_ready ? SIGUSR2 : SIGTERM);
+        sl->next = 0;
+        sl->next_ready = false;
+        if (sl->pid == 0 && sl->restart_at == 0)
+            sl->restart_at = mono_ms();
+    }
+    gen_t bad;
+    gen_take(srv, &bad);
+    gen_free(&bad);
+    gen_put(srv, &m->prev);
+    petrel_log(PETREL_LOG_ERROR, "reload failed: %s; still serving generation %u", why,
+               m->serving);
+    end_reload(m);
+}
+
+static void commit_reload(master_t *m)
+{
+    int n = 0;
+    for (int s = 0; s < m->n; s++) {
+        slot_t *sl = &m->slots[s];
+        if (sl->pid > 0) {
+            retire(m, sl->pid, SIGUSR2);
+            n++;
+        }
+        sl->pid = sl->next;
+        sl->ready = true;
+        sl->started = time(NULL);
+        sl->restart_at = 0;
+        sl->next = 0;
+        sl->next_ready = false;
+    }
+    gen_free(&m->prev);
+    m->serving = m->srv->generation;
+    petrel_log(PETREL_LOG_INFO,
+               "reload: generation %u serving with %d worker%s; retiring %d old worker%s "
+               "(they finish their requests, then exit)",
+               m->serving, m->n, m->n == 1 ? "" : "s", n, n == 1 ? "" : "s");
+    end_reload(m);
+}
+
+static void begin_reload(master_t *m, const char *why)
+{
+    petrel_server_t *srv = m->srv;
+    if (m->stopping)
+        return;
+    if (m->reloading) {
+        m->reload_again = true;
+        return;
+    }
+    if (srv->setup == NULL) {
+        petrel_log(PETREL_LOG_ERROR, "%s: this program cannot reload its modules", why);
+        return;
+    }
+    petrel__router_t *router = petrel__router_new();
+    if (router == NULL) {
+        petrel_log(PETREL_LOG_ERROR, "reload failed: out of memory; still serving generation %u",
+                   m->serving);
+        return;
+    }
+    gen_take(srv, &m->prev);
+    srv->router = router;
+    srv->generation++;
+    petrel_log(PETREL_LOG_INFO, "%s: reloading modules (generation %u)", why, srv->generation);
+    char err[1024];
+    if (srv->setup(srv, srv->setup_ctx, err, sizeof(err)) < 0) {
+        gen_t bad;
+        gen_take(srv, &bad);
+        gen_free(&bad);
+        gen_put(srv, &m->prev);
+        petrel_log(PETREL_LOG_ERROR, "reload failed: %s; still serving generation %u", err,
+                   m->serving);
+        m->reload_again = false;
+        return;
+    }
+    m->reloading = true;
+    m->reload_deadline = mono_ms() + RELOAD_TIMEOUT_MS;
+    for (int s = 0; s < m->n; s++) {
+        m->slots[s].restart_at = 0; /* the successor replaces a worker that died */
+        m->slots[s].next = spawn(m, s);
+        m->slots[s].next_ready = false;
+        if (m->slots[s].next == 0) {
+            snprintf(err, sizeof(err), "fork: %s", strerror(errno));
+            abort_reload(m, err);
+            return;
         }
     }
+}
+
+/* Read the pids of the workers that became ready. */
+static void read_ready(master_t *m)
+{
+    pid_t pids[64];
+    ssize_t r;
+    while ((r = read(m->ready[0], pids, sizeof(pids))) > 0) {
+        for (size_t k = 0; k < (size_t)r / sizeof(pid_t); k++)
+            for (int s = 0; s < m->n; s++) {
+                if (m->slots[s].next == pids[k])
+                    m->slots[s].next_ready = true;
+                else if (m->slots[s].pid == pids[k])
+                    m->slots[s].ready = true;
+            }
+    }
+    if (m->reloading) {
+        bool all = true;
+        for (int s = 0; s < m->n; s++)
+            all = all && m->slots[s].next_ready;
+        if (all)
+            commit_reload(m);
+    }
+}
+
+static void stop_all(master_t *m, uint64_t grace_ms)
+{
+    m->stopping = true;
+    m->stop_at = mono_ms() + grace_ms;
+    petrel_server_t *srv = m->srv;
+    for (int s = 0; s < m->n; s++) {
+        for (int i = 0; i < srv->nlistens; i++)
+            if (m->slots[s].fds[i] >= 0) {
+                close(m->slots[s].fds[i]);
+                m->slots[s].fds[i] = -1;
+            }
+        if (m->slots[s].pid > 0)
+            kill(m->slots[s].pid, SIGTERM);
+        if (m->slots[s].next > 0)
+            kill(m->slots[s].next, SIGTERM);
+        m->slots[s].restart_at = 0;
+    }
+    for (int k = 0; k < m->nret; k++)
+        kill(m->ret[k].pid, SIGTERM); /* retiring: now close the idle connections too */
+}
+
+static void on_exit_status(master_t *m, pid_t pid, int ws)
+{
+    for (int k = 0; k < m->nret; k++)
+        if (m->ret[k].pid == pid) {
+            m->ret[k] = m->ret[--m->nret];
+            petrel_log(PETREL_LOG_DEBUG, "retired worker (pid %d) exited", (int)pid);
+            return;
+        }
+    for (int s = 0; s < m->n; s++) {
+        slot_t *sl = &m->slots[s];
+        if (sl->next == pid) {
+            sl->next = 0;
+            if (m->stopping)
+                return;
+            char why[128];
+            if (WIFSIGNALED(ws))
+                snprintf(why, sizeof(why), "a new worker (pid %d) was killed by signal %d",
+                         (int)pid, WTERMSIG(ws));
+            else
+                snprintf(why, sizeof(why), "a new worker (pid %d) exited with status %d%s",
+                         (int)pid, WEXITSTATUS(ws),
+                         WEXITSTATUS(ws) == 3 ? " at start-up (worker_init failed?)" : "");
+            abort_reload(m, why);
+            return;
+        }
+        if (sl->pid != pid)
+            continue;
+        sl->pid = 0;
+        if (m->stopping)
+            return;
+        if (WIFSIGNALED(ws))
+            petrel_log(PETREL_LOG_ERROR, "worker %d (pid %d) killed by signal %d; restarting it",
+                       s, (int)pid, WTERMSIG(ws));
+        else
+            petrel_log(PETREL_LOG_ERROR, "worker %d (pid %d) exited with status %d; restarting it",
+                       s, (int)pid, WEXITSTATUS(ws));
+        if (WIFEXITED(ws) && WEXITSTATUS(ws) == 3 && time(NULL) - sl->started < 2 &&
+            !m->reloading) {
+            petrel_log(PETREL_LOG_ERROR, "worker %d failed at start-up; stopping", s);
+            m->status = 1;
+            stop_all(m, 5000);
+            return;
+        }
+        if (m->reloading)
+            return; /* its successor takes over; restarted if the reload fails */
+        /* do not spin on a worker that dies at once */
+        sl->restart_at = mono_ms() + (time(NULL) - sl->started < 1 ? 1000 : 0);
+        return;
+    }
+}
+
+static int alive(const master_t *m)
+{
+    int n = m->nret;
+    for (int s = 0; s < m->n; s++)
+        n += (m->slots[s].pid > 0) + (m->slots[s].next > 0);
+    return n;
+}
+
+static void log_listening(petrel_server_t *srv, int n)
+{
     for (int i = 0; i < srv->nlistens; i++) {
         char host[64] = "?";
         int port = 0;
@@ -242,89 +589,182 @@ int petrel__master_run(petrel_server_t *srv)
                    a->ss_family == AF_INET6 ? "[" : "", host, a->ss_family == AF_INET6 ? "]" : "",
                    port, n, n == 1 ? "" : "s");
     }
+}
 
-    sigset_t set;
+int petrel__master_run(petrel_server_t *srv)
+{
+    char err[512];
+    master_t M = {.srv = srv, .n = srv->cfg.workers, .sfd = -1, .ready = {-1, -1}, .wfd = -1};
+    master_t *m = &M;
+    int rc = 1;
+    m->slots = calloc((size_t)m->n, sizeof(*m->slots));
+    if (m->slots == NULL)
+        return 1;
+    for (int s = 0; s < m->n; s++) {
+        m->slots[s].fds = malloc((size_t)(srv->nlistens ? srv->nlistens : 1) * sizeof(int));
+        if (m->slots[s].fds == NULL)
+            goto out;
+        for (int i = 0; i < srv->nlistens; i++)
+            m->slots[s].fds[i] = -1;
+    }
+    for (int s = 0; s < m->n; s++)
+        for (int i = 0; i < srv->nlistens; i++) {
+            int fd = open_listener(&srv->listens[i], err, sizeof(err));
+            if (fd < 0) {
+                fprintf(stderr, "petrel: %s\n", err);
+                goto out;
+            }
+            m->slots[s].fds[i] = fd;
+        }
+    log_listening(srv, m->n);
+
+    sigset_t set, old;
     sigemptyset(&set);
     sigaddset(&set, SIGCHLD);
     sigaddset(&set, SIGTERM);
     sigaddset(&set, SIGINT);
     sigaddset(&set, SIGHUP);
-    sigprocmask(SIG_BLOCK, &set, NULL);
+    /* blocked here and so in the workers until they read it: the reload's
+     * "retire" signal (start_drain) */
+    sigaddset(&set, SIGUSR2);
+    sigprocmask(SIG_BLOCK, &set, &old);
+    sigdelset(&set, SIGUSR2);
+    m->sfd = signalfd(-1, &set, SFD_NONBLOCK | SFD_CLOEXEC);
+    if (m->sfd < 0 || pipe2(m->ready, O_CLOEXEC) < 0) {
+        fprintf(stderr, "petrel: signalfd/pipe: %s\n", strerror(errno));
+        goto out_mask;
+    }
+    fcntl(m->ready[0], F_SETFL, O_NONBLOCK);
+    if (srv->cfg.dev && (m->wfd = petrel__dev_watch_start()) < 0)
+        petrel_log(PETREL_LOG_WARN, "--dev: no module file is watched (give --module PATH.c "
+                                    "or PATH.so)");
+    m->serving = srv->generation;
 
-    for (int s = 0; s < n; s++)
-        if (spawn(srv, slots, n, s) < 0) {
+    for (int s = 0; s < m->n; s++) {
+        m->slots[s].pid = spawn(m, s);
+        m->slots[s].started = time(NULL);
+        if (m->slots[s].pid == 0) {
             fprintf(stderr, "petrel: fork: %s\n", strerror(errno));
-            return 1;
-        }
-
-    bool stopping = false;
-    int alive = n, status = 0;
-    struct timespec stop_deadline = {0, 0};
-    while (alive > 0) {
-        struct timespec tmo = {1, 0};
-        siginfo_t si;
-        int sig = sigtimedwait(&set, &si, &tmo);
-        if (sig == SIGTERM || sig == SIGINT) {
-            if (!stopping) {
-                stopping = true;
-                petrel_log(PETREL_LOG_INFO, "%s: draining workers",
-                           sig == SIGTERM ? "SIGTERM" : "SIGINT");
-                clock_gettime(CLOCK_MONOTONIC, &stop_deadline);
-                stop_deadline.tv_sec += (time_t)(srv->cfg.drain_timeout_ms / 1000) + 5;
-                for (int s = 0; s < n; s++) {
-                    for (int i = 0; i < srv->nlistens; i++)
-                        close(slots[s].fds[i]);
-                    if (slots[s].pid > 0)
-                        kill(slots[s].pid, SIGTERM);
-                }
-            }
-        }
-        /* reap */
-        pid_t pid;
-        int ws;
-        while ((pid = waitpid(-1, &ws, WNOHANG)) > 0) {
-            for (int s = 0; s < n; s++) {
-                if (slots[s].pid != pid)
-                    continue;
-                slots[s].pid = 0;
-                alive--;
-                if (stopping)
-                    break;
-                if (WIFSIGNALED(ws))
-                    petrel_log(PETREL_LOG_ERROR, "worker %d (pid %d) killed by signal %d; "
-                               "restarting it", s, (int)pid, WTERMSIG(ws));
-                else
-                    petrel_log(PETREL_LOG_ERROR, "worker %d (pid %d) exited with status %d; "
-                               "restarting it", s, (int)pid, WEXITSTATUS(ws));
-                if (WIFEXITED(ws) && WEXITSTATUS(ws) == 3 && time(NULL) - slots[s].started < 2) {
-                    petrel_log(PETREL_LOG_ERROR, "worker %d failed at start-up; stopping", s);
-                    status = 1;
-                    stopping = true;
-                    clock_gettime(CLOCK_MONOTONIC, &stop_deadline);
-                    stop_deadline.tv_sec += 5;
-                    for (int k = 0; k < n; k++)
-                        if (slots[k].pid > 0)
-                            kill(slots[k].pid, SIGTERM);
-                    break;
-                }
-                if (time(NULL) - slots[s].started < 1)
-                    sleep(1); /* do not spin on a worker that dies at once */
-                if (spawn(srv, slots, n, s) > 0)
-                    alive++;
-                break;
-            }
-        }
-        if (stopping && alive > 0) {
-            struct timespec now;
-            clock_gettime(CLOCK_MONOTONIC, &now);
-            if (now.tv_sec >= stop_deadline.tv_sec)
-                for (int s = 0; s < n; s++)
-                    if (slots[s].pid > 0)
-                        kill(slots[s].pid, SIGKILL);
+            stop_all(m, 5000);
+            m->status = 1;
+            break;
         }
     }
-    for (int s = 0; s < n; s++)
-        free(slots[s].fds);
-    free(slots);
-    return status;
+
+    rc = 0;
+    while (!m->stopping || alive(m) > 0) {
+        uint64_t now = mono_ms();
+        int64_t wait = 1000;
+#define UNTIL(t) \
+    if ((t) && (int64_t)((t) - now) < wait) \
+        wait = (int64_t)((t) - now) < 0 ? 0 : (int64_t)((t) - now)
+        for (int s = 0; s < m->n; s++)
+            UNTIL(m->slots[s].restart_at);
+        for (int k = 0; k < m->nret; k++)
+            UNTIL(m->ret[k].kill_at);
+        if (m->reloading)
+            UNTIL(m->reload_deadline);
+        if (m->stopping)
+            UNTIL(m->stop_at);
+        UNTIL(m->rebuild_at);
+#undef UNTIL
+        struct pollfd pfd[3] = {{m->sfd, POLLIN, 0}, {m->ready[0], POLLIN, 0},
+                                {m->wfd, POLLIN, 0}};
+        int pr = poll(pfd, m->wfd >= 0 ? 3 : 2, (int)wait);
+        if (pr < 0 && errno != EINTR)
+            break;
+        struct signalfd_siginfo si;
+        bool hup = false;
+        while (read(m->sfd, &si, sizeof(si)) == (ssize_t)sizeof(si)) {
+            if ((si.ssi_signo == SIGTERM || si.ssi_signo == SIGINT) && !m->stopping) {
+                petrel_log(PETREL_LOG_INFO, "%s: draining workers",
+                           si.ssi_signo == SIGTERM ? "SIGTERM" : "SIGINT");
+                if (m->reloading) {
+                    gen_free(&m->prev); /* srv holds the new generation: freed at exit */
+                    m->reloading = false;
+                }
+                stop_all(m, srv->cfg.drain_timeout_ms + 5000);
+            } else if (si.ssi_signo == SIGHUP) {
+                hup = true;
+            }
+        }
+        /* reap before reading the ready pipe: a successor that wrote its
+         * pid and then died is a failure, not a success */
+        pid_t pid;
+        int ws;
+        while ((pid = waitpid(-1, &ws, WNOHANG)) > 0)
+            on_exit_status(m, pid, ws);
+        read_ready(m);
+        if (m->wfd >= 0 && (pfd[2].revents & POLLIN)) {
+            char what[PATH_MAX];
+            if (petrel__dev_watch_read(m->wfd, what, sizeof(what))) {
+                if (m->rebuild_at == 0)
+                    petrel_log(PETREL_LOG_INFO, "dev: %s changed", what);
+                m->rebuild_at = mono_ms() + DEV_DEBOUNCE_MS;
+            }
+        }
+        now = mono_ms();
+        if (hup)
+            begin_reload(m, "SIGHUP");
+        if (m->rebuild_at && now >= m->rebuild_at) {
+            m->rebuild_at = 0;
+            begin_reload(m, "dev");
+        }
+        if (m->reloading && now >= m->reload_deadline)
+            abort_reload(m, "the new workers were not ready in time");
+        if (!m->stopping)
+            for (int s = 0; s < m->n; s++) {
+                slot_t *sl = &m->slots[s];
+                if (sl->restart_at == 0 || now < sl->restart_at)
+                    continue;
+                sl->restart_at = 0;
+                sl->ready = false;
+                sl->started = time(NULL);
+                sl->pid = spawn(m, s);
+                if (sl->pid == 0) {
+                    petrel_log(PETREL_LOG_ERROR, "fork: %s; trying again", strerror(errno));
+                    sl->restart_at = now + 1000;
+                }
+            }
+        for (int k = 0; k < m->nret; k++)
+            if (now >= m->ret[k].kill_at) {
+                petrel_log(PETREL_LOG_WARN, "retired worker (pid %d) still running: killing it",
+                           (int)m->ret[k].pid);
+                kill(m->ret[k].pid, SIGKILL);
+                m->ret[k].kill_at = now + 60000;
+            }
+        if (m->stopping && now >= m->stop_at) {
+            for (int s = 0; s < m->n; s++) {
+                if (m->slots[s].pid > 0)
+                    kill(m->slots[s].pid, SIGKILL);
+                if (m->slots[s].next > 0)
+                    kill(m->slots[s].next, SIGKILL);
+            }
+            for (int k = 0; k < m->nret; k++)
+                kill(m->ret[k].pid, SIGKILL);
+            m->stop_at = now + 60000;
+        }
+    }
+    rc = m->status;
+out_mask:
+    if (m->sfd >= 0)
+        close(m->sfd);
+    if (m->wfd >= 0)
+        close(m->wfd);
+    if (m->ready[0] >= 0) {
+        close(m->ready[0]);
+        close(m->ready[1]);
+    }
+    sigprocmask(SIG_SETMASK, &old, NULL);
+out:
+    for (int s = 0; s < m->n; s++) {
+        if (m->slots[s].fds)
+            for (int i = 0; i < srv->nlistens; i++)
+                if (m->slots[s].fds[i] >= 0)
+                    close(m->slots[s].fds[i]);
+        free(m->slots[s].fds);
+    }
+    free(m->slots);
+    free(m->ret);
+    return rc;
 }

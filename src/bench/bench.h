@@ -1,0 +1,261 @@
+/*
+ * bench.h -- petrel-bench, petrel's load generator: declarations shared by
+ * its files (never installed).
+ *
+ *   hist.c     log-bucketed latency histogram (HDR-style)
+ *   h1parse.c  incremental HTTP/1.1 response parser
+ *   run.c      one epoll loop per thread: connections, timing, accounting
+ *   h1.c       HTTP/1.1 client (keep-alive, pipelining, connection per request)
+ *   h2.c       h2c client (prior knowledge) on nghttp2's client session
+ *   main.c     options, threads, reports, --compare
+ *
+ * hist.c and h1parse.c depend on nothing else, so tests/check_bench.c links
+ * them alone.
+ */
+#ifndef PETREL_BENCH_H
+#define PETREL_BENCH_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/socket.h>
+
+/* ------------------------------------------------------------------------- */
+/* Histogram: values in nanoseconds, exact below 2 * BENCH_HIST_SUB, then each
+ * power of two is split into BENCH_HIST_SUB buckets (relative error < 1/128).
+ * Values at or above 2^BENCH_HIST_MAXBITS are clamped (about 4.9 hours). */
+
+#define BENCH_HIST_SUB_BITS 7
+#define BENCH_HIST_SUB (1u << BENCH_HIST_SUB_BITS)
+#define BENCH_HIST_MAXBITS 44
+#define BENCH_HIST_BUCKETS (BENCH_HIST_SUB * (BENCH_HIST_MAXBITS - BENCH_HIST_SUB_BITS + 1))
+
+typedef struct bench_hist {
+    uint64_t count;
+    uint64_t min, max; /* exact; min is UINT64_MAX while empty */
+    double sum, sumsq; /* for mean and standard deviation */
+    uint64_t buckets[BENCH_HIST_BUCKETS];
+} bench_hist_t;
+
+void bench_hist_init(bench_hist_t *h);
+void bench_hist_record(bench_hist_t *h, uint64_t v);
+void bench_hist_merge(bench_hist_t *into, const bench_hist_t *from);
+/* The value at percentile p (0 < p <= 100): the highest value of the bucket
+ * holding it, never above max.  0 when empty. */
+uint64_t bench_hist_percentile(const bench_hist_t *h, double p);
+double bench_hist_mean(const bench_hist_t *h);
+double bench_hist_stdev(const bench_hist_t *h);
+/* Bucket arithmetic, exposed for the tests. */
+unsigned bench_hist_index(uint64_t v);
+uint64_t bench_hist_bucket_low(unsigned idx);
+uint64_t bench_hist_bucket_high(unsigned idx);
+
+/* ------------------------------------------------------------------------- */
+/* HTTP/1.1 response parser.  Incremental: the caller passes the bytes it has;
+ * the parser consumes whole response heads (all or nothing), whole chunk-size
+ * and trailer lines, and any amount of body.  Bytes it did not consume must be
+ * passed again, followed by new ones. */
+
+enum {
+    BENCH_H1P_ERROR = -1, /* malformed response: the connection is unusable */
+    BENCH_H1P_MORE = 0,   /* consumed what it could; needs more bytes */
+    BENCH_H1P_DONE = 1,   /* a response ended at buf + *used */
+};
+
+enum {
+    BENCH_H1P_HEAD = 0,
+    BENCH_H1P_BODY_CL,
+    BENCH_H1P_CHUNK_SIZE,
+    BENCH_H1P_CHUNK_DATA,
+    BENCH_H1P_CHUNK_CRLF,
+    BENCH_H1P_TRAILER,
+    BENCH_H1P_BODY_EOF,
+};
+
+typedef struct bench_h1p {
+    int state;
+    int head_only;   /* set by the caller: responses to HEAD have no body */
+    size_t max_head; /* longest head accepted (default 64 KiB) */
+    /* the response being parsed, valid after DONE until the next call */
+    int status;
+    int minor; /* HTTP/1.minor */
+    int close; /* the server closes the connection after it */
+    int chunked;
+    int64_t content_length; /* -1: not given */
+    uint64_t remaining;     /* body or chunk bytes still expected */
+    uint64_t body_len;      /* body bytes seen */
+    const char *error;      /* why, after ERROR */
+} bench_h1p_t;
+
+void bench_h1p_init(bench_h1p_t *p);
+int bench_h1p_parse(bench_h1p_t *p, const char *buf, size_t len, size_t *used);
+/* The peer closed the connection: DONE if that ends a body delimited by the
+ * close, MORE if no response was in progress (given that the caller has no
+ * unconsumed bytes), ERROR if a response was cut short. */
+int bench_h1p_eof(bench_h1p_t *p);
+/* True while inside a response (some of it has been consumed). */
+int bench_h1p_busy(const bench_h1p_t *p);
+
+/* ------------------------------------------------------------------------- */
+/* Errors, by kind.  connect/read/write/timeout are requests that got no
+ * response; non2xx and check are responses that came back but are counted
+ * as failures (they are also in the request count). */
+
+enum {
+    BENCH_ERR_CONNECT,
+    BENCH_ERR_READ,
+    BENCH_ERR_WRITE,
+    BENCH_ERR_TIMEOUT,
+    BENCH_ERR_NON2XX,
+    BENCH_ERR_CHECK,
+    BENCH_ERR_N,
+};
+extern const char *const bench_err_names[BENCH_ERR_N];
+
+#ifndef BENCH_HIST_ONLY /* the rest is the load generator itself */
+
+#include <pthread.h>
+
+typedef enum { BENCH_H1, BENCH_H2 } bench_proto_kind_t;
+
+typedef struct bench_header {
+    const char *name, *value;
+} bench_header_t;
+
+/* One run's settings; main.c fills it in. */
+typedef struct bench_opts {
+    const char *url;
+    char host[256]; /* as in the URL (authority without the port) */
+    char port_str[8];
+    char path[2048];
+    struct sockaddr_storage addr;
+    socklen_t addrlen;
+
+    bench_proto_kind_t proto;
+    int per_request; /* --close: a new connection per request */
+    int conns;       /* -c */
+    int threads;     /* -t */
+    int depth;       /* -p, HTTP/1.1 pipelining */
+    int streams;     /* -m, h2 streams per connection */
+    double duration; /* -d seconds, 0 with -n */
+    uint64_t nreq;   /* -n, 0 with -d */
+    double warmup;   /* --warmup seconds */
+    double timeout;  /* --timeout seconds */
+    const char *method;
+    size_t body_size; /* --body-size: a JSON body of exactly this size */
+    bench_header_t *headers;
+    int nheaders;
+    int expect_status;        /* --expect-status, 0: any 2xx */
+    int64_t expect_body_size; /* --expect-body-size, -1: not checked */
+    int verbose;
+} bench_opts_t;
+
+typedef struct bench_stats {
+    uint64_t requests; /* responses counted (in the measured window) */
+    uint64_t errors[BENCH_ERR_N];
+    uint64_t bytes_in, bytes_out;
+    uint64_t connects;   /* successful connections (all phases) */
+    uint64_t reconnects; /* keep-alive connections the server closed */
+    bench_hist_t hist;   /* latency of counted responses, ns */
+} bench_stats_t;
+
+struct bench_thread;
+struct bench_conn;
+
+/* What a protocol does with a connection (h1.c, h2.c). */
+typedef struct bench_proto {
+    /* once per thread, before any connection: prebuild requests */
+    int (*prepare)(struct bench_thread *th);
+    /* connected: set up and send the first requests; -1 closes (errors counted) */
+    int (*start)(struct bench_conn *c);
+    /* readable (or hung up): -1 when the connection was closed inside */
+    int (*readable)(struct bench_conn *c);
+    /* the connection goes away: fail what is in flight with kind (or, with
+     * kind < 0, nothing should be in flight), free per-connection state */
+    void (*closed)(struct bench_conn *c, int kind);
+    /* send time of the oldest request in flight, 0 when none */
+    uint64_t (*oldest)(struct bench_conn *c);
+    /* per-request mode: a request was taken for this new connection at `when` */
+    void (*take_one)(struct bench_conn *c, uint64_t when);
+    /* once per thread, at the end: free what prepare and the connections hold */
+    void (*release)(struct bench_thread *th);
+} bench_proto_t;
+
+enum { BENCH_CONN_IDLE, BENCH_CONN_CONNECTING, BENCH_CONN_OPEN, BENCH_CONN_RETRY };
+
+typedef struct bench_conn {
+    struct bench_thread *th;
+    int fd;
+    int state;
+    int hup;             /* the last event said the peer closed: read until EOF */
+    uint64_t conn_start; /* ns, when connect() was called */
+    uint64_t retry_at;   /* BENCH_CONN_RETRY: when to connect again */
+    /* output not yet written */
+    char *out;
+    size_t out_len, out_off, out_cap;
+    /* h1: send times of the requests in flight, a ring of ring_mask + 1 */
+    uint64_t *ring;
+    unsigned ring_head, ring_count, ring_mask;
+    char *carry; /* unparsed bytes kept between reads */
+    size_t carry_len, carry_cap;
+    bench_h1p_t parser;
+    void *h2; /* h2.c's per-connection state */
+} bench_conn_t;
+
+typedef struct bench_thread {
+    const bench_opts_t *o;
+    const bench_proto_t *proto;
+    int id;
+    int ep;
+    int nconns;
+    bench_conn_t *conns;
+    uint64_t now;       /* ns, CLOCK_MONOTONIC */
+    uint64_t t_measure; /* start of the measured window (after warm-up) */
+    uint64_t t_end;     /* end of it with -d, UINT64_MAX with -n */
+    uint64_t quota;     /* -n: requests still to start in the window */
+    int nmode;
+    uint64_t inflight; /* requests started and not yet finished */
+    int retrying;      /* connections waiting to connect again */
+    uint64_t t_finish; /* when the thread finished */
+    uint64_t seq;      /* request ids */
+    char *rbuf;
+    size_t rbuf_cap;
+    /* prebuilt HTTP/1.1 requests (h1.c) */
+    char *req;      /* depth copies of a GET, or the head of a POST */
+    size_t req_len; /* length of one copy (GET) or of the head (POST) */
+    bench_stats_t st;
+    /* progress, read by the main thread */
+    uint64_t prog_requests, prog_errors;
+    pthread_t tid;
+    int setup_error;
+} bench_thread_t;
+
+extern const bench_proto_t bench_proto_h1;
+extern const bench_proto_t bench_proto_h2;
+
+uint64_t bench_now(void);
+extern int bench_stop; /* set (atomically) by main.c on SIGINT: threads finish */
+
+/* run.c: the loop; returns 0, or -1 if the thread could not be set up */
+int bench_thread_setup(bench_thread_t *th);
+void *bench_thread_main(void *arg);
+void bench_thread_free(bench_thread_t *th);
+
+/* run.c, for the protocols */
+int bench_take(bench_thread_t *th); /* may a new request start now? (takes it) */
+void bench_complete(bench_thread_t *th, uint64_t sent, int status, uint64_t body_len);
+void bench_fail(bench_thread_t *th, uint64_t sent, int kind);
+int bench_flush(bench_conn_t *c);                   /* write c->out; -1 on error (not closed) */
+char *bench_out_reserve(bench_conn_t *c, size_t n); /* room for n bytes at the end of out */
+/* Close c: what is in flight fails with kind (kind < 0: nothing is counted);
+ * then connect again now (BENCH_REOPEN_NOW), after a short delay
+ * (BENCH_REOPEN_LATER, after an error) or not at all (0). */
+enum { BENCH_REOPEN_NOW = 1, BENCH_REOPEN_LATER = 2 };
+void bench_conn_close(bench_conn_t *c, int kind, int reopen);
+
+/* The request body of --body-size: {"requestId":ID,"payload":"xxx..."} of
+ * exactly size bytes (or the shortest such JSON if size is smaller). */
+size_t bench_json_body(char *dst, size_t size, uint64_t id);
+size_t bench_json_min_size(uint64_t id);
+
+#endif /* BENCH_HIST_ONLY */
+#endif

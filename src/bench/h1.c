@@ -1,0 +1,268 @@
+/*
+ * h1.c -- petrel-bench's HTTP/1.1 client: keep-alive with a pipeline of up to
+ * -p requests per connection, or (--close) one new connection per request.
+ *
+ * The pipeline is a sliding window: after each read, as many new requests are
+ * written (in one write) as responses were completed, so a connection keeps
+ * -p requests in flight all the time (wrk writes a batch of -p and waits for
+ * all of them).  The send time of every request is kept in a ring, so each
+ * response's latency is measured from its own request's send time.
+ */
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+#include <unistd.h>
+
+#include "bench.h"
+
+static int has_header(const bench_opts_t *o, const char *name)
+{
+    for (int i = 0; i < o->nheaders; i++)
+        if (strcasecmp(o->headers[i].name, name) == 0)
+            return 1;
+    return 0;
+}
+
+/* The request head (and for GET, depth copies of the whole request). */
+static int h1_prepare(bench_thread_t *th)
+{
+    const bench_opts_t *o = th->o;
+    size_t cap = 4096 + strlen(o->path);
+    for (int i = 0; i < o->nheaders; i++)
+        cap += strlen(o->headers[i].name) + strlen(o->headers[i].value) + 4;
+    char *head = malloc(cap);
+    if (!head)
+        return -1;
+    size_t n = (size_t)snprintf(head, cap, "%s %s HTTP/1.1\r\n", o->method, o->path);
+    if (!has_header(o, "host")) {
+        if (strcmp(o->port_str, "80") == 0)
+            n += (size_t)snprintf(head + n, cap - n, "Host: %s\r\n", o->host);
+        else
+            n += (size_t)snprintf(head + n, cap - n, "Host: %s:%s\r\n", o->host, o->port_str);
+    }
+    for (int i = 0; i < o->nheaders; i++)
+        n += (size_t)snprintf(head + n, cap - n, "%s: %s\r\n", o->headers[i].name,
+                              o->headers[i].value);
+    if (o->per_request && !has_header(o, "connection"))
+        n += (size_t)snprintf(head + n, cap - n, "Connection: close\r\n");
+    if (o->body_size > 0) {
+        if (!has_header(o, "content-type"))
+            n += (size_t)snprintf(head + n, cap - n, "Content-Type: application/json\r\n");
+        n += (size_t)snprintf(head + n, cap - n, "Content-Length: %zu\r\n", o->body_size);
+    } else if (strcmp(o->method, "POST") == 0 || strcmp(o->method, "PUT") == 0) {
+        n += (size_t)snprintf(head + n, cap - n, "Content-Length: 0\r\n");
+    }
+    n += (size_t)snprintf(head + n, cap - n, "\r\n");
+    if (n >= cap) {
+        free(head);
+        return -1;
+    }
+    if (o->body_size > 0) {
+        th->req = head;
+        th->req_len = n;
+        return 0;
+    }
+    int depth = o->per_request ? 1 : o->depth;
+    th->req = malloc(n * (size_t)depth);
+    if (!th->req) {
+        free(head);
+        return -1;
+    }
+    for (int i = 0; i < depth; i++)
+        memcpy(th->req + (size_t)i * n, head, n);
+    th->req_len = n;
+    free(head);
+    return 0;
+}
+
+/* Append k requests to c->out. */
+static void put_requests(bench_conn_t *c, unsigned k)
+{
+    bench_thread_t *th = c->th;
+    const bench_opts_t *o = th->o;
+    if (o->body_size == 0) {
+        memcpy(bench_out_reserve(c, k * th->req_len), th->req, k * th->req_len);
+        return;
+    }
+    for (unsigned i = 0; i < k; i++) {
+        char *p = bench_out_reserve(c, th->req_len + o->body_size);
+        memcpy(p, th->req, th->req_len);
+        uint64_t id = th->seq++ * (uint64_t)o->threads + (uint64_t)th->id;
+        bench_json_body(p + th->req_len, o->body_size, id);
+    }
+}
+
+static void ring_push(bench_conn_t *c, uint64_t t)
+{
+    c->ring[(c->ring_head + c->ring_count) & c->ring_mask] = t;
+    c->ring_count++;
+}
+
+static uint64_t ring_pop(bench_conn_t *c)
+{
+    uint64_t t = c->ring[c->ring_head];
+    c->ring_head = (c->ring_head + 1) & c->ring_mask;
+    c->ring_count--;
+    return t;
+}
+
+/* Keep the pipeline full. */
+static void fill(bench_conn_t *c)
+{
+    bench_thread_t *th = c->th;
+    unsigned room = (unsigned)th->o->depth - c->ring_count;
+    unsigned k = 0;
+    while (k < room && bench_take(th))
+        k++;
+    if (k == 0)
+        return;
+    put_requests(c, k);
+    for (unsigned i = 0; i < k; i++)
+        ring_push(c, th->now);
+    if (bench_flush(c) < 0)
+        bench_conn_close(c, BENCH_ERR_WRITE, BENCH_REOPEN_LATER);
+}
+
+static int h1_start(bench_conn_t *c)
+{
+    if (c->th->o->per_request) {
+        /* the request was taken (and timed) when the connection was opened */
+        put_requests(c, 1);
+        if (bench_flush(c) < 0) {
+            bench_conn_close(c, BENCH_ERR_WRITE, BENCH_REOPEN_LATER);
+            return -1;
+        }
+        return 0;
+    }
+    fill(c);
+    return 0;
+}
+
+static void h1_take_one(bench_conn_t *c, uint64_t when)
+{
+    ring_push(c, when);
+}
+
+static void h1_closed(bench_conn_t *c, int kind)
+{
+    while (c->ring_count > 0) {
+        uint64_t t = ring_pop(c);
+        if (kind >= 0)
+            bench_fail(c->th, t, kind);
+        else
+            c->th->inflight--;
+    }
+    c->ring_head = 0;
+}
+
+static uint64_t h1_oldest(bench_conn_t *c)
+{
+    return c->ring_count ? c->ring[c->ring_head] : 0;
+}
+
+static void trouble(bench_conn_t *c, const char *why)
+{
+    if (c->th->o->verbose)
+        fprintf(stderr, "petrel-bench: %s\n", why);
+}
+
+/* The server closed the connection. */
+static int on_eof(bench_conn_t *c)
+{
+    bench_thread_t *th = c->th;
+    int r = bench_h1p_eof(&c->parser);
+    if (r == BENCH_H1P_DONE && c->carry_len == 0 && c->ring_count > 0) {
+        bench_complete(th, ring_pop(c), c->parser.status, c->parser.body_len);
+    } else if (r == BENCH_H1P_ERROR || c->carry_len > 0) {
+        trouble(c, "connection closed inside a response");
+    }
+    if (!th->o->per_request)
+        th->st.reconnects++;
+    /* what is still in flight will never be answered */
+    bench_conn_close(c, BENCH_ERR_READ, BENCH_REOPEN_NOW);
+    return -1;
+}
+
+static int h1_readable(bench_conn_t *c)
+{
+    bench_thread_t *th = c->th;
+    for (;;) {
+        char *buf = th->rbuf;
+        size_t off = c->carry_len;
+        if (off)
+            memcpy(buf, c->carry, off);
+        ssize_t n = read(c->fd, buf + off, th->rbuf_cap);
+        if (n < 0) {
+            if (errno == EINTR)
+                continue;
+            if (errno == EAGAIN)
+                break;
+            trouble(c, strerror(errno));
+            if (!th->o->per_request)
+                th->st.reconnects++;
+            bench_conn_close(c, BENCH_ERR_READ, BENCH_REOPEN_LATER);
+            return -1;
+        }
+        th->now = bench_now();
+        if (n == 0)
+            return on_eof(c);
+        th->st.bytes_in += (uint64_t)n;
+        size_t len = off + (size_t)n, pos = 0;
+        while (pos < len) {
+            size_t used;
+            int r = bench_h1p_parse(&c->parser, buf + pos, len - pos, &used);
+            pos += used;
+            if (r == BENCH_H1P_MORE)
+                break;
+            if (r == BENCH_H1P_ERROR) {
+                trouble(c, c->parser.error);
+                bench_conn_close(c, BENCH_ERR_READ, BENCH_REOPEN_LATER);
+                return -1;
+            }
+            if (c->ring_count == 0) {
+                trouble(c, "a response to no request");
+                bench_conn_close(c, BENCH_ERR_READ, BENCH_REOPEN_LATER);
+                return -1;
+            }
+            bench_complete(th, ring_pop(c), c->parser.status, c->parser.body_len);
+            if (c->parser.close) {
+                /* per request: the end; keep-alive: the rest in flight is lost */
+                if (!th->o->per_request)
+                    th->st.reconnects++;
+                bench_conn_close(c, BENCH_ERR_READ, BENCH_REOPEN_NOW);
+                return -1;
+            }
+        }
+        c->carry_len = 0;
+        if (pos < len) {
+            size_t left = len - pos;
+            if (left > c->carry_cap) {
+                char *p = realloc(c->carry, left);
+                if (!p) {
+                    bench_conn_close(c, BENCH_ERR_READ, BENCH_REOPEN_LATER);
+                    return -1;
+                }
+                c->carry = p;
+                c->carry_cap = left;
+            }
+            memcpy(c->carry, buf + pos, left);
+            c->carry_len = left;
+        }
+        if ((size_t)n < th->rbuf_cap && !c->hup)
+            break; /* drained: edge-triggered epoll reports new data */
+    }
+    if (!th->o->per_request)
+        fill(c);
+    return 0;
+}
+
+const bench_proto_t bench_proto_h1 = {
+    .prepare = h1_prepare,
+    .start = h1_start,
+    .readable = h1_readable,
+    .closed = h1_closed,
+    .oldest = h1_oldest,
+    .take_one = h1_take_one,
+};

@@ -1,0 +1,460 @@
+/*
+ * run.c -- petrel-bench's per-thread event loop.
+ *
+ * Each thread owns an epoll instance and its share of the connections; the
+ * threads share nothing but the read-only options (each has its own counters
+ * and histogram, merged by main.c at the end).
+ *
+ * Syscalls per request are what the generator's speed is made of, so:
+ * - every socket is registered once, edge-triggered, for EPOLLIN|EPOLLOUT
+ *   (no epoll_ctl per request: wrk does two);
+ * - the next requests are written right after the read that completed the
+ *   previous ones, without waiting for EPOLLOUT; EPOLLOUT matters only after
+ *   a short write;
+ * - a read that does not fill the buffer drained the socket (an edge comes
+ *   with any new data), so there is no read that ends in EAGAIN.
+ *
+ * Accounting.  A request is "started" when bench_take() allows it; it ends as
+ * a response (bench_complete) or as a failure of one kind (bench_fail), never
+ * both and never neither.  With -n a request is counted when it was started
+ * inside the measured window (after the warm-up), so exactly N are counted;
+ * with -d it is counted when it ends inside the window.
+ */
+#include <errno.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/epoll.h>
+#include <sys/socket.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "bench.h"
+
+const char *const bench_err_names[BENCH_ERR_N] = {
+    "connect", "read", "write", "timeout", "non2xx", "check",
+};
+
+int bench_stop;
+
+#define RETRY_NS 10000000ull /* 10 ms before connecting again after a failure */
+
+uint64_t bench_now(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
+
+static int counted(const bench_thread_t *th, uint64_t sent, uint64_t done)
+{
+    if (th->nmode)
+        return sent >= th->t_measure;
+    return done >= th->t_measure && done < th->t_end;
+}
+
+int bench_take(bench_thread_t *th)
+{
+    uint64_t now = th->now;
+    if (now < th->t_measure) { /* warm-up: not counted, no quota */
+        th->inflight++;
+        return 1;
+    }
+    if (th->nmode) {
+        if (th->quota == 0)
+            return 0;
+        th->quota--;
+    } else if (now >= th->t_end) {
+        return 0;
+    }
+    th->inflight++;
+    return 1;
+}
+
+void bench_complete(bench_thread_t *th, uint64_t sent, int status, uint64_t body_len)
+{
+    const bench_opts_t *o = th->o;
+    th->inflight--;
+    if (!counted(th, sent, th->now))
+        return;
+    th->st.requests++;
+    bench_hist_record(&th->st.hist, th->now > sent ? th->now - sent : 0);
+    if (o->expect_status ? status != o->expect_status : (status < 200 || status > 299)) {
+        if (o->expect_status && status >= 200 && status <= 299)
+            th->st.errors[BENCH_ERR_CHECK]++;
+        else
+            th->st.errors[BENCH_ERR_NON2XX]++;
+    } else if (o->expect_body_size >= 0 && body_len != (uint64_t)o->expect_body_size) {
+        th->st.errors[BENCH_ERR_CHECK]++;
+    }
+}
+
+void bench_fail(bench_thread_t *th, uint64_t sent, int kind)
+{
+    th->inflight--;
+    if (counted(th, sent, th->now))
+        th->st.errors[kind]++;
+}
+
+char *bench_out_reserve(bench_conn_t *c, size_t n)
+{
+    if (c->out_off > 0 && c->out_off == c->out_len)
+        c->out_off = c->out_len = 0;
+    if (c->out_len + n > c->out_cap) {
+        if (c->out_off > 0) { /* compact first */
+            memmove(c->out, c->out + c->out_off, c->out_len - c->out_off);
+            c->out_len -= c->out_off;
+            c->out_off = 0;
+        }
+        if (c->out_len + n > c->out_cap) {
+            size_t cap = c->out_cap ? c->out_cap : 4096;
+            while (cap < c->out_len + n)
+                cap *= 2;
+            char *p = realloc(c->out, cap);
+            if (!p) {
+                fprintf(stderr, "petrel-bench: out of memory\n");
+                exit(2);
+            }
+            c->out = p;
+            c->out_cap = cap;
+        }
+    }
+    char *p = c->out + c->out_len;
+    c->out_len += n;
+    return p;
+}
+
+int bench_flush(bench_conn_t *c)
+{
+    while (c->out_off < c->out_len) {
+        ssize_t w = write(c->fd, c->out + c->out_off, c->out_len - c->out_off);
+        if (w > 0) {
+            c->out_off += (size_t)w;
+            c->th->st.bytes_out += (uint64_t)w;
+            continue;
+        }
+        if (w < 0 && errno == EINTR)
+            continue;
+        if (w < 0 && errno == EAGAIN)
+            return 0; /* EPOLLOUT (edge-triggered) says when to go on */
+        return -1;
+    }
+    c->out_off = c->out_len = 0;
+    return 0;
+}
+
+static void conn_open(bench_conn_t *c);
+
+/* Retry a failed connection later, or give up when nothing is left to do. */
+static void conn_retry(bench_conn_t *c)
+{
+    c->state = BENCH_CONN_RETRY;
+    c->retry_at = c->th->now + RETRY_NS;
+    c->th->retrying++;
+}
+
+static void connect_failed(bench_conn_t *c)
+{
+    bench_thread_t *th = c->th;
+    if (th->o->per_request) {
+        th->proto->closed(c, BENCH_ERR_CONNECT); /* the request taken for it */
+    } else if (bench_take(th)) {
+        bench_fail(th, th->now, BENCH_ERR_CONNECT); /* one request's worth */
+    }
+    if (c->fd >= 0) {
+        close(c->fd);
+        c->fd = -1;
+    }
+    c->out_off = c->out_len = 0;
+    conn_retry(c);
+}
+
+void bench_conn_close(bench_conn_t *c, int kind, int reopen)
+{
+    bench_thread_t *th = c->th;
+    th->proto->closed(c, kind);
+    if (c->fd >= 0) {
+        close(c->fd); /* also leaves the epoll set */
+        c->fd = -1;
+    }
+    c->out_off = c->out_len = 0;
+    c->carry_len = 0;
+    bench_h1p_init(&c->parser);
+    c->parser.head_only = strcmp(th->o->method, "HEAD") == 0;
+    c->state = BENCH_CONN_IDLE;
+    if (!reopen)
+        return;
+    if (reopen == BENCH_REOPEN_LATER)
+        conn_retry(c); /* broken: do not hammer the server */
+    else
+        conn_open(c);
+}
+
+static void connected(bench_conn_t *c)
+{
+    c->state = BENCH_CONN_OPEN;
+    c->th->st.connects++;
+    c->th->proto->start(c);
+}
+
+static void conn_open(bench_conn_t *c)
+{
+    bench_thread_t *th = c->th;
+    const bench_opts_t *o = th->o;
+    c->state = BENCH_CONN_IDLE;
+    c->conn_start = th->now;
+    if (o->per_request) {
+        if (!bench_take(th))
+            return; /* done: the connection stays closed */
+        th->proto->take_one(c, th->now);
+    } else if (th->nmode && th->now >= th->t_measure && th->quota == 0) {
+        return;
+    } else if (!th->nmode && th->now >= th->t_end) {
+        return;
+    }
+    int fd = socket(o->addr.ss_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+    if (fd < 0) {
+        if (o->verbose)
+            fprintf(stderr, "petrel-bench: socket: %s\n", strerror(errno));
+        c->fd = -1;
+        connect_failed(c);
+        return;
+    }
+    int one = 1;
+    setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
+    c->fd = fd;
+    int r = connect(fd, (const struct sockaddr *)&o->addr, o->addrlen);
+    if (r < 0 && errno != EINPROGRESS) {
+        if (o->verbose)
+            fprintf(stderr, "petrel-bench: connect: %s\n", strerror(errno));
+        connect_failed(c);
+        return;
+    }
+    struct epoll_event ev = {.events = EPOLLIN | EPOLLOUT | EPOLLRDHUP | EPOLLET, .data.ptr = c};
+    if (epoll_ctl(th->ep, EPOLL_CTL_ADD, fd, &ev) < 0) {
+        connect_failed(c);
+        return;
+    }
+    if (r == 0) {
+        connected(c);
+    } else {
+        c->state = BENCH_CONN_CONNECTING;
+    }
+}
+
+static void on_event(bench_conn_t *c, uint32_t ev)
+{
+    if (c->state == BENCH_CONN_CONNECTING) {
+        int err = 0;
+        socklen_t len = sizeof err;
+        if (getsockopt(c->fd, SOL_SOCKET, SO_ERROR, &err, &len) < 0)
+            err = errno;
+        if (err) {
+            if (c->th->o->verbose)
+                fprintf(stderr, "petrel-bench: connect: %s\n", strerror(err));
+            connect_failed(c);
+            return;
+        }
+        if (!(ev & (EPOLLOUT | EPOLLIN)))
+            return;
+        connected(c);
+        if (c->state != BENCH_CONN_OPEN || !(ev & (EPOLLIN | EPOLLRDHUP | EPOLLHUP)))
+            return;
+    }
+    if (c->state != BENCH_CONN_OPEN)
+        return;
+    if ((ev & EPOLLOUT) && c->out_off < c->out_len) {
+        if (bench_flush(c) < 0) {
+            bench_conn_close(c, BENCH_ERR_WRITE, BENCH_REOPEN_LATER);
+            return;
+        }
+    }
+    if (ev & (EPOLLIN | EPOLLRDHUP | EPOLLHUP | EPOLLERR)) {
+        /* with the FIN in the same edge as the data, a short read does not
+         * mean drained: the EOF is still to be read, and no edge will come */
+        c->hup = (ev & (EPOLLRDHUP | EPOLLHUP | EPOLLERR)) != 0;
+        c->th->proto->readable(c);
+    }
+}
+
+/* Requests older than --timeout fail; so do connects. */
+static void check_timeouts(bench_thread_t *th)
+{
+    uint64_t limit = (uint64_t)(th->o->timeout * 1e9);
+    for (int i = 0; i < th->nconns; i++) {
+        bench_conn_t *c = &th->conns[i];
+        if (c->state == BENCH_CONN_CONNECTING) {
+            if (th->now - c->conn_start > limit) {
+                if (th->o->per_request) {
+                    bench_conn_close(c, BENCH_ERR_TIMEOUT, BENCH_REOPEN_NOW);
+                } else {
+                    if (bench_take(th))
+                        bench_fail(th, th->now, BENCH_ERR_TIMEOUT);
+                    bench_conn_close(c, -1, BENCH_REOPEN_NOW);
+                }
+            }
+        } else if (c->state == BENCH_CONN_OPEN) {
+            uint64_t t = th->proto->oldest(c);
+            if (t && th->now - t > limit)
+                bench_conn_close(c, BENCH_ERR_TIMEOUT, BENCH_REOPEN_NOW);
+        }
+    }
+}
+
+static void run_retries(bench_thread_t *th)
+{
+    for (int i = 0; i < th->nconns && th->retrying > 0; i++) {
+        bench_conn_t *c = &th->conns[i];
+        if (c->state == BENCH_CONN_RETRY && c->retry_at <= th->now) {
+            th->retrying--;
+            conn_open(c);
+        }
+    }
+}
+
+int bench_thread_setup(bench_thread_t *th)
+{
+    th->ep = epoll_create1(EPOLL_CLOEXEC);
+    if (th->ep < 0)
+        return -1;
+    th->rbuf_cap = 256 * 1024;
+    th->rbuf = malloc(th->rbuf_cap + 64 * 1024); /* + room for carried bytes */
+    th->conns = calloc((size_t)th->nconns, sizeof *th->conns);
+    if (!th->rbuf || !th->conns)
+        return -1;
+    bench_hist_init(&th->st.hist);
+    unsigned ring = 1;
+    while (ring < (unsigned)th->o->depth)
+        ring <<= 1;
+    for (int i = 0; i < th->nconns; i++) {
+        bench_conn_t *c = &th->conns[i];
+        c->th = th;
+        c->fd = -1;
+        c->ring_mask = ring - 1;
+        c->ring = calloc(ring, sizeof *c->ring);
+        if (!c->ring)
+            return -1;
+        bench_h1p_init(&c->parser);
+        c->parser.head_only = strcmp(th->o->method, "HEAD") == 0;
+    }
+    if (th->proto->prepare && th->proto->prepare(th) < 0)
+        return -1;
+    return 0;
+}
+
+void bench_thread_free(bench_thread_t *th)
+{
+    if (th->proto && th->proto->release)
+        th->proto->release(th);
+    for (int i = 0; th->conns && i < th->nconns; i++) {
+        bench_conn_t *c = &th->conns[i];
+        if (c->fd >= 0)
+            close(c->fd);
+        free(c->ring);
+        free(c->out);
+        free(c->carry);
+    }
+    free(th->conns);
+    free(th->rbuf);
+    free(th->req);
+    if (th->ep >= 0)
+        close(th->ep);
+}
+
+void *bench_thread_main(void *arg)
+{
+    bench_thread_t *th = arg;
+    struct epoll_event evs[256];
+    uint64_t tick =
+        th->o->timeout * 1e9 / 10 < 100e6 ? (uint64_t)(th->o->timeout * 1e9 / 10) : 100000000ull;
+    th->now = bench_now();
+    uint64_t next_tick = th->now + tick;
+    for (int i = 0; i < th->nconns; i++)
+        conn_open(&th->conns[i]);
+    for (;;) {
+        th->now = bench_now();
+        if (!th->nmode && th->now >= th->t_end)
+            break;
+        if (__atomic_load_n(&bench_stop, __ATOMIC_RELAXED))
+            break;
+        if (th->nmode && th->now >= th->t_measure && th->quota == 0 && th->inflight == 0)
+            break;
+        uint64_t wake = next_tick;
+        if (!th->nmode && th->t_end < wake)
+            wake = th->t_end;
+        if (th->now < th->t_measure && th->t_measure < wake)
+            wake = th->t_measure; /* the warm-up ends: connections may be waiting */
+        if (th->retrying > 0 && th->now + RETRY_NS / 10 < wake)
+            wake = th->now + RETRY_NS / 10;
+        int ms = wake > th->now ? (int)((wake - th->now + 999999) / 1000000) : 0;
+        int n = epoll_wait(th->ep, evs, 256, ms);
+        th->now = bench_now();
+        for (int i = 0; i < n; i++)
+            on_event(evs[i].data.ptr, evs[i].events);
+        if (th->retrying > 0)
+            run_retries(th);
+        if (th->now >= next_tick) {
+            next_tick = th->now + tick;
+            check_timeouts(th);
+        }
+        uint64_t errs = 0;
+        for (int k = 0; k < BENCH_ERR_N; k++)
+            errs += th->st.errors[k];
+        __atomic_store_n(&th->prog_requests, th->st.requests, __ATOMIC_RELAXED);
+        __atomic_store_n(&th->prog_errors, errs, __ATOMIC_RELAXED);
+    }
+    for (int i = 0; i < th->nconns; i++) {
+        bench_conn_t *c = &th->conns[i];
+        if (c->fd >= 0) {
+            th->proto->closed(c, -2); /* the run is over: nothing is counted */
+            close(c->fd);
+            c->fd = -1;
+        }
+    }
+    __atomic_store_n(&th->t_finish, th->now, __ATOMIC_RELEASE);
+    return NULL;
+}
+
+/* {"requestId":ID,"payload":"xxx"}: the payload fills up to size. */
+static const char json_a[] = "{\"requestId\":";
+static const char json_b[] = ",\"payload\":\"";
+static const char json_c[] = "\"}";
+
+static size_t u64_digits(uint64_t v, char *buf)
+{
+    char tmp[24];
+    size_t n = 0;
+    do {
+        tmp[n++] = (char)('0' + v % 10);
+        v /= 10;
+    } while (v);
+    for (size_t i = 0; i < n; i++)
+        buf[i] = tmp[n - 1 - i];
+    return n;
+}
+
+size_t bench_json_min_size(uint64_t id)
+{
+    char d[24];
+    return sizeof json_a - 1 + u64_digits(id, d) + sizeof json_b - 1 + sizeof json_c - 1;
+}
+
+size_t bench_json_body(char *dst, size_t size, uint64_t id)
+{
+    char *p = dst;
+    memcpy(p, json_a, sizeof json_a - 1);
+    p += sizeof json_a - 1;
+    p += u64_digits(id, p);
+    memcpy(p, json_b, sizeof json_b - 1);
+    p += sizeof json_b - 1;
+    size_t fixed = (size_t)(p - dst) + sizeof json_c - 1;
+    if (size > fixed) {
+        memset(p, 'x', size - fixed);
+        p += size - fixed;
+    }
+    memcpy(p, json_c, sizeof json_c - 1);
+    p += sizeof json_c - 1;
+    return (size_t)(p - dst);
+}

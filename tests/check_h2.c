@@ -1,0 +1,1287 @@
+/*
+ * check_h2.c -- the h2 module driven in-process: an nghttp2 CLIENT session
+ * (or raw frames) on one end of a socketpair, the server's connection
+ * adopted on the other end, the worker's loop turned by hand.  No sleeps:
+ * each pump turns the loop with a zero timeout and moves the client's bytes.
+ */
+#include "petrel-int.h"
+
+#include <check.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <nghttp2/nghttp2.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+extern const petrel_module_t *const petrel__builtin_modules[];
+
+static petrel_server_t *srv;
+
+/* ------------------------------------------------------------------------ */
+/* Test routes                                                              */
+
+static char big[300000];
+static petrel_req_t *held; /* a streaming request the test finishes by hand */
+static petrel_req_t *held_all[64]; /* every one of them */
+static int nheld;
+
+/* End the streams of /stream handlers whose connection is gone (orphans). */
+static void end_orphans(void)
+{
+    for (int i = 0; i < nheld; i++) {
+        ck_assert_int_eq(petrel_stream_write(held_all[i], "x", 1), PETREL_EIO);
+        ck_assert_int_eq(petrel_stream_end(held_all[i]), PETREL_EIO);
+    }
+    nheld = 0;
+    held = NULL;
+    petrel__h2_stats_t st;
+    petrel__h2_stats(&st);
+    ck_assert_uint_eq(st.streams, 0);
+}
+static int big_fd = -1;
+
+static int big_handler(petrel_req_t *req, void *data)
+{
+    (void)data;
+    return petrel_send(req, 200, "application/octet-stream", big, sizeof(big));
+}
+
+static int file_handler(petrel_req_t *req, void *data)
+{
+    (void)data;
+    int fd = dup(big_fd);
+    return petrel_send_fd(req, 200, "application/octet-stream", fd, 1000, 200000, 1);
+}
+
+static int small_file_handler(petrel_req_t *req, void *data)
+{
+    (void)data;
+    int fd = dup(big_fd);
+    return petrel_send_fd(req, 200, "text/plain", fd, 7, 100, 1);
+}
+
+static int stream_handler(petrel_req_t *req, void *data)
+{
+    (void)data;
+    petrel_resp_header(req, "X-Mixed-Case", "yes");
+    int rc = petrel_stream_begin(req, 200, "text/plain");
+    if (rc == 0)
+        rc = petrel_stream_write(req, "part1;", 6);
+    held = req;
+    if (nheld < 64)
+        held_all[nheld++] = req;
+    return rc;
+}
+
+static int grpc_handler(petrel_req_t *req, void *data)
+{
+    (void)data;
+    petrel_stream_begin(req, 200, "application/grpc");
+    petrel_stream_write(req, "\0\0\0\0\0", 5);
+    petrel_resp_trailer(req, "grpc-status", "0");
+    petrel_resp_trailer(req, "Grpc-Message", "ok");
+    return petrel_stream_end(req);
+}
+
+static int head_info(petrel_req_t *req, void *data)
+{
+    (void)data;
+    char *s = petrel_arena_printf(req->arena, "%s|%s|%s|%s|%d|%s", req->method_name.ptr,
+                                  req->path.ptr, req->query.len ? req->query.ptr : "",
+                                  req->authority.ptr ? req->authority.ptr : "", req->version,
+                                  petrel_req_header(req, "x-test") ? petrel_req_header(req, "x-test")
+                                                                   : "");
+    return petrel_send_text(req, 200, "text/plain", s);
+}
+
+/* ------------------------------------------------------------------------ */
+/* Fixture                                                                  */
+
+static void setup(void)
+{
+    char err[256];
+    srv = petrel__server_new();
+    ck_assert_ptr_nonnull(srv);
+    petrel__set_builtins(petrel__builtin_modules);
+    ck_assert_int_eq(petrel__server_load_module(srv, "hello", err, sizeof(err)), 0);
+    ck_assert_int_eq(petrel__server_load_module(srv, "echo", err, sizeof(err)), 0);
+    petrel_route_add(srv, PETREL_GET, "/big", big_handler, NULL);
+    petrel_route_add(srv, PETREL_GET, "/file", file_handler, NULL);
+    petrel_route_add(srv, PETREL_GET, "/small-file", small_file_handler, NULL);
+    petrel_route_add(srv, PETREL_GET, "/stream", stream_handler, NULL);
+    petrel_route_add(srv, PETREL_POST, "/grpc", grpc_handler, NULL);
+    petrel_route_add(srv, PETREL_GET | PETREL_POST | PETREL_OPTIONS, "/info/*", head_info, NULL);
+    srv->cfg.max_body_size = 1 << 20;
+    ck_assert_int_eq(petrel__worker_init(srv), 0);
+    for (size_t i = 0; i < sizeof(big); i++)
+        big[i] = (char)('a' + (i * 7 + i / 251) % 26);
+    char path[] = "/tmp/check_h2.XXXXXX";
+    big_fd = mkstemp(path);
+    ck_assert_int_ge(big_fd, 0);
+    unlink(path);
+    ck_assert_int_eq(write(big_fd, big, sizeof(big)), (ssize_t)sizeof(big));
+    held = NULL;
+    nheld = 0;
+}
+
+static void teardown(void) {}
+
+/* ------------------------------------------------------------------------ */
+/* The client                                                               */
+
+#define MAXS 256
+
+typedef struct resp {
+    int32_t id;
+    int status;
+    char headers[2048];
+    size_t hlen;
+    char trailers[256];
+    size_t tlen;
+    char *body;
+    size_t len, cap;
+    bool closed;
+    uint32_t error;
+} resp_t;
+
+typedef struct client {
+    int fd;
+    nghttp2_session *ngh;
+    resp_t r[MAXS];
+    int n;
+    bool eof;
+    bool goaway;
+    uint32_t goaway_error;
+    int32_t goaway_last;
+    int settings;
+    int window_updates;
+    int rst_recv;
+    uint32_t rst_error;
+    const char *upload;
+    size_t upload_len, upload_off;
+} client_t;
+
+static resp_t *resp_of(client_t *cl, int32_t id)
+{
+    for (int i = 0; i < cl->n; i++)
+        if (cl->r[i].id == id)
+            return &cl->r[i];
+    return NULL;
+}
+
+static ssize_t cl_send(nghttp2_session *s, const uint8_t *data, size_t len, int flags, void *ud)
+{
+    (void)s, (void)flags;
+    client_t *cl = ud;
+    ssize_t n = write(cl->fd, data, len);
+    if (n < 0)
+        return errno == EAGAIN ? NGHTTP2_ERR_WOULDBLOCK : NGHTTP2_ERR_CALLBACK_FAILURE;
+    return n;
+}
+
+static int cl_header(nghttp2_session *s, const nghttp2_frame *f, const uint8_t *name, size_t nl,
+                     const uint8_t *value, size_t vl, uint8_t flags, void *ud)
+{
+    (void)s, (void)flags;
+    resp_t *r = resp_of(ud, f->hd.stream_id);
+    if (r == NULL)
+        return 0;
+    if (nl == 7 && memcmp(name, ":status", 7) == 0) {
+        r->status = atoi((const char *)value);
+        return 0;
+    }
+    bool trailer = r->status && (f->headers.cat == NGHTTP2_HCAT_HEADERS) && r->len + 1 > 0 &&
+                   (f->hd.flags & NGHTTP2_FLAG_END_STREAM);
+    char *dst = trailer ? r->trailers : r->headers;
+    size_t *len = trailer ? &r->tlen : &r->hlen;
+    size_t cap = trailer ? sizeof(r->trailers) : sizeof(r->headers);
+    int k = snprintf(dst + *len, cap - *len, "%.*s: %.*s\n", (int)nl, name, (int)vl, value);
+    if (k > 0 && *len + (size_t)k < cap)
+        *len += (size_t)k;
+    return 0;
+}
+
+static int cl_data(nghttp2_session *s, uint8_t flags, int32_t id, const uint8_t *data, size_t len,
+                   void *ud)
+{
+    (void)s, (void)flags;
+    resp_t *r = resp_of(ud, id);
+    if (r == NULL)
+        return 0;
+    if (r->len + len + 1 > r->cap) {
+        r->cap = (r->len + len + 1) * 2;
+        r->body = realloc(r->body, r->cap);
+    }
+    memcpy(r->body + r->len, data, len);
+    r->len += len;
+    r->body[r->len] = '\0';
+    return 0;
+}
+
+static int cl_close(nghttp2_session *s, int32_t id, uint32_t error, void *ud)
+{
+    (void)s;
+    resp_t *r = resp_of(ud, id);
+    if (r) {
+        r->closed = true;
+        r->error = error;
+    }
+    return 0;
+}
+
+static int cl_frame(nghttp2_session *s, const nghttp2_frame *f, void *ud)
+{
+    (void)s;
+    client_t *cl = ud;
+    switch (f->hd.type) {
+    case NGHTTP2_GOAWAY:
+        cl->goaway = true;
+        cl->goaway_error = f->goaway.error_code;
+        cl->goaway_last = f->goaway.last_stream_id;
+        break;
+    case NGHTTP2_SETTINGS:
+        if (!(f->hd.flags & NGHTTP2_FLAG_ACK))
+            cl->settings++;
+        break;
+    case NGHTTP2_WINDOW_UPDATE:
+        cl->window_updates++;
+        break;
+    case NGHTTP2_RST_STREAM:
+        cl->rst_recv++;
+        cl->rst_error = f->rst_stream.error_code;
+        break;
+    }
+    return 0;
+}
+
+static int socketpair_adopt(void)
+{
+    int sv[2];
+    ck_assert_int_eq(socketpair(AF_UNIX, SOCK_STREAM, 0, sv), 0);
+    ck_assert_int_eq(petrel__conn_adopt(srv, sv[0]), 0);
+    fcntl(sv[1], F_SETFL, fcntl(sv[1], F_GETFL) | O_NONBLOCK);
+    return sv[1];
+}
+
+static client_t *client_new(const nghttp2_settings_entry *iv, size_t niv)
+{
+    client_t *cl = calloc(1, sizeof(*cl));
+    cl->fd = socketpair_adopt();
+    nghttp2_session_callbacks *cb;
+    nghttp2_session_callbacks_new(&cb);
+    nghttp2_session_callbacks_set_send_callback(cb, cl_send);
+    nghttp2_session_callbacks_set_on_header_callback(cb, cl_header);
+    nghttp2_session_callbacks_set_on_data_chunk_recv_callback(cb, cl_data);
+    nghttp2_session_callbacks_set_on_stream_close_callback(cb, cl_close);
+    nghttp2_session_callbacks_set_on_frame_recv_callback(cb, cl_frame);
+    ck_assert_int_eq(nghttp2_session_client_new(&cl->ngh, cb, cl), 0);
+    nghttp2_session_callbacks_del(cb);
+    nghttp2_settings_entry def[] = {{NGHTTP2_SETTINGS_MAX_CONCURRENT_STREAMS, 100}};
+    ck_assert_int_eq(nghttp2_submit_settings(cl->ngh, NGHTTP2_FLAG_NONE, iv ? iv : def,
+                                             iv ? niv : 1),
+                     0);
+    return cl;
+}
+
+static void client_free(client_t *cl)
+{
+    nghttp2_session_del(cl->ngh);
+    for (int i = 0; i < cl->n; i++)
+        free(cl->r[i].body);
+    close(cl->fd);
+    free(cl);
+}
+
+/* Move bytes both ways and turn the server's loop, `turns` times. */
+static void pump(client_t *cl, int turns)
+{
+    for (int t = 0; t < turns; t++) {
+        if (cl->ngh && !cl->eof)
+            nghttp2_session_send(cl->ngh);
+        petrel__loop_run_once(&srv->loop, 0);
+        for (;;) {
+            uint8_t buf[65536];
+            ssize_t n = read(cl->fd, buf, sizeof(buf));
+            if (n == 0) {
+                cl->eof = true;
+                break;
+            }
+            if (n < 0)
+                break;
+            if (cl->ngh)
+                nghttp2_session_mem_recv(cl->ngh, buf, (size_t)n);
+        }
+    }
+}
+
+static bool all_closed(client_t *cl)
+{
+    for (int i = 0; i < cl->n; i++)
+        if (!cl->r[i].closed)
+            return false;
+    return true;
+}
+
+/* Pump until every request is answered (or the connection ended). */
+static void pump_all(client_t *cl)
+{
+    for (int t = 0; t < 2000 && !all_closed(cl) && !cl->eof; t++)
+        pump(cl, 1);
+}
+
+static ssize_t upload_read(nghttp2_session *s, int32_t id, uint8_t *buf, size_t len,
+                           uint32_t *flags, nghttp2_data_source *src, void *ud)
+{
+    (void)s, (void)id, (void)src;
+    client_t *cl = ud;
+    size_t n = cl->upload_len - cl->upload_off;
+    if (n > len)
+        n = len;
+    memcpy(buf, cl->upload + cl->upload_off, n);
+    cl->upload_off += n;
+    if (cl->upload_off == cl->upload_len)
+        *flags |= NGHTTP2_DATA_FLAG_EOF;
+    return (ssize_t)n;
+}
+
+#define MKNV(n, v)                                                                               \
+    {(uint8_t *)(n), (uint8_t *)(v), sizeof(n) - 1, strlen(v), NGHTTP2_NV_FLAG_NONE}
+
+static resp_t *request_nv(client_t *cl, const nghttp2_nv *nv, size_t n, const char *body,
+                          size_t blen)
+{
+    nghttp2_data_provider prd = {.read_callback = upload_read};
+    if (body) {
+        cl->upload = body;
+        cl->upload_len = blen;
+        cl->upload_off = 0;
+    }
+    int32_t id = nghttp2_submit_request(cl->ngh, NULL, nv, n, body ? &prd : NULL, NULL);
+    ck_assert_int_gt(id, 0);
+    resp_t *r = &cl->r[cl->n++];
+    memset(r, 0, sizeof(*r));
+    r->id = id;
+    return r;
+}
+
+static resp_t *request(client_t *cl, const char *method, const char *path, const char *body,
+                       size_t blen)
+{
+    nghttp2_nv nv[] = {MKNV(":method", method), MKNV(":scheme", "http"), MKNV(":path", path),
+                       MKNV(":authority", "example.test")};
+    return request_nv(cl, nv, 4, body, blen);
+}
+
+/* ------------------------------------------------------------------------ */
+/* Raw frames (for input nghttp2's client would never produce)             */
+
+static size_t frame(uint8_t *out, uint8_t type, uint8_t flags, int32_t id, const void *payload,
+                    size_t len)
+{
+    out[0] = (uint8_t)(len >> 16);
+    out[1] = (uint8_t)(len >> 8);
+    out[2] = (uint8_t)len;
+    out[3] = type;
+    out[4] = flags;
+    out[5] = (uint8_t)((uint32_t)id >> 24);
+    out[6] = (uint8_t)(id >> 16);
+    out[7] = (uint8_t)(id >> 8);
+    out[8] = (uint8_t)id;
+    if (len)
+        memcpy(out + 9, payload, len);
+    return 9 + len;
+}
+
+/* HEADERS (END_STREAM | END_HEADERS) with fields HPACK-encoded by `d`. */
+static size_t headers_frame(uint8_t *out, nghttp2_hd_deflater *d, int32_t id,
+                            const nghttp2_nv *nv, size_t n)
+{
+    uint8_t block[4096];
+    ssize_t k = nghttp2_hd_deflate_hd(d, block, sizeof(block), (nghttp2_nv *)nv, n);
+    ck_assert_int_gt(k, 0);
+    return frame(out, NGHTTP2_HEADERS, NGHTTP2_FLAG_END_STREAM | NGHTTP2_FLAG_END_HEADERS, id,
+                 block, (size_t)k);
+}
+
+static const char preface[] = "PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n";
+
+/* A raw connection: the preface and an empty SETTINGS frame sent. */
+static int raw_open(void)
+{
+    int fd = socketpair_adopt();
+    uint8_t buf[64];
+    size_t n = sizeof(preface) - 1;
+    memcpy(buf, preface, n);
+    n += frame(buf + n, NGHTTP2_SETTINGS, 0, 0, NULL, 0);
+    ck_assert_int_eq(write(fd, buf, n), (ssize_t)n);
+    return fd;
+}
+
+typedef struct raw_result {
+    bool goaway;
+    uint32_t goaway_error;
+    int rst;
+    uint32_t rst_error;
+    int32_t rst_id;
+    int headers;
+    bool eof;
+    char status[8];
+} raw_result_t;
+
+/* Turn the loop and parse what the server sends, until EOF or `turns`. */
+static void raw_pump(int fd, raw_result_t *res, int turns)
+{
+    static uint8_t acc[1 << 20];
+    size_t have = 0;
+    nghttp2_hd_inflater *inf;
+    nghttp2_hd_inflate_new(&inf);
+    for (int t = 0; t < turns && !res->eof; t++) {
+        petrel__loop_run_once(&srv->loop, 0);
+        ssize_t n;
+        while ((n = read(fd, acc + have, sizeof(acc) - have)) > 0)
+            have += (size_t)n;
+        if (n == 0)
+            res->eof = true;
+    }
+    size_t off = 0;
+    while (have - off >= 9) {
+        uint8_t *f = acc + off;
+        size_t len = (size_t)f[0] << 16 | (size_t)f[1] << 8 | f[2];
+        if (have - off < 9 + len)
+            break;
+        uint32_t id = ((uint32_t)f[5] << 24 | (uint32_t)f[6] << 16 | (uint32_t)f[7] << 8 | f[8]) &
+                      0x7fffffff;
+        uint8_t *p = f + 9;
+        if (f[3] == NGHTTP2_GOAWAY && len >= 8) {
+            res->goaway = true;
+            res->goaway_error = (uint32_t)p[4] << 24 | (uint32_t)p[5] << 16 | (uint32_t)p[6] << 8 |
+                                p[7];
+        } else if (f[3] == NGHTTP2_RST_STREAM && len == 4) {
+            res->rst++;
+            res->rst_id = (int32_t)id;
+            res->rst_error = (uint32_t)p[0] << 24 | (uint32_t)p[1] << 16 | (uint32_t)p[2] << 8 |
+                             p[3];
+        } else if (f[3] == NGHTTP2_HEADERS) {
+            res->headers++;
+            uint8_t *in = p;
+            size_t inlen = len;
+            for (;;) {
+                nghttp2_nv nv;
+                int fl = 0;
+                ssize_t k = nghttp2_hd_inflate_hd2(inf, &nv, &fl, in, inlen, 1);
+                if (k < 0)
+                    break;
+                in += k;
+                inlen -= (size_t)k;
+                if (fl & NGHTTP2_HD_INFLATE_EMIT && nv.namelen == 7 &&
+                    memcmp(nv.name, ":status", 7) == 0)
+                    snprintf(res->status, sizeof(res->status), "%.*s", (int)nv.valuelen,
+                             nv.value);
+                if (fl & NGHTTP2_HD_INFLATE_FINAL) {
+                    nghttp2_hd_inflate_end_headers(inf);
+                    break;
+                }
+                if (k == 0 && !(fl & NGHTTP2_HD_INFLATE_EMIT))
+                    break;
+            }
+        }
+        off += 9 + len;
+    }
+    nghttp2_hd_inflate_del(inf);
+}
+
+/* The server still answers a new connection. */
+static void still_serving(void)
+{
+    client_t *cl = client_new(NULL, 0);
+    resp_t *r = request(cl, "GET", "/hello", NULL, 0);
+    pump_all(cl);
+    ck_assert_int_eq(r->status, 200);
+    ck_assert_str_eq(r->body, "Hello World!");
+    client_free(cl);
+}
+
+/* ------------------------------------------------------------------------ */
+/* Tests                                                                    */
+
+START_TEST(settings_exchange)
+{
+    nghttp2_settings_entry iv[] = {{NGHTTP2_SETTINGS_MAX_CONCURRENT_STREAMS, 10},
+                                   {NGHTTP2_SETTINGS_INITIAL_WINDOW_SIZE, 4096}};
+    client_t *cl = client_new(iv, 2);
+    pump(cl, 5);
+    ck_assert_int_eq(cl->settings, 1);
+    ck_assert_uint_eq(nghttp2_session_get_remote_settings(cl->ngh,
+                                                          NGHTTP2_SETTINGS_MAX_CONCURRENT_STREAMS),
+                      128);
+    ck_assert_uint_eq(nghttp2_session_get_remote_settings(cl->ngh,
+                                                          NGHTTP2_SETTINGS_INITIAL_WINDOW_SIZE),
+                      1 << 20);
+    ck_assert_uint_eq(nghttp2_session_get_remote_settings(cl->ngh,
+                                                          NGHTTP2_SETTINGS_MAX_HEADER_LIST_SIZE),
+                      srv->cfg.max_header_size);
+    /* the connection window was opened to match */
+    ck_assert_int_ge(nghttp2_session_get_remote_window_size(cl->ngh), 1 << 20);
+    client_free(cl);
+}
+END_TEST
+
+START_TEST(settings_from_config)
+{
+    srv->cfg.h2_max_concurrent_streams = 7;
+    srv->cfg.h2_initial_window_size = 65535;
+    srv->cfg.h2_max_header_list_size = 2000;
+    client_t *cl = client_new(NULL, 0);
+    pump(cl, 5);
+    ck_assert_uint_eq(nghttp2_session_get_remote_settings(cl->ngh,
+                                                          NGHTTP2_SETTINGS_MAX_CONCURRENT_STREAMS),
+                      7);
+    ck_assert_uint_eq(nghttp2_session_get_remote_settings(cl->ngh,
+                                                          NGHTTP2_SETTINGS_INITIAL_WINDOW_SIZE),
+                      65535);
+    ck_assert_uint_eq(nghttp2_session_get_remote_settings(cl->ngh,
+                                                          NGHTTP2_SETTINGS_MAX_HEADER_LIST_SIZE),
+                      2000);
+    client_free(cl);
+}
+END_TEST
+
+START_TEST(get_hello)
+{
+    client_t *cl = client_new(NULL, 0);
+    resp_t *r = request(cl, "GET", "/hello", NULL, 0);
+    pump_all(cl);
+    ck_assert_int_eq(r->status, 200);
+    ck_assert_str_eq(r->body, "Hello World!");
+    ck_assert_uint_eq(r->error, NGHTTP2_NO_ERROR);
+    ck_assert_ptr_nonnull(strstr(r->headers, "content-type: text/plain\n"));
+    ck_assert_ptr_nonnull(strstr(r->headers, "content-length: 12\n"));
+    ck_assert_ptr_nonnull(strstr(r->headers, "date: "));
+    /* HEAD: the same headers, no body */
+    resp_t *h = request(cl, "HEAD", "/hello", NULL, 0);
+    resp_t *nf = request(cl, "GET", "/nothing", NULL, 0);
+    resp_t *na = request(cl, "DELETE", "/hello", NULL, 0);
+    pump_all(cl);
+    ck_assert_int_eq(h->status, 200);
+    ck_assert_uint_eq(h->len, 0);
+    ck_assert_ptr_nonnull(strstr(h->headers, "content-length: 12\n"));
+    ck_assert_int_eq(nf->status, 404);
+    ck_assert_int_eq(na->status, 405);
+    ck_assert_ptr_nonnull(strstr(na->headers, "allow: GET, HEAD\n"));
+    client_free(cl);
+}
+END_TEST
+
+START_TEST(request_fields)
+{
+    client_t *cl = client_new(NULL, 0);
+    nghttp2_nv nv[] = {MKNV(":method", "GET"), MKNV(":scheme", "http"),
+                       MKNV(":path", "/info/a/../b%20c?x=1&y"), MKNV(":authority", "h.test:8080"),
+                       MKNV("x-test", "value")};
+    resp_t *r = request_nv(cl, nv, 5, NULL, 0);
+    /* Host stands in for a missing :authority */
+    nghttp2_nv nv2[] = {MKNV(":method", "GET"), MKNV(":scheme", "http"), MKNV(":path", "/info/z"),
+                        MKNV("host", "other.test")};
+    resp_t *r2 = request_nv(cl, nv2, 4, NULL, 0);
+    nghttp2_nv nv3[] = {MKNV(":method", "OPTIONS"), MKNV(":scheme", "http"), MKNV(":path", "*"),
+                        MKNV(":authority", "h.test")};
+    resp_t *r3 = request_nv(cl, nv3, 4, NULL, 0);
+    nghttp2_nv nv4[] = {MKNV(":method", "GET"), MKNV(":scheme", "http"),
+                        MKNV(":path", "/../etc/passwd"), MKNV(":authority", "h.test")};
+    resp_t *r4 = request_nv(cl, nv4, 4, NULL, 0);
+    nghttp2_nv nv5[] = {MKNV(":method", "BREW"), MKNV(":scheme", "http"), MKNV(":path", "/hello"),
+                        MKNV(":authority", "h.test")};
+    resp_t *r5 = request_nv(cl, nv5, 4, NULL, 0);
+    pump_all(cl);
+    ck_assert_int_eq(r->status, 200);
+    ck_assert_str_eq(r->body, "GET|/info/b c|x=1&y|h.test:8080|20|value");
+    ck_assert_int_eq(r2->status, 200);
+    ck_assert_str_eq(r2->body, "GET|/info/z||other.test|20|");
+    ck_assert_int_eq(r3->status, 204);
+    ck_assert_int_eq(r4->status, 400);
+    ck_assert_int_eq(r5->status, 501);
+    client_free(cl);
+}
+END_TEST
+
+START_TEST(post_echo)
+{
+    static char body[200000];
+    for (size_t i = 0; i < sizeof(body); i++)
+        body[i] = (char)('A' + i % 23);
+    client_t *cl = client_new(NULL, 0);
+    nghttp2_nv nv[] = {MKNV(":method", "POST"), MKNV(":scheme", "http"), MKNV(":path", "/echo"),
+                       MKNV(":authority", "example.test"), MKNV("content-type", "x/y")};
+    resp_t *r = request_nv(cl, nv, 5, body, sizeof(body));
+    pump_all(cl);
+    ck_assert_int_eq(r->status, 200);
+    ck_assert_uint_eq(r->len, sizeof(body));
+    ck_assert(memcmp(r->body, body, sizeof(body)) == 0);
+    ck_assert_ptr_nonnull(strstr(r->headers, "content-type: x/y\n"));
+    /* a small one, without content-length, and an empty one */
+    resp_t *s = request(cl, "POST", "/echo", "ping", 4);
+    pump_all(cl);
+    ck_assert_int_eq(s->status, 200);
+    ck_assert_str_eq(s->body, "ping");
+    client_free(cl);
+}
+END_TEST
+
+START_TEST(post_too_large)
+{
+    static char body[(1 << 20) + 100];
+    memset(body, 'x', sizeof(body));
+    client_t *cl = client_new(NULL, 0);
+    resp_t *r = request(cl, "POST", "/echo", body, sizeof(body));
+    pump_all(cl);
+    ck_assert_int_eq(r->status, 413);
+    /* the connection still serves */
+    resp_t *h = request(cl, "GET", "/hello", NULL, 0);
+    pump_all(cl);
+    ck_assert_int_eq(h->status, 200);
+    client_free(cl);
+}
+END_TEST
+
+START_TEST(concurrent_100)
+{
+    client_t *cl = client_new(NULL, 0);
+    resp_t *r[100];
+    for (int i = 0; i < 100; i++)
+        r[i] = request(cl, "GET", "/hello", NULL, 0);
+    pump_all(cl);
+    for (int i = 0; i < 100; i++) {
+        ck_assert_int_eq(r[i]->status, 200);
+        ck_assert_str_eq(r[i]->body, "Hello World!");
+    }
+    client_free(cl);
+}
+END_TEST
+
+START_TEST(refused_over_limit)
+{
+    srv->cfg.h2_max_concurrent_streams = 4;
+    client_t *cl = client_new(NULL, 0);
+    pump(cl, 4); /* the client knows the limit... */
+    /* ...but a raw client may ignore it: open 6 streams that stay open */
+    uint8_t buf[4096];
+    nghttp2_hd_deflater *d;
+    nghttp2_hd_deflate_new(&d, 4096);
+    int fd = raw_open();
+    size_t n = 0;
+    nghttp2_nv nv[] = {MKNV(":method", "GET"), MKNV(":scheme", "http"), MKNV(":path", "/stream"),
+                       MKNV(":authority", "x")};
+    for (int i = 0; i < 6; i++)
+        n += headers_frame(buf + n, d, 1 + 2 * i, nv, 4);
+    ck_assert_int_eq(write(fd, buf, n), (ssize_t)n);
+    raw_result_t res = {0};
+    raw_pump(fd, &res, 5);
+    ck_assert_int_eq(res.rst, 2);
+    ck_assert_uint_eq(res.rst_error, NGHTTP2_REFUSED_STREAM);
+    ck_assert_int_eq(res.headers, 4);
+    ck_assert(!res.goaway);
+    nghttp2_hd_deflate_del(d);
+    close(fd);
+    client_free(cl);
+    raw_pump(fd, &res, 3); /* the server sees the end of both connections */
+    /* the four streams still open (held by their handler) became orphans */
+    ck_assert_int_eq(nheld, 4);
+    end_orphans();
+}
+END_TEST
+
+START_TEST(refused_after_settings_ack)
+{
+    /* Once the client has acknowledged the limit, nghttp2 treats a stream
+     * over it as a connection error (PROTOCOL_ERROR): RFC 9113 §5.1.2 asks
+     * for a stream error, and §5.4.1 lets an endpoint make any stream error
+     * a connection error.  Only a client that ignores the SETTINGS it
+     * acknowledged gets there. */
+    srv->cfg.h2_max_concurrent_streams = 2;
+    uint8_t buf[4096];
+    nghttp2_hd_deflater *d;
+    nghttp2_hd_deflate_new(&d, 4096);
+    int fd = raw_open();
+    raw_result_t res = {0};
+    raw_pump(fd, &res, 3);
+    size_t n = frame(buf, NGHTTP2_SETTINGS, NGHTTP2_FLAG_ACK, 0, NULL, 0);
+    nghttp2_nv nv[] = {MKNV(":method", "GET"), MKNV(":scheme", "http"), MKNV(":path", "/stream"),
+                       MKNV(":authority", "x")};
+    for (int i = 0; i < 3; i++)
+        n += headers_frame(buf + n, d, 1 + 2 * i, nv, 4);
+    ck_assert_int_eq(write(fd, buf, n), (ssize_t)n);
+    memset(&res, 0, sizeof(res));
+    raw_pump(fd, &res, 5);
+    ck_assert(res.goaway);
+    ck_assert_uint_eq(res.goaway_error, NGHTTP2_PROTOCOL_ERROR);
+    ck_assert(res.eof);
+    nghttp2_hd_deflate_del(d);
+    close(fd);
+    end_orphans();
+    still_serving();
+}
+END_TEST
+
+START_TEST(flow_control_violation)
+{
+    /* RFC 9113 §6.9.1: a WINDOW_UPDATE that takes the window past 2^31-1 */
+    int fd = raw_open();
+    uint8_t buf[64];
+    size_t n = frame(buf, NGHTTP2_WINDOW_UPDATE, 0, 0, "\x7f\xff\xff\xff", 4);
+    ck_assert_int_eq(write(fd, buf, n), (ssize_t)n);
+    raw_result_t res = {0};
+    raw_pump(fd, &res, 10);
+    ck_assert(res.goaway);
+    ck_assert_uint_eq(res.goaway_error, NGHTTP2_FLOW_CONTROL_ERROR);
+    ck_assert(res.eof);
+    close(fd);
+    still_serving();
+}
+END_TEST
+
+START_TEST(small_client_window)
+{
+    nghttp2_settings_entry iv[] = {{NGHTTP2_SETTINGS_INITIAL_WINDOW_SIZE, 1000}};
+    client_t *cl = client_new(iv, 1);
+    resp_t *r = request(cl, "GET", "/big", NULL, 0);
+    resp_t *f = request(cl, "GET", "/file", NULL, 0);
+    resp_t *sf = request(cl, "GET", "/small-file", NULL, 0);
+    pump_all(cl);
+    ck_assert_int_eq(r->status, 200);
+    ck_assert_uint_eq(r->len, sizeof(big));
+    ck_assert(memcmp(r->body, big, sizeof(big)) == 0);
+    ck_assert_int_eq(f->status, 200);
+    ck_assert_uint_eq(f->len, 200000);
+    ck_assert(memcmp(f->body, big + 1000, 200000) == 0);
+    ck_assert_int_eq(sf->status, 200);
+    ck_assert_uint_eq(sf->len, 100);
+    ck_assert(memcmp(sf->body, big + 7, 100) == 0);
+    petrel__h2_stats_t st;
+    petrel__h2_stats(&st);
+    ck_assert_uint_eq(st.streams, 0); /* zombies released once written */
+    client_free(cl);
+}
+END_TEST
+
+START_TEST(streamed_and_trailers)
+{
+    client_t *cl = client_new(NULL, 0);
+    resp_t *r = request(cl, "GET", "/stream", NULL, 0);
+    pump(cl, 5);
+    ck_assert_ptr_nonnull(held);
+    ck_assert_int_eq(r->status, 200);
+    ck_assert_str_eq(r->body, "part1;");
+    ck_assert_ptr_nonnull(strstr(r->headers, "x-mixed-case: yes\n"));
+    ck_assert(!r->closed);
+    /* written from outside any handler: flushed at the end of the turn */
+    ck_assert_int_eq(petrel_stream_write(held, "part2;", 6), 0);
+    ck_assert_int_eq(petrel_resp_trailer(held, "X-Sum", "42"), 0);
+    ck_assert_int_eq(petrel_stream_end(held), 0);
+    pump_all(cl);
+    ck_assert_str_eq(r->body, "part1;part2;");
+    ck_assert(r->closed);
+    ck_assert_ptr_nonnull(strstr(r->trailers, "x-sum: 42\n"));
+    /* gRPC-style: trailers carry the status */
+    resp_t *g = request(cl, "POST", "/grpc", "\0\0\0\0\0", 5);
+    pump_all(cl);
+    ck_assert_int_eq(g->status, 200);
+    ck_assert_uint_eq(g->len, 5);
+    ck_assert_ptr_nonnull(strstr(g->trailers, "grpc-status: 0\n"));
+    ck_assert_ptr_nonnull(strstr(g->trailers, "grpc-message: ok\n"));
+    client_free(cl);
+}
+END_TEST
+
+START_TEST(rst_stream_mid_response)
+{
+    client_t *cl = client_new(NULL, 0);
+    /* a streaming handler whose stream the client resets */
+    resp_t *r = request(cl, "GET", "/stream", NULL, 0);
+    pump(cl, 5);
+    ck_assert_ptr_nonnull(held);
+    nghttp2_submit_rst_stream(cl->ngh, NGHTTP2_FLAG_NONE, r->id, NGHTTP2_CANCEL);
+    pump(cl, 5);
+    ck_assert_int_eq(petrel_stream_write(held, "late", 4), PETREL_EIO);
+    ck_assert_int_eq(petrel_stream_end(held), PETREL_EIO);
+    held = NULL;
+    client_free(cl);
+
+    /* a large body in flight (small window) reset half-way */
+    nghttp2_settings_entry iv[] = {{NGHTTP2_SETTINGS_INITIAL_WINDOW_SIZE, 1000}};
+    cl = client_new(iv, 1);
+    nghttp2_session_set_local_window_size(cl->ngh, NGHTTP2_FLAG_NONE, 0, 1000);
+    resp_t *b = request(cl, "GET", "/big", NULL, 0);
+    resp_t *f = request(cl, "GET", "/file", NULL, 0);
+    pump(cl, 4);
+    ck_assert_int_eq(b->status, 200);
+    ck_assert_uint_lt(b->len, sizeof(big));
+    nghttp2_submit_rst_stream(cl->ngh, NGHTTP2_FLAG_NONE, b->id, NGHTTP2_CANCEL);
+    nghttp2_submit_rst_stream(cl->ngh, NGHTTP2_FLAG_NONE, f->id, NGHTTP2_CANCEL);
+    pump(cl, 4);
+    resp_t *h = request(cl, "GET", "/hello", NULL, 0);
+    pump_all(cl);
+    ck_assert_int_eq(h->status, 200);
+    petrel__h2_stats_t st;
+    petrel__h2_stats(&st);
+    ck_assert_uint_eq(st.streams, 0);
+    client_free(cl);
+    still_serving();
+}
+END_TEST
+
+START_TEST(client_goaway)
+{
+    client_t *cl = client_new(NULL, 0);
+    resp_t *r = request(cl, "GET", "/hello", NULL, 0);
+    pump_all(cl);
+    ck_assert_int_eq(r->status, 200);
+    nghttp2_submit_goaway(cl->ngh, NGHTTP2_FLAG_NONE, 0, NGHTTP2_NO_ERROR, NULL, 0);
+    pump(cl, 10);
+    ck_assert(cl->eof); /* the server closed the connection */
+    petrel__h2_stats_t st;
+    petrel__h2_stats(&st);
+    ck_assert_uint_eq(st.sessions, 0);
+    client_free(cl);
+    still_serving();
+}
+END_TEST
+
+START_TEST(server_drain)
+{
+    client_t *idle = client_new(NULL, 0);
+    client_t *busy = client_new(NULL, 0);
+    pump(idle, 3);
+    resp_t *r = request(busy, "GET", "/stream", NULL, 0);
+    pump(busy, 5);
+    ck_assert_ptr_nonnull(held);
+    srv->draining = true;
+    petrel__conn_close_idle(srv);
+    pump(idle, 5);
+    ck_assert(idle->goaway);
+    ck_assert_uint_eq(idle->goaway_error, NGHTTP2_NO_ERROR);
+    ck_assert(idle->eof);
+    pump(busy, 3);
+    ck_assert(busy->goaway);
+    ck_assert(!busy->eof);
+    ck_assert_int_eq(busy->goaway_last, r->id);
+    /* the open stream completes, then the connection closes */
+    petrel_stream_write(held, "end", 3);
+    petrel_stream_end(held);
+    pump(busy, 10);
+    ck_assert(r->closed);
+    ck_assert_str_eq(r->body, "part1;end");
+    ck_assert(busy->eof);
+    ck_assert_uint_eq(srv->nconns, 0);
+    client_free(idle);
+    client_free(busy);
+}
+END_TEST
+
+START_TEST(idle_timeout)
+{
+    srv->tq_keepalive.timeout_ms = 0; /* expire at the next turn */
+    client_t *cl = client_new(NULL, 0);
+    resp_t *r = request(cl, "GET", "/hello", NULL, 0);
+    pump_all(cl);
+    ck_assert_int_eq(r->status, 200);
+    for (int i = 0; i < 50 && !cl->eof; i++) {
+        srv->loop.now_ms += 10;
+        pump(cl, 1);
+    }
+    ck_assert(cl->goaway);
+    ck_assert_uint_eq(cl->goaway_error, NGHTTP2_NO_ERROR);
+    ck_assert(cl->eof);
+    client_free(cl);
+}
+END_TEST
+
+START_TEST(bad_frame_after_preface)
+{
+    /* the preface, then something that is not a SETTINGS frame */
+    int fd = socketpair_adopt();
+    uint8_t buf[64];
+    size_t n = sizeof(preface) - 1;
+    memcpy(buf, preface, n);
+    n += frame(buf + n, NGHTTP2_PING, 0, 0, "12345678", 8);
+    ck_assert_int_eq(write(fd, buf, n), (ssize_t)n);
+    raw_result_t res = {0};
+    raw_pump(fd, &res, 10);
+    ck_assert(res.goaway);
+    ck_assert_uint_eq(res.goaway_error, NGHTTP2_PROTOCOL_ERROR);
+    ck_assert(res.eof);
+    close(fd);
+    /* garbage right after the preface */
+    fd = socketpair_adopt();
+    n = sizeof(preface) - 1;
+    memcpy(buf, preface, n);
+    memcpy(buf + n, "GET / HTTP/1.1\r\n\r\n", 18);
+    ck_assert_int_eq(write(fd, buf, n + 18), (ssize_t)(n + 18));
+    memset(&res, 0, sizeof(res));
+    raw_pump(fd, &res, 10);
+    ck_assert(res.eof);
+    close(fd);
+    still_serving();
+}
+END_TEST
+
+START_TEST(frames_on_wrong_stream)
+{
+    static const struct {
+        uint8_t type;
+        int32_t id;
+        size_t len;
+    } bad[] = {
+        {NGHTTP2_DATA, 0, 4},          /* DATA on stream 0 */
+        {NGHTTP2_SETTINGS, 1, 0},      /* SETTINGS on a stream */
+        {NGHTTP2_DATA, 3, 4},          /* DATA on an idle stream */
+        {NGHTTP2_WINDOW_UPDATE, 0, 3}, /* bad length */
+    };
+    for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+        int fd = raw_open();
+        uint8_t buf[64];
+        size_t n = frame(buf, bad[i].type, 0, bad[i].id, "\0\0\0\1", bad[i].len);
+        ck_assert_int_eq(write(fd, buf, n), (ssize_t)n);
+        raw_result_t res = {0};
+        raw_pump(fd, &res, 10);
+        ck_assert_msg(res.goaway, "frame %zu: no GOAWAY", i);
+        ck_assert_msg(res.goaway_error == NGHTTP2_PROTOCOL_ERROR ||
+                          res.goaway_error == NGHTTP2_FRAME_SIZE_ERROR,
+                      "frame %zu: GOAWAY %u", i, res.goaway_error);
+        ck_assert(res.eof);
+        close(fd);
+    }
+    still_serving();
+}
+END_TEST
+
+START_TEST(malformed_requests)
+{
+    nghttp2_nv unknown_pseudo[] = {MKNV(":method", "GET"), MKNV(":scheme", "http"),
+                                   MKNV(":path", "/hello"), MKNV(":foo", "bar")};
+    nghttp2_nv no_path[] = {MKNV(":method", "GET"), MKNV(":scheme", "http"),
+                            MKNV(":authority", "x")};
+    nghttp2_nv pseudo_after[] = {MKNV(":method", "GET"), MKNV(":scheme", "http"),
+                                 MKNV("accept", "*/*"), MKNV(":path", "/hello")};
+    nghttp2_nv conn_hdr[] = {MKNV(":method", "GET"), MKNV(":scheme", "http"),
+                             MKNV(":path", "/hello"), MKNV("connection", "keep-alive")};
+    nghttp2_nv te_gzip[] = {MKNV(":method", "GET"), MKNV(":scheme", "http"),
+                            MKNV(":path", "/hello"), MKNV("te", "gzip")};
+    nghttp2_nv upper[] = {MKNV(":method", "GET"), MKNV(":scheme", "http"),
+                          MKNV(":path", "/hello"), MKNV("Accept", "*/*")};
+    nghttp2_nv host_mismatch[] = {MKNV(":method", "GET"), MKNV(":scheme", "http"),
+                                  MKNV(":path", "/hello"), MKNV(":authority", "a.test"),
+                                  MKNV("host", "b.test")};
+    struct {
+        nghttp2_nv *nv;
+        size_t n;
+    } cases[] = {{unknown_pseudo, 4}, {no_path, 3},  {pseudo_after, 4}, {conn_hdr, 4},
+                 {te_gzip, 4},        {upper, 4},    {host_mismatch, 5}};
+    for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+        int fd = raw_open();
+        nghttp2_hd_deflater *d;
+        nghttp2_hd_deflate_new(&d, 4096);
+        uint8_t buf[4096];
+        size_t n = headers_frame(buf, d, 1, cases[i].nv, cases[i].n);
+        nghttp2_nv ok[] = {MKNV(":method", "GET"), MKNV(":scheme", "http"),
+                           MKNV(":path", "/hello"), MKNV(":authority", "x")};
+        n += headers_frame(buf + n, d, 3, ok, 4);
+        ck_assert_int_eq(write(fd, buf, n), (ssize_t)n);
+        raw_result_t res = {0};
+        raw_pump(fd, &res, 6);
+        ck_assert_msg(res.rst == 1 && res.rst_id == 1, "case %zu: rst %d on %d", i, res.rst,
+                      res.rst_id);
+        ck_assert_uint_eq(res.rst_error, NGHTTP2_PROTOCOL_ERROR);
+        ck_assert_msg(!res.goaway, "case %zu: connection error", i);
+        /* a stream error: the connection goes on serving stream 3 */
+        ck_assert_str_eq(res.status, "200");
+        nghttp2_hd_deflate_del(d);
+        close(fd);
+    }
+    still_serving();
+}
+END_TEST
+
+START_TEST(lower_stream_id)
+{
+    /* RFC 9113 §5.1.1: stream 5, then a new stream 3: PROTOCOL_ERROR */
+    int fd = raw_open();
+    nghttp2_hd_deflater *d;
+    nghttp2_hd_deflate_new(&d, 4096);
+    uint8_t buf[4096];
+    nghttp2_nv ok[] = {MKNV(":method", "GET"), MKNV(":scheme", "http"), MKNV(":path", "/hello"),
+                       MKNV(":authority", "x")};
+    size_t n = headers_frame(buf, d, 5, ok, 4);
+    ck_assert_int_eq(write(fd, buf, n), (ssize_t)n);
+    raw_result_t res = {0};
+    raw_pump(fd, &res, 3);
+    ck_assert_str_eq(res.status, "200");
+    n = headers_frame(buf, d, 3, ok, 4);
+    ck_assert_int_eq(write(fd, buf, n), (ssize_t)n);
+    memset(&res, 0, sizeof(res));
+    raw_pump(fd, &res, 10);
+    ck_assert(res.goaway);
+    ck_assert_uint_eq(res.goaway_error, NGHTTP2_PROTOCOL_ERROR);
+    ck_assert(res.eof);
+    nghttp2_hd_deflate_del(d);
+    close(fd);
+    still_serving();
+}
+END_TEST
+
+START_TEST(header_list_too_large)
+{
+    srv->cfg.max_header_size = 1024;
+    client_t *cl = client_new(NULL, 0);
+    static char v[2000];
+    memset(v, 'v', sizeof(v) - 1);
+    nghttp2_nv nv[] = {MKNV(":method", "GET"), MKNV(":scheme", "http"), MKNV(":path", "/hello"),
+                       MKNV(":authority", "x"), MKNV("x-big", v)};
+    resp_t *r = request_nv(cl, nv, 5, NULL, 0);
+    resp_t *h = request(cl, "GET", "/hello", NULL, 0);
+    pump_all(cl);
+    ck_assert_int_eq(r->status, 431);
+    ck_assert_int_eq(h->status, 200);
+    client_free(cl);
+}
+END_TEST
+
+/* After warm-up, petrel's side of a request allocates nothing from the
+ * heap, and nghttp2's allocator calls are served by the size-class lists. */
+START_TEST(no_heap_after_warmup)
+{
+    client_t *cl = client_new(NULL, 0);
+    for (int round = 0; round < 3; round++) {
+        resp_t *r[100];
+        cl->n = 0;
+        for (int i = 0; i < 100; i++)
+            r[i] = request(cl, "GET", "/hello", NULL, 0);
+        pump_all(cl);
+        for (int i = 0; i < 100; i++)
+            ck_assert_int_eq(r[i]->status, 200);
+        for (int i = 0; i < cl->n; i++) {
+            free(cl->r[i].body);
+            cl->r[i].body = NULL;
+        }
+    }
+    petrel__h2_stats_t a, b;
+    petrel__h2_stats(&a);
+    uint64_t pool0 = petrel__pool.mallocs;
+    int n = 0;
+    for (int round = 0; round < 50; round++) {
+        cl->n = 0;
+        for (int i = 0; i < 100; i++)
+            request(cl, "GET", "/hello", NULL, 0);
+        pump_all(cl);
+        for (int i = 0; i < cl->n; i++) {
+            ck_assert_int_eq(cl->r[i].status, 200);
+            free(cl->r[i].body);
+            cl->r[i].body = NULL;
+        }
+        n += cl->n;
+    }
+    petrel__h2_stats(&b);
+    printf("h2: %d requests: nghttp2 allocator calls %.2f/request, heap calls %.3f/request, "
+           "stream slot mallocs %llu, pool mallocs %llu\n",
+           n, (double)(b.ng_ops - a.ng_ops) / n, (double)(b.ng_calls - a.ng_calls) / n,
+           (unsigned long long)(b.slot_mallocs - a.slot_mallocs),
+           (unsigned long long)(petrel__pool.mallocs - pool0));
+    ck_assert_uint_eq(b.slot_mallocs, a.slot_mallocs);
+    ck_assert_uint_eq(petrel__pool.mallocs, pool0);
+    /* 0 in steady state; a new second (a new Date in HPACK's dynamic table)
+     * may grow nghttp2's ring buffer once, which is slow under valgrind */
+    ck_assert_uint_le(b.ng_calls - a.ng_calls, 4);
+    client_free(cl);
+}
+END_TEST
+
+START_TEST(idle_connection_memory)
+{
+    /* what an idle h2 connection holds, beyond the conn struct */
+    client_t *cl = client_new(NULL, 0);
+    resp_t *r = request(cl, "GET", "/hello", NULL, 0);
+    pump_all(cl);
+    ck_assert_int_eq(r->status, 200);
+    petrel__h2_stats_t st;
+    petrel__h2_stats(&st);
+    ck_assert_uint_eq(st.sessions, 1);
+    ck_assert_uint_eq(st.streams, 0);
+    /* the read buffer and the output chunks went back: only the arena chunk
+     * holding the h2 state is live */
+    ck_assert_uint_eq(petrel__pool.live, 1);
+    /* 50 more idle connections: what each costs */
+    client_t *more[50];
+    for (int i = 0; i < 50; i++) {
+        more[i] = client_new(NULL, 0);
+        resp_t *x = request(more[i], "GET", "/hello", NULL, 0);
+        pump_all(more[i]);
+        ck_assert_int_eq(x->status, 200);
+    }
+    petrel__h2_stats_t st2;
+    petrel__h2_stats(&st2);
+    ck_assert_uint_eq(st2.sessions, 51);
+    ck_assert_uint_eq(petrel__pool.live, 51);
+    size_t ng = (st2.ng_bytes - st.ng_bytes) / 50;
+    printf("h2: idle connection: nghttp2 %zu bytes + arena chunk %d (the h2 state) + conn "
+           "struct %zu = %zu bytes\n",
+           ng, PETREL_CHUNK_SIZE, sizeof(petrel__conn_t),
+           ng + PETREL_CHUNK_SIZE + sizeof(petrel__conn_t));
+    for (int i = 0; i < 50; i++)
+        client_free(more[i]);
+    client_free(cl);
+}
+END_TEST
+
+/* RFC 7540 §3.2: an HTTP/1.1 request upgraded to h2c, answered on stream 1. */
+static client_t *upgrade(const char *head, const char *body, resp_t **r1, char *first_line,
+                         size_t fl_len)
+{
+    client_t *cl = calloc(1, sizeof(*cl));
+    cl->fd = socketpair_adopt();
+    nghttp2_settings_entry iv[] = {{NGHTTP2_SETTINGS_MAX_CONCURRENT_STREAMS, 100},
+                                   {NGHTTP2_SETTINGS_INITIAL_WINDOW_SIZE, 65535}};
+    uint8_t payload[64];
+    ssize_t plen = nghttp2_pack_settings_payload(payload, sizeof(payload), iv, 2);
+    ck_assert_int_gt(plen, 0);
+    static const char b64[] = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_";
+    char tok[128];
+    size_t t = 0;
+    for (ssize_t i = 0; i < plen; i += 3) {
+        uint32_t v = (uint32_t)payload[i] << 16 | (i + 1 < plen ? (uint32_t)payload[i + 1] << 8 : 0) |
+                     (i + 2 < plen ? payload[i + 2] : 0);
+        tok[t++] = b64[v >> 18 & 63];
+        tok[t++] = b64[v >> 12 & 63];
+        if (i + 1 < plen)
+            tok[t++] = b64[v >> 6 & 63];
+        if (i + 2 < plen)
+            tok[t++] = b64[v & 63];
+    }
+    tok[t] = '\0';
+    char req[2048];
+    int n = snprintf(req, sizeof(req), head, tok);
+    if (body)
+        n += snprintf(req + n, sizeof(req) - (size_t)n, "%s", body);
+    ck_assert_int_eq(write(cl->fd, req, (size_t)n), n);
+    /* the 101 (or an HTTP/1.1 answer), then h2 frames */
+    char buf[65536];
+    size_t have = 0;
+    char *end = NULL;
+    for (int i = 0; i < 50 && end == NULL; i++) {
+        petrel__loop_run_once(&srv->loop, 0);
+        ssize_t k = read(cl->fd, buf + have, sizeof(buf) - have - 1);
+        if (k > 0)
+            have += (size_t)k;
+        buf[have] = '\0';
+        end = strstr(buf, "\r\n\r\n");
+    }
+    ck_assert_ptr_nonnull(end);
+    snprintf(first_line, fl_len, "%.*s", (int)(strchr(buf, '\r') - buf), buf);
+    nghttp2_session_callbacks *cb;
+    nghttp2_session_callbacks_new(&cb);
+    nghttp2_session_callbacks_set_send_callback(cb, cl_send);
+    nghttp2_session_callbacks_set_on_header_callback(cb, cl_header);
+    nghttp2_session_callbacks_set_on_data_chunk_recv_callback(cb, cl_data);
+    nghttp2_session_callbacks_set_on_stream_close_callback(cb, cl_close);
+    nghttp2_session_callbacks_set_on_frame_recv_callback(cb, cl_frame);
+    ck_assert_int_eq(nghttp2_session_client_new(&cl->ngh, cb, cl), 0);
+    nghttp2_session_callbacks_del(cb);
+    *r1 = NULL;
+    if (strncmp(buf, "HTTP/1.1 101 ", 13) != 0)
+        return cl;
+    ck_assert_int_eq(nghttp2_session_upgrade2(cl->ngh, payload, (size_t)plen, 0, NULL), 0);
+    resp_t *r = &cl->r[cl->n++];
+    memset(r, 0, sizeof(*r));
+    r->id = 1;
+    *r1 = r;
+    size_t rest = have - (size_t)(end + 4 - buf);
+    if (rest)
+        nghttp2_session_mem_recv(cl->ngh, (uint8_t *)end + 4, rest);
+    pump_all(cl);
+    return cl;
+}
+
+START_TEST(h2c_upgrade)
+{
+    resp_t *r;
+    char line[128];
+    client_t *cl = upgrade("GET /info/up?q=1 HTTP/1.1\r\nHost: up.test\r\n"
+                           "Connection: Upgrade, HTTP2-Settings\r\nUpgrade: h2c\r\n"
+                           "HTTP2-Settings: %s\r\nX-Test: v\r\n\r\n",
+                           NULL, &r, line, sizeof(line));
+    ck_assert_str_eq(line, "HTTP/1.1 101 Switching Protocols");
+    ck_assert_ptr_nonnull(r);
+    ck_assert_int_eq(r->status, 200);
+    ck_assert_str_eq(r->body, "GET|/info/up|q=1|up.test|11|v");
+    ck_assert_int_eq(cl->settings, 1);
+    /* then plain h2 on the same connection */
+    resp_t *h = request(cl, "GET", "/hello", NULL, 0);
+    pump_all(cl);
+    ck_assert_int_eq(h->status, 200);
+    ck_assert_str_eq(h->body, "Hello World!");
+    client_free(cl);
+
+    /* a POST with a body */
+    cl = upgrade("POST /echo HTTP/1.1\r\nHost: up.test\r\n"
+                 "Connection: Upgrade, HTTP2-Settings\r\nUpgrade: h2c\r\n"
+                 "HTTP2-Settings: %s\r\nContent-Type: a/b\r\nContent-Length: 5\r\n\r\n",
+                 "hello", &r, line, sizeof(line));
+    ck_assert_ptr_nonnull(r);
+    ck_assert_int_eq(r->status, 200);
+    ck_assert_str_eq(r->body, "hello");
+    client_free(cl);
+
+    /* no HTTP2-Settings in Connection: not an h2c upgrade, answered as HTTP/1.1 */
+    cl = upgrade("GET /hello HTTP/1.1\r\nHost: up.test\r\n"
+                 "Connection: Upgrade\r\nUpgrade: h2c\r\nHTTP2-Settings: %s\r\n\r\n",
+                 NULL, &r, line, sizeof(line));
+    ck_assert_str_eq(line, "HTTP/1.1 200 OK");
+    ck_assert_ptr_null(r);
+    client_free(cl);
+    still_serving();
+}
+END_TEST
+
+static Suite *suite(void)
+{
+    Suite *s = suite_create("h2");
+    TCase *t = tcase_create("h2");
+    tcase_add_checked_fixture(t, setup, teardown);
+    tcase_set_timeout(t, 30);
+    tcase_add_test(t, settings_exchange);
+    tcase_add_test(t, settings_from_config);
+    tcase_add_test(t, get_hello);
+    tcase_add_test(t, request_fields);
+    tcase_add_test(t, post_echo);
+    tcase_add_test(t, post_too_large);
+    tcase_add_test(t, concurrent_100);
+    tcase_add_test(t, refused_over_limit);
+    tcase_add_test(t, refused_after_settings_ack);
+    tcase_add_test(t, flow_control_violation);
+    tcase_add_test(t, small_client_window);
+    tcase_add_test(t, streamed_and_trailers);
+    tcase_add_test(t, rst_stream_mid_response);
+    tcase_add_test(t, client_goaway);
+    tcase_add_test(t, server_drain);
+    tcase_add_test(t, idle_timeout);
+    tcase_add_test(t, bad_frame_after_preface);
+    tcase_add_test(t, frames_on_wrong_stream);
+    tcase_add_test(t, malformed_requests);
+    tcase_add_test(t, lower_stream_id);
+    tcase_add_test(t, header_list_too_large);
+    tcase_add_test(t, no_heap_after_warmup);
+    tcase_add_test(t, idle_connection_memory);
+    tcase_add_test(t, h2c_upgrade);
+    suite_add_tcase(s, t);
+    return s;
+}
+
+int main(void)
+{
+    SRunner *sr = srunner_create(suite());
+    srunner_run_all(sr, CK_NORMAL);
+    int failed = srunner_ntests_failed(sr);
+    srunner_free(sr);
+    return failed ? 1 : 0;
+}

@@ -1,0 +1,121 @@
+#!/usr/bin/env bash
+# test_bench_close.sh -- petrel-bench --close (a new TCP connection for each
+# request) and --compare against the real petrel: exact counts, one connection
+# per request, POST bodies, and the --compare table's HTTP/1.1 rows.
+#
+# Standalone: env PETREL (petrel binary), top_builddir; exit 0 pass, 77 skip.
+set -euo pipefail
+
+PY=/usr/bin/python3
+[[ -x $PY ]] || PY=python3
+: "${top_builddir:=$(cd "$(dirname "$0")/../../build" 2>/dev/null && pwd || echo .)}"
+BENCH=$top_builddir/src/bench/petrel-bench
+[[ -n ${PETREL:-} && -x $PETREL ]] || { echo "SKIP: PETREL not set or not executable"; exit 77; }
+[[ -x $BENCH ]] || { echo "FAIL: $BENCH not built"; exit 1; }
+SCALE=1
+[[ ${PETREL_SANITIZERS:-no} == yes ]] && SCALE=3
+
+TMP=$(mktemp -d)
+PID=
+cleanup() {
+    if [[ -n $PID ]]; then kill -KILL "$PID" 2>/dev/null; wait "$PID" 2>/dev/null; fi || true
+    rm -rf "$TMP"
+}
+trap cleanup EXIT
+
+fail() { echo "FAIL: $*"; [[ -f $TMP/err ]] && tail -20 "$TMP/err"; exit 1; }
+free_port() {
+    $PY -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'
+}
+# wait until 127.0.0.1:$1 accepts (polling, bounded)
+wait_port() {
+    local i
+    for ((i = 0; i < 500 * SCALE; i++)); do
+        if (exec 3<>"/dev/tcp/127.0.0.1/$1") 2>/dev/null; then return 0; fi
+        kill -0 "$PID" 2>/dev/null || fail "petrel exited at start"
+        sleep 0.02
+    done
+    fail "port $1 never opened"
+}
+start_petrel() {
+    PORT=$(free_port)
+    "$PETREL" --listen "127.0.0.1:$PORT" --module hello --module echo \
+        --access-log "$TMP/access.log" "$@" >"$TMP/out" 2>"$TMP/err" &
+    PID=$!
+    wait_port "$PORT"
+    URL=http://127.0.0.1:$PORT
+}
+stop_petrel() {
+    kill -TERM "$PID"
+    local i
+    for ((i = 0; i < 500 * SCALE; i++)); do
+        kill -0 "$PID" 2>/dev/null || break
+        sleep 0.02
+    done
+    kill -0 "$PID" 2>/dev/null && fail "petrel did not stop on SIGTERM"
+    wait "$PID" || true
+    PID=
+}
+# jget FILE KEY[.KEY]: a value from petrel-bench's JSON
+jget() {
+    $PY - "$1" "$2" <<'EOF'
+import json, sys
+v = json.load(open(sys.argv[1]))
+for k in sys.argv[2].split("."):
+    v = v[k]
+print(v)
+EOF
+}
+expect() { [[ $1 == "$2" ]] || fail "$3: got '$1', want '$2'"; }
+bench() { timeout $((60 * SCALE)) "$BENCH" "$@"; }
+
+start_petrel
+
+# 1. GET, 5 concurrent requests, each on its own connection
+bench -c 5 -n 300 --close --json --fail-on-error "$URL/hello" >"$TMP/r1" ||
+    fail "--close run exited $?"
+expect "$(jget "$TMP/r1" requests)" 300 "--close requests"
+expect "$(jget "$TMP/r1" connects)" 300 "--close connections"
+expect "$(jget "$TMP/r1" connection)" per-request "--close mode"
+expect "$(jget "$TMP/r1" errors.total)" 0 "--close errors"
+
+# 2. POST /echo, per request, two threads
+bench -c 4 -t 2 -n 101 --close --body-size 200 --expect-body-size 200 --json --fail-on-error \
+    "$URL/echo" >"$TMP/r2" || fail "--close POST exited $?"
+expect "$(jget "$TMP/r2" requests)" 101 "--close POST requests"
+expect "$(jget "$TMP/r2" connects)" 101 "--close POST connections"
+
+# 3. timed
+bench -c 3 -d 500ms --close --json --fail-on-error "$URL/hello?timed" >"$TMP/r3" ||
+    fail "--close timed exited $?"
+n3=$(jget "$TMP/r3" requests)
+((n3 > 20)) || fail "--close timed: only $n3 requests"
+
+stop_petrel
+expect "$(grep -c '"GET /hello HTTP/1.1"' "$TMP/access.log" || true)" 300 "server count of GET /hello"
+expect "$(grep -c '"POST /echo HTTP/1.1"' "$TMP/access.log" || true)" 101 "server count of POST /echo"
+
+start_petrel
+
+# 4. --compare: persistent vs per-request; the HTTP/1.1 rows must be complete
+#    (h2c rows are there too; they count errors while petrel lacks h2)
+bench -c 4 -n 400 --compare --body-size 128 --expect-body-size 128 --json "$URL/echo" \
+    >"$TMP/r4" || fail "--compare exited $?"
+$PY - "$TMP/r4" <<'PYEOF' || fail "--compare JSON: $(cat "$TMP/r4")"
+import json, sys
+d = json.load(open(sys.argv[1]))
+rows = d["compare"]
+assert [(r["protocol"], r["connection"]) for r in rows] == [
+    ("http/1.1", "persistent"), ("http/1.1", "per-request"),
+    ("h2c", "persistent"), ("h2c", "per-request")], rows
+for r in rows[:2]:
+    assert r["requests"] == 400 and r["errors"]["total"] == 0, r
+assert rows[0]["connects"] == 4 and rows[1]["connects"] == 400, rows
+assert d["improvement"]["http/1.1"]["throughput"] > 0
+PYEOF
+bench -c 4 -n 200 --compare "$URL/hello" >"$TMP/r5" 2>"$TMP/r5.err" || fail "--compare table exited $?"
+grep -q '^HTTP/1.1  persistent' "$TMP/r5" || fail "no persistent row: $(cat "$TMP/r5")"
+grep -q '^HTTP/1.1  per-request' "$TMP/r5" || fail "no per-request row"
+grep -q 'gRPC' "$TMP/r5" || fail "no gRPC note"
+stop_petrel
+echo "PASS: test_bench_close"

@@ -1,0 +1,135 @@
+#!/usr/bin/env bash
+# test_bench_h1.sh -- petrel-bench, HTTP/1.1 keep-alive against the real petrel:
+# exact request counts (checked against petrel's access log), pipelining,
+# threads, POST bodies checked by size, timed runs with warm-up, and the
+# response checks (non-2xx, --expect-status, --fail-on-error).
+#
+# Standalone: env PETREL (petrel binary), top_builddir; exit 0 pass, 77 skip.
+set -euo pipefail
+
+PY=/usr/bin/python3
+[[ -x $PY ]] || PY=python3
+: "${top_builddir:=$(cd "$(dirname "$0")/../../build" 2>/dev/null && pwd || echo .)}"
+BENCH=$top_builddir/src/bench/petrel-bench
+[[ -n ${PETREL:-} && -x $PETREL ]] || { echo "SKIP: PETREL not set or not executable"; exit 77; }
+[[ -x $BENCH ]] || { echo "FAIL: $BENCH not built"; exit 1; }
+SCALE=1
+[[ ${PETREL_SANITIZERS:-no} == yes ]] && SCALE=3
+
+TMP=$(mktemp -d)
+PID=
+cleanup() {
+    if [[ -n $PID ]]; then kill -KILL "$PID" 2>/dev/null; wait "$PID" 2>/dev/null; fi || true
+    rm -rf "$TMP"
+}
+trap cleanup EXIT
+
+fail() { echo "FAIL: $*"; [[ -f $TMP/err ]] && tail -20 "$TMP/err"; exit 1; }
+free_port() {
+    $PY -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'
+}
+# wait until 127.0.0.1:$1 accepts (polling, bounded)
+wait_port() {
+    local i
+    for ((i = 0; i < 500 * SCALE; i++)); do
+        if (exec 3<>"/dev/tcp/127.0.0.1/$1") 2>/dev/null; then return 0; fi
+        kill -0 "$PID" 2>/dev/null || fail "petrel exited at start"
+        sleep 0.02
+    done
+    fail "port $1 never opened"
+}
+start_petrel() {
+    PORT=$(free_port)
+    "$PETREL" --listen "127.0.0.1:$PORT" --module hello --module echo \
+        --access-log "$TMP/access.log" "$@" >"$TMP/out" 2>"$TMP/err" &
+    PID=$!
+    wait_port "$PORT"
+    URL=http://127.0.0.1:$PORT
+}
+stop_petrel() {
+    kill -TERM "$PID"
+    local i
+    for ((i = 0; i < 500 * SCALE; i++)); do
+        kill -0 "$PID" 2>/dev/null || break
+        sleep 0.02
+    done
+    kill -0 "$PID" 2>/dev/null && fail "petrel did not stop on SIGTERM"
+    wait "$PID" || true
+    PID=
+}
+# jget FILE KEY[.KEY]: a value from petrel-bench's JSON
+jget() {
+    $PY - "$1" "$2" <<'EOF'
+import json, sys
+v = json.load(open(sys.argv[1]))
+for k in sys.argv[2].split("."):
+    v = v[k]
+print(v)
+EOF
+}
+expect() { [[ $1 == "$2" ]] || fail "$3: got '$1', want '$2'"; }
+bench() { timeout $((60 * SCALE)) "$BENCH" "$@"; }
+
+start_petrel
+
+# 1. GET, 8 connections, pipeline 4, two threads: exactly 2000, no errors
+bench -c 8 -t 2 -p 4 -n 2000 --json --fail-on-error "$URL/hello" >"$TMP/r1" ||
+    fail "GET run exited $?"
+expect "$(jget "$TMP/r1" requests)" 2000 "GET requests"
+expect "$(jget "$TMP/r1" errors.total)" 0 "GET errors"
+expect "$(jget "$TMP/r1" connects)" 8 "GET connections"
+p50=$(jget "$TMP/r1" latency_us.p50)
+max=$(jget "$TMP/r1" latency_us.max)
+awk -v a="$p50" -v b="$max" 'BEGIN { exit !(a > 0 && a <= b) }' || fail "latency p50 $p50 max $max"
+
+# 2. POST /echo with a 300-byte JSON body, echoed with the same size
+bench -c 4 -n 500 --body-size 300 --expect-body-size 300 --json --fail-on-error "$URL/echo" \
+    >"$TMP/r2" || fail "POST run exited $?"
+expect "$(jget "$TMP/r2" requests)" 500 "POST requests"
+expect "$(jget "$TMP/r2" errors.check)" 0 "POST check failures"
+
+# 3. a wrong body size is a check failure, counted, and --fail-on-error exits 1
+rc=0
+bench -c 2 -n 50 --body-size 100 --expect-body-size 99 --json --fail-on-error "$URL/echo" \
+    >"$TMP/r3" || rc=$?
+expect "$rc" 1 "--fail-on-error exit status"
+expect "$(jget "$TMP/r3" requests)" 50 "check-failure requests"
+expect "$(jget "$TMP/r3" errors.check)" 50 "check failures"
+
+# 4. --expect-status: 200 is not 201
+rc=0
+bench -c 2 -n 20 --expect-status 201 --json "$URL/hello" >"$TMP/r4" || rc=$?
+expect "$rc" 0 "exit status without --fail-on-error"
+expect "$(jget "$TMP/r4" errors.check)" 20 "--expect-status failures"
+
+# the server's own count: 2000 + 20 GET /hello, 500 + 50 POST /echo
+stop_petrel
+expect "$(grep -c '"GET /hello HTTP/1.1"' "$TMP/access.log" || true)" 2020 "server count of GET /hello"
+expect "$(grep -c '"POST /echo HTTP/1.1"' "$TMP/access.log" || true)" 550 "server count of POST /echo"
+
+start_petrel
+
+# 5. 404 is non-2xx
+rc=0
+bench -c 2 -n 30 --json --fail-on-error "$URL/nope" >"$TMP/r5" || rc=$?
+expect "$rc" 1 "non-2xx exit status"
+expect "$(jget "$TMP/r5" requests)" 30 "404 requests"
+expect "$(jget "$TMP/r5" errors.non2xx)" 30 "non-2xx count"
+
+# 6. timed run with a warm-up: the window is -d long, the server saw more
+bench -c 4 -p 2 -d 1 --warmup 300ms --json --fail-on-error "$URL/hello?timed" >"$TMP/r6" ||
+    fail "timed run exited $?"
+expect "$(jget "$TMP/r6" duration_s)" 1.0 "duration"
+n6=$(jget "$TMP/r6" requests)
+((n6 > 100)) || fail "timed run: only $n6 requests"
+
+# 7. human output, piped: a summary and no progress line (no carriage return)
+bench -c 2 -d 300ms "$URL/hello" >"$TMP/r7" || fail "human run exited $?"
+grep -q '^Requests/sec:' "$TMP/r7" || fail "no Requests/sec line"
+grep -q '99.9%' "$TMP/r7" || fail "no 99.9% line"
+if grep -q $'\r' "$TMP/r7"; then fail "progress line written to a pipe"; fi
+
+stop_petrel
+n_timed=$(grep -c '"GET /hello?timed HTTP/1.1"' "$TMP/access.log" || true)
+((n_timed > n6)) || fail "server saw $n_timed timed requests, petrel-bench counted $n6 in the window"
+echo "PASS: test_bench_h1"

@@ -1,0 +1,164 @@
+#!/usr/bin/env bash
+# The command line: bad options are usage errors (status 2) with one line on
+# stderr naming the option; start-up errors (an address in use, an unknown
+# module, a bad --root or --access-log) have status 1 and a message naming
+# the cause; --help and --version exit 0; SIGTERM and SIGINT exit 0;
+# several --listen addresses all serve.  See petrel(1), EXIT STATUS.
+. "$(dirname "$0")/lib.sh"
+
+T=$LIB_TMP
+failures=()
+not_ok() {
+    printf 'not ok - %s\n' "$*"
+    failures+=("$*")
+}
+
+# run_petrel ARG...: run petrel to completion (bounded: a petrel that starts
+# serving instead of failing is killed after 5 s and reported); sets RC,
+# ERR (its stderr) and OUT (its stdout).
+run_petrel() {
+    RC=0
+    timeout -k 2 "$(bound 5)" "$PETREL" "$@" >"$T/out" 2>"$T/err" </dev/null || RC=$?
+    ERR=$(cat "$T/err")
+    OUT=$(cat "$T/out")
+}
+
+# expect_error STATUS NEEDLE WHAT ARG...: petrel ARG... exits with STATUS
+# before serving and prints exactly one line on stderr, containing NEEDLE.
+expect_error() {
+    local want=$1 needle=$2 what=$3 nlines
+    shift 3
+    run_petrel "$@"
+    nlines=$(printf '%s' "$ERR" | grep -c '' || true)
+    if [[ $RC -eq 124 || $RC -eq 137 ]]; then
+        not_ok "$what: petrel $* did not exit (it started serving?)"
+    elif [[ $RC -ne $want ]]; then
+        not_ok "$what: petrel $* exited with status $RC, want $want; stderr: $ERR"
+    elif [[ $ERR != *"$needle"* ]]; then
+        not_ok "$what: petrel $*: the message does not name '$needle': $ERR"
+    elif [[ $nlines -ne 1 ]]; then
+        not_ok "$what: petrel $*: want one line on stderr, got $nlines: $ERR"
+    else
+        ok "$what: status $want, '$ERR'"
+    fi
+}
+
+# Every case listens on a port of the kernel's choice (if the bad option
+# were accepted, petrel would serve and be timed out) and loads a module
+# (no warning about serving nothing on stderr).
+L=(--listen 127.0.0.1:0 --module hello)
+
+# --- usage errors: status 2 -----------------------------------------------
+expect_error 2 --workers "--workers x" "${L[@]}" --workers x
+expect_error 2 --workers "--workers 0" "${L[@]}" --workers 0
+expect_error 2 --workers "--workers=2x" "${L[@]}" --workers=2x
+expect_error 2 --max-body-size "--max-body-size -1" "${L[@]}" --max-body-size -1
+expect_error 2 --max-body-size "--max-body-size=-1" "${L[@]}" --max-body-size=-1
+expect_error 2 --max-header-size "--max-header-size 2m" "${L[@]}" --max-header-size 2m
+expect_error 2 --max-uri-size "--max-uri-size 12q" "${L[@]}" --max-uri-size 12q
+expect_error 2 --header-timeout "--header-timeout 0" "${L[@]}" --header-timeout 0
+expect_error 2 --drain-timeout "--drain-timeout soon" "${L[@]}" --drain-timeout soon
+expect_error 2 --log-level "--log-level loud" "${L[@]}" --log-level loud
+expect_error 2 --nope "--nope" "${L[@]}" --nope
+expect_error 2 --listen "--listen 1.2.3.4:99999" --module hello --listen 1.2.3.4:99999
+expect_error 2 --listen "--listen 127.0.0.1:http" --module hello --listen 127.0.0.1:http
+expect_error 2 --listen "--listen without a value" --module hello --listen
+expect_error 2 extra "an unexpected argument" "${L[@]}" extra
+
+# --- start-up errors: status 1 --------------------------------------------
+# A port in use: a plain listening socket holds it (RFC-free: bind(2) says
+# EADDRINUSE), and another petrel holds it.
+"$PY" - "$T/held" <<'EOF' &
+import socket, sys, time
+s = socket.socket()
+s.bind(("127.0.0.1", 0))
+s.listen(8)
+open(sys.argv[1] + ".tmp", "w").write(str(s.getsockname()[1]))
+import os
+os.rename(sys.argv[1] + ".tmp", sys.argv[1])
+time.sleep(60)
+EOF
+holder=$!
+LIB_BG+=("$holder")
+wait_for "$(bound 10)" test -s "$T/held"
+held=$(cat "$T/held")
+expect_error 1 "127.0.0.1:$held" "--listen on a port held by another socket" \
+    --module hello --listen "127.0.0.1:$held"
+[[ $ERR == *"in use"* ]] || not_ok "port in use: the message does not say so: $ERR"
+kill "$holder"
+wait "$holder" 2>/dev/null || true
+
+petrel_start --module hello
+first=$PETREL_PID
+expect_error 1 "127.0.0.1:$PORT" "--listen on the port of a running petrel" \
+    --module hello --listen "127.0.0.1:$PORT"
+curl_ -o /dev/null "$BASE/hello"
+
+expect_error 1 nosuch "--module nosuch" "${L[@]}" --module nosuch
+expect_error 1 ./nosuch.so "--module ./nosuch.so" "${L[@]}" --module ./nosuch.so
+expect_error 1 /nonexistent "--root /nonexistent" "${L[@]}" --root /nonexistent
+touch "$T/file"
+expect_error 1 "$T/file" "--root on a file" "${L[@]}" --root "$T/file"
+expect_error 1 /nonexistent/dir/access.log "--access-log in a missing directory" \
+    "${L[@]}" --access-log /nonexistent/dir/access.log
+
+# --- --help, --version: status 0 -----------------------------------------
+run_petrel --help
+if [[ $RC -eq 0 && $OUT == *usage:* && $OUT == *--listen* && $OUT == *--drain-timeout* && -z $ERR ]]; then
+    ok "--help: status 0, usage on stdout"
+else
+    not_ok "--help: status $RC, stdout '$OUT', stderr '$ERR'"
+fi
+run_petrel --version
+if [[ $RC -eq 0 && $OUT =~ ^petrel\ [0-9]+\.[0-9]+ && -z $ERR ]]; then
+    ok "--version: status 0, '$OUT'"
+else
+    not_ok "--version: status $RC, stdout '$OUT', stderr '$ERR'"
+fi
+
+# --- signals: SIGTERM and SIGINT end petrel with status 0 ----------------
+petrel_stop "$first"
+ok "SIGTERM: exit status 0"
+petrel_start --module hello
+curl_ -o /dev/null "$BASE/hello"
+kill -INT "$PETREL_PID"
+petrel_wait_exit "$PETREL_PID" "$(bound 15)"
+[[ $PETREL_RC -eq 0 ]] && ok "SIGINT: exit status 0" || not_ok "SIGINT: exit status $PETREL_RC, want 0"
+petrel_start --module hello --workers 2
+kill -TERM "$PETREL_PID"
+petrel_wait_exit "$PETREL_PID" "$(bound 15)"
+[[ $PETREL_RC -eq 0 ]] && ok "SIGTERM right after start-up, 2 workers: exit status 0" ||
+    not_ok "SIGTERM right after start-up: exit status $PETREL_RC, want 0"
+
+# --- several --listen addresses, --option=value, --workers auto ----------
+petrel_start --listen=127.0.0.1:0 --listen 127.0.0.1:0 --module=hello --workers auto
+mapfile -t ports < <(sed -n 's/.* listening on 127\.0\.0\.1:\([0-9][0-9]*\) with .*/\1/p' "$PETREL_ERR")
+if [[ ${#ports[@]} -ne 2 || ${ports[0]} == "${ports[1]}" ]]; then
+    not_ok "two --listen 127.0.0.1:0: logged ports '${ports[*]}'"
+else
+    for p in "${ports[@]}"; do
+        wait_port "$p"
+        body=$(curl_ "http://127.0.0.1:$p/hello")
+        [[ $body == "Hello World!" ]] || not_ok "port $p answered '$body'"
+    done
+    ok "two --listen addresses both serve (ports ${ports[*]})"
+fi
+nw=$(petrel_workers | wc -l)
+[[ $nw -eq $(nproc) ]] && ok "--workers auto: $nw workers, one per CPU" ||
+    not_ok "--workers auto: $nw workers, $(nproc) CPUs"
+petrel_stop
+
+if grep -q '^00000000000000000000000000000001 ' /proc/net/if_inet6 2>/dev/null; then
+    petrel_start --listen '[::1]:0' --module hello
+    body=$(curl_ -g "$BASE/hello")
+    [[ $body == "Hello World!" ]] && ok "--listen [::1]:0 serves over IPv6" ||
+        not_ok "--listen [::1]:0 answered '$body'"
+    petrel_stop
+else
+    ok "no IPv6 loopback here: [::1] not tried"
+fi
+
+if [[ ${#failures[@]} -gt 0 ]]; then
+    printf '%s\n' "${#failures[@]} command-line checks failed:" "${failures[@]/#/  }" >&2
+    exit 1
+fi
