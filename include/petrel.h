@@ -61,8 +61,8 @@ PETREL_API const char *petrel_strerror(int err);
  * A bump allocator over a list of chunks taken from the worker's chunk pool.
  * No per-object free: memory is returned by petrel_arena_reset() to a mark,
  * or when the arena's owner (a connection, a stream) goes away.
- * Blocks larger than a quarter of a chunk get a block of their own, freed by
- * the reset that unwinds them.  An arena has a byte limit: past it,
+ * A block larger than a quarter of a chunk that does not fit in the current
+ * chunk gets a heap block of its own, freed by the reset that unwinds it.  An arena has a byte limit: past it,
  * allocations return NULL (a request then gets 413/431/503, never a crash).
  */
 typedef struct petrel_arena petrel_arena_t;

@@ -1591,6 +1591,55 @@ static bool prefix_ok(const char *p)
     return true;
 }
 
+/* PREFIX* serves; PREFIX without its slash redirects to it. */
+static int add_routes(petrel_server_t *srv, mount_t *m)
+{
+    char *pat = malloc(m->plen + 2);
+    if (pat == NULL)
+        return PETREL_ENOMEM;
+    memcpy(pat, m->prefix, m->plen);
+    memcpy(pat + m->plen, "*", 2);
+    int rc = petrel_route_add(srv, PETREL_GET | PETREL_HEAD, pat, handle, m);
+    if (rc == 0 && m->plen > 1) {
+        pat[m->plen - 1] = '\0';
+        petrel_route_add(srv, PETREL_GET | PETREL_HEAD, pat, handle, m); /* may exist: fine */
+    }
+    free(pat);
+    return rc;
+}
+
+static bool str_same(const char *a, const char *b)
+{
+    if (a == NULL || *a == '\0')
+        return b == NULL || *b == '\0';
+    return b && strcmp(a, b) == 0;
+}
+
+/* The mount of the same prefix, directory and options made before (a
+ * reload -- SIGHUP, --dev -- sets the server up again into a fresh router):
+ * it is used again rather than duplicated with another descriptor. */
+static mount_t *mount_find(const char *prefix, const char *dir, const petrel_static_opts_t *o)
+{
+    size_t pl = strlen(prefix);
+    if (pl && prefix[pl - 1] == '/')
+        pl--;
+    struct stat st, rst;
+    if (stat(dir, &st) < 0)
+        return NULL;
+    for (unsigned i = 0; i < nmounts; i++) {
+        mount_t *m = mounts[i];
+        if (m->plen - 1 != pl || memcmp(m->prefix, prefix, pl) != 0 || strcmp(m->dir, dir) != 0 ||
+            !str_same(m->index, o->index) || !str_same(m->cache_control, o->cache_control) ||
+            m->autoindex != (o->autoindex != 0) || m->precompressed != (o->precompressed != 0) ||
+            m->cache_size != o->cache_size || m->max_in_memory != o->max_file_in_memory ||
+            m->max_fds != o->max_open_files || m->revalidate_ms != o->revalidate_ms)
+            continue;
+        if (fstat(m->rootfd, &rst) == 0 && rst.st_dev == st.st_dev && rst.st_ino == st.st_ino)
+            return m;
+    }
+    return NULL;
+}
+
 int petrel_static_mount(petrel_server_t *srv, const char *prefix, const char *dir,
                         const petrel_static_opts_t *opts)
 {
@@ -1607,6 +1656,9 @@ int petrel_static_mount(petrel_server_t *srv, const char *prefix, const char *di
     if (opts->cache_control && (strchr(opts->cache_control, '\r') ||
                                 strchr(opts->cache_control, '\n')))
         return PETREL_EINVAL;
+    mount_t *same = mount_find(prefix, dir, opts);
+    if (same)
+        return add_routes(srv, same);
     int rootfd = open(dir, O_PATH | O_DIRECTORY | O_CLOEXEC);
     if (rootfd < 0 || access(dir, X_OK) < 0) {
         if (rootfd >= 0)
@@ -1659,19 +1711,7 @@ int petrel_static_mount(petrel_server_t *srv, const char *prefix, const char *di
         hash_seed = (uint64_t)time(NULL) * UINT64_C(0x9E3779B97F4A7C15) ^ (uint64_t)getpid();
     petrel__static_have_openat2(rootfd);
 
-    /* PREFIX* serves; PREFIX without its slash redirects to it */
-    char *pat = malloc(m->plen + 2);
-    int rc = PETREL_ENOMEM;
-    if (pat) {
-        memcpy(pat, m->prefix, m->plen);
-        memcpy(pat + m->plen, "*", 2);
-        rc = petrel_route_add(srv, PETREL_GET | PETREL_HEAD, pat, handle, m);
-        if (rc == 0 && m->plen > 1) {
-            pat[m->plen - 1] = '\0';
-            petrel_route_add(srv, PETREL_GET | PETREL_HEAD, pat, handle, m); /* may exist: fine */
-        }
-        free(pat);
-    }
+    int rc = add_routes(srv, m);
     if (rc < 0) {
         close(rootfd);
         free(m->prefix);

@@ -38,7 +38,6 @@ typedef struct large {
 
 #define HDR_SIZE ((sizeof(petrel__chunk_t) + 15) & ~(size_t)15)
 #define CHUNK_DATA(c) ((char *)(c) + HDR_SIZE)
-#define LARGE_MIN (PETREL_CHUNK_SIZE / 4)
 
 void petrel__pool_init(petrel__pool_t *p, size_t max_free)
 {
@@ -108,32 +107,35 @@ void petrel__arena_init(petrel_arena_t *a, petrel__pool_t *pool, size_t limit)
     a->limit = limit;
 }
 
-static void *alloc_large(petrel_arena_t *a, size_t size)
+static void *alloc_large(petrel_arena_t *a, size_t size, size_t align)
 {
-    large_t *l = malloc(sizeof(large_t) + size);
+    if (size > SIZE_MAX - sizeof(large_t) - align)
+        return NULL;
+    large_t *l = malloc(sizeof(large_t) + size + align - 1);
     if (l == NULL)
         return NULL;
     a->mallocs++;
     l->size = size;
     l->next = a->large;
     a->large = l;
-    return l + 1;
+    return (void *)(((uintptr_t)(l + 1) + (align - 1)) & ~(uintptr_t)(align - 1));
 }
 
 static void *alloc_slow(petrel_arena_t *a, size_t size, size_t align)
 {
-    if (size >= LARGE_MIN)
-        return alloc_large(a, size);
+    if (size + align > PETREL_CHUNK_SIZE / 4)
+        return alloc_large(a, size, align);
+    uint64_t before = a->pool->mallocs;
     petrel__chunk_t *c = chunk_get(a->pool);
     if (c == NULL)
         return NULL;
+    a->mallocs += a->pool->mallocs - before;
     c->next = a->chunk;
     a->chunk = c;
     a->nchunks++;
-    char *p = CHUNK_DATA(c);
+    char *p = (char *)(((uintptr_t)CHUNK_DATA(c) + (align - 1)) & ~(uintptr_t)(align - 1));
     a->pos = p + size;
-    a->end = p + PETREL_CHUNK_SIZE;
-    (void)align; /* chunk data is 16-byte aligned */
+    a->end = CHUNK_DATA(c) + PETREL_CHUNK_SIZE;
     return p;
 }
 
@@ -141,13 +143,14 @@ void *petrel_arena_alloc(petrel_arena_t *a, size_t size, size_t align)
 {
     if (align == 0)
         align = sizeof(void *);
-    if (unlikely(a->limit && (size > a->limit || a->bytes + size > a->limit)))
+    if (unlikely(align > 64 || (align & (align - 1)) || size > SIZE_MAX / 2 ||
+                 (a->limit && (size > a->limit || a->bytes + size > a->limit))))
         return NULL;
     a->bytes += size;
     if (a->bytes > a->bytes_high)
         a->bytes_high = a->bytes;
     char *p = (char *)(((uintptr_t)a->pos + (align - 1)) & ~(uintptr_t)(align - 1));
-    if (likely(a->pos != NULL && size <= (size_t)(a->end - p))) {
+    if (likely(a->pos != NULL && p <= a->end && size <= (size_t)(a->end - p))) {
         a->pos = p + size;
         UNPOISON(p, size);
         return p;
@@ -162,7 +165,7 @@ void *petrel_arena_calloc(petrel_arena_t *a, size_t n, size_t size)
 {
     if (size && n > SIZE_MAX / size)
         return NULL;
-    void *p = petrel_arena_alloc(a, n * size, 16 < size ? 16 : 0);
+    void *p = petrel_arena_alloc(a, n * size, size >= 16 ? 16 : 0);
     if (p)
         memset(p, 0, n * size);
     return p;

@@ -213,8 +213,15 @@ int petrel_main(int argc, char **argv, const petrel_module_t *const *builtins)
     opterr = 0;
     optind = 1;
     int o;
-    while ((o = getopt_long(argc, argv, ":", opts, NULL)) != -1) {
+    int li = -1;
+    char flagbuf[64];
+    while ((li = -1, o = getopt_long(argc, argv, ":", opts, &li)) != -1) {
+        /* the flag's own name, whether given as "--x v" or "--x=v" */
         const char *flag = argv[optind - 1];
+        if (li >= 0) {
+            snprintf(flagbuf, sizeof(flagbuf), "--%s", opts[li].name);
+            flag = flagbuf;
+        }
         switch (o) {
         case OPT_LISTEN:
             if (petrel__server_add_listen(srv, optarg, err, sizeof(err)) < 0) {

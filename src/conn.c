@@ -501,6 +501,8 @@ static void on_accept(petrel__io_t *io, uint32_t events)
     (void)events;
     listener_t *l = (listener_t *)io;
     petrel_server_t *srv = l->srv;
+    if (srv->draining || io->fd < 0)
+        return; /* an event of this turn for a listener we just closed */
     for (int i = 0; i < 64; i++) {
         if (srv->nconns >= srv->cfg.max_connections) {
             /* stop accepting until a connection goes away */

@@ -30,11 +30,16 @@ static void after_output(petrel__conn_t *c);
 /* ------------------------------------------------------------------------ */
 /* Spans of the read buffer                                                 */
 
-static inline void span_add(petrel_str_t *s, const char *at, size_t len)
+/* Extend a span; false when the new piece does not continue it (llhttp
+ * reports an obs-fold as a second piece: RFC 9112 §5.2 lets us refuse). */
+static inline bool span_add(petrel_str_t *s, const char *at, size_t len)
 {
     if (s->ptr == NULL)
         s->ptr = at;
+    else if (s->ptr + s->len != at)
+        return false;
     s->len += len;
+    return true;
 }
 
 static inline void rebase_str(petrel_str_t *s, const char *lo, const char *hi, ptrdiff_t d)
@@ -71,6 +76,7 @@ static int rbuf_make_room(petrel__conn_t *c)
         return 0;
     }
     uint32_t keep_end = c->rpos;
+    c->body_end = UINT32_MAX;
     if (c->flags & CONN_HEAD_DONE) {
         /* keep through the end of the last span of the head */
         const char *e = c->req->target.ptr + c->req->target.len;
@@ -123,14 +129,14 @@ static int fail(petrel__conn_t *c, int status)
 
 static int on_method(llhttp_t *p, const char *at, size_t len)
 {
-    span_add(&CONN(p)->req->method_name, at, len);
-    return 0;
+    return span_add(&CONN(p)->req->method_name, at, len) ? 0 : fail(CONN(p), 400);
 }
 
 static int on_url(llhttp_t *p, const char *at, size_t len)
 {
     petrel__conn_t *c = CONN(p);
-    span_add(&c->req->target, at, len);
+    if (!span_add(&c->req->target, at, len))
+        return fail(c, 400);
     if (c->req->target.len > c->srv->cfg.max_uri_size)
         return fail(c, 414);
     return 0;
@@ -153,7 +159,7 @@ static int on_header_field(llhttp_t *p, const char *at, size_t len)
                 return fail(c, 431);
             petrel_header_t *nh = petrel_arena_alloc(&c->arena, ncap * sizeof(*nh), 0);
             if (nh == NULL)
-                return fail(c, 431);
+                return fail(c, 503);
             memcpy(nh, r->headers, r->nheaders * sizeof(*nh));
             r->headers = nh;
             c->hdr_cap = (uint16_t)ncap;
@@ -162,8 +168,7 @@ static int on_header_field(llhttp_t *p, const char *at, size_t len)
         h->name.ptr = h->value.ptr = NULL;
         h->name.len = h->value.len = 0;
     }
-    span_add(&r->headers[r->nheaders - 1].name, at, len);
-    return 0;
+    return span_add(&r->headers[r->nheaders - 1].name, at, len) ? 0 : fail(c, 400);
 }
 
 static int on_header_value(llhttp_t *p, const char *at, size_t len)
@@ -174,8 +179,7 @@ static int on_header_value(llhttp_t *p, const char *at, size_t len)
     c->hdr_bytes += (uint32_t)len;
     if (c->hdr_bytes > c->srv->cfg.max_header_size)
         return fail(c, 431);
-    span_add(&c->req->headers[c->req->nheaders - 1].value, at, len);
-    return 0;
+    return span_add(&c->req->headers[c->req->nheaders - 1].value, at, len) ? 0 : fail(c, 400);
 }
 
 static inline bool is_ows(char ch) { return ch == ' ' || ch == '\t'; }
@@ -208,6 +212,13 @@ static const uint8_t host_char[256] = {
     ['a' ... 'z'] = 1, ['A' ... 'Z'] = 1, ['0' ... '9'] = 1, ['-'] = 1, ['.'] = 1, ['_'] = 1,
     ['~'] = 1, ['!'] = 1, ['$'] = 1, ['&'] = 1, ['\''] = 1, ['('] = 1, [')'] = 1, ['*'] = 1,
     ['+'] = 1, [','] = 1, [';'] = 1, ['='] = 1, ['%'] = 1,
+};
+
+/* RFC 9110 §5.6.2 tchar */
+static const uint8_t tchar[256] = {
+    ['a' ... 'z'] = 1, ['A' ... 'Z'] = 1, ['0' ... '9'] = 1, ['!'] = 1, ['#'] = 1, ['$'] = 1,
+    ['%'] = 1, ['&'] = 1, ['\''] = 1, ['*'] = 1, ['+'] = 1, ['-'] = 1, ['.'] = 1, ['^'] = 1,
+    ['_'] = 1, ['`'] = 1, ['|'] = 1, ['~'] = 1,
 };
 
 /* RFC 9110 §7.2: Host = uri-host [ ":" port ]; reg-name, IPv4 or IP-literal. */
@@ -258,6 +269,11 @@ static int on_header_value_complete(llhttp_t *p)
         }
     }
     c->hdr_bytes += 4; /* ": " and CRLF */
+    /* RFC 9110 §5.1, RFC 9112 §5.1: a field name is a token, with no
+     * whitespace before the colon (llhttp 8.1 lets some through) */
+    for (size_t i = 0; i < h->name.len; i++)
+        if (!tchar[(unsigned char)h->name.ptr[i]])
+            return fail(c, 400);
     switch (h->name.len) {
     case 4:
         if (NAME_IS(h, "host")) {
@@ -454,7 +470,7 @@ static int on_body(llhttp_t *p, const char *at, size_t len)
             ncap = c->srv->cfg.max_body_size;
         char *nb = petrel_arena_alloc(&c->arena, ncap + 1, 1);
         if (nb == NULL)
-            return fail(c, 413);
+            return fail(c, 503);
         if (r->body.len)
             memcpy(nb, r->body.ptr, r->body.len);
         r->body.ptr = nb;
@@ -462,6 +478,20 @@ static int on_body(llhttp_t *p, const char *at, size_t len)
     }
     memcpy((char *)r->body.ptr + r->body.len, at, len);
     r->body.len += len;
+    c->body_end = (uint32_t)(at + len - c->rbuf);
+    return 0;
+}
+
+/* RFC 9112 §7.1: chunk data is followed by CRLF.  llhttp 8.1 does not insist,
+ * so a smuggled "5\r\nhelloXX" would pass: check it where the bytes are. */
+static int on_chunk_complete(llhttp_t *p)
+{
+    petrel__conn_t *c = CONN(p);
+    uint32_t e = c->body_end;
+    if (p->content_length == 0 && e != UINT32_MAX && e + 2 <= c->rlen &&
+        (c->rbuf[e] != '\r' || c->rbuf[e + 1] != '\n'))
+        return fail(c, 400);
+    c->body_end = UINT32_MAX;
     return 0;
 }
 
@@ -487,6 +517,7 @@ static const llhttp_settings_t settings = {
     .on_headers_complete = on_headers_complete,
     .on_body = on_body,
     .on_message_complete = on_message_complete,
+    .on_chunk_complete = on_chunk_complete,
 };
 
 /* ------------------------------------------------------------------------ */
@@ -525,6 +556,7 @@ static petrel_req_t *req_begin(petrel__conn_t *c)
     c->req = r;
     c->hdr_cap = 16;
     c->body_cap = 0;
+    c->body_end = UINT32_MAX;
     c->hdr_bytes = 0;
     c->host_count = 0;
     c->te_chunked = 0;
@@ -575,8 +607,29 @@ static void send_error(petrel__conn_t *c, int status)
     }
     if (r->version == 0)
         r->version = 11;
-    if (!(c->flags & CONN_HEAD_DONE))
+    if (!(c->flags & CONN_HEAD_DONE)) {
+        /* The head is incomplete: its spans are not NUL-terminated.  Take
+         * method and target from the raw request line (for the log), and
+         * forget the headers. */
+        const char *s = c->rbuf + c->head_start, *end = c->rbuf + c->rlen;
+        const char *sp1 = memchr(s, ' ', (size_t)(end - s));
+        const char *eol = memchr(s, '\n', (size_t)(end - s));
+        if (eol == NULL)
+            eol = end;
+        if (sp1 == NULL || sp1 > eol)
+            sp1 = eol;
+        const char *t = sp1 < eol ? sp1 + 1 : eol;
+        const char *sp2 = memchr(t, ' ', (size_t)(eol - t));
+        const char *te = sp2 ? sp2 : (eol > t && eol[-1] == '\r' ? eol - 1 : eol);
+        size_t ml = (size_t)(sp1 - s) > 32 ? 32 : (size_t)(sp1 - s);
+        size_t tl = (size_t)(te - t) > 1024 ? 1024 : (size_t)(te - t);
+        r->method_name.ptr = petrel_arena_strndup(&c->arena, s, ml);
+        r->method_name.len = r->method_name.ptr ? ml : 0;
+        r->target.ptr = petrel_arena_strndup(&c->arena, t, tl);
+        r->target.len = r->target.ptr ? tl : 0;
+        r->nheaders = 0;
         r->method = 0; /* a HEAD that failed mid-head still gets a body */
+    }
     if (petrel_send_status(r, status) < 0)
         c->flags |= CONN_CLOSING;
     request_done(c);
@@ -599,10 +652,21 @@ static int status_for_error(petrel__conn_t *c, llhttp_errno_t e)
                 return 400;
         return 501;
     }
-    case HPE_INVALID_VERSION:
-        return 505;
+    case HPE_INVALID_VERSION: {
+        /* 505 only for a well-formed "HTTP/d.d" of another major version
+         * (RFC 9110 §15.6.6); anything else is a malformed line: 400 */
+        const char *s = c->rbuf + c->head_start, *end = c->rbuf + c->rlen;
+        const char *eol = memchr(s, '\n', (size_t)(end - s));
+        if (eol == NULL)
+            return 400;
+        const char *v = eol - (eol > s && eol[-1] == '\r' ? 1 : 0) - 8;
+        if (v > s && v[-1] == ' ' && memcmp(v, "HTTP/", 5) == 0 && v[5] >= '0' &&
+            v[5] <= '9' && v[5] != '1' && v[6] == '.' && v[7] >= '0' && v[7] <= '9')
+            return 505;
+        return 400;
+    }
     case HPE_INVALID_TRANSFER_ENCODING:
-        return 501;
+        return 400; /* "chunked" not last or repeated: RFC 9112 §6.3 */
     default:
         return 400;
     }
@@ -859,6 +923,17 @@ static bool status_has_body(int status)
     return !(status < 200 || status == 204 || status == 304);
 }
 
+/* A response that could not be queued whole leaves the byte stream in an
+ * unknown state: never reuse the connection after it. */
+static int broken(petrel__conn_t *c, int rc)
+{
+    if (rc < 0) {
+        c->flags &= ~CONN_KEEPALIVE;
+        c->flags |= CONN_CLOSING | CONN_ERROR;
+    }
+    return rc;
+}
+
 static int h1_send(petrel_req_t *req, petrel_resp_t *r)
 {
     petrel__conn_t *c = req->_conn;
@@ -880,7 +955,7 @@ static int h1_send(petrel_req_t *req, petrel_resp_t *r)
     if (buf == NULL) {
         buf = heap = petrel_arena_alloc(&c->arena, need, 1);
         if (buf == NULL)
-            return PETREL_ENOMEM;
+            return broken(c, PETREL_ENOMEM);
     }
     char *p = buf;
     p += petrel__status_line(r->status, p, 64);
@@ -913,7 +988,7 @@ static int h1_send(petrel_req_t *req, petrel_resp_t *r)
     p = PUT_LIT(p, "\r\n");
     if (heap) {
         if (petrel__out_copy(c, heap, (size_t)(p - heap)) < 0)
-            return PETREL_ENOMEM;
+            return broken(c, PETREL_ENOMEM);
     } else {
         petrel__out_commit(c, (size_t)(p - buf));
     }
@@ -931,7 +1006,7 @@ static int h1_send(petrel_req_t *req, petrel_resp_t *r)
             c->flags |= CONN_OUT_REFS;
         }
         if (rc < 0)
-            return rc;
+            return broken(c, rc);
         c->bytes_out = r->len;
     }
     return 0;
@@ -948,9 +1023,9 @@ static int h1_stream_write(petrel_req_t *req, const void *data, size_t len)
         int n = snprintf(hdr, sizeof(hdr), "%zx\r\n", len);
         if ((rc = petrel__out_copy(c, hdr, (size_t)n)) < 0 ||
             (rc = petrel__out_copy(c, data, len)) < 0 || (rc = petrel__out_copy(c, "\r\n", 2)) < 0)
-            return rc;
+            return broken(c, rc);
     } else if ((rc = petrel__out_copy(c, data, len)) < 0) {
-        return rc;
+        return broken(c, rc);
     }
     c->bytes_out += len;
     if (!(c->flags & CONN_IN_PROCESS) && !(req->_flags & REQ_IN_HANDLER))
@@ -979,12 +1054,14 @@ static int h1_stream_end(petrel_req_t *req, petrel_resp_t *r)
         if (rc == 0)
             rc = petrel__out_copy(c, "\r\n", 2);
     }
+    if (rc < 0)
+        broken(c, rc);
     if (req->_flags & REQ_IN_HANDLER)
         return rc; /* request_ready() finishes it */
     request_done(c);
     if (!(c->flags & CONN_IN_PROCESS))
         after_output(c);
-    return rc;
+    return broken(c, rc);
 }
 
 static const char *h1_peer(petrel_req_t *req)

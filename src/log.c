@@ -48,6 +48,14 @@ void petrel_log(int level, const char *fmt, ...)
 static int alog_fd = -1;
 static char alog_buf[ALOG_SIZE];
 static size_t alog_len;
+static bool alog_timer_armed;
+
+static void alog_timer(void *data)
+{
+    (void)data;
+    alog_timer_armed = false;
+    petrel__access_log_flush();
+}
 
 int petrel__access_log_open(const char *path)
 {
@@ -123,6 +131,10 @@ void petrel__access_log(petrel_req_t *req, int status, uint64_t bytes)
     line[n++] = '\n';
     if (alog_len + n > ALOG_SIZE)
         petrel__access_log_flush();
+    if (alog_len == 0 && !alog_timer_armed) {
+        /* written within a second even if the server goes quiet */
+        alog_timer_armed = petrel_timer_start(1000, alog_timer, NULL) != NULL;
+    }
     memcpy(alog_buf + alog_len, line, n);
     alog_len += n;
 }

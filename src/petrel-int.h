@@ -361,6 +361,7 @@ struct petrel__conn {
     petrel_req_t *req;
     petrel_arena_mark_t req_mark;
     uint32_t hdr_bytes;        /* header section bytes so far */
+    uint32_t body_end;         /* rbuf offset after the last body bytes, or UINT32_MAX */
     uint16_t err_status;       /* status for an HPE_USER error */
     uint16_t hdr_cap;          /* capacity of req->headers */
     uint8_t host_count;

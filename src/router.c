@@ -93,6 +93,12 @@ int petrel__router_add(petrel__router_t *r, int methods, const char *pattern,
         return PETREL_EINVAL;
     node_t *n = &r->root;
     const char *p = pattern + 1;
+    int nparams = 0;
+    for (const char *x = pattern; *x; x++)
+        if ((*x == ':' || *x == '*') && x[-1] == '/')
+            nparams++;
+    if (nparams > MAX_PARAMS)
+        return PETREL_EINVAL; /* could never match */
     if (*p == '\0')
         goto leaf; /* "/" */
     for (;;) {

@@ -64,16 +64,33 @@ static void on_drain_timeout(petrel__timer_t *t)
  * next response with Connection: close (srv->draining), or closes at its
  * keep-alive or the drain timeout.  HTTP/2 connections get GOAWAY either way.
  */
+static petrel__pending_t drain_pending;
+
+/* The end of the loop turn in which the drain began: the listeners left
+ * epoll then, but an accept event of the same turn may still have followed
+ * (and been served).  Close them now, not before: an accept on a closed
+ * descriptor would fail with EBADF. */
+static void on_drain_pending(petrel__pending_t *p)
+{
+    (void)p;
+    petrel_server_t *srv = the_srv;
+    for (int i = 0; i < srv->nlistens; i++)
+        if (srv->listens[i].fd >= 0) {
+            close(srv->listens[i].fd);
+            srv->listens[i].fd = -1;
+        }
+    /* a connection closed this turn may have set stop, one accepted later in
+     * the turn must still be served */
+    srv->loop.stop = srv->nconns == 0;
+}
+
 static void start_drain(petrel_server_t *srv, bool close_idle)
 {
     if (!srv->draining) {
         srv->draining = true;
         petrel__listen_stop(srv);
-        for (int i = 0; i < srv->nlistens; i++)
-            if (srv->listens[i].fd >= 0) {
-                close(srv->listens[i].fd);
-                srv->listens[i].fd = -1;
-            }
+        drain_pending.cb = on_drain_pending;
+        list_append(&srv->loop.pending, &drain_pending.node);
         drain_timer.cb = on_drain_timeout;
         petrel__timer_arm(&srv->loop, &drain_timer, &srv->tq_drain);
     }
@@ -88,8 +105,8 @@ static void start_drain(petrel_server_t *srv, bool close_idle)
                 c->flags &= ~CONN_KEEPALIVE;
         }
     }
-    if (srv->nconns == 0)
-        srv->loop.stop = true;
+    /* the loop stops at the end of this turn if no connection is left
+     * (on_drain_pending) */
 }
 
 static void on_signal(petrel__io_t *io, uint32_t events)
@@ -132,6 +149,7 @@ int petrel__worker_init(petrel_server_t *srv)
     petrel__tq_init(&srv->loop, &srv->tq_drain, srv->cfg.drain_timeout_ms);
     petrel__tq_init(&srv->loop, &srv->tq_linger, 2000);
     list_init(&drain_timer.node);
+    list_init(&drain_pending.node);
     srv->loop.on_tick = on_tick;
     sigset_t set;
     sigemptyset(&set);
@@ -280,6 +298,33 @@ static void gen_free(gen_t *g)
     free(g->handles);
     free(g->modules);
     memset(g, 0, sizeof(*g));
+}
+
+/* SO_REUSEPORT would let us share a port with another running server (or
+ * another petrel): bind once without it first, so that a port in use is an
+ * error, as users expect. */
+static int probe_port(petrel__listen_t *l, char *err, size_t errlen)
+{
+    struct sockaddr_in *in = (struct sockaddr_in *)&l->addr;
+    struct sockaddr_in6 *in6 = (struct sockaddr_in6 *)&l->addr;
+    if ((l->addr.ss_family == AF_INET && in->sin_port == 0) ||
+        (l->addr.ss_family == AF_INET6 && in6->sin6_port == 0))
+        return 0;
+    int fd = socket(l->addr.ss_family, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    if (fd < 0)
+        return 0;
+    int one = 1;
+    setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
+    if (l->addr.ss_family == AF_INET6)
+        setsockopt(fd, IPPROTO_IPV6, IPV6_V6ONLY, &one, sizeof(one));
+    int rc = bind(fd, (struct sockaddr *)&l->addr, l->addrlen);
+    int e = errno;
+    close(fd);
+    if (rc < 0) {
+        snprintf(err, errlen, "cannot listen on %s: %s", l->text, strerror(e));
+        return -1;
+    }
+    return 0;
 }
 
 static int open_listener(petrel__listen_t *l, char *err, size_t errlen)
@@ -607,6 +652,11 @@ int petrel__master_run(petrel_server_t *srv)
         for (int i = 0; i < srv->nlistens; i++)
             m->slots[s].fds[i] = -1;
     }
+    for (int i = 0; i < srv->nlistens; i++)
+        if (probe_port(&srv->listens[i], err, sizeof(err)) < 0) {
+            fprintf(stderr, "petrel: %s\n", err);
+            goto out;
+        }
     for (int s = 0; s < m->n; s++)
         for (int i = 0; i < srv->nlistens; i++) {
             int fd = open_listener(&srv->listens[i], err, sizeof(err));

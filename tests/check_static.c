@@ -817,8 +817,13 @@ START_TEST(mount_errors)
     ck_assert_int_eq(petrel_static_mount(s, "/x/", p, NULL), PETREL_ENOTFOUND);
     ck_assert_int_eq(petrel_static_mount(s, "/x/", root, NULL), 0);
     ck_assert_int_eq(petrel_static_mount(s, "/x", root, NULL), PETREL_ESTATE);
+    /* a reload sets a fresh server up again: the same mount is used again */
+    petrel_server_t *s2 = petrel__server_new();
+    ck_assert_int_eq(petrel_static_mount(s2, "/x", root, NULL), 0);
+    ck_assert_int_eq(petrel_static_mount(s2, "/x/", root, NULL), PETREL_ESTATE);
     petrel__static_reset();
     petrel__server_free(s);
+    petrel__server_free(s2);
 }
 END_TEST
 

@@ -184,7 +184,10 @@ start_srv close
 bench -c 3 -n 60 --json --fail-on-error "$URL/" >"$TMP/r3" || fail "close: exit $?"
 stop_srv
 expect "$(jget "$TMP/r3" requests)" 60 "close: requests"
-expect "$(jget "$TMP/r3" connects)" 60 "close: connections"
+# one connection per response; a connection may reconnect once more before it
+# learns that all 60 are done (at most one extra per connection)
+n3=$(jget "$TMP/r3" connects)
+((n3 >= 60 && n3 <= 63)) || fail "close: connections: got '$n3', want 60 to 63"
 expect "$(wc -l <"$TMP/count")" 60 "close: server count"
 #    ... but with a pipeline, the requests behind it are lost
 start_srv close

@@ -241,3 +241,9 @@ fi
 
 petrel_stop "$master"
 ok "SIGTERM: exit status 0, no worker left"
+
+# no error logged but the three reloads that were meant to fail
+unexpected=$(grep -E '\[(error|warn)\]' "$PETREL_ERR" |
+    grep -vE "reload failed: |module 'ver': worker init failed" || true)
+[[ -z $unexpected ]] || fail "unexpected errors in the log: $unexpected"
+ok "no other error or warning logged through the reloads"
