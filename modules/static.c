@@ -52,14 +52,17 @@
 #define unlikely(x) __builtin_expect(!!(x), 0)
 #define container_of(p, type, member) ((type *)((char *)(p)-offsetof(type, member)))
 
-#define REL_MAX 4000     /* longest path below a mount; longer ones get 414 */
-#define WALK_DEPTH 256   /* directories deep, for the component walk */
-#define WALK_LINKS 40    /* symlinks followed in one resolution (as the kernel) */
+#define REL_MAX 4000   /* longest path below a mount; longer ones get 414 */
+#define WALK_DEPTH 256 /* directories deep, for the component walk */
+#define WALK_LINKS 40  /* symlinks followed in one resolution (as the kernel) */
 
 /* ------------------------------------------------------------------------ */
 /* Small string helpers                                                     */
 
-static inline char lower(char c) { return (c >= 'A' && c <= 'Z') ? (char)(c | 0x20) : c; }
+static inline char lower(char c)
+{
+    return (c >= 'A' && c <= 'Z') ? (char)(c | 0x20) : c;
+}
 
 /* a[0, n) equals the lower-case literal b, ignoring case */
 static bool ieq(const char *a, const char *b, size_t n)
@@ -456,11 +459,13 @@ int petrel__static_pick_encoding(const char *ae, unsigned available)
 /* ------------------------------------------------------------------------ */
 /* Escaping                                                                  */
 
+/* clang-format off */
 static const uint8_t uri_plain[256] = {
     ['a' ... 'z'] = 1, ['A' ... 'Z'] = 1, ['0' ... '9'] = 1, ['-'] = 1, ['.'] = 1, ['_'] = 1,
     ['~'] = 1, ['!'] = 1, ['$'] = 1, ['&'] = 1, ['\''] = 1, ['('] = 1, [')'] = 1, ['*'] = 1,
     ['+'] = 1, [','] = 1, [';'] = 1, ['='] = 1, [':'] = 1, ['@'] = 1, ['/'] = 1,
 };
+/* clang-format on */
 
 size_t petrel__static_uri_encode(const char *in, size_t len, char *out)
 {
@@ -508,18 +513,32 @@ static void buf_add(buf_t *b, const char *s, size_t n)
     b->p[b->len] = '\0';
 }
 
-static void buf_str(buf_t *b, const char *s) { buf_add(b, s, strlen(s)); }
+static void buf_str(buf_t *b, const char *s)
+{
+    buf_add(b, s, strlen(s));
+}
 
 static void buf_html(buf_t *b, const char *s, size_t n)
 {
     for (size_t i = 0; i < n; i++) {
         switch (s[i]) {
-        case '&': buf_str(b, "&amp;"); break;
-        case '<': buf_str(b, "&lt;"); break;
-        case '>': buf_str(b, "&gt;"); break;
-        case '"': buf_str(b, "&quot;"); break;
-        case '\'': buf_str(b, "&#39;"); break;
-        default: buf_add(b, s + i, 1);
+        case '&':
+            buf_str(b, "&amp;");
+            break;
+        case '<':
+            buf_str(b, "&lt;");
+            break;
+        case '>':
+            buf_str(b, "&gt;");
+            break;
+        case '"':
+            buf_str(b, "&quot;");
+            break;
+        case '\'':
+            buf_str(b, "&#39;");
+            break;
+        default:
+            buf_add(b, s + i, 1);
         }
     }
 }
@@ -807,24 +826,24 @@ typedef struct entry {
     struct entry *hnext; /* hash chain */
     lnode_t lru;
     uint64_t hash;
-    uint64_t checked;   /* ms (monotonic) of the last look at the disk */
-    uint32_t refs;      /* the cache's own, plus one per response in flight */
+    uint64_t checked; /* ms (monotonic) of the last look at the disk */
+    uint32_t refs;    /* the cache's own, plus one per response in flight */
     uint8_t kind;
-    uint8_t variants;   /* PETREL__ENC_* bits: FILE.br / FILE.gz exist */
-    bool cached;        /* in the hash table (and counted in mem, fds) */
-    bool dirreq;        /* the key names a directory: "" or ending in '/' */
-    int fd;             /* for files not in memory; -1 otherwise */
-    size_t mem;         /* bytes counted against cache_size */
-    const char *type;   /* Content-Type, static storage */
-    char *data;         /* the bytes of a file kept in memory, or NULL */
-    uint64_t size;      /* body bytes */
+    uint8_t variants; /* PETREL__ENC_* bits: FILE.br / FILE.gz exist */
+    bool cached;      /* in the hash table (and counted in mem, fds) */
+    bool dirreq;      /* the key names a directory: "" or ending in '/' */
+    int fd;           /* for files not in memory; -1 otherwise */
+    size_t mem;       /* bytes counted against cache_size */
+    const char *type; /* Content-Type, static storage */
+    char *data;       /* the bytes of a file kept in memory, or NULL */
+    uint64_t size;    /* body bytes */
     time_t mtime;
-    fsig_t sig;         /* of fspath */
-    fsig_t dsig;        /* of the directory, for directory requests */
+    fsig_t sig;  /* of fspath */
+    fsig_t dsig; /* of the directory, for directory requests */
     char etag[48];
     char last_modified[32];
     uint32_t keylen, fslen;
-    char *fspath;       /* the file the key maps to: key, or key + index */
+    char *fspath; /* the file the key maps to: key, or key + index */
     char key[];
 } entry_t;
 
@@ -912,7 +931,10 @@ static inline void entry_release(entry_t *e)
         entry_free(e);
 }
 
-static void release_cb(void *p) { entry_release(p); }
+static void release_cb(void *p)
+{
+    entry_release(p);
+}
 
 static inline void lru_unlink(lnode_t *n)
 {
@@ -1189,7 +1211,7 @@ static entry_t *entry_load(cache_t *c, const char *key, size_t klen, uint64_t h,
     }
     close(fd);
     if (dirreq)
-        return e; /* the index is not a file: K_NOINDEX */
+        return e;                                       /* the index is not a file: K_NOINDEX */
     e->kind = S_ISDIR(st.st_mode) ? K_DIR : K_NOTFOUND; /* no devices, FIFOs, sockets */
     return e;
 }
@@ -1653,8 +1675,8 @@ int petrel_static_mount(petrel_server_t *srv, const char *prefix, const char *di
     if (opts->index && (strchr(opts->index, '/') || strcmp(opts->index, ".") == 0 ||
                         strcmp(opts->index, "..") == 0))
         return PETREL_EINVAL;
-    if (opts->cache_control && (strchr(opts->cache_control, '\r') ||
-                                strchr(opts->cache_control, '\n')))
+    if (opts->cache_control &&
+        (strchr(opts->cache_control, '\r') || strchr(opts->cache_control, '\n')))
         return PETREL_EINVAL;
     mount_t *same = mount_find(prefix, dir, opts);
     if (same)

@@ -214,13 +214,6 @@ static const uint8_t host_char[256] = {
     ['+'] = 1, [','] = 1, [';'] = 1, ['='] = 1, ['%'] = 1,
 };
 
-/* RFC 9110 §5.6.2 tchar */
-static const uint8_t tchar[256] = {
-    ['a' ... 'z'] = 1, ['A' ... 'Z'] = 1, ['0' ... '9'] = 1, ['!'] = 1, ['#'] = 1, ['$'] = 1,
-    ['%'] = 1, ['&'] = 1, ['\''] = 1, ['*'] = 1, ['+'] = 1, ['-'] = 1, ['.'] = 1, ['^'] = 1,
-    ['_'] = 1, ['`'] = 1, ['|'] = 1, ['~'] = 1,
-};
-
 /* RFC 9110 §7.2: Host = uri-host [ ":" port ]; reg-name, IPv4 or IP-literal. */
 static bool host_valid(const char *s, size_t n)
 {
@@ -272,7 +265,7 @@ static int on_header_value_complete(llhttp_t *p)
     /* RFC 9110 §5.1, RFC 9112 §5.1: a field name is a token, with no
      * whitespace before the colon (llhttp 8.1 lets some through) */
     for (size_t i = 0; i < h->name.len; i++)
-        if (!tchar[(unsigned char)h->name.ptr[i]])
+        if (!petrel__tchar[(unsigned char)h->name.ptr[i]])
             return fail(c, 400);
     switch (h->name.len) {
     case 4:

@@ -275,6 +275,8 @@ ssize_t petrel__path_normalize(const char *in, size_t len, char *out);
 /* Percent-decode (with '+' as space when `plus`); returns the length or -1. */
 ssize_t petrel__pct_decode(const char *in, size_t len, char *out, bool plus);
 bool petrel__str_ieq(const char *a, size_t alen, const char *b, size_t blen);
+/* 1 for the bytes of a token (RFC 9110 §5.6.2 tchar) */
+extern const uint8_t petrel__tchar[256];
 /* Route and run the handler for a request whose head and body are complete. */
 void petrel__req_dispatch(petrel_req_t *req);
 

@@ -85,44 +85,53 @@ size_t petrel__status_body(int status, char *buf, size_t len)
 }
 
 /* Field names are tokens; values have no CR, LF or NUL (RFC 9110 §5.5). */
-static bool field_ok(const char *name, const char *value)
+static bool field_ok(const char *name, size_t nl, const char *value, size_t vl)
 {
-    if (*name == '\0')
+    if (nl == 0)
         return false;
-    for (const char *p = name; *p; p++)
-        if (!((*p >= 'a' && *p <= 'z') || (*p >= 'A' && *p <= 'Z') || (*p >= '0' && *p <= '9') ||
-              strchr("!#$%&'*+-.^_`|~", *p)))
+    for (size_t i = 0; i < nl; i++)
+        if (!petrel__tchar[(unsigned char)name[i]])
             return false;
-    for (const char *p = value; *p; p++)
-        if (*p == '\r' || *p == '\n')
+    for (size_t i = 0; i < vl; i++)
+        if (value[i] == '\r' || value[i] == '\n')
             return false;
     return true;
 }
 
-static bool reserved(const char *name)
+/* Fields petrel writes itself, by length first: most names are not. */
+static bool reserved(const char *name, size_t n)
 {
-    static const char *const own[] = {"date", "server", "content-length", "transfer-encoding",
-                                      "connection", "keep-alive", "upgrade"};
-    for (size_t i = 0; i < sizeof(own) / sizeof(own[0]); i++)
-        if (petrel__str_ieq(name, strlen(name), own[i], strlen(own[i])))
-            return true;
-    return false;
+#define IS(lit) petrel__str_ieq(name, n, lit, sizeof(lit) - 1)
+    switch (n) {
+    case 4: return IS("date");
+    case 6: return IS("server");
+    case 7: return IS("upgrade");
+    case 10: return IS("connection") || IS("keep-alive");
+    case 14: return IS("content-length");
+    case 17: return IS("transfer-encoding");
+    default: return false;
+    }
+#undef IS
 }
 
 static int add_field(petrel_req_t *req, petrel__rheader_t ***tail, const char *name,
                      const char *value)
 {
-    if (name == NULL || value == NULL || !field_ok(name, value) || reserved(name))
+    if (name == NULL || value == NULL)
         return PETREL_EINVAL;
-    petrel__rheader_t *h = petrel_arena_alloc(req->arena, sizeof(*h), 0);
+    size_t nl = strlen(name), vl = strlen(value);
+    if (!field_ok(name, nl, value, vl) || reserved(name, nl))
+        return PETREL_EINVAL;
+    /* one block: the list node, then name and value, NUL-terminated */
+    petrel__rheader_t *h = petrel_arena_alloc(req->arena, sizeof(*h) + nl + vl + 2, 0);
     if (h == NULL)
         return PETREL_ENOMEM;
-    size_t nl = strlen(name), vl = strlen(value);
-    h->name.ptr = petrel_arena_strndup(req->arena, name, nl);
-    h->value.ptr = petrel_arena_strndup(req->arena, value, vl);
-    if (h->name.ptr == NULL || h->value.ptr == NULL)
-        return PETREL_ENOMEM;
+    char *p = (char *)(h + 1);
+    memcpy(p, name, nl + 1);
+    memcpy(p + nl + 1, value, vl + 1);
+    h->name.ptr = p;
     h->name.len = nl;
+    h->value.ptr = p + nl + 1;
     h->value.len = vl;
     h->next = NULL;
     **tail = h;

@@ -59,10 +59,9 @@ START_TEST(mime_table)
         {"", "application/octet-stream"},
     };
     for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++)
-        ck_assert_msg(strcmp(petrel__static_mime(cases[i].name, strlen(cases[i].name)),
-                             cases[i].type) == 0,
-                      "%s -> %s", cases[i].name,
-                      petrel__static_mime(cases[i].name, strlen(cases[i].name)));
+        ck_assert_msg(
+            strcmp(petrel__static_mime(cases[i].name, strlen(cases[i].name)), cases[i].type) == 0,
+            "%s -> %s", cases[i].name, petrel__static_mime(cases[i].name, strlen(cases[i].name)));
 }
 END_TEST
 
@@ -117,9 +116,9 @@ START_TEST(preconditions)
     const char *tag = "\"5f-100\"", *lm = "Sun, 06 Nov 1994 08:49:37 GMT";
     time_t mt = 784111777;
     petrel__static_cond_t c;
-#define COND(im, inm, ims, ius)                                                                 \
-    (memset(&c, 0, sizeof(c)), c.if_match = (im), c.if_none_match = (inm),                       \
-     c.if_modified_since = (ims), c.if_unmodified_since = (ius),                                 \
+#define COND(im, inm, ims, ius)                                                                    \
+    (memset(&c, 0, sizeof(c)), c.if_match = (im), c.if_none_match = (inm),                         \
+     c.if_modified_since = (ims), c.if_unmodified_since = (ius),                                   \
      petrel__static_precondition(&c, tag, mt, lm))
     ck_assert_int_eq(COND(NULL, NULL, NULL, NULL), 0);
     ck_assert_int_eq(COND(NULL, tag, NULL, NULL), 304);
@@ -128,7 +127,7 @@ START_TEST(preconditions)
     ck_assert_int_eq(COND(NULL, "*", NULL, NULL), 304);
     ck_assert_int_eq(COND(NULL, NULL, lm, NULL), 304);
     ck_assert_int_eq(COND(NULL, NULL, "Sun, 06 Nov 1994 08:49:38 GMT", NULL), 304); /* later */
-    ck_assert_int_eq(COND(NULL, NULL, "Sun, 06 Nov 1994 08:49:36 GMT", NULL), 0);  /* earlier */
+    ck_assert_int_eq(COND(NULL, NULL, "Sun, 06 Nov 1994 08:49:36 GMT", NULL), 0);   /* earlier */
     ck_assert_int_eq(COND(NULL, NULL, "garbage", NULL), 0);
     /* If-None-Match wins over If-Modified-Since (RFC 9110 §13.1.3) */
     ck_assert_int_eq(COND(NULL, "\"other\"", lm, NULL), 0);
@@ -181,10 +180,10 @@ START_TEST(ranges)
         {"bytes=-5", 0, 416, 0, 0},
         {"Bytes = 5-9", 100, 206, 5, 5},
         {"bytes=5-9 ", 100, 206, 5, 5},
-        {"bytes=9-5", 100, 0, 0, 0},       /* invalid: ignored */
+        {"bytes=9-5", 100, 0, 0, 0}, /* invalid: ignored */
         {"bytes=-", 100, 0, 0, 0},
         {"bytes=a-b", 100, 0, 0, 0},
-        {"bytes=1-2,5-6", 100, 0, 0, 0},   /* several: the whole file */
+        {"bytes=1-2,5-6", 100, 0, 0, 0}, /* several: the whole file */
         {"items=0-5", 100, 0, 0, 0},
         {"bytes 0-5", 100, 0, 0, 0},
         {"bytes=0-5x", 100, 0, 0, 0},
@@ -199,8 +198,8 @@ START_TEST(ranges)
                       cases[i].h ? cases[i].h : "(null)", (unsigned long long)cases[i].size, rc,
                       cases[i].rc);
         if (rc == 206)
-            ck_assert_msg(off == cases[i].off && len == cases[i].len, "'%s': %llu+%llu",
-                          cases[i].h, (unsigned long long)off, (unsigned long long)len);
+            ck_assert_msg(off == cases[i].off && len == cases[i].len, "'%s': %llu+%llu", cases[i].h,
+                          (unsigned long long)off, (unsigned long long)len);
     }
 }
 END_TEST
@@ -219,8 +218,7 @@ START_TEST(encodings)
     ck_assert_int_eq(petrel__static_pick_encoding("identity", both), 0);
     ck_assert_int_eq(petrel__static_pick_encoding("br;q=0, gzip", both), PETREL__ENC_GZIP);
     ck_assert_int_eq(petrel__static_pick_encoding("br;q=0.0, gzip;q=0.000", both), 0);
-    ck_assert_int_eq(petrel__static_pick_encoding("br;q=0.5, gzip;q=0.8", both),
-                     PETREL__ENC_GZIP);
+    ck_assert_int_eq(petrel__static_pick_encoding("br;q=0.5, gzip;q=0.8", both), PETREL__ENC_GZIP);
     ck_assert_int_eq(petrel__static_pick_encoding("br ; q=1 , gzip;q=1", both), PETREL__ENC_BR);
     ck_assert_int_eq(petrel__static_pick_encoding("*", both), PETREL__ENC_BR);
     ck_assert_int_eq(petrel__static_pick_encoding("*;q=0, gzip", both), PETREL__ENC_GZIP);
@@ -353,7 +351,10 @@ static void expect_err(int flags, const char *rel, int err)
                   fd >= 0 ? "a descriptor" : strerror(-fd), strerror(err));
 }
 
-static int mode_flags(int i) { return i == 0 ? 0 : PETREL__STATIC_WALK; }
+static int mode_flags(int i)
+{
+    return i == 0 ? 0 : PETREL__STATIC_WALK;
+}
 
 START_TEST(resolve_files)
 {
@@ -594,13 +595,15 @@ START_TEST(serve_conditional_range)
     ck_assert_int_eq(sscanf(strstr(r.head, "ETag: ") + 6, "%63[^\r]", etag), 1);
     ck_assert_int_eq(sscanf(strstr(r.head, "Last-Modified: ") + 15, "%63[^\r]", lm), 1);
 
-    snprintf(req, sizeof(req), "GET /sub/deeper/c.txt HTTP/1.1\r\nHost: x\r\nIf-None-Match: %s\r\n\r\n", etag);
+    snprintf(req, sizeof(req),
+             "GET /sub/deeper/c.txt HTTP/1.1\r\nHost: x\r\nIf-None-Match: %s\r\n\r\n", etag);
     exchange(req, false, &r);
     ck_assert_int_eq(r.status, 304);
     ck_assert(!has_header(&r, "Content-Length"));
     ck_assert(has_header(&r, "ETag: "));
     ck_assert(has_header(&r, "Cache-Control: public"));
-    snprintf(req, sizeof(req), "GET /sub/deeper/c.txt HTTP/1.1\r\nHost: x\r\nIf-Modified-Since: %s\r\n\r\n", lm);
+    snprintf(req, sizeof(req),
+             "GET /sub/deeper/c.txt HTTP/1.1\r\nHost: x\r\nIf-Modified-Since: %s\r\n\r\n", lm);
     exchange(req, false, &r);
     ck_assert_int_eq(r.status, 304);
     exchange("GET /sub/deeper/c.txt HTTP/1.1\r\nHost: x\r\nIf-Match: \"nope\"\r\n\r\n", false, &r);
@@ -618,11 +621,14 @@ START_TEST(serve_conditional_range)
     ck_assert_int_eq(r.status, 416);
     ck_assert(has_header(&r, "Content-Range: bytes */8\r\n"));
     exchange("GET /sub/deeper/c.txt HTTP/1.1\r\nHost: x\r\nRange: bytes=0-0\r\n"
-             "If-Range: \"stale\"\r\n\r\n", false, &r);
+             "If-Range: \"stale\"\r\n\r\n",
+             false, &r);
     ck_assert_int_eq(r.status, 200);
     ck_assert_uint_eq(r.len, 8);
-    snprintf(req, sizeof(req), "GET /sub/deeper/c.txt HTTP/1.1\r\nHost: x\r\nRange: bytes=0-0\r\n"
-             "If-Range: %s\r\n\r\n", etag);
+    snprintf(req, sizeof(req),
+             "GET /sub/deeper/c.txt HTTP/1.1\r\nHost: x\r\nRange: bytes=0-0\r\n"
+             "If-Range: %s\r\n\r\n",
+             etag);
     exchange(req, false, &r);
     ck_assert_int_eq(r.status, 206);
     server_teardown();
