@@ -204,11 +204,14 @@ int petrel__conn_flush(petrel__conn_t *c)
         } else {
             struct iovec iov[IOV_BATCH];
             int n = 0;
+            bool more = false;
             want = 0;
             for (petrel__outq_t *p = q; p && n < IOV_BATCH; p = p->next) {
                 for (uint32_t i = p->first; i < p->nseg && n < IOV_BATCH; i++) {
-                    if (p->seg[i].kind != BODY_MEM)
+                    if (p->seg[i].kind != BODY_MEM) {
+                        more = true;
                         goto gathered;
+                    }
                     iov[n].iov_base = (void *)p->seg[i].ptr;
                     iov[n].iov_len = p->seg[i].len;
                     want += p->seg[i].len;
@@ -216,8 +219,16 @@ int petrel__conn_flush(petrel__conn_t *c)
                 }
             }
         gathered:
-            w = n == 1 ? write(c->io.fd, iov[0].iov_base, iov[0].iov_len)
-                       : writev(c->io.fd, iov, n);
+            if (more) {
+                /* a file follows: MSG_MORE lets the head share a TCP segment
+                 * with the first file bytes despite TCP_NODELAY (what nginx
+                 * gets from tcp_nopush, without its two setsockopt calls) */
+                struct msghdr mh = {.msg_iov = iov, .msg_iovlen = (size_t)n};
+                w = sendmsg(c->io.fd, &mh, MSG_MORE | MSG_NOSIGNAL);
+            } else {
+                w = n == 1 ? write(c->io.fd, iov[0].iov_base, iov[0].iov_len)
+                           : writev(c->io.fd, iov, n);
+            }
         }
         if (w < 0) {
             if (errno == EAGAIN || errno == EWOULDBLOCK)
