@@ -180,11 +180,7 @@ static void set_events(petrel__conn_t *c)
         petrel__conn_close(c);
 }
 
-void petrel__conn_want_read(petrel__conn_t *c, bool on)
-{
-    (void)on;
-    set_events(c);
-}
+void petrel__conn_update_events(petrel__conn_t *c) { set_events(c); }
 
 int petrel__conn_flush(petrel__conn_t *c)
 {

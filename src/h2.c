@@ -1117,7 +1117,7 @@ static void h2_flush(h2conn_t *h)
     unsigned want = empty ? 0 : CONN_PAUSED;
     if ((c->flags & CONN_PAUSED) != want) {
         c->flags = (c->flags & ~CONN_PAUSED) | want;
-        petrel__conn_want_read(c, true);
+        petrel__conn_update_events(c);
         if (c->flags & CONN_CLOSED)
             return;
     }
@@ -1174,7 +1174,7 @@ static void h2_read(h2conn_t *h)
         /* RFC 9113 has no half-closed connection: write what is queued,
          * then close (streams still at work become orphans). */
         h->flags |= H2_CLOSE;
-        petrel__conn_want_read(c, false);
+        petrel__conn_update_events(c);
     }
 }
 

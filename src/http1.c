@@ -811,9 +811,9 @@ void petrel__http1_on_flushed(petrel__conn_t *c)
         }
         petrel__conn_idle(c);
         petrel__timer_arm(petrel__loop, &c->timer, &c->srv->tq_keepalive);
-        petrel__conn_want_read(c, true);
+        petrel__conn_update_events(c);
     } else if (c->flags & CONN_HEAD_DONE && !(c->flags & CONN_PAUSED)) {
-        petrel__conn_want_read(c, true);
+        petrel__conn_update_events(c);
     }
 }
 
@@ -821,7 +821,7 @@ void petrel__http1_on_read(petrel__conn_t *c)
 {
     if (c->flags & (CONN_PAUSED | CONN_CLOSING)) {
         /* not now: stop polling for input until the output is written */
-        petrel__conn_want_read(c, false);
+        petrel__conn_update_events(c);
         return;
     }
     for (int turn = 0; turn < 4; turn++) {
@@ -856,7 +856,7 @@ void petrel__http1_on_read(petrel__conn_t *c)
                 petrel__conn_close(c);
                 return;
             }
-            petrel__conn_want_read(c, false);
+            petrel__conn_update_events(c);
             return;
         }
         if (c->req && (c->flags & CONN_HEAD_DONE))

@@ -398,7 +398,9 @@ void petrel__conn_idle(petrel__conn_t *c);  /* give back the empty read buffer *
  * reset (RFC 9112 §9.6). */
 void petrel__conn_linger(petrel__conn_t *c);
 void petrel__conn_reap(void);               /* free conns closed this turn */
-void petrel__conn_want_read(petrel__conn_t *c, bool on);
+/* Recompute the epoll events of c from its flags (PAUSED, CLOSING, EOF,
+ * LINGER, WANT_WRITE): set the flags, then call this. */
+void petrel__conn_update_events(petrel__conn_t *c);
 int petrel__conn_read(petrel__conn_t *c); /* >0 bytes, 0 EOF/again, <0 close */
 /* h2.c: a connection whose first bytes are the HTTP/2 preface (RFC 9113
  * §3.4) is handed over, with its read buffer; returns 0, or <0 to close. */

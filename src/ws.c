@@ -1019,7 +1019,7 @@ static void ws_advance(petrel_ws_t *ws)
         /* the socket is full: stop reading until our output is written */
         c->flags |= CONN_PAUSED;
     }
-    petrel__conn_want_read(c, !(c->flags & CONN_PAUSED));
+    petrel__conn_update_events(c);
 }
 
 static void ws_on_io(petrel__io_t *io, uint32_t events)

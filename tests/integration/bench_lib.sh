@@ -1,11 +1,10 @@
 # bench_lib.sh -- shared set-up of the petrel-bench integration tests
-# (sourced, not run): start/stop petrel with an access log, read
+# (sourced, not run; also by the tests that run other servers): start/stop petrel with an access log, read
 # petrel-bench's JSON, bounded waits.
 PY=/usr/bin/python3
 [[ -x $PY ]] || PY=python3
 : "${top_builddir:=$(cd "$(dirname "$0")/../../build" 2>/dev/null && pwd || echo .)}"
 BENCH=$top_builddir/src/bench/petrel-bench
-[[ -n ${PETREL:-} && -x $PETREL ]] || { echo "SKIP: PETREL not set or not executable"; exit 77; }
 [[ -x $BENCH ]] || { echo "FAIL: $BENCH not built"; exit 1; }
 SCALE=1
 [[ ${PETREL_SANITIZERS:-no} == yes ]] && SCALE=3
@@ -33,6 +32,7 @@ wait_port() {
     fail "port $1 never opened"
 }
 start_petrel() {
+    [[ -n ${PETREL:-} && -x $PETREL ]] || { echo "SKIP: PETREL not set or not executable"; exit 77; }
     PORT=$(free_port)
     "$PETREL" --listen "127.0.0.1:$PORT" --module hello --module echo \
         --access-log "$TMP/access.log" "$@" >"$TMP/out" 2>"$TMP/err" &
