@@ -23,13 +23,15 @@
  * the end of the turn (worker.c's on_tick).
  *
  * Memory:
- *   - h2conn_t lives in the connection arena (one pool chunk), with a
- *     cleanup that deletes the session when the connection closes.
+ *   - h2conn_t is malloc'ed when the connection turns to h2 and freed, with
+ *     the session, by the connection's close hook (c->on_close): the
+ *     connection arena stays empty, so an idle h2 connection holds no pool
+ *     chunk.
  *   - nghttp2 allocates through a counting nghttp2_mem: a per-worker
  *     size-class free list in front of malloc (it frees and reallocates
  *     constantly, so never a bump arena).
- *   - Idle: the conn struct, that arena chunk and the nghttp2 session; the
- *     read buffer goes back to the pool after each read.
+ *   - Idle: the conn struct, the h2conn_t and the nghttp2 session; the read
+ *     buffer goes back to the pool after each read.
  *   - A stream is a slot from a per-worker free list (malloc'ed only while
  *     the list is empty): the request, the response, the stream arena and a
  *     1 KiB scratch area for the request head.  The arena takes a pool chunk
@@ -264,7 +266,11 @@ static void *mem_realloc(void *p, size_t size, void *ud)
 
 static nghttp2_mem h2_mem = {NULL, mem_malloc, mem_free, mem_calloc, mem_realloc};
 
-void petrel__h2_stats(petrel__h2_stats_t *st) { *st = stats; }
+void petrel__h2_stats(petrel__h2_stats_t *st)
+{
+    *st = stats;
+    st->conn_bytes = sizeof(h2conn_t);
+}
 
 /* ------------------------------------------------------------------------ */
 /* Stream slots                                                             */
@@ -1221,12 +1227,12 @@ static void h2_on_timer(petrel__timer_t *t)
         petrel__timer_arm(petrel__loop, &c->timer, &c->srv->tq_send);
 }
 
-/* The connection closes (petrel__conn_close clears its arena): streams whose
- * handler still streams become orphans, the others go back, the session
- * goes. */
-static void h2_cleanup(void *p)
+/* The connection closes (c->on_close, from petrel__conn_close): streams
+ * whose handler still streams become orphans, the others go back, the
+ * session and the h2conn_t go. */
+static void h2_cleanup(petrel__conn_t *c)
 {
-    h2conn_t *h = p;
+    h2conn_t *h = c->proto;
     list_unlink(&h->pending.node);
     zombies_release(h);
     while (!list_empty(&h->streams)) {
@@ -1244,7 +1250,8 @@ static void h2_cleanup(void *p)
     }
     nghttp2_session_del(h->ngh);
     stats.sessions--;
-    h->c->proto = NULL;
+    c->proto = NULL;
+    free(h);
 }
 
 bool petrel__h2_drain(petrel__conn_t *c)
@@ -1299,16 +1306,15 @@ static h2conn_t *session_new(petrel__conn_t *c)
     petrel__config_t *cfg = &c->srv->cfg;
     if (setup_once() < 0)
         return NULL;
-    h2conn_t *h = petrel_arena_alloc(&c->arena, sizeof(*h), 0);
+    h2conn_t *h = calloc(1, sizeof(*h));
     if (h == NULL)
         return NULL;
-    memset(h, 0, sizeof(*h));
-    if (nghttp2_session_server_new3(&h->ngh, callbacks, h, options, &h2_mem) != 0)
-        return NULL;
-    if (petrel_arena_defer(&c->arena, h2_cleanup, h) < 0) {
-        nghttp2_session_del(h->ngh);
+    if (nghttp2_session_server_new3(&h->ngh, callbacks, h, options, &h2_mem) != 0) {
+        free(h);
         return NULL;
     }
+    c->proto = h;
+    c->on_close = h2_cleanup;
     stats.sessions++;
     h->c = c;
     h->pending.cb = on_pending;
@@ -1330,12 +1336,11 @@ static h2conn_t *session_new(petrel__conn_t *c)
         {NGHTTP2_SETTINGS_NO_RFC7540_PRIORITIES, 1},
     };
     if (nghttp2_submit_settings(h->ngh, NGHTTP2_FLAG_NONE, iv, sizeof(iv) / sizeof(iv[0])) != 0)
-        return NULL; /* the arena cleanup deletes the session */
+        return NULL; /* the close hook deletes the session */
     /* the connection window follows the stream window */
     if (window > 65535 &&
         nghttp2_session_set_local_window_size(h->ngh, NGHTTP2_FLAG_NONE, 0, (int32_t)window) != 0)
         return NULL;
-    c->proto = h;
     c->io.cb = h2_on_io;
     c->timer.cb = h2_on_timer;
     return h;

@@ -427,6 +427,7 @@ typedef struct petrel__h2_stats {
     uint64_t slot_mallocs; /* stream slots malloc'ed (the free list was empty) */
     size_t sessions;       /* live h2 sessions */
     size_t streams;        /* live stream slots (open, zombie or orphan) */
+    size_t conn_bytes;     /* petrel's h2 state of one connection (malloc'ed) */
 } petrel__h2_stats_t;
 void petrel__h2_stats(petrel__h2_stats_t *st);
 
