@@ -1,0 +1,280 @@
+/*
+ * check_grpc.c -- unit tests of src/grpcwire.c: protobuf varints, the
+ * EchoMessage of petrel.bench.Echo (encoding byte for byte, decoding with
+ * unknown fields of every wire type, malformed input) and the gRPC message
+ * prefix.  The expected bytes come from the protobuf encoding guide
+ * (https://protobuf.dev/programming-guides/encoding/): "150 is 96 01",
+ * "a negative int32 or int64 takes 10 bytes", tags are (field << 3) | type.
+ * The grpcecho module itself is driven by a real gRPC client in
+ * tests/integration/test_grpc_echo.py.
+ */
+#include "grpcwire.h"
+
+#include <check.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define B(...) ((const uint8_t[]){__VA_ARGS__}), sizeof((const uint8_t[]){__VA_ARGS__})
+
+static int decode(petrel__echo_msg_t *m, const uint8_t *buf, size_t len)
+{
+    const char *why = NULL;
+    int rc = petrel__echo_decode(m, buf, len, &why);
+    if (rc < 0)
+        ck_assert_ptr_nonnull(why);
+    return rc;
+}
+
+START_TEST(varint_put)
+{
+    static const struct {
+        uint64_t v;
+        size_t n;
+        uint8_t b[10];
+    } cases[] = {
+        {0, 1, {0x00}},
+        {1, 1, {0x01}},
+        {127, 1, {0x7f}},
+        {128, 2, {0x80, 0x01}},
+        {150, 2, {0x96, 0x01}},
+        {300, 2, {0xac, 0x02}},
+        {UINT32_MAX, 5, {0xff, 0xff, 0xff, 0xff, 0x0f}},
+        {UINT64_MAX, 10, {0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0x01}},
+    };
+    for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+        uint8_t buf[PETREL__PB_VARINT_MAX];
+        size_t n = petrel__pb_varint_put(buf, cases[i].v);
+        ck_assert_uint_eq(n, cases[i].n);
+        ck_assert_uint_eq(petrel__pb_varint_len(cases[i].v), cases[i].n);
+        ck_assert_mem_eq(buf, cases[i].b, n);
+        const uint8_t *p = buf;
+        uint64_t v = 42;
+        ck_assert_int_eq(petrel__pb_varint_get(&p, buf + n, &v), 0);
+        ck_assert_uint_eq(v, cases[i].v);
+        ck_assert_ptr_eq(p, buf + n);
+    }
+}
+END_TEST
+
+START_TEST(varint_bad)
+{
+    /* cut short: the last byte still has its continuation bit */
+    const uint8_t cut[] = {0x96};
+    const uint8_t *p = cut;
+    uint64_t v;
+    ck_assert_int_eq(petrel__pb_varint_get(&p, cut + 1, &v), -1);
+    ck_assert_ptr_eq(p, cut);
+    /* empty */
+    ck_assert_int_eq(petrel__pb_varint_get(&p, cut, &v), -1);
+    /* 11 bytes: longer than any 64-bit varint */
+    const uint8_t longv[] = {0x80, 0x80, 0x80, 0x80, 0x80, 0x80, 0x80, 0x80, 0x80, 0x80, 0x01};
+    p = longv;
+    ck_assert_int_eq(petrel__pb_varint_get(&p, longv + sizeof(longv), &v), -1);
+    /* a redundant (non-minimal) varint is still a varint: 0x80 0x00 is 0 */
+    const uint8_t pad[] = {0x80, 0x00};
+    p = pad;
+    ck_assert_int_eq(petrel__pb_varint_get(&p, pad + 2, &v), 0);
+    ck_assert_uint_eq(v, 0);
+}
+END_TEST
+
+START_TEST(echo_encode_bytes)
+{
+    petrel__echo_msg_t m = {.request_id = 150, .payload = "hi", .payload_len = 2,
+                            .payload_bytes = 2};
+    uint8_t buf[64];
+    size_t n = petrel__echo_encode(buf, &m);
+    ck_assert_uint_eq(n, petrel__echo_size(&m));
+    const uint8_t want[] = {0x08, 0x96, 0x01, 0x12, 0x02, 'h', 'i', 0x18, 0x02};
+    ck_assert_uint_eq(n, sizeof(want));
+    ck_assert_mem_eq(buf, want, n);
+
+    /* proto3: default values are not written at all */
+    petrel__echo_msg_t z = {0};
+    ck_assert_uint_eq(petrel__echo_size(&z), 0);
+    ck_assert_uint_eq(petrel__echo_encode(buf, &z), 0);
+
+    /* negative int64 and int32: ten bytes each, the int32 sign-extended */
+    petrel__echo_msg_t neg = {.request_id = -1, .payload_bytes = -2};
+    n = petrel__echo_encode(buf, &neg);
+    ck_assert_uint_eq(n, 22);
+    ck_assert_uint_eq(petrel__echo_size(&neg), 22);
+    const uint8_t want_neg[] = {0x08, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0x01,
+                                0x18, 0xfe, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0x01};
+    ck_assert_mem_eq(buf, want_neg, n);
+    petrel__echo_msg_t back;
+    ck_assert_int_eq(decode(&back, buf, n), 0);
+    ck_assert_int_eq(back.request_id, -1);
+    ck_assert_int_eq(back.payload_bytes, -2);
+}
+END_TEST
+
+START_TEST(echo_round_trip)
+{
+    size_t sizes[] = {0, 1, 127, 128, 16383, 16384, 100000};
+    for (size_t i = 0; i < sizeof(sizes) / sizeof(sizes[0]); i++) {
+        size_t plen = sizes[i];
+        char *payload = malloc(plen + 1);
+        ck_assert_ptr_nonnull(payload);
+        memset(payload, 'x', plen);
+        petrel__echo_msg_t m = {.request_id = (int64_t)(i * 1000003 + 1), .payload = payload,
+                                .payload_len = plen, .payload_bytes = (int32_t)plen};
+        size_t n = petrel__echo_size(&m);
+        uint8_t *buf = malloc(n + 1);
+        ck_assert_ptr_nonnull(buf);
+        ck_assert_uint_eq(petrel__echo_encode(buf, &m), n);
+        petrel__echo_msg_t d;
+        ck_assert_int_eq(decode(&d, buf, n), 0);
+        ck_assert_int_eq(d.request_id, m.request_id);
+        ck_assert_uint_eq(d.payload_len, plen);
+        ck_assert_int_eq(d.payload_bytes, (int32_t)plen);
+        if (plen) {
+            size_t off = 1 + petrel__pb_varint_len((uint64_t)m.request_id) + 1 +
+                         petrel__pb_varint_len(plen);
+            ck_assert_ptr_eq(d.payload, (const char *)buf + off); /* not copied */
+            ck_assert_mem_eq(d.payload, payload, plen);
+        }
+        free(buf);
+        free(payload);
+    }
+}
+END_TEST
+
+/* Unknown fields of every wire type are skipped (encoding guide, "Message
+ * Structure"); a known field number with another wire type is skipped too. */
+START_TEST(echo_unknown_fields)
+{
+    petrel__echo_msg_t m;
+    ck_assert_int_eq(decode(&m, B(0x08, 0x07,                   /* request_id = 7 */
+                                  0x20, 0x96, 0x01,             /* 4: varint */
+                                  0x29, 1, 2, 3, 4, 5, 6, 7, 8, /* 5: i64 */
+                                  0x32, 0x03, 'a', 'b', 'c',    /* 6: len */
+                                  0x3d, 1, 2, 3, 4,             /* 7: i32 */
+                                  0x43, 0x08, 0x01, 0x44,       /* 8: group {1: 1} */
+                                  0x12, 0x02, 'o', 'k',         /* payload = "ok" */
+                                  0x1d, 9, 9, 9, 9,             /* 3 as i32: unknown */
+                                  0xf8, 0xff, 0xff, 0xff, 0x0f, 0x00 /* 2^29-1: varint */
+                                  )),
+                     0);
+    ck_assert_int_eq(m.request_id, 7);
+    ck_assert_uint_eq(m.payload_len, 2);
+    ck_assert_mem_eq(m.payload, "ok", 2);
+    ck_assert_int_eq(m.payload_bytes, 0);
+}
+END_TEST
+
+START_TEST(echo_last_wins)
+{
+    petrel__echo_msg_t m;
+    ck_assert_int_eq(decode(&m, B(0x08, 0x01, 0x12, 0x01, 'a', 0x08, 0x02, 0x12, 0x02, 'b', 'c',
+                                  0x18, 0x05, 0x18, 0x06)),
+                     0);
+    ck_assert_int_eq(m.request_id, 2);
+    ck_assert_uint_eq(m.payload_len, 2);
+    ck_assert_mem_eq(m.payload, "bc", 2);
+    ck_assert_int_eq(m.payload_bytes, 6);
+    /* int32 from a 64-bit varint: its low 32 bits */
+    ck_assert_int_eq(decode(&m, B(0x18, 0x80, 0x80, 0x80, 0x80, 0x10)), 0);
+    ck_assert_int_eq(m.payload_bytes, 0);
+    /* an empty message is all defaults */
+    ck_assert_int_eq(decode(&m, (const uint8_t *)"", 0), 0);
+    ck_assert_int_eq(m.request_id, 0);
+    ck_assert_uint_eq(m.payload_len, 0);
+}
+END_TEST
+
+START_TEST(echo_malformed)
+{
+    petrel__echo_msg_t m;
+    ck_assert_int_eq(decode(&m, B(0x08)), -1);                      /* value missing */
+    ck_assert_int_eq(decode(&m, B(0x08, 0x80)), -1);                /* varint cut short */
+    ck_assert_int_eq(decode(&m, B(0x12, 0x05, 'a', 'b')), -1);      /* length past the end */
+    ck_assert_int_eq(decode(&m, B(0x12, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff,
+                                  0x01)),
+                     -1);                                           /* length 2^64 - 1 */
+    ck_assert_int_eq(decode(&m, B(0x00, 0x00)), -1);                /* field number 0 */
+    ck_assert_int_eq(decode(&m, B(0x80, 0x80, 0x80, 0x80, 0x10, 0x00)), -1); /* field 2^29 */
+    ck_assert_int_eq(decode(&m, B(0x26, 0x00)), -1);                /* wire type 6 */
+    ck_assert_int_eq(decode(&m, B(0x27, 0x00)), -1);                /* wire type 7 */
+    ck_assert_int_eq(decode(&m, B(0x29, 1, 2, 3)), -1);             /* i64 cut short */
+    ck_assert_int_eq(decode(&m, B(0x2d, 1, 2, 3)), -1);             /* i32 cut short */
+    ck_assert_int_eq(decode(&m, B(0x2c)), -1);                      /* end group alone */
+    ck_assert_int_eq(decode(&m, B(0x2b, 0x08, 0x01)), -1);          /* group never ends */
+    ck_assert_int_eq(decode(&m, B(0x2b, 0x34)), -1);                /* ends another group */
+    ck_assert_int_eq(decode(&m, B(0x32, 0x05, 'a')), -1);           /* unknown len cut */
+    /* groups nested deeper than the limit */
+    uint8_t deep[80];
+    for (int i = 0; i < 40; i++) {
+        deep[i] = 0x2b;
+        deep[79 - i] = 0x2c;
+    }
+    ck_assert_int_eq(decode(&m, deep, sizeof(deep)), -1);
+    /* a few nested groups are fine */
+    ck_assert_int_eq(decode(&m, B(0x2b, 0x2b, 0x08, 0x01, 0x2c, 0x2c, 0x08, 0x03)), 0);
+    ck_assert_int_eq(m.request_id, 3);
+}
+END_TEST
+
+/* proto3 strings are UTF-8 (RFC 3629); anything else is INVALID_ARGUMENT. */
+START_TEST(echo_utf8)
+{
+    petrel__echo_msg_t m;
+    ck_assert_int_eq(decode(&m, B(0x12, 0x02, 0xc3, 0xa9)), 0);            /* é */
+    ck_assert_int_eq(decode(&m, B(0x12, 0x04, 0xf0, 0x9f, 0x90, 0xa6)), 0); /* U+1F426 */
+    ck_assert_int_eq(decode(&m, B(0x12, 0x01, 0xff)), -1);
+    ck_assert_int_eq(decode(&m, B(0x12, 0x01, 0xc3)), -1);                  /* cut */
+    ck_assert_int_eq(decode(&m, B(0x12, 0x02, 0xc0, 0xaf)), -1);            /* overlong */
+    ck_assert_int_eq(decode(&m, B(0x12, 0x03, 0xed, 0xa0, 0x80)), -1);      /* surrogate */
+    ck_assert_int_eq(decode(&m, B(0x12, 0x04, 0xf4, 0x90, 0x80, 0x80)), -1); /* > U+10FFFF */
+    ck_assert_int_eq(decode(&m, B(0x12, 0x03, 0xe2, 0x28, 0xa1)), -1);      /* bad 2nd byte */
+    ck_assert_int_eq(decode(&m, B(0x12, 0x01, 0x00)), 0);                   /* NUL is UTF-8 */
+}
+END_TEST
+
+START_TEST(prefix)
+{
+    uint8_t p[PETREL__GRPC_PREFIX];
+    petrel__grpc_prefix_put(p, 0, 0x01020304);
+    const uint8_t want[] = {0, 1, 2, 3, 4};
+    ck_assert_mem_eq(p, want, sizeof(want));
+    unsigned flag;
+    uint32_t len;
+    petrel__grpc_prefix_get(p, &flag, &len);
+    ck_assert_uint_eq(flag, 0);
+    ck_assert_uint_eq(len, 0x01020304);
+    petrel__grpc_prefix_put(p, 1, UINT32_MAX);
+    petrel__grpc_prefix_get(p, &flag, &len);
+    ck_assert_uint_eq(flag, 1);
+    ck_assert_uint_eq(len, UINT32_MAX);
+    const uint8_t odd[] = {7, 0, 0, 0, 9};
+    petrel__grpc_prefix_get(odd, &flag, &len);
+    ck_assert_uint_eq(flag, 7);
+    ck_assert_uint_eq(len, 9);
+}
+END_TEST
+
+static Suite *grpc_suite(void)
+{
+    Suite *s = suite_create("grpc");
+    TCase *tc = tcase_create("wire");
+    tcase_add_test(tc, varint_put);
+    tcase_add_test(tc, varint_bad);
+    tcase_add_test(tc, echo_encode_bytes);
+    tcase_add_test(tc, echo_round_trip);
+    tcase_add_test(tc, echo_unknown_fields);
+    tcase_add_test(tc, echo_last_wins);
+    tcase_add_test(tc, echo_malformed);
+    tcase_add_test(tc, echo_utf8);
+    tcase_add_test(tc, prefix);
+    suite_add_tcase(s, tc);
+    return s;
+}
+
+int main(void)
+{
+    SRunner *sr = srunner_create(grpc_suite());
+    srunner_run_all(sr, CK_ENV);
+    int failed = srunner_ntests_failed(sr);
+    srunner_free(sr);
+    return failed ? EXIT_FAILURE : EXIT_SUCCESS;
+}
