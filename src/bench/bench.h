@@ -7,6 +7,8 @@
  *   run.c      one epoll loop per thread: connections, timing, accounting
  *   h1.c       HTTP/1.1 client (keep-alive, pipelining, connection per request)
  *   h2.c       h2c client (prior knowledge) on nghttp2's client session
+ *   wsframe.c  WebSocket without sockets: SHA-1, base64, the 101 check, frames
+ *   ws.c       WebSocket echo client (RFC 6455)
  *   main.c     options, threads, reports, --compare
  *
  * hist.c and h1parse.c depend on nothing else, so tests/check_bench.c links
@@ -107,15 +109,56 @@ enum {
     BENCH_ERR_TIMEOUT,
     BENCH_ERR_NON2XX,
     BENCH_ERR_CHECK,
+    BENCH_ERR_PROTOCOL, /* WebSocket: a frame or 101 that breaks RFC 6455 */
     BENCH_ERR_N,
 };
 extern const char *const bench_err_names[BENCH_ERR_N];
+
+/* ------------------------------------------------------------------------- */
+/* WebSocket pieces without sockets (wsframe.c). */
+
+void bench_sha1(const void *data, size_t len, uint8_t out[20]);
+/* base64 of n bytes into dst (4 * ((n + 2) / 3) + 1 bytes, NUL-terminated);
+ * returns the length */
+size_t bench_base64(const uint8_t *src, size_t n, char *dst);
+/* Sec-WebSocket-Accept for a Sec-WebSocket-Key (RFC 6455 §4.2.2): 28 chars */
+void bench_ws_accept(const char *key, char out[29]);
+
+/* The server's answer to the opening handshake, a whole head (through the
+ * empty line): OK for a 101 with Upgrade, Connection and the right accept;
+ * STATUS for another status (*status); BAD with *why otherwise. */
+enum { BENCH_WS_HS_OK = 0, BENCH_WS_HS_STATUS = 1, BENCH_WS_HS_BAD = 2 };
+int bench_ws_check_head(const char *head, size_t len, const char *accept, int *status,
+                        const char **why);
+
+enum { BENCH_WS_CONT = 0, BENCH_WS_TEXT = 1, BENCH_WS_BINARY = 2, BENCH_WS_CLOSE = 8,
+       BENCH_WS_PING = 9, BENCH_WS_PONG = 10 };
+
+typedef struct bench_wsf {
+    int fin, rsv, opcode, masked;
+    uint64_t len;
+    uint8_t mask[4];
+} bench_wsf_t;
+
+/* A final frame's header (at most 14 bytes) into dst, masked with mask
+ * unless it is NULL; returns its length. */
+size_t bench_ws_header(uint8_t *dst, int opcode, uint64_t len, const uint8_t *mask);
+/* XOR n bytes with mask, the first of them at payload offset `offset`. */
+void bench_ws_mask(uint8_t *p, size_t n, const uint8_t mask[4], uint64_t offset);
+/* Parse a frame header: its length, 0 when more bytes are needed, -1 (*why)
+ * when it breaks RFC 6455 §5.2 (reserved bits or opcodes, a long or
+ * fragmented control frame, a length not in its shortest form).  Masking is
+ * reported in f->masked, for the caller to judge. */
+int bench_ws_parse(const uint8_t *p, size_t n, bench_wsf_t *f, const char **why);
+/* The payload of message `id`, and the check of n echoed bytes at offset off */
+void bench_ws_payload(uint8_t *dst, size_t size, uint64_t id, int binary);
+int bench_ws_payload_check(const uint8_t *p, size_t n, uint64_t off, uint64_t id, int binary);
 
 #ifndef BENCH_HIST_ONLY /* the rest is the load generator itself */
 
 #include <pthread.h>
 
-typedef enum { BENCH_H1, BENCH_H2 } bench_proto_kind_t;
+typedef enum { BENCH_H1, BENCH_H2, BENCH_WS } bench_proto_kind_t;
 
 typedef struct bench_header {
     const char *name, *value;
@@ -144,6 +187,7 @@ typedef struct bench_opts {
     size_t body_size; /* --body-size: a JSON body of exactly this size */
     bench_header_t *headers;
     int nheaders;
+    int ws_binary;            /* WebSocket: --binary messages (else text) */
     int expect_status;        /* --expect-status, 0: any 2xx */
     int64_t expect_body_size; /* --expect-body-size, -1: not checked */
     int verbose;
@@ -156,6 +200,9 @@ typedef struct bench_stats {
     uint64_t connects;   /* successful connections (all phases) */
     uint64_t reconnects; /* keep-alive connections the server closed */
     bench_hist_t hist;   /* latency of counted responses, ns */
+    /* WebSocket: opening handshakes done, their time (connect to 101), ns */
+    uint64_t handshakes, handshake_max;
+    double handshake_sum;
 } bench_stats_t;
 
 struct bench_thread;
@@ -199,6 +246,7 @@ typedef struct bench_conn {
     size_t carry_len, carry_cap;
     bench_h1p_t parser;
     void *h2; /* h2.c's per-connection state */
+    void *ws; /* ws.c's per-connection state */
 } bench_conn_t;
 
 typedef struct bench_thread {
@@ -231,6 +279,7 @@ typedef struct bench_thread {
 
 extern const bench_proto_t bench_proto_h1;
 extern const bench_proto_t bench_proto_h2;
+extern const bench_proto_t bench_proto_ws;
 
 uint64_t bench_now(void);
 extern int bench_stop; /* set (atomically) by main.c on SIGINT: threads finish */
@@ -244,6 +293,9 @@ void bench_thread_free(bench_thread_t *th);
 int bench_take(bench_thread_t *th); /* may a new request start now? (takes it) */
 void bench_complete(bench_thread_t *th, uint64_t sent, int status, uint64_t body_len);
 void bench_fail(bench_thread_t *th, uint64_t sent, int kind);
+/* A response (WebSocket: an echo) that came back; kind >= 0: it is also
+ * counted as an error of that kind (a wrong echo: BENCH_ERR_CHECK) */
+void bench_complete_kind(bench_thread_t *th, uint64_t sent, int kind);
 int bench_flush(bench_conn_t *c);                   /* write c->out; -1 on error (not closed) */
 char *bench_out_reserve(bench_conn_t *c, size_t n); /* room for n bytes at the end of out */
 /* Close c: what is in flight fails with kind (kind < 0: nothing is counted);

@@ -30,6 +30,7 @@ static void usage(FILE *f)
 {
     fprintf(f,
             "usage: petrel-bench [options] URL\n"
+            "       petrel-bench [options] ws://HOST[:PORT]/PATH   (WebSocket echo)\n"
             "\n"
             "  -c, --connections N     connections (default 10); with --close, concurrent\n"
             "                          requests each on its own new connection\n"
@@ -52,6 +53,11 @@ static void usage(FILE *f)
             "      --json              print one JSON object instead of the summary\n"
             "      --fail-on-error     exit 1 if any request failed\n"
             "  -v, --verbose           say why connections fail\n"
+            "WebSocket (a ws:// URL; a request is a message and its echo):\n"
+            "  -m N                    messages in flight per connection (default 1)\n"
+            "      --body-size BYTES   message size (default 32)\n"
+            "      --binary            binary messages (default: text)\n"
+            "      --close             a new connection (and handshake) for every message\n"
             "      --help, --version\n");
 }
 
@@ -101,8 +107,10 @@ static void parse_url(bench_opts_t *o, const char *url)
     const char *p = url;
     if (strncmp(p, "http://", 7) == 0)
         p += 7;
+    else if (strncmp(p, "ws://", 5) == 0) /* WebSocket */
+        p += 5, o->proto = BENCH_WS;
     else if (strstr(p, "://"))
-        die("only http:// URLs are supported (h2c: add --h2): %s", url);
+        die("only http:// and ws:// URLs are supported (h2c: add --h2): %s", url);
     const char *slash = strchr(p, '/');
     const char *hend = slash ? slash : p + strlen(p);
     const char *hs = p, *he, *port = NULL;
@@ -180,6 +188,8 @@ static int run(const bench_opts_t *o, result_t *res, int progress)
         bench_thread_t *th = &ths[i];
         th->o = o;
         th->proto = o->proto == BENCH_H2 ? &bench_proto_h2 : &bench_proto_h1;
+        if (o->proto == BENCH_WS)
+            th->proto = &bench_proto_ws;
         th->id = i;
         th->ep = -1;
         th->nconns = o->conns / nt + (i < o->conns % nt);
@@ -252,6 +262,10 @@ static int run(const bench_opts_t *o, result_t *res, int progress)
         res->st.bytes_out += th->st.bytes_out;
         res->st.connects += th->st.connects;
         res->st.reconnects += th->st.reconnects;
+        res->st.handshakes += th->st.handshakes;
+        res->st.handshake_sum += th->st.handshake_sum;
+        if (th->st.handshake_max > res->st.handshake_max)
+            res->st.handshake_max = th->st.handshake_max;
         bench_hist_merge(&res->st.hist, &th->st.hist);
         bench_thread_free(th);
     }
@@ -263,6 +277,7 @@ static int run(const bench_opts_t *o, result_t *res, int progress)
     res->conns = o->conns;
     res->concurrency = o->conns * (o->per_request         ? 1
                                    : o->proto == BENCH_H2 ? o->streams
+                                   : o->proto == BENCH_WS ? o->streams
                                                           : o->depth);
     return rc;
 }
@@ -306,6 +321,8 @@ static const char *fmt_bytes(char *buf, size_t n, double b)
 
 static const char *mode_name(const bench_opts_t *o)
 {
+    if (o->proto == BENCH_WS)
+        return o->per_request ? "WebSocket, a new connection per message" : "WebSocket echo";
     if (o->proto == BENCH_H2)
         return o->per_request ? "h2c, a new connection per request" : "h2c, prior knowledge";
     return o->per_request ? "HTTP/1.1, a new connection per request" : "HTTP/1.1 keep-alive";
@@ -323,6 +340,9 @@ static void print_human(const bench_opts_t *o, const result_t *r)
         printf(", pipeline %d", o->depth);
     if (o->proto == BENCH_H2 && !o->per_request)
         printf(", %d stream%s each", o->streams, o->streams == 1 ? "" : "s");
+    if (o->proto == BENCH_WS)
+        printf(", %zu-byte %s messages, %d in flight each", o->body_size,
+               o->ws_binary ? "binary" : "text", o->per_request ? 1 : o->streams);
     printf(")\n");
     printf("  Latency   %10s %10s %10s %10s\n", "Avg", "Stdev", "Min", "Max");
     printf("            %10s %10s", fmt_time(a, sizeof a, bench_hist_mean(h)),
@@ -347,6 +367,11 @@ static void print_human(const bench_opts_t *o, const result_t *r)
     }
     if (st->reconnects)
         printf("  Connections closed by the server: %llu\n", (unsigned long long)st->reconnects);
+    if (o->proto == BENCH_WS)
+        printf("  %llu WebSocket handshakes (connect to 101): avg %s, max %s\n",
+               (unsigned long long)st->handshakes,
+               fmt_time(a, sizeof a, st->handshakes ? st->handshake_sum / st->handshakes : 0),
+               fmt_time(b, sizeof b, (double)st->handshake_max));
     double rps = r->duration_s > 0 ? (double)st->requests / r->duration_s : 0;
     printf("Requests/sec: %12.2f\n", rps);
     printf("Transfer/sec: %12s\n",
@@ -358,8 +383,18 @@ static void print_json_result(const bench_opts_t *o, const result_t *r, const ch
     const bench_stats_t *st = &r->st;
     const bench_hist_t *h = &st->hist;
     double rps = r->duration_s > 0 ? (double)st->requests / r->duration_s : 0;
-    printf("{\"protocol\":\"%s\",\"connection\":\"%s\",", o->proto == BENCH_H2 ? "h2c" : "http/1.1",
+    printf("{\"protocol\":\"%s\",\"connection\":\"%s\",",
+           o->proto == BENCH_WS   ? "websocket"
+           : o->proto == BENCH_H2 ? "h2c"
+                                  : "http/1.1",
            o->per_request ? "per-request" : "persistent");
+    if (o->proto == BENCH_WS)
+        printf("\"message_size\":%zu,\"binary\":%s,\"in_flight\":%d,"
+               "\"handshakes\":{\"count\":%llu,\"mean_us\":%.1f,\"max_us\":%.1f},",
+               o->body_size, o->ws_binary ? "true" : "false", o->per_request ? 1 : o->streams,
+               (unsigned long long)st->handshakes,
+               st->handshakes ? st->handshake_sum / st->handshakes / 1e3 : 0.0,
+               (double)st->handshake_max / 1e3);
     printf("\"connections\":%d,\"threads\":%d,\"pipeline\":%d,\"streams\":%d,", o->conns,
            o->threads, o->proto == BENCH_H1 && !o->per_request ? o->depth : 1,
            o->proto == BENCH_H2 && !o->per_request ? o->streams : 1);
@@ -530,6 +565,7 @@ enum {
     OPT_FAIL,
     OPT_HELP,
     OPT_VERSION,
+    OPT_BINARY,
 };
 
 int main(int argc, char **argv)
@@ -556,6 +592,7 @@ int main(int argc, char **argv)
         {"fail-on-error", no_argument, NULL, OPT_FAIL},
         {"help", no_argument, NULL, OPT_HELP},
         {"version", no_argument, NULL, OPT_VERSION},
+        {"binary", no_argument, NULL, OPT_BINARY},
         {NULL, 0, NULL, 0},
     };
     static bench_opts_t o;
@@ -567,6 +604,7 @@ int main(int argc, char **argv)
     o.method = NULL;
     o.expect_body_size = -1;
     int json = 0, fail_on_error = 0, do_compare = 0, have_d = 0, have_m = 0;
+    int have_body = 0, have_p = 0, have_h2 = 0, have_expect = 0;
     int ch;
     while ((ch = getopt_long(argc, argv, "c:d:n:t:p:m:X:H:v", longopts, NULL)) != -1) {
         switch (ch) {
@@ -585,6 +623,7 @@ int main(int argc, char **argv)
             break;
         case 'p':
             o.depth = (int)parse_long(optarg, "-p", 1, 65536);
+            have_p = 1;
             break;
         case 'm':
             o.streams = (int)parse_long(optarg, "-m", 1, 65536);
@@ -617,6 +656,7 @@ int main(int argc, char **argv)
             break;
         case OPT_H2:
             o.proto = BENCH_H2;
+            have_h2 = 1;
             break;
         case OPT_CLOSE:
             o.per_request = 1;
@@ -626,15 +666,18 @@ int main(int argc, char **argv)
             break;
         case OPT_BODY_SIZE:
             o.body_size = (size_t)parse_long(optarg, "--body-size", 0, 1L << 30);
+            have_body = 1;
             break;
         case OPT_TIMEOUT:
             o.timeout = parse_time(optarg, "--timeout");
             break;
         case OPT_EXPECT_STATUS:
             o.expect_status = (int)parse_long(optarg, "--expect-status", 100, 599);
+            have_expect = 1;
             break;
         case OPT_EXPECT_BODY:
             o.expect_body_size = parse_long(optarg, "--expect-body-size", 0, LONG_MAX);
+            have_expect = 1;
             break;
         case OPT_COMPARE:
             do_compare = 1;
@@ -644,6 +687,9 @@ int main(int argc, char **argv)
             break;
         case OPT_FAIL:
             fail_on_error = 1;
+            break;
+        case OPT_BINARY:
+            o.ws_binary = 1;
             break;
         case OPT_HELP:
             usage(stdout);
@@ -662,11 +708,20 @@ int main(int argc, char **argv)
     }
     o.url = argv[optind];
     parse_url(&o, o.url);
-    if (have_m)
+    if (o.proto == BENCH_WS) { /* WebSocket: -m is messages in flight */
+        if (have_h2 || have_p || do_compare || o.method || have_expect)
+            die("%s", "--h2, -p, --compare, -X and --expect-* are for HTTP, not ws:// URLs");
+        if (!have_body)
+            o.body_size = 32;
+        o.method = "GET";
+    } else if (o.ws_binary) {
+        die("%s", "--binary is for WebSocket (a ws:// URL)");
+    }
+    if (have_m && o.proto != BENCH_WS)
         o.proto = BENCH_H2;
     if (!o.method)
         o.method = o.body_size ? "POST" : "GET";
-    if (o.body_size > 0 && o.body_size < 47)
+    if (o.proto != BENCH_WS && o.body_size > 0 && o.body_size < 47)
         die("%s", "--body-size: at least 47 bytes (the JSON around the payload), or 0");
     if (have_d && o.nreq)
         die("%s", "-d and -n exclude each other");

@@ -34,7 +34,7 @@
 #include "bench.h"
 
 const char *const bench_err_names[BENCH_ERR_N] = {
-    "connect", "read", "write", "timeout", "non2xx", "check",
+    "connect", "read", "write", "timeout", "non2xx", "check", "protocol",
 };
 
 int bench_stop;
@@ -89,6 +89,17 @@ void bench_complete(bench_thread_t *th, uint64_t sent, int status, uint64_t body
     } else if (o->expect_body_size >= 0 && body_len != (uint64_t)o->expect_body_size) {
         th->st.errors[BENCH_ERR_CHECK]++;
     }
+}
+
+void bench_complete_kind(bench_thread_t *th, uint64_t sent, int kind)
+{
+    th->inflight--;
+    if (!counted(th, sent, th->now))
+        return;
+    th->st.requests++;
+    bench_hist_record(&th->st.hist, th->now > sent ? th->now - sent : 0);
+    if (kind >= 0)
+        th->st.errors[kind]++;
 }
 
 void bench_fail(bench_thread_t *th, uint64_t sent, int kind)
