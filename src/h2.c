@@ -85,6 +85,7 @@ enum {
     H2_CLOSE = 1 << 2,    /* close once the output is written */
     H2_DRAINING = 1 << 3, /* GOAWAY for a graceful shutdown sent */
     H2_TIMEDOUT = 1 << 4, /* the idle/header timeout fired: GOAWAY sent */
+    H2_NOTICE = 1 << 5,   /* shutdown notice and PING sent, final GOAWAY not yet */
 };
 
 typedef struct h2conn h2conn_t;
@@ -634,6 +635,15 @@ static void req_done(h2conn_t *h, h2stream_t *s)
     make_ready(h, s);
 }
 
+/* RFC 9113 §6.8: the second GOAWAY of a graceful shutdown, with the last
+ * stream processed; streams up to it complete, later ones are refused. */
+static void final_goaway(h2conn_t *h)
+{
+    h->flags &= ~H2_NOTICE;
+    nghttp2_submit_goaway(h->ngh, NGHTTP2_FLAG_NONE, nghttp2_session_get_last_proc_stream_id(h->ngh),
+                          NGHTTP2_NO_ERROR, NULL, 0);
+}
+
 static int on_frame_recv(nghttp2_session *ngh, const nghttp2_frame *frame, void *ud)
 {
     h2conn_t *h = ud;
@@ -659,6 +669,12 @@ static int on_frame_recv(nghttp2_session *ngh, const nghttp2_frame *frame, void 
             if (s)
                 req_done(h, s);
         }
+        break;
+    case NGHTTP2_PING:
+        /* the ACK of the PING sent with the shutdown notice: every stream
+         * the client opened before it saw the notice has arrived */
+        if ((frame->hd.flags & NGHTTP2_FLAG_ACK) && (h->flags & H2_NOTICE))
+            final_goaway(h);
         break;
     }
     return 0;
@@ -1130,8 +1146,11 @@ static void h2_flush(h2conn_t *h)
     if (!empty)
         return; /* the send timeout is armed */
     if (h->nstreams == 0) {
-        if (c->timer.q != &srv->tq_keepalive)
-            petrel__timer_arm(petrel__loop, &c->timer, &srv->tq_keepalive);
+        /* draining: the PING's answer is awaited for as long as a
+         * lingering close waits for the peer's last bytes */
+        petrel__tq_t *q = (h->flags & H2_NOTICE) ? &srv->tq_linger : &srv->tq_keepalive;
+        if (c->timer.q != q)
+            petrel__timer_arm(petrel__loop, &c->timer, q);
     } else if (h->nrecv > 0 || !list_empty(&h->ready)) {
         /* requests arriving, or an upgrade waiting for the client's preface */
         petrel__timer_arm(petrel__loop, &c->timer, &srv->tq_header);
@@ -1215,6 +1234,11 @@ static void h2_on_timer(petrel__timer_t *t)
 {
     petrel__conn_t *c = container_of(t, petrel__conn_t, timer);
     h2conn_t *h = c->proto;
+    if ((h->flags & H2_NOTICE) && petrel__conn_out_empty(c)) {
+        final_goaway(h); /* the PING of the shutdown notice was not answered */
+        h2_flush(h);
+        return;
+    }
     if (!petrel__conn_out_empty(c) || (h->flags & H2_TIMEDOUT)) {
         petrel__conn_close(c); /* the peer does not read */
         return;
@@ -1260,11 +1284,17 @@ bool petrel__h2_drain(petrel__conn_t *c)
         return false;
     h2conn_t *h = c->proto;
     if (!(h->flags & H2_DRAINING)) {
-        /* RFC 9113 §6.8: the streams up to the last one processed complete */
-        h->flags |= H2_DRAINING;
-        nghttp2_submit_goaway(h->ngh, NGHTTP2_FLAG_NONE,
-                              nghttp2_session_get_last_proc_stream_id(h->ngh), NGHTTP2_NO_ERROR,
-                              NULL, 0);
+        /* RFC 9113 §6.8, in two steps: a GOAWAY with the largest stream id
+         * (stop opening streams) and a PING; once the PING is acknowledged
+         * (one round trip: requests in flight have arrived), the final
+         * GOAWAY with the last stream processed.  A client that does not
+         * answer the PING (nghttp2 clients with no stream open do not) gets
+         * the final GOAWAY from h2_on_timer, 2 s after its last stream. */
+        h->flags |= H2_DRAINING | H2_NOTICE;
+        static const uint8_t opaque[8] = "petrel-d";
+        if (nghttp2_submit_shutdown_notice(h->ngh) != 0 ||
+            nghttp2_submit_ping(h->ngh, NGHTTP2_FLAG_NONE, opaque) != 0)
+            final_goaway(h);
         h2_flush(h);
     }
     return true;

@@ -156,6 +156,8 @@ typedef struct client {
     bool goaway;
     uint32_t goaway_error;
     int32_t goaway_last;
+    int32_t goaway_first; /* last_stream_id of the first GOAWAY */
+    int goaways;
     int settings;
     int window_updates;
     int rst_recv;
@@ -238,6 +240,8 @@ static int cl_frame(nghttp2_session *s, const nghttp2_frame *f, void *ud)
     client_t *cl = ud;
     switch (f->hd.type) {
     case NGHTTP2_GOAWAY:
+        if (cl->goaways++ == 0)
+            cl->goaway_first = f->goaway.last_stream_id;
         cl->goaway = true;
         cl->goaway_error = f->goaway.error_code;
         cl->goaway_last = f->goaway.last_stream_id;
@@ -857,15 +861,25 @@ START_TEST(server_drain)
     resp_t *r = request(busy, "GET", "/stream", NULL, 0);
     pump(busy, 5);
     ck_assert_ptr_nonnull(held);
+    /* the idle client (an nghttp2 client with no stream open) does not
+     * answer the PING: the final GOAWAY follows at the linger timeout */
+    srv->tq_linger.timeout_ms = 0;
     srv->draining = true;
     petrel__conn_close_idle(srv);
     pump(idle, 5);
     ck_assert(idle->goaway);
     ck_assert_uint_eq(idle->goaway_error, NGHTTP2_NO_ERROR);
     ck_assert(idle->eof);
+    /* RFC 9113 §6.8: first a GOAWAY with 2^31-1 and a PING, then, once
+     * the PING is answered, the final GOAWAY with the last stream */
+    ck_assert_int_eq(idle->goaways, 2);
+    ck_assert_int_eq(idle->goaway_first, INT32_MAX);
+    ck_assert_int_eq(idle->goaway_last, 0);
     pump(busy, 3);
     ck_assert(busy->goaway);
     ck_assert(!busy->eof);
+    ck_assert_int_eq(busy->goaways, 2);
+    ck_assert_int_eq(busy->goaway_first, INT32_MAX);
     ck_assert_int_eq(busy->goaway_last, r->id);
     /* the open stream completes, then the connection closes */
     petrel_stream_write(held, "end", 3);
