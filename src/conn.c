@@ -58,7 +58,7 @@ static petrel__outq_t *outq_tail_with(petrel__conn_t *c, uint32_t bytes)
 
 char *petrel__out_reserve(petrel__conn_t *c, size_t len)
 {
-    if (len > PETREL_CHUNK_SIZE - sizeof(petrel__outq_t))
+    if (len > PETREL_CHUNK_SIZE - sizeof(petrel__outq_t) || (c->flags & CONN_CLOSED))
         return NULL;
     petrel__outq_t *q = outq_tail_with(c, (uint32_t)len);
     return q ? q->data + q->used : NULL;
@@ -83,6 +83,8 @@ void petrel__out_commit(petrel__conn_t *c, size_t len)
 int petrel__out_copy(petrel__conn_t *c, const void *data, size_t len)
 {
     const char *d = data;
+    if (c->flags & CONN_CLOSED)
+        return PETREL_EIO; /* a streamed response whose peer is gone */
     while (len > 0) {
         petrel__outq_t *q = c->out_tail;
         if (q == NULL || q->nseg == OUT_SEGS || q->used == q->cap)
@@ -101,6 +103,8 @@ int petrel__out_copy(petrel__conn_t *c, const void *data, size_t len)
 
 static int out_seg(petrel__conn_t *c, int kind, const void *ptr, size_t len, int fd, off_t off)
 {
+    if (c->flags & CONN_CLOSED)
+        return PETREL_EIO;
     petrel__outq_t *q = outq_tail_with(c, 0);
     if (q == NULL)
         return PETREL_ENOMEM;
@@ -159,6 +163,8 @@ static void out_advance(petrel__conn_t *c, size_t n)
 
 static void set_events(petrel__conn_t *c)
 {
+    if (c->flags & CONN_CLOSED)
+        return;
     uint32_t ev = 0;
     if (!(c->flags & (CONN_PAUSED | CONN_CLOSING | CONN_EOF)) || (c->flags & CONN_LINGER))
         ev |= EPOLLIN;
@@ -184,6 +190,8 @@ void petrel__conn_update_events(petrel__conn_t *c) { set_events(c); }
 
 int petrel__conn_flush(petrel__conn_t *c)
 {
+    if (c->flags & CONN_CLOSED)
+        return -1;
     while (c->out) {
         petrel__outq_t *q = c->out;
         petrel__oseg_t *s = &q->seg[q->first];
@@ -368,6 +376,8 @@ static void on_linger(petrel__io_t *io, uint32_t events)
 
 void petrel__conn_linger(petrel__conn_t *c)
 {
+    if (c->flags & CONN_CLOSED)
+        return;
     shutdown(c->io.fd, SHUT_WR);
     if (c->flags & CONN_EOF) {
         petrel__conn_close(c);
@@ -384,17 +394,40 @@ void petrel__conn_linger(petrel__conn_t *c)
     petrel__timer_arm(petrel__loop, &c->timer, &c->srv->tq_linger);
 }
 
+/* An HTTP/1.1 streamed response cut short (the peer reset, a send timeout):
+ * its handler still holds the request and may write from a timer, so the
+ * connection struct and its arena stay until the handler ends the stream;
+ * writes fail with PETREL_EIO meanwhile (the same contract as an orphaned
+ * h2 stream, doc/arena-and-lifetimes.md).  Freeing them at once let a late
+ * petrel_stream_write() land in whatever connection reused the struct. */
+static void orphan_done(void *data)
+{
+    petrel__conn_t *c = data;
+    /* called from the request's arena reset: free at the end of the turn */
+    c->link.next = conn_dead ? conn_dead : NULL;
+    conn_dead = &c->link;
+}
+
+static bool streaming(const petrel__conn_t *c)
+{
+    const petrel_req_t *r = c->req;
+    return r && r->_resp && r->_resp->body_kind == BODY_STREAM && r->_resp->sent &&
+           !r->_resp->ended;
+}
+
 void petrel__conn_close(petrel__conn_t *c)
 {
     if (c->flags & CONN_CLOSED)
         return;
     petrel_server_t *srv = c->srv;
     c->flags |= CONN_CLOSED;
+    c->flags &= ~CONN_WANT_WRITE;
     petrel__timer_disarm(&c->timer);
     /* no EPOLL_CTL_DEL: closing the only descriptor of the socket removes it */
     close(c->io.fd);
     c->io.fd = -1;
-    if (c->req)
+    bool orphan = streaming(c) && !c->on_close;
+    if (c->req && !orphan)
         c->req = NULL;
     if (c->on_close) {
         /* ws.c: its state is not in the arena, so that an idle WebSocket
@@ -403,15 +436,22 @@ void petrel__conn_close(petrel__conn_t *c)
         c->on_close = NULL;
         cb(c);
     }
-    petrel__arena_clear(&c->arena);
     out_release(c);
     rbuf_release(c);
     list_unlink(&c->link);
     srv->nconns--;
-    /* freed at the end of the loop turn: a later event of this turn may
-     * still carry a pointer to it */
-    c->link.next = conn_dead ? conn_dead : NULL;
-    conn_dead = &c->link;
+    if (orphan) {
+        /* the request's end resets the arena to its mark, which runs this */
+        if (petrel_arena_defer(&c->arena, orphan_done, c) < 0)
+            petrel_log(PETREL_LOG_ERROR, "out of memory: a streamed response cut short "
+                                         "keeps its connection's memory");
+    } else {
+        petrel__arena_clear(&c->arena);
+        /* freed at the end of the loop turn: a later event of this turn may
+         * still carry a pointer to it */
+        c->link.next = conn_dead ? conn_dead : NULL;
+        conn_dead = &c->link;
+    }
     if (srv->accept_paused && !srv->draining && srv->nconns < srv->cfg.max_connections)
         petrel__listen_start(srv);
     if (srv->draining && srv->nconns == 0)
@@ -424,6 +464,7 @@ static void conn_reap(void)
         petrel__list_t *l = conn_dead;
         conn_dead = l->next;
         petrel__conn_t *c = container_of(l, petrel__conn_t, link);
+        petrel__arena_clear(&c->arena); /* an orphan's; a no-op for the others */
         if (conn_free.next == NULL)
             list_init(&conn_free);
         if (conn_nfree < 1024) {

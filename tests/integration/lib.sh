@@ -72,6 +72,80 @@ PORT=
 BASE=
 
 # ---------------------------------------------------------------------------
+# Begin valgrind block: PETREL_VALGRIND=1 runs every petrel under valgrind.
+#
+# `make check-valgrind` sets it (see Makefile.am).  $PETREL becomes a wrapper
+# script that execs `valgrind --tool=memcheck ... PETREL ARG...` (exec: the
+# same pid, so signals, exit status and the workers' parent are petrel's own);
+# petrel_start also wraps a $PETREL that a test replaced by another petrel
+# binary.  Each process, the master and every forked worker, writes its own
+# log, $LIB_TMP/vg/vg.PID.log.  When the test ends (lib_cleanup), every log
+# that reached valgrind's summary must say "ERROR SUMMARY: 0 errors" --
+# definite and indirect leaks count as errors (--errors-for-leak-kinds); a
+# process killed with SIGKILL writes no summary and is not checked.  Time
+# bounds (bound, LIB_SCALE) are multiplied by PETREL_VALGRIND_SCALE
+# (default 10) instead of the sanitizer factor.
+#   PETREL_VALGRIND=1        run petrel under valgrind memcheck
+#   PETREL_VALGRIND_SCALE    time factor under valgrind (default 10)
+#   VALGRIND                 the valgrind command (default valgrind)
+#   PETREL_VALGRIND_SUPP     suppressions (default tests/valgrind.supp)
+: "${PETREL_VALGRIND:=0}"
+LIB_VG_DIR=
+LIB_VG_ARGV=()
+if [[ $PETREL_VALGRIND == 1 ]]; then
+    if ! command -v "${VALGRIND:-valgrind}" >/dev/null; then
+        printf 'error: PETREL_VALGRIND=1 but no %s\n' "${VALGRIND:-valgrind}" >&2
+        rm -rf "$LIB_TMP"
+        exit 1
+    fi
+    LIB_SCALE=${PETREL_VALGRIND_SCALE:-10}
+    export LIB_SCALE
+    LIB_VG_DIR=$LIB_TMP/vg
+    mkdir -p "$LIB_VG_DIR"
+    chmod 1777 "$LIB_VG_DIR" # a test may run petrel as another user
+    : "${PETREL_VALGRIND_SUPP:=$top_srcdir/tests/valgrind.supp}"
+    LIB_VG_ARGV=("${VALGRIND:-valgrind}" --tool=memcheck --leak-check=full
+        --show-leak-kinds=definite,indirect --errors-for-leak-kinds=definite,indirect
+        --error-exitcode=97 --num-callers=30 --log-file="$LIB_VG_DIR/vg.%p.log")
+    [[ -f $PETREL_VALGRIND_SUPP ]] && LIB_VG_ARGV+=(--suppressions="$PETREL_VALGRIND_SUPP")
+    {
+        printf '#!/bin/sh\nexec'
+        printf ' %q' "${LIB_VG_ARGV[@]}" "$PETREL"
+        printf ' "$@"\n'
+    } >"$LIB_TMP/petrel-vg"
+    chmod 755 "$LIB_TMP/petrel-vg"
+    PETREL=$LIB_TMP/petrel-vg
+    export PETREL
+fi
+
+# lib_vg_run: the command that starts $PETREL, in LIB_VG_RUN: under valgrind,
+# a $PETREL that is an ELF binary (not the wrapper) gets the valgrind prefix;
+# otherwise it is $PETREL alone.
+lib_vg_run() {
+    LIB_VG_RUN=("$PETREL")
+    [[ -n $LIB_VG_DIR && $PETREL != "$LIB_TMP/petrel-vg" ]] || return 0
+    if [[ $(head -c 4 "$PETREL" 2>/dev/null | tail -c 3) == ELF ]]; then
+        LIB_VG_RUN=("${LIB_VG_ARGV[@]}" "$PETREL")
+    fi
+}
+
+# lib_vg_check: 0 when no valgrind log of this test reports an error; else
+# print those logs and return 1.
+lib_vg_check() {
+    local f bad=0
+    [[ -n $LIB_VG_DIR ]] || return 0
+    for f in "$LIB_VG_DIR"/vg.*.log; do
+        if grep -q 'ERROR SUMMARY: [1-9]' "$f"; then
+            printf -- '--- valgrind: %s (first 150 lines) ---\n' "${f##*/}" >&2
+            head -n 150 "$f" >&2
+            bad=1
+        fi
+    done
+    return "$bad"
+}
+# End valgrind block.
+
+# ---------------------------------------------------------------------------
 # Reporting
 
 ok() { printf 'ok - %s\n' "$*"; }
@@ -121,6 +195,7 @@ lib_cleanup() {
         fi
         wait "$pid" 2>/dev/null
     done
+    lib_vg_check || { [[ $rc -ne 0 ]] || rc=1; } # valgrind block
     if [[ $rc -ne 0 && $rc -ne 77 ]]; then
         for f in "$LIB_TMP"/petrel.*.err; do
             printf -- '--- %s (last 40 lines) ---\n' "${f##*/}" >&2
@@ -257,7 +332,8 @@ petrel_start() {
     PETREL_ERR=$LIB_TMP/petrel.$LIB_NSTART.err
     PETREL_OUT=$LIB_TMP/petrel.$LIB_NSTART.out
     [[ -x $PETREL ]] || fail "no petrel binary at $PETREL (build it, or set PETREL)"
-    "$PETREL" "${args[@]}" >"$PETREL_OUT" 2>"$PETREL_ERR" </dev/null &
+    lib_vg_run # valgrind block
+    "${LIB_VG_RUN[@]}" "${args[@]}" >"$PETREL_OUT" 2>"$PETREL_ERR" </dev/null &
     PETREL_PID=$!
     LIB_PIDS+=("$PETREL_PID")
     t0=$EPOCHREALTIME
@@ -617,3 +693,256 @@ PYEOF
 pyrun() {
     PYTHONPATH=$LIB_TMP/py${PYTHONPATH:+:$PYTHONPATH} "$PY" - "$@"
 }
+
+# ---------------------------------------------------------------------------
+# Fault injection (test_fault_*.sh): process accounting and raw clients.
+#
+#   fd_count PID               open descriptors of PID
+#   rss_kb PID                 resident memory of PID (VmRSS, KiB)
+#   cpu_ticks PID              user+system CPU time of PID, in clock ticks
+#   fault_sanitizer_check      fail on a sanitizer report in any petrel log
+#   petrel_worker [PID]        the one worker of a --workers 1 petrel
+#   fault_stream_module DIR    write DIR/stream.c, a module for --dev --module:
+#                              GET /stream?kb=N streams N KiB of 'x' in 64 KiB
+#                              writes from a 1 ms timer (a producer that does
+#                              not look at the peer), and stops writing when
+#                              petrel_stream_write fails
+#   Python: `from petrel_fault import *` (with pyrun) adds rst(sock) (SO_LINGER
+#   0 then close: the peer gets a RST), fds/rss_kb/cpu_ticks(pid),
+#   wait_fds(pid, n, secs, what), ws_open(path) and ws_frame/ws_read (raw
+#   RFC 6455 frames), h2_open() (an h2 library connection on a raw socket).
+
+fd_count() {
+    local n
+    n=$(ls "/proc/$1/fd" 2>/dev/null | wc -l) || return 1
+    echo "$n"
+}
+
+rss_kb() {
+    awk '/^VmRSS:/ { print $2 }' "/proc/$1/status"
+}
+
+# fault_sanitizer_check: fail if any petrel started by this test wrote a
+# sanitizer report (a worker's leak report at exit does not change the
+# master's exit status).
+fault_sanitizer_check() {
+    local f
+    for f in "$LIB_TMP"/petrel.*.err; do
+        if grep -qE 'ERROR: (Address|Leak)Sanitizer|runtime error:' "$f"; then
+            fail "sanitizer report in ${f##*/}: $(grep -m 3 -E 'Sanitizer|runtime error' "$f")"
+        fi
+    done
+}
+
+cpu_ticks() {
+    local s
+    s=$(cat "/proc/$1/stat") || return 1
+    s=${s##*) }
+    # after the command name: field 3 is the state, 14 utime, 15 stime
+    awk '{ print $12 + $13 }' <<<"$s"
+}
+
+petrel_worker() {
+    local w
+    wait_for "$(bound 10)" test -n "$(petrel_workers "${1:-$PETREL_PID}")"
+    w=$(petrel_workers "${1:-$PETREL_PID}" | head -n 1)
+    echo "$w"
+}
+
+fault_stream_module() {
+    cat >"$1/stream.c" <<'EOF'
+#include <petrel.h>
+#include <stdlib.h>
+#include <string.h>
+
+typedef struct job {
+    petrel_req_t *req;
+    size_t left;
+} job_t;
+
+static char block[65536];
+
+static void tick(void *data)
+{
+    job_t *j = data;
+    size_t n = j->left < sizeof(block) ? j->left : sizeof(block);
+    int rc = petrel_stream_write(j->req, block, n);
+    j->left -= n;
+    if (rc < 0 || j->left == 0 || petrel_timer_start(1, tick, j) == NULL) {
+        petrel_req_t *req = j->req;
+        free(j);
+        petrel_stream_end(req);
+    }
+}
+
+static int stream(petrel_req_t *req, void *data)
+{
+    (void)data;
+    const char *kb = petrel_req_query(req, "kb");
+    job_t *j = malloc(sizeof(*j));
+    if (j == NULL)
+        return 500;
+    memset(block, 'x', sizeof(block));
+    j->req = req;
+    j->left = (size_t)strtoul(kb ? kb : "1024", NULL, 10) * 1024;
+    if (petrel_stream_begin(req, 200, "application/octet-stream") < 0) {
+        free(j);
+        return 500;
+    }
+    tick(j);
+    return 0;
+}
+
+static const petrel_route_t routes[] = {
+    {PETREL_GET, "/stream", stream, NULL},
+    {0, NULL, NULL, NULL},
+};
+
+PETREL_MODULE(faultstream, routes, NULL, NULL, NULL)
+EOF
+}
+
+cat >"$LIB_TMP/py/petrel_fault.py" <<'PYEOF'
+"""Fault-injection helpers for petrel's integration tests."""
+import base64
+import os
+import socket
+import struct
+import time
+
+from petrel_client import Conn, bound, fail, request
+
+
+def rst(sock):
+    """Close with SO_LINGER 0: the kernel sends RST, not FIN."""
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
+    sock.close()
+
+
+def fds(pid):
+    return len(os.listdir("/proc/%d/fd" % pid))
+
+
+def sockets(pid):
+    """The descriptors of pid that are sockets."""
+    n = 0
+    for fd in os.listdir("/proc/%d/fd" % pid):
+        try:
+            if os.readlink("/proc/%d/fd/%s" % (pid, fd)).startswith("socket:"):
+                n += 1
+        except OSError:
+            pass
+    return n
+
+
+def fd_list(pid):
+    out = []
+    for fd in sorted(os.listdir("/proc/%d/fd" % pid), key=int):
+        try:
+            out.append("%s->%s" % (fd, os.readlink("/proc/%d/fd/%s" % (pid, fd))))
+        except OSError:
+            pass
+    return out
+
+
+def rss_kb(pid):
+    with open("/proc/%d/status" % pid) as f:
+        for line in f:
+            if line.startswith("VmRSS:"):
+                return int(line.split()[1])
+    return 0
+
+
+def cpu_ticks(pid):
+    with open("/proc/%d/stat" % pid) as f:
+        s = f.read()
+    fs = s[s.rindex(")") + 2:].split()
+    return int(fs[11]) + int(fs[12])
+
+
+def wait_fds(pid, n, secs, what):
+    """Wait until pid has at most n descriptors open; fail after secs."""
+    t0 = time.monotonic()
+    while fds(pid) > n:
+        if time.monotonic() - t0 > bound(secs):
+            fail("%s: the worker has %d descriptors, baseline %d, after %.1fs: %s"
+                 % (what, fds(pid), n, bound(secs), " ".join(fd_list(pid))))
+        time.sleep(0.02)
+    return time.monotonic() - t0
+
+
+def ws_open(path="/ws", port=None):
+    """A WebSocket (RFC 6455 §4.1) on a raw socket: returns the Conn."""
+    c = Conn(port)
+    key = base64.b64encode(os.urandom(16)).decode()
+    c.send(request("GET", path, [("Upgrade", "websocket"), ("Connection", "Upgrade"),
+                                 ("Sec-WebSocket-Key", key), ("Sec-WebSocket-Version", "13")]))
+    while b"\r\n\r\n" not in c.buf:
+        if not c._fill():
+            fail("WebSocket handshake: connection closed: %r" % c.buf)
+    head = c._take(c.buf.index(b"\r\n\r\n") + 4)
+    if not head.startswith(b"HTTP/1.1 101"):
+        fail("WebSocket handshake: %r" % head)
+    return c
+
+
+def ws_frame(opcode, payload, fin=True, mask=True, length=None):
+    """A client frame (RFC 6455 §5.2); length overrides the announced length."""
+    n = len(payload) if length is None else length
+    b0 = (0x80 if fin else 0) | opcode
+    mbit = 0x80 if mask else 0
+    if n < 126:
+        head = struct.pack("!BB", b0, mbit | n)
+    elif n < 65536:
+        head = struct.pack("!BBH", b0, mbit | 126, n)
+    else:
+        head = struct.pack("!BBQ", b0, mbit | 127, n)
+    if not mask:
+        return head + payload
+    key = os.urandom(4)
+    return head + key + bytes(b ^ key[i % 4] for i, b in enumerate(payload))
+
+
+def ws_read(c):
+    """One server frame: (opcode, payload)."""
+    def need(k):
+        while len(c.buf) < k:
+            if not c._fill():
+                fail("WebSocket: connection closed mid-frame")
+    need(2)
+    b0, b1 = c.buf[0], c.buf[1]
+    n, off = b1 & 0x7F, 2
+    if n == 126:
+        need(4)
+        n, off = struct.unpack("!H", c.buf[2:4])[0], 4
+    elif n == 127:
+        need(10)
+        n, off = struct.unpack("!Q", c.buf[2:10])[0], 10
+    need(off + n)
+    c._take(off)
+    return b0 & 0x0F, c._take(n)
+
+
+def h2_open(port=None, window=None):
+    """An h2c connection with prior knowledge (RFC 9113 §3.3) on a raw socket.
+    Returns (Conn, h2 connection); window sets SETTINGS_INITIAL_WINDOW_SIZE."""
+    import h2.config
+    import h2.connection
+    import h2.settings
+    c = Conn(port)
+    h = h2.connection.H2Connection(h2.config.H2Configuration(client_side=True,
+                                                             header_encoding="utf-8"))
+    h.initiate_connection()
+    if window is not None:
+        h.update_settings({h2.settings.SettingCodes.INITIAL_WINDOW_SIZE: window})
+    c.send(h.data_to_send())
+    return c, h
+
+
+def h2_get(c, h, path, sid=None):
+    sid = sid or h.get_next_available_stream_id()
+    h.send_headers(sid, [(":method", "GET"), (":scheme", "http"), (":authority", "127.0.0.1"),
+                         (":path", path)], end_stream=True)
+    c.send(h.data_to_send())
+    return sid
+PYEOF
