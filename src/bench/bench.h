@@ -9,6 +9,8 @@
  *   h2.c       h2c client (prior knowledge) on nghttp2's client session
  *   wsframe.c  WebSocket without sockets: SHA-1, base64, the 101 check, frames
  *   ws.c       WebSocket echo client (RFC 6455)
+ *   grpc.c     gRPC echo calls (--grpc): request messages, answer checks;
+ *              carried by h2.c, bytes by ../grpcwire.c (shared with grpcecho)
  *   main.c     options, threads, reports, --compare
  *
  * hist.c and h1parse.c depend on nothing else, so tests/check_bench.c links
@@ -110,6 +112,7 @@ enum {
     BENCH_ERR_NON2XX,
     BENCH_ERR_CHECK,
     BENCH_ERR_PROTOCOL, /* WebSocket: a frame or 101 that breaks RFC 6455 */
+    BENCH_ERR_GRPC,     /* gRPC: an answer whose grpc-status is not 0 (OK) */
     BENCH_ERR_N,
 };
 extern const char *const bench_err_names[BENCH_ERR_N];
@@ -188,6 +191,7 @@ typedef struct bench_opts {
     bench_header_t *headers;
     int nheaders;
     int ws_binary;            /* WebSocket: --binary messages (else text) */
+    int grpc;                 /* --grpc: unary gRPC calls over h2c (proto BENCH_H2) */
     int expect_status;        /* --expect-status, 0: any 2xx */
     int64_t expect_body_size; /* --expect-body-size, -1: not checked */
     int verbose;
@@ -308,6 +312,15 @@ void bench_conn_close(bench_conn_t *c, int kind, int reopen);
  * exactly size bytes (or the shortest such JSON if size is smaller). */
 size_t bench_json_body(char *dst, size_t size, uint64_t id);
 size_t bench_json_min_size(uint64_t id);
+
+/* grpc.c: the request of call `id`, a gRPC message (prefix + EchoMessage with
+ * request_id and a payload of `payload` bytes 'x'), at most
+ * bench_grpc_request_max(payload) bytes; returns its length.  The check of
+ * an answer's DATA: 0, or -1 with *why (a static string). */
+size_t bench_grpc_request_max(size_t payload);
+size_t bench_grpc_request(uint8_t *dst, size_t payload, uint64_t id);
+int bench_grpc_check(const uint8_t *body, size_t len, uint64_t id, size_t payload,
+                     const char **why);
 
 #endif /* BENCH_HIST_ONLY */
 #endif

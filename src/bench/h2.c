@@ -8,6 +8,11 @@
  * a read (new requests, window updates, SETTINGS acks) is gathered with
  * nghttp2_session_mem_send() into the connection's output and written with
  * one write().
+ *
+ * With --grpc each request is a unary gRPC call (grpc.c makes the message):
+ * POST with content-type application/grpc and te: trailers, and an answer
+ * counts as good only with :status 200, grpc-status 0 (in the trailers, or
+ * in the head of a trailers-only answer) and the message echoed.
  */
 #include <errno.h>
 #include <stdio.h>
@@ -27,7 +32,13 @@ typedef struct h2stream {
     uint64_t sent; /* ns */
     uint64_t body_len;
     size_t body_off; /* request body bytes already given to nghttp2 */
+    size_t body_size; /* of this request */
     struct h2conn *hc;
+    /* --grpc: the call's id, its grpc-status (-1: none yet), the answer's DATA */
+    uint64_t call_id;
+    int grpc_status;
+    uint8_t *rbuf;
+    size_t rlen, rcap;
 } h2stream_t;
 
 typedef struct h2conn {
@@ -62,10 +73,26 @@ static h2stream_t *slot_of(nghttp2_session *s, int32_t id)
     return nghttp2_session_get_stream_user_data(s, id);
 }
 
+/* grpc-status: 1 to 2 digits (0-16 are defined); -2 for anything else */
+static int grpc_status_of(const uint8_t *v, size_t n)
+{
+    if (n < 1 || n > 2 || v[0] < '0' || v[0] > '9' || (n == 2 && (v[1] < '0' || v[1] > '9')))
+        return -2;
+    return n == 1 ? v[0] - '0' : (v[0] - '0') * 10 + (v[1] - '0');
+}
+
 static int on_header(nghttp2_session *s, const nghttp2_frame *f, const uint8_t *name,
                      size_t namelen, const uint8_t *value, size_t valuelen, uint8_t flags, void *ud)
 {
-    if (f->hd.type != NGHTTP2_HEADERS || namelen != 7 || memcmp(name, ":status", 7) != 0)
+    if (f->hd.type != NGHTTP2_HEADERS)
+        return 0;
+    if (namelen == 11 && memcmp(name, "grpc-status", 11) == 0) {
+        h2stream_t *st = slot_of(s, f->hd.stream_id);
+        if (st)
+            st->grpc_status = grpc_status_of(value, valuelen);
+        return 0;
+    }
+    if (namelen != 7 || memcmp(name, ":status", 7) != 0)
         return 0;
     h2stream_t *st = slot_of(s, f->hd.stream_id);
     if (st && valuelen == 3)
@@ -77,9 +104,39 @@ static int on_data(nghttp2_session *s, uint8_t flags, int32_t id, const uint8_t 
                    void *ud)
 {
     h2stream_t *st = slot_of(s, id);
-    if (st)
-        st->body_len += len;
+    if (!st)
+        return 0;
+    st->body_len += len;
+    h2conn_t *hc = ud;
+    if (hc->c->th->o->grpc && st->body_len <= st->rcap) { /* longer: wrong anyway */
+        memcpy(st->rbuf + st->rlen, data, len);
+        st->rlen += len;
+    }
     return 0;
+}
+
+/* --grpc: judge a call's answer (bench_complete_kind: -1 good, else a kind) */
+static int grpc_verdict(h2stream_t *st, const bench_opts_t *o, const char **why)
+{
+    if (st->status != 200) {
+        *why = "HTTP status not 200";
+        return BENCH_ERR_NON2XX;
+    }
+    if (st->grpc_status == -1) {
+        *why = "no grpc-status";
+        return BENCH_ERR_CHECK;
+    }
+    if (st->grpc_status != 0) {
+        *why = "grpc-status not 0 (OK)";
+        return BENCH_ERR_GRPC;
+    }
+    if (st->body_len != st->rlen) {
+        *why = "answer longer than the request";
+        return BENCH_ERR_CHECK;
+    }
+    return bench_grpc_check(st->rbuf, st->rlen, st->call_id, o->body_size, why) < 0
+               ? BENCH_ERR_CHECK
+               : -1;
 }
 
 static int on_frame_recv(nghttp2_session *s, const nghttp2_frame *f, void *ud)
@@ -97,7 +154,14 @@ static int on_stream_close(nghttp2_session *s, int32_t id, uint32_t error_code, 
     if (!st || !st->in_use)
         return 0;
     bench_thread_t *th = hc->c->th;
-    if (error_code == NGHTTP2_NO_ERROR && st->status) {
+    if (error_code == NGHTTP2_NO_ERROR && st->status && th->o->grpc) {
+        const char *why = NULL;
+        int kind = grpc_verdict(st, th->o, &why);
+        if (kind >= 0 && th->o->verbose)
+            fprintf(stderr, "petrel-bench: gRPC call %llu: %s (status %d, grpc-status %d)\n",
+                    (unsigned long long)st->call_id, why, st->status, st->grpc_status);
+        bench_complete_kind(th, st->sent, kind);
+    } else if (error_code == NGHTTP2_NO_ERROR && st->status) {
         bench_complete(th, st->sent, st->status, st->body_len);
     } else {
         if (th->o->verbose)
@@ -117,11 +181,11 @@ static ssize_t body_read(nghttp2_session *s, int32_t id, uint8_t *buf, size_t le
     h2conn_t *hc = st->hc;
     bench_thread_t *th = hc->c->th;
     const char *body = shared_of(th)->bodies[(hc->c - th->conns) * hc->nslots + (st - hc->slots)];
-    size_t left = th->o->body_size - st->body_off;
+    size_t left = st->body_size - st->body_off;
     size_t k = left < length ? left : length;
     memcpy(buf, body + st->body_off, k);
     st->body_off += k;
-    if (st->body_off == th->o->body_size)
+    if (st->body_off == st->body_size)
         *flags |= NGHTTP2_DATA_FLAG_EOF;
     return (ssize_t)k;
 }
@@ -154,7 +218,11 @@ static int h2_prepare(bench_thread_t *th)
     NV(":scheme", "http");
     NV(":authority", sh->authority);
     NV(":path", o->path);
-    int has_type = 0;
+    if (o->grpc) { /* gRPC over HTTP/2 (PROTOCOL-HTTP2.md): no content-length */
+        NV("content-type", "application/grpc");
+        NV("te", "trailers");
+    }
+    int has_type = o->grpc;
     for (int i = 0; i < o->nheaders; i++) {
         const char *n = o->headers[i].name;
         if (strcasecmp(n, "host") == 0 || strcasecmp(n, "connection") == 0)
@@ -170,18 +238,23 @@ static int h2_prepare(bench_thread_t *th)
         sh->names[i] = lc;
         NV(lc, o->headers[i].value);
     }
-    if (o->body_size > 0) {
-        if (!has_type)
-            NV("content-type", "application/json");
-        snprintf(sh->clen, sizeof sh->clen, "%zu", o->body_size);
-        NV("content-length", sh->clen);
+    if (o->body_size > 0 || o->grpc) {
+        size_t size = o->body_size;
+        if (o->grpc) {
+            size = bench_grpc_request_max(o->body_size);
+        } else {
+            if (!has_type)
+                NV("content-type", "application/json");
+            snprintf(sh->clen, sizeof sh->clen, "%zu", o->body_size);
+            NV("content-length", sh->clen);
+        }
         size_t n = (size_t)th->nconns * (size_t)(o->per_request ? 1 : o->streams);
         sh->bodies = calloc(n, sizeof *sh->bodies);
         if (!sh->bodies)
             return -1;
         sh->nbodies = n;
         for (size_t i = 0; i < n; i++)
-            if (!(sh->bodies[i] = malloc(o->body_size)))
+            if (!(sh->bodies[i] = malloc(size)))
                 return -1;
     }
 #undef NV
@@ -192,6 +265,14 @@ static int h2_prepare(bench_thread_t *th)
     nghttp2_session_callbacks_set_on_frame_recv_callback(sh->cbs, on_frame_recv);
     nghttp2_session_callbacks_set_on_stream_close_callback(sh->cbs, on_stream_close);
     return 0;
+}
+
+static void free_conn_state(h2conn_t *hc)
+{
+    for (int i = 0; i < hc->nslots; i++)
+        free(hc->slots[i].rbuf);
+    free(hc->slots);
+    free(hc);
 }
 
 static h2conn_t *conn_state(bench_conn_t *c)
@@ -212,6 +293,17 @@ static h2conn_t *conn_state(bench_conn_t *c)
     for (int i = 0; i < n; i++)
         hc->slots[i].hc = hc;
     c->h2 = hc;
+    if (c->th->o->grpc) { /* room for the expected answer: the request, echoed */
+        size_t cap = bench_grpc_request_max(c->th->o->body_size) + 16;
+        for (int i = 0; i < n; i++)
+            if (!(hc->slots[i].rbuf = malloc(cap))) {
+                c->h2 = NULL;
+                free_conn_state(hc);
+                return NULL;
+            } else {
+                hc->slots[i].rcap = cap;
+            }
+    }
     return hc;
 }
 
@@ -222,10 +314,18 @@ static int submit(h2conn_t *hc, h2stream_t *st)
     const bench_opts_t *o = th->o;
     h2shared_t *sh = shared_of(th);
     nghttp2_data_provider prd, *pp = NULL;
-    if (o->body_size > 0) {
+    if (o->body_size > 0 || o->grpc) {
         char *body = sh->bodies[(hc->c - th->conns) * hc->nslots + (st - hc->slots)];
         uint64_t id = th->seq++ * (uint64_t)o->threads + (uint64_t)th->id;
-        bench_json_body(body, o->body_size, id);
+        if (o->grpc) {
+            st->body_size = bench_grpc_request((uint8_t *)body, o->body_size, id);
+            st->call_id = id;
+            st->grpc_status = -1;
+            st->rlen = 0;
+        } else {
+            bench_json_body(body, o->body_size, id);
+            st->body_size = o->body_size;
+        }
         st->body_off = 0;
         prd.source.ptr = st;
         prd.read_callback = body_read;
@@ -426,8 +526,7 @@ static void h2_release(bench_thread_t *th)
             continue;
         if (hc->s)
             nghttp2_session_del(hc->s);
-        free(hc->slots);
-        free(hc);
+        free_conn_state(hc);
         th->conns[i].h2 = NULL;
     }
     h2shared_t *sh = shared_of(th);

@@ -18,6 +18,7 @@
 
 #include "config.h"
 #include "bench.h"
+#include "grpcwire.h"
 
 typedef struct result {
     bench_stats_t st;
@@ -50,6 +51,7 @@ static void usage(FILE *f)
             "      --expect-status N   count other statuses as check failures\n"
             "      --expect-body-size N  count responses with another body size as check failures\n"
             "      --compare           persistent vs per-request connections, HTTP/1.1 and h2c\n"
+            "                          (and gRPC with --grpc, on the same server)\n"
             "      --json              print one JSON object instead of the summary\n"
             "      --fail-on-error     exit 1 if any request failed\n"
             "  -v, --verbose           say why connections fail\n"
@@ -58,6 +60,11 @@ static void usage(FILE *f)
             "      --body-size BYTES   message size (default 32)\n"
             "      --binary            binary messages (default: text)\n"
             "      --close             a new connection (and handshake) for every message\n"
+            "gRPC (--grpc; a request is a unary call of the grpcecho module, over h2c):\n"
+            "      --grpc              call URL's path (default /petrel.bench.Echo/Echo); -m,\n"
+            "                          --close as for h2c; answers need grpc-status 0 and the\n"
+            "                          request_id and payload echoed\n"
+            "      --body-size BYTES   payload size (default 0)\n"
             "      --help, --version\n");
 }
 
@@ -321,6 +328,9 @@ static const char *fmt_bytes(char *buf, size_t n, double b)
 
 static const char *mode_name(const bench_opts_t *o)
 {
+    if (o->grpc)
+        return o->per_request ? "gRPC over h2c, a new connection per call"
+                              : "gRPC over h2c, one channel per connection";
     if (o->proto == BENCH_WS)
         return o->per_request ? "WebSocket, a new connection per message" : "WebSocket echo";
     if (o->proto == BENCH_H2)
@@ -340,6 +350,8 @@ static void print_human(const bench_opts_t *o, const result_t *r)
         printf(", pipeline %d", o->depth);
     if (o->proto == BENCH_H2 && !o->per_request)
         printf(", %d stream%s each", o->streams, o->streams == 1 ? "" : "s");
+    if (o->grpc)
+        printf(", %zu-byte payloads", o->body_size);
     if (o->proto == BENCH_WS)
         printf(", %zu-byte %s messages, %d in flight each", o->body_size,
                o->ws_binary ? "binary" : "text", o->per_request ? 1 : o->streams);
@@ -385,9 +397,12 @@ static void print_json_result(const bench_opts_t *o, const result_t *r, const ch
     double rps = r->duration_s > 0 ? (double)st->requests / r->duration_s : 0;
     printf("{\"protocol\":\"%s\",\"connection\":\"%s\",",
            o->proto == BENCH_WS   ? "websocket"
+           : o->grpc              ? "grpc"
            : o->proto == BENCH_H2 ? "h2c"
                                   : "http/1.1",
            o->per_request ? "per-request" : "persistent");
+    if (o->grpc)
+        printf("\"method\":\"%s\",\"payload_size\":%zu,", o->path, o->body_size);
     if (o->proto == BENCH_WS)
         printf("\"message_size\":%zu,\"binary\":%s,\"in_flight\":%d,"
                "\"handshakes\":{\"count\":%llu,\"mean_us\":%.1f,\"max_us\":%.1f},",
@@ -417,7 +432,8 @@ static void print_json_result(const bench_opts_t *o, const result_t *r, const ch
 }
 
 /* ------------------------------------------------------------------------- */
-/* --compare: persistent vs per-request, HTTP/1.1 and h2c. */
+/* --compare: persistent vs per-request, HTTP/1.1 and h2c, and with --grpc
+ * gRPC calls too (a persistent channel vs a new connection per call). */
 
 static int compare(const bench_opts_t *base, int json)
 {
@@ -426,16 +442,25 @@ static int compare(const bench_opts_t *base, int json)
         bench_opts_t o;
         result_t r;
         int ok, skipped;
-    } rows[4];
-    const char *pn[2] = {"HTTP/1.1", "h2c"};
+    } rows[6];
+    const char *pn[3] = {"HTTP/1.1", "h2c", "gRPC"};
+    const char *jn[3] = {"http/1.1", "h2c", "grpc"};
     const char *mn[2] = {"persistent", "per-request"};
+    int nrows = base->grpc ? 6 : 4;
     int conc = base->conns;
-    for (int i = 0; i < 4; i++) {
+    for (int i = 0; i < nrows; i++) {
         struct row *w = &rows[i];
         w->proto = pn[i / 2];
         w->mode = mn[i % 2];
         w->o = *base;
         w->o.proto = i / 2 ? BENCH_H2 : BENCH_H1;
+        w->o.grpc = i / 2 == 2;
+        if (w->o.grpc) { /* the echo method of the same server */
+            snprintf(w->o.path, sizeof w->o.path, "%s", PETREL__GRPC_ECHO_PATH);
+            w->o.method = "POST";
+            w->o.expect_status = 0;
+            w->o.expect_body_size = -1;
+        }
         w->o.per_request = i % 2;
         w->o.depth = 1;
         if (w->o.proto == BENCH_H2 && !w->o.per_request) {
@@ -451,7 +476,7 @@ static int compare(const bench_opts_t *base, int json)
         w->ok = 0;
         w->skipped = 0;
     }
-    for (int i = 0; i < 4 && !interrupted; i++) {
+    for (int i = 0; i < nrows && !interrupted; i++) {
         struct row *w = &rows[i];
         if (i % 2 == 0) {
             /* one request first, with a short timeout: a server that does not
@@ -471,8 +496,8 @@ static int compare(const bench_opts_t *base, int json)
                 if (!json)
                     fprintf(stderr,
                             "petrel-bench: compare: %s: the probe request failed; "
-                            "skipped\n",
-                            w->proto);
+                            "skipped%s\n",
+                            w->proto, w->o.grpc ? " (is the grpcecho module loaded?)" : "");
                 i++;
                 continue;
             }
@@ -484,26 +509,25 @@ static int compare(const bench_opts_t *base, int json)
         w->ok = w->r.st.requests > 0;
     }
     uint64_t errs = 0;
-    for (int i = 0; i < 4; i++)
+    for (int i = 0; i < nrows; i++)
         errs += total_errors(&rows[i].r.st);
     if (json) {
         printf("{\"compare\":[");
-        for (int i = 0; i < 4; i++) {
+        for (int i = 0; i < nrows; i++) {
             printf(i ? ",\n  " : "\n  ");
             print_json_result(&rows[i].o, &rows[i].r,
                               rows[i].skipped ? "\"skipped\":\"the probe request failed\"," : "");
         }
         printf("\n],\"improvement\":{");
-        for (int p = 0; p < 2; p++) {
+        for (int p = 0; p < nrows / 2; p++) {
             const result_t *a = &rows[2 * p].r, *b = &rows[2 * p + 1].r;
             double la = bench_hist_mean(&a->st.hist), lb = bench_hist_mean(&b->st.hist);
             double ta = a->duration_s > 0 ? a->st.requests / a->duration_s : 0;
             double tb = b->duration_s > 0 ? b->st.requests / b->duration_s : 0;
-            printf("%s\"%s\":{\"avg_latency\":%.3f,\"throughput\":%.3f}", p ? "," : "",
-                   p ? "h2c" : "http/1.1", la > 0 && lb > 0 ? lb / la : 0.0,
-                   ta > 0 && tb > 0 ? ta / tb : 0.0);
+            printf("%s\"%s\":{\"avg_latency\":%.3f,\"throughput\":%.3f}", p ? "," : "", jn[p],
+                   la > 0 && lb > 0 ? lb / la : 0.0, ta > 0 && tb > 0 ? ta / tb : 0.0);
         }
-        printf("},\"grpc\":\"not implemented yet\"}\n");
+        printf("}%s}\n", base->grpc ? "" : ",\"grpc\":\"not measured: add --grpc\"");
         return 0;
     }
     printf("Connection reuse: %s, %s%s, concurrency %d\n", base->url,
@@ -511,10 +535,13 @@ static int compare(const bench_opts_t *base, int json)
            conc);
     if (base->body_size)
         printf("  (body %zu bytes)\n", base->body_size);
+    if (base->grpc)
+        printf("  (gRPC: unary %s calls over h2c, payload %zu bytes)\n", PETREL__GRPC_ECHO_PATH,
+               base->body_size);
     printf("%-9s %-12s %9s %11s %10s %10s %8s %8s %8s %8s %7s\n", "protocol", "connection",
            "requests", "concurrency", "total ms", "req/s", "avg ms", "p50 ms", "p95 ms", "p99 ms",
            "errors");
-    for (int i = 0; i < 4; i++) {
+    for (int i = 0; i < nrows; i++) {
         const struct row *w = &rows[i];
         const bench_hist_t *h = &w->r.st.hist;
         if (w->skipped) {
@@ -535,7 +562,7 @@ static int compare(const bench_opts_t *base, int json)
             (double)bench_hist_percentile(h, 99) / 1e6, (unsigned long long)total_errors(&w->r.st));
     }
     printf("\nPersistent vs per-request connections:\n");
-    for (int p = 0; p < 2; p++) {
+    for (int p = 0; p < nrows / 2; p++) {
         const struct row *a = &rows[2 * p], *b = &rows[2 * p + 1];
         if (!a->ok || !b->ok) {
             printf("  %-9s n/a\n", pn[p]);
@@ -546,7 +573,8 @@ static int compare(const bench_opts_t *base, int json)
         printf("  %-9s average latency %.2fx lower (%.1f%% less), throughput %.2fx higher\n", pn[p],
                lb / la, 100.0 * (lb - la) / lb, ta / tb);
     }
-    printf("  gRPC      not measured yet: needs the grpcecho module and --grpc (issue 7)\n");
+    if (!base->grpc)
+        printf("  gRPC      not measured: add --grpc (the server needs the grpcecho module)\n");
     return errs ? 1 : 0;
 }
 
@@ -566,6 +594,7 @@ enum {
     OPT_HELP,
     OPT_VERSION,
     OPT_BINARY,
+    OPT_GRPC,
 };
 
 int main(int argc, char **argv)
@@ -593,6 +622,7 @@ int main(int argc, char **argv)
         {"help", no_argument, NULL, OPT_HELP},
         {"version", no_argument, NULL, OPT_VERSION},
         {"binary", no_argument, NULL, OPT_BINARY},
+        {"grpc", no_argument, NULL, OPT_GRPC},
         {NULL, 0, NULL, 0},
     };
     static bench_opts_t o;
@@ -691,6 +721,9 @@ int main(int argc, char **argv)
         case OPT_BINARY:
             o.ws_binary = 1;
             break;
+        case OPT_GRPC:
+            o.grpc = 1;
+            break;
         case OPT_HELP:
             usage(stdout);
             return 0;
@@ -719,9 +752,21 @@ int main(int argc, char **argv)
     }
     if (have_m && o.proto != BENCH_WS)
         o.proto = BENCH_H2;
+    if (o.grpc && o.proto == BENCH_WS)
+        die("%s", "--grpc is for http:// URLs");
+    if (o.grpc && !do_compare) { /* gRPC calls: h2c, POST, the echo method */
+        if (have_p || have_expect || (o.method && strcmp(o.method, "POST") != 0))
+            die("%s", "--grpc goes without -p, -X and --expect-* (the answers are checked)");
+        if (o.body_size > (1u << 30) - 64)
+            die("%s", "--body-size: at most 1g - 64 with --grpc");
+        o.proto = BENCH_H2;
+        o.method = "POST";
+        if (strcmp(o.path, "/") == 0)
+            snprintf(o.path, sizeof o.path, "%s", PETREL__GRPC_ECHO_PATH);
+    }
     if (!o.method)
         o.method = o.body_size ? "POST" : "GET";
-    if (o.proto != BENCH_WS && o.body_size > 0 && o.body_size < 47)
+    if (o.proto != BENCH_WS && !(o.grpc && !do_compare) && o.body_size > 0 && o.body_size < 47)
         die("%s", "--body-size: at least 47 bytes (the JSON around the payload), or 0");
     if (have_d && o.nreq)
         die("%s", "-d and -n exclude each other");

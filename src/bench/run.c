@@ -34,7 +34,7 @@
 #include "bench.h"
 
 const char *const bench_err_names[BENCH_ERR_N] = {
-    "connect", "read", "write", "timeout", "non2xx", "check", "protocol",
+    "connect", "read", "write", "timeout", "non2xx", "check", "protocol", "grpc_status",
 };
 
 int bench_stop;
