@@ -2,9 +2,10 @@
  * wsbench.c -- WebSocket echo round trips: C connections, each with one
  * message in flight (send, wait for its echo, send the next), for D seconds
  * after a warm-up; prints messages/s and the round-trip latency percentiles.
- * A stand-in until petrel-bench has a WebSocket mode; it speaks just enough
- * RFC 6455 for an echo server (masked client frames, unmasked server frames
- * without fragmentation).
+ * Superseded by petrel-bench's WebSocket mode (ws:// URLs), which run.sh now
+ * uses; kept for the comparison in doc/benchmarks.md (WSBENCH=1 run.sh).  It
+ * speaks just enough RFC 6455 for an echo server (masked client frames, one
+ * fixed mask key; unmasked server frames without fragmentation).
  *
  *   cc -O2 -pthread -o wsbench wsbench.c
  *   wsbench [-c CONNS] [-t THREADS] [-d SECS] [-w WARMUP_SECS] [-s BYTES] [-b]
