@@ -167,8 +167,11 @@ const char *petrel_req_param(const petrel_req_t *req, const char *name)
 const char *petrel_req_query(petrel_req_t *req, const char *name)
 {
     size_t n = strlen(name);
-    const char *p = req->query.ptr, *end = p + req->query.len;
-    while (p && p < end) {
+    const char *p = req->query.ptr;
+    if (p == NULL)
+        return NULL; /* no query: NULL + 0 would be undefined */
+    const char *end = p + req->query.len;
+    while (p < end) {
         const char *amp = memchr(p, '&', (size_t)(end - p));
         const char *e = amp ? amp : end;
         const char *eq = memchr(p, '=', (size_t)(e - p));

@@ -305,6 +305,37 @@ START_TEST(test_status_reason)
 }
 END_TEST
 
+/* ------------------------------------------------------------------------ */
+/* Regressions found by the fuzzing harnesses (tests/fuzz)                  */
+
+/* petrel_req_query on a request without a query (query.ptr NULL): it
+ * computed NULL + 0, undefined behaviour that UBSan reports (fuzz_http1,
+ * GET /kv/all with a handler asking for a query parameter). */
+START_TEST(test_fuzz_query_absent)
+{
+    petrel__pool_t pool;
+    petrel__pool_init(&pool, 4);
+    petrel_arena_t a;
+    petrel__arena_init(&a, &pool, 0);
+    petrel_req_t req;
+    memset(&req, 0, sizeof(req));
+    req.arena = &a;
+    ck_assert_ptr_null(petrel_req_query(&req, "q"));
+    ck_assert_ptr_null(petrel_req_query(&req, ""));
+    /* and with one: RFC 3986 §3.4, '+' and %XX decoded as a form would */
+    req.query.ptr = "q=a+b%21&r&=x";
+    req.query.len = strlen(req.query.ptr);
+    ck_assert_str_eq(petrel_req_query(&req, "q"), "a b!");
+    ck_assert_str_eq(petrel_req_query(&req, "r"), "");
+    ck_assert_str_eq(petrel_req_query(&req, ""), "x");
+    ck_assert_ptr_null(petrel_req_query(&req, "s"));
+    petrel__arena_clear(&a);
+    petrel__pool_fini(&pool);
+}
+END_TEST
+
+/* End of the fuzz regressions. */
+
 static Suite *request_suite(void)
 {
     Suite *s = suite_create("request");
@@ -326,6 +357,11 @@ static Suite *request_suite(void)
     tcase_add_test(tc, test_methods_format);
     tcase_add_test(tc, test_str_ieq);
     tcase_add_test(tc, test_status_reason);
+    suite_add_tcase(s, tc);
+
+    /* regressions found by the fuzzing harnesses (tests/fuzz) */
+    tc = tcase_create("fuzz");
+    tcase_add_test(tc, test_fuzz_query_absent);
     suite_add_tcase(s, tc);
     return s;
 }
