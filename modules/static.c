@@ -1359,7 +1359,8 @@ static int autoindex(petrel_req_t *req, const mount_t *m, const char *rel, size_
     closedir(d);
     buf_t b = {0};
     if (rc == 0) {
-        qsort(ents, n, sizeof(*ents), dent_cmp);
+        if (n > 1) /* qsort(NULL, 0, ...) is undefined: an empty directory */
+            qsort(ents, n, sizeof(*ents), dent_cmp);
         buf_str(&b, "<!DOCTYPE html>\n<html><head><meta charset=\"utf-8\"><title>Index of ");
         buf_html(&b, req->path.ptr, req->path.len);
         buf_str(&b, "</title></head>\n<body><h1>Index of ");

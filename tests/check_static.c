@@ -833,6 +833,38 @@ START_TEST(mount_errors)
 }
 END_TEST
 
+/* ------------------------------------------------------------------------ */
+/* Regressions found by the fuzzing harnesses (tests/fuzz)                  */
+
+/* The listing of an empty directory (or of one with hidden files only)
+ * called qsort(NULL, 0, ...): undefined, reported by UBSan (fuzz_http1,
+ * GET of an empty directory with autoindex on). */
+START_TEST(fuzz_autoindex_empty)
+{
+    mkdir_at("root/void");
+    mkdir_at("root/hidden");
+    write_file("root/hidden/.dot", "x");
+    petrel_static_opts_t o;
+    petrel_static_opts_init(&o);
+    o.autoindex = 1;
+    server_setup(&o);
+    resp_t r;
+    static const char *const reqs[] = {"GET /void/ HTTP/1.1\r\nHost: x\r\n\r\n",
+                                       "GET /hidden/ HTTP/1.1\r\nHost: x\r\n\r\n"};
+    for (int i = 0; i < 2; i++) {
+        exchange(reqs[i], false, &r);
+        ck_assert_int_eq(r.status, 200);
+        ck_assert_uint_gt(r.len, 0);
+        r.body[r.len - 1] = '\0';
+        ck_assert_ptr_nonnull(strstr(r.body, i ? "Index of /hidden/" : "Index of /void/"));
+        ck_assert_ptr_null(strstr(r.body, ".dot"));
+    }
+    server_teardown();
+}
+END_TEST
+
+/* End of the fuzz regressions. */
+
 static Suite *suite(void)
 {
     Suite *s = suite_create("static");
@@ -863,6 +895,13 @@ static Suite *suite(void)
     tcase_add_test(tc, cache_revalidate);
     tcase_add_test(tc, cache_evict_in_flight);
     tcase_add_test(tc, mount_errors);
+    suite_add_tcase(s, tc);
+
+    /* regressions found by the fuzzing harnesses (tests/fuzz) */
+    tc = tcase_create("fuzz");
+    tcase_add_checked_fixture(tc, tree_setup, tree_teardown);
+    tcase_set_timeout(tc, 20);
+    tcase_add_test(tc, fuzz_autoindex_empty);
     suite_add_tcase(s, tc);
     return s;
 }
