@@ -415,9 +415,9 @@ static ssize_t handshake(bench_conn_t *c, const char *buf, size_t len)
 {
     bench_thread_t *th = c->th;
     wsconn_t *w = c->ws;
-    const char *e = memmem(buf, len, "\r\n\r\n", 4);
+    const char *e = memmem(buf, len < MAX_HEAD ? len : MAX_HEAD, "\r\n\r\n", 4);
     if (!e) {
-        if (len > MAX_HEAD)
+        if (len >= MAX_HEAD)
             return protocol_error(c, "a response head over 8 KiB");
         return 0;
     }

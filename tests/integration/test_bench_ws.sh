@@ -76,6 +76,8 @@ cat >"$TMP/srv.py" <<'PYEOF'
 #   wrong      echo the payload with its last byte changed
 #   badaccept  101 with a wrong Sec-WebSocket-Accept
 #   silent     complete the handshake, never echo
+#   hugehead   a 101 head of more than 8 KiB (petrel-bench's limit)
+#   garbage    not HTTP at all
 # Every client frame is checked: masked, a mask key not seen before on the
 # connection (§5.3); the handshake: GET, Upgrade, Connection, version 13, a
 # 16-byte key (§4.1).  A violation is logged as "bad ...".
@@ -124,6 +126,11 @@ def serve(c):
         acc = base64.b64encode(hashlib.sha1(key.encode() + GUID).digest()).decode()
         if mode == "badaccept":
             acc = acc[::-1]
+        if mode == "garbage":
+            c.sendall(b"SSH-2.0-OpenSSH_9.2\r\n\r\n")
+            return
+        if mode == "hugehead":
+            c.sendall(b"HTTP/1.1 101 Switching Protocols\r\n" + b"X-Pad: " + b"p" * 9000 + b"\r\n")
         c.sendall(("HTTP/1.1 101 Switching Protocols\r\nUpgrade: websocket\r\n"
                    "Connection: Upgrade\r\nSec-WebSocket-Accept: %s\r\n\r\n" % acc).encode())
         masks = set()
@@ -260,6 +267,15 @@ stop_srv
 expect "$(jget "$TMP/r11" errors.protocol)" 10 "badaccept: protocol errors"
 expect "$(jget "$TMP/r11" handshakes.count)" 0 "badaccept: handshakes"
 expect "$(nlog msg)" 0 "badaccept: messages sent after a bad 101"
+
+# 11b. a head over 8 KiB, and a server that does not speak HTTP: protocol errors
+for m in hugehead garbage; do
+    start_srv $m
+    bench -c 2 -n 6 --json "$WS" >"$TMP/r11$m" || fail "$m: exit $?"
+    stop_srv
+    expect "$(jget "$TMP/r11$m" errors.protocol)" 6 "$m: protocol errors"
+    expect "$(jget "$TMP/r11$m" requests)" 0 "$m: messages"
+done
 
 # 12. a server that never echoes: timeouts, in bounded time
 start_srv silent
