@@ -170,7 +170,7 @@ class Petrel:
             fail("petrel did not stop on SIGTERM")
         check(rc == 0, "petrel exited %d: %s" % (rc, self.stderr()))
         err = self.stderr()
-        check("AddressSanitizer" not in err and "runtime error" not in err, "sanitizer: " + err)
+        check("Sanitizer" not in err and "runtime error" not in err, "sanitizer: " + err)
         self.err.close()
 
     def kill(self):
