@@ -1,0 +1,50 @@
+/*
+ * fuzz_h2.c -- the HTTP/2 frame path (src/h2.c over nghttp2): frame
+ * processing, HPACK, our own RFC 9113 checks on top of nghttp2's (§8.2,
+ * §8.3 pseudo-header and field rules), request dispatch and responses.
+ *
+ * Input: one mode byte, then frames.  Mode (low two bits):
+ *   0  the client connection preface (RFC 9113 §3.4) is prepended; the
+ *      fuzz bytes start with the client's SETTINGS frame;
+ *   1  preface and an empty SETTINGS frame are prepended, so the fuzz bytes
+ *      are frames of an established connection (HEADERS, DATA, ...);
+ *   2  as 1, plus a SETTINGS ACK;
+ *   3  an HTTP/1.1 request with Upgrade: h2c (RFC 7540 §3.2) followed by the
+ *      preface and SETTINGS: the response to stream 1, then the frames.
+ * The next bits choose the write splits (see fuzz_http1.c), the high bit a
+ * half-close.  fuzz_server_run() asserts that every session, stream slot,
+ * connection and chunk is released once the client has closed.
+ */
+#include "fuzz_server.h"
+
+#include <string.h>
+
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
+
+#define PREFACE "PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n"
+#define SETTINGS "\x00\x00\x00\x04\x00\x00\x00\x00\x00"
+#define SETTINGS_ACK "\x00\x00\x00\x04\x01\x00\x00\x00\x00"
+/* HTTP2-Settings: an empty SETTINGS payload, base64url ("") */
+#define UPGRADE                                                                                    \
+    "GET /hello HTTP/1.1\r\nHost: fuzz\r\nConnection: Upgrade, HTTP2-Settings\r\n"                \
+    "Upgrade: h2c\r\nHTTP2-Settings: \r\n\r\n"
+
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
+{
+    if (size < 1)
+        return 0;
+    uint8_t mode = data[0];
+    static const struct {
+        const char *s;
+        size_t len;
+    } heads[] = {
+        {PREFACE, sizeof(PREFACE) - 1},
+        {PREFACE SETTINGS, sizeof(PREFACE SETTINGS) - 1},
+        {PREFACE SETTINGS SETTINGS_ACK, sizeof(PREFACE SETTINGS SETTINGS_ACK) - 1},
+        {UPGRADE PREFACE SETTINGS, sizeof(UPGRADE PREFACE SETTINGS) - 1},
+    };
+    unsigned m = mode & 3;
+    fuzz_server_run(heads[m].s, heads[m].len, data + 1, size - 1, (mode >> 2) & 0x1f,
+                    (mode & 0x80) != 0);
+    return 0;
+}

@@ -1,0 +1,27 @@
+/*
+ * fuzz_http1.c -- the HTTP/1.1 request path, bytes in and responses out,
+ * through the real connection code (src/conn.c, src/http1.c, llhttp, the
+ * router, the built-in modules and the static handler).
+ *
+ * Input: one mode byte, then the bytes the client sends.  The mode byte's
+ * high bit asks for a half-close (shutdown(SHUT_WR)) after the last byte;
+ * the rest of it chooses how the bytes are split into writes (0: one write),
+ * so that the parser meets every boundary: inside a method, a header name, a
+ * chunk size, a CRLF (RFC 9112 §2, §7.1).
+ *
+ * Asserted by fuzz_server_run(): no crash or sanitizer report, the server
+ * consumes its input, and once the client has closed, the connection, its
+ * arena and every pool chunk it held are released.
+ */
+#include "fuzz_server.h"
+
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
+
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
+{
+    if (size < 1)
+        return 0;
+    uint8_t mode = data[0];
+    fuzz_server_run(NULL, 0, data + 1, size - 1, mode & 0x7f, (mode & 0x80) != 0);
+    return 0;
+}

@@ -1,0 +1,294 @@
+/*
+ * fuzz_server.c -- see fuzz_server.h.
+ */
+#include "petrel-int.h"
+
+#include "fuzz_server.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+/* The table generated from BUILTIN_MODULES (modules/builtin.c). */
+extern const petrel_module_t *const petrel__builtin_modules[];
+
+static petrel_server_t *srv;
+static char tmp_dir[256];
+/* PETREL_FUZZ_DUMP set: what the server writes goes to stderr too (to see
+ * what a seed reaches). */
+static bool dump;
+
+/* Loop turns allowed for each stage of an input; far more than any input
+ * of a few KiB needs, and bounded so that a server that never settles is
+ * reported as a failure instead of spinning. */
+#define SETTLE_TURNS 64
+#define CLOSE_TURNS 1000
+#define STUCK_WRITES 1000
+
+__attribute__((noreturn)) static void die(const char *what)
+{
+    fprintf(stderr, "fuzz_server: %s\n", what);
+    abort();
+}
+
+/* ------------------------------------------------------------------------ */
+/* Routes of our own                                                        */
+
+/* A streamed body in pieces with a trailer (RFC 9112 §7.1.2). */
+static int h_stream(petrel_req_t *req, void *data)
+{
+    (void)data;
+    if (petrel_stream_begin(req, 200, "text/plain") < 0 || petrel_stream_write(req, "one ", 4) < 0 ||
+        petrel_stream_write(req, "two", 3) < 0 || petrel_resp_trailer(req, "X-Sum", "7") < 0)
+        return PETREL_ENOMEM;
+    return petrel_stream_end(req);
+}
+
+/* What the request looked like: method, path, query, parameters, headers. */
+static int h_info(petrel_req_t *req, void *data)
+{
+    (void)data;
+    const char *key = petrel_req_param(req, "key");
+    const char *star = petrel_req_param(req, "*");
+    const char *q = petrel_req_query(req, "q");
+    const char *ua = petrel_req_header(req, "user-agent");
+    char *s = petrel_arena_printf(req->arena, "%s %s key=%s *=%s q=%s ua=%s body=%zu\n",
+                                  req->method_name.ptr, req->path.ptr, key ? key : "-",
+                                  star ? star : "-", q ? q : "-", ua ? ua : "-", req->body.len);
+    if (s == NULL)
+        return PETREL_ENOMEM;
+    petrel_resp_header(req, "X-Info", "1");
+    return petrel_send_text(req, 200, "text/plain", s);
+}
+
+static int h_status(petrel_req_t *req, void *data)
+{
+    (void)req;
+    return (int)(intptr_t)data;
+}
+
+/* ------------------------------------------------------------------------ */
+/* A small static root                                                      */
+
+static void put_file(const char *rel, const void *data, size_t len)
+{
+    char path[512];
+    snprintf(path, sizeof(path), "%s/%s", tmp_dir, rel);
+    int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+    if (fd < 0 || write(fd, data, len) != (ssize_t)len || close(fd) < 0)
+        die("cannot write the static root");
+}
+
+static void remove_tmp(void)
+{
+    if (tmp_dir[0]) {
+        char cmd[600];
+        snprintf(cmd, sizeof(cmd), "rm -rf '%s'", tmp_dir);
+        if (system(cmd) != 0)
+            fprintf(stderr, "fuzz_server: could not remove %s\n", tmp_dir);
+    }
+}
+
+static void make_root(void)
+{
+    const char *t = getenv("TMPDIR");
+    snprintf(tmp_dir, sizeof(tmp_dir), "%s/petrel-fuzz.XXXXXX", t && *t ? t : "/tmp");
+    if (mkdtemp(tmp_dir) == NULL)
+        die("mkdtemp");
+    atexit(remove_tmp);
+    char p[600];
+    snprintf(p, sizeof(p), "%s/root", tmp_dir);
+    mkdir(p, 0755);
+    snprintf(p, sizeof(p), "%s/root/sub", tmp_dir);
+    mkdir(p, 0755);
+    snprintf(p, sizeof(p), "%s/root/empty", tmp_dir);
+    mkdir(p, 0755);
+    snprintf(p, sizeof(p), "%s/outside", tmp_dir);
+    mkdir(p, 0755);
+    put_file("outside/secret", "secret\n", 7);
+    put_file("root/index.html", "<h1>hi</h1>\n", 12);
+    put_file("root/a.txt", "hello, world\n", 13);
+    put_file("root/a.txt.gz", "\x1f\x8b\x08\x00", 4);
+    put_file("root/sub/style.css", "p{}\n", 4);
+    put_file("root/sub/index.html", "sub\n", 4);
+    /* larger than the in-memory limit: served from a descriptor */
+    static char big[100000];
+    for (size_t i = 0; i < sizeof(big); i++)
+        big[i] = (char)('a' + i % 26);
+    put_file("root/big.bin", big, sizeof(big));
+    snprintf(p, sizeof(p), "%s/root/up", tmp_dir);
+    if (symlink("../outside", p) < 0)
+        die("symlink");
+    snprintf(p, sizeof(p), "%s/root/link.txt", tmp_dir);
+    if (symlink("a.txt", p) < 0)
+        die("symlink");
+}
+
+/* ------------------------------------------------------------------------ */
+/* Set-up                                                                   */
+
+void fuzz_server_init(void)
+{
+    if (srv)
+        return;
+    signal(SIGPIPE, SIG_IGN);
+    petrel__log_level = getenv("PETREL_FUZZ_LOG") ? PETREL_LOG_DEBUG : -1;
+    dump = getenv("PETREL_FUZZ_DUMP") != NULL;
+    make_root();
+    srv = petrel__server_new();
+    if (srv == NULL)
+        die("petrel__server_new");
+    petrel__set_builtins(petrel__builtin_modules);
+    char err[256];
+    static const char *const mods[] = {"hello", "echo", "wsecho"};
+    for (size_t i = 0; i < sizeof(mods) / sizeof(mods[0]); i++)
+        if (petrel__server_load_module(srv, mods[i], err, sizeof(err)) < 0)
+            die(err);
+    if (petrel_route_add(srv, PETREL_GET, "/stream", h_stream, NULL) < 0 ||
+        petrel_route_add(srv, PETREL_GET | PETREL_PUT, "/kv/:key", h_info, NULL) < 0 ||
+        petrel_route_add(srv, PETREL_GET, "/kv/all", h_info, NULL) < 0 ||
+        petrel_route_add(srv, PETREL_ANY, "/info/*", h_info, NULL) < 0 ||
+        petrel_route_add(srv, PETREL_GET, "/status/418", h_status, (void *)(intptr_t)418) < 0 ||
+        petrel_route_add(srv, PETREL_GET, "/status/fail", h_status,
+                         (void *)(intptr_t)PETREL_EINVAL) < 0)
+        die("petrel_route_add");
+    petrel_static_opts_t o;
+    petrel_static_opts_init(&o);
+    o.autoindex = 1;
+    char root[600];
+    snprintf(root, sizeof(root), "%s/root", tmp_dir);
+    if (petrel_static_mount(srv, "/files/", root, &o) < 0)
+        die("petrel_static_mount");
+    /* small limits, so that inputs of a few KiB reach them */
+    srv->cfg.max_body_size = 8192;
+    srv->cfg.max_header_size = 4096;
+    srv->cfg.max_uri_size = 1024;
+    srv->cfg.ws_max_message_size = 8192;
+    if (petrel__worker_init(srv) < 0)
+        die("petrel__worker_init");
+    /* the worker blocks these for its signalfd; give them back to libFuzzer
+     * (its -max_total_time, Ctrl-C) */
+    sigset_t set;
+    sigemptyset(&set);
+    sigaddset(&set, SIGTERM);
+    sigaddset(&set, SIGINT);
+    sigaddset(&set, SIGHUP);
+    sigaddset(&set, SIGUSR2);
+    sigprocmask(SIG_UNBLOCK, &set, NULL);
+}
+
+/* ------------------------------------------------------------------------ */
+/* One connection                                                           */
+
+static int turn(void) { return petrel__loop_run_once(&srv->loop, 0); }
+
+/* Read and drop what the server wrote; returns the bytes read. */
+static size_t drain(int fd, bool *eof)
+{
+    static char sink[1 << 16];
+    size_t got = 0;
+    while (!*eof) {
+        ssize_t n = read(fd, sink, sizeof(sink));
+        if (n > 0 && dump)
+            fwrite(sink, 1, (size_t)n, stderr);
+        if (n > 0)
+            got += (size_t)n;
+        else if (n == 0 || (errno != EAGAIN && errno != EINTR))
+            *eof = true;
+        else
+            break;
+    }
+    return got;
+}
+
+/* Turn the loop until nothing happens any more (bounded). */
+static void settle(int fd, bool *eof)
+{
+    for (int i = 0; i < SETTLE_TURNS; i++) {
+        int ev = turn();
+        size_t got = drain(fd, eof);
+        if (ev <= 0 && got == 0 && list_empty(&srv->loop.pending))
+            break;
+    }
+}
+
+/* Write all of it unless the server closes; false when it did. */
+static bool write_all(int fd, const uint8_t *p, size_t len, bool *eof)
+{
+    int stuck = 0;
+    while (len > 0) {
+        ssize_t n = write(fd, p, len);
+        if (n > 0) {
+            p += n;
+            len -= (size_t)n;
+            stuck = 0;
+            continue;
+        }
+        if (n < 0 && errno != EAGAIN && errno != EINTR)
+            return false;
+        if (++stuck > STUCK_WRITES)
+            die("the server stopped reading (input not consumed)");
+        turn();
+        drain(fd, eof);
+    }
+    return true;
+}
+
+void fuzz_server_run(const void *head, size_t head_len, const uint8_t *data, size_t len,
+                     uint8_t split, bool half_close)
+{
+    fuzz_server_init();
+    size_t live0 = petrel__pool.live;
+    int fds[2];
+    if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, fds) < 0)
+        die("socketpair");
+    if (fcntl(fds[1], F_SETFL, O_NONBLOCK) < 0 || petrel__conn_adopt(srv, fds[0]) < 0)
+        die("adopt");
+    int fd = fds[1];
+    bool eof = false, open = true;
+    if (head_len)
+        open = write_all(fd, head, head_len, &eof);
+    settle(fd, &eof);
+    /* the pieces: `split` seeds a small generator of piece sizes (1..2^k
+     * bytes, k from its low bits), 0 writes everything at once */
+    uint32_t x = split * 2654435761u + 1;
+    size_t off = 0;
+    while (open && off < len) {
+        size_t n = len - off;
+        if (split) {
+            x ^= x << 13;
+            x ^= x >> 17;
+            x ^= x << 5;
+            size_t max = (size_t)1 << (split & 7);
+            size_t piece = 1 + x % max;
+            if (piece < n)
+                n = piece;
+        }
+        open = write_all(fd, data + off, n, &eof);
+        off += n;
+        settle(fd, &eof);
+    }
+    if (open && half_close) {
+        shutdown(fd, SHUT_WR);
+        settle(fd, &eof);
+    }
+    close(fd);
+    for (int i = 0; i < CLOSE_TURNS && srv->nconns > 0; i++)
+        turn();
+    turn(); /* the turn's end frees what was closed during it */
+    petrel__h2_stats_t st;
+    petrel__h2_stats(&st);
+    if (srv->nconns != 0 || st.sessions != 0 || st.streams != 0 || petrel__pool.live != live0) {
+        fprintf(stderr,
+                "fuzz_server: connection not released: %zu conns, %zu h2 sessions, %zu h2 "
+                "streams, %zu pool chunks live (%zu before)\n",
+                srv->nconns, st.sessions, st.streams, petrel__pool.live, live0);
+        abort();
+    }
+}

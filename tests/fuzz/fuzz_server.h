@@ -1,0 +1,35 @@
+/*
+ * fuzz_server.h -- the in-process server shared by the connection harnesses
+ * (fuzz_http1.c, fuzz_h2.c, fuzz_ws.c).
+ *
+ * One server per process, made on the first input and kept: the built-in
+ * hello, echo and wsecho modules, a static mount over a small temporary
+ * root, and a few routes of our own (a streamed response with a trailer, a
+ * parameter route, a wildcard route that reports what it saw).  Its worker
+ * loop runs in the fuzzing process without a listener, exactly as in
+ * tests/check_http1.c: each input gets a socketpair whose server end is
+ * adopted by the real connection code (petrel__conn_adopt), and the loop is
+ * turned a bounded number of times.
+ */
+#ifndef FUZZ_SERVER_H
+#define FUZZ_SERVER_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+/* Make the server on the first call; later calls do nothing. */
+void fuzz_server_init(void);
+
+/*
+ * Serve one connection: write `head` (may be NULL) in one piece, then
+ * `data` in pieces whose sizes come from `split` (0: one write), turning the
+ * loop and reading what the server writes in between; shut down the write
+ * side if `half_close`; let the server finish; close the client end; and
+ * check that the connection was released: no connection, stream, session or
+ * pool chunk is left over (abort() otherwise, so the fuzzer reports it).
+ */
+void fuzz_server_run(const void *head, size_t head_len, const uint8_t *data, size_t len,
+                     uint8_t split, bool half_close);
+
+#endif /* FUZZ_SERVER_H */

@@ -1,0 +1,45 @@
+/*
+ * fuzz_ws.c -- the WebSocket frame path (src/ws.c over wslay, the wsecho
+ * module): an HTTP/1.1 Upgrade handshake to /ws (RFC 6455 §4.1), then the
+ * fuzz bytes as client frames: masking (§5.3), fragmentation and control
+ * frames (§5.4, §5.5), Close codes and UTF-8 (§5.5.1, §8.1), message size
+ * limit, and permessage-deflate (RFC 7692) when negotiated.
+ *
+ * Input: one mode byte, then frames.  Mode bit 0: offer permessage-deflate
+ * in the handshake (bit 1: with client_max_window_bits and
+ * server_no_context_takeover, so both of the server's context modes run);
+ * bits 2-6 choose the write splits (see fuzz_http1.c); bit 7 a half-close.
+ * fuzz_server_run() asserts that the connection and all its memory are
+ * released once the client has closed.
+ */
+#include "fuzz_server.h"
+
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
+
+#define HANDSHAKE                                                                                  \
+    "GET /ws HTTP/1.1\r\nHost: fuzz\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n"            \
+    "Sec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\nSec-WebSocket-Version: 13\r\n"
+#define DEFLATE "Sec-WebSocket-Extensions: permessage-deflate\r\n"
+#define DEFLATE2                                                                                   \
+    "Sec-WebSocket-Extensions: permessage-deflate; client_max_window_bits; "                      \
+    "server_no_context_takeover\r\n"
+
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
+{
+    if (size < 1)
+        return 0;
+    uint8_t mode = data[0];
+    static const struct {
+        const char *s;
+        size_t len;
+    } heads[] = {
+        {HANDSHAKE "\r\n", sizeof(HANDSHAKE "\r\n") - 1},
+        {HANDSHAKE DEFLATE "\r\n", sizeof(HANDSHAKE DEFLATE "\r\n") - 1},
+        {HANDSHAKE "\r\n", sizeof(HANDSHAKE "\r\n") - 1},
+        {HANDSHAKE DEFLATE2 "\r\n", sizeof(HANDSHAKE DEFLATE2 "\r\n") - 1},
+    };
+    unsigned m = mode & 3;
+    fuzz_server_run(heads[m].s, heads[m].len, data + 1, size - 1, (mode >> 2) & 0x1f,
+                    (mode & 0x80) != 0);
+    return 0;
+}
