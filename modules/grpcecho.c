@@ -30,6 +30,11 @@
  * Errors are trailers-only responses (one HEADERS frame: :status 200 and
  * grpc-status), as gRPC servers send them.
  *
+ * Not checked: `te: trailers` over HTTP/2 (gRPC clients send it to detect
+ * proxies that drop trailers; HTTP/2 always carries them) and `grpc-timeout`
+ * (the answer is immediate).  grpc-accept-encoding is always identity: no
+ * compression either way.
+ *
  * Over HTTP/1.1 there is no gRPC (it needs HTTP/2 framing).  A client that
  * sent `TE: trailers` gets what a gRPC client understands: 200,
  * application/grpc, no message, and grpc-status 13 (INTERNAL) with

@@ -47,8 +47,7 @@ int petrel__pb_varint_get(const uint8_t **p, const uint8_t *end, uint64_t *v)
     return -1; /* more than 10 bytes */
 }
 
-static int skip_depth(const uint8_t **p, const uint8_t *end, unsigned wt, uint32_t field,
-                      int depth)
+static int skip_depth(const uint8_t **p, const uint8_t *end, unsigned wt, uint32_t field, int depth)
 {
     uint64_t v;
     switch (wt) {
@@ -72,7 +71,8 @@ static int skip_depth(const uint8_t **p, const uint8_t *end, unsigned wt, uint32
             return -1;
         for (;;) {
             uint64_t tag;
-            if (petrel__pb_varint_get(p, end, &tag) < 0 || (tag >> 3) == 0 || (tag >> 3) > 0x1fffffff)
+            if (petrel__pb_varint_get(p, end, &tag) < 0 || (tag >> 3) == 0 ||
+                (tag >> 3) > 0x1fffffff)
                 return -1;
             if ((tag & 7) == PETREL__PB_EGROUP)
                 return (tag >> 3) == field ? 0 : -1;

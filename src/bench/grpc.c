@@ -37,8 +37,7 @@ size_t bench_grpc_request(uint8_t *dst, size_t payload, uint64_t id)
     return PETREL__GRPC_PREFIX + msg;
 }
 
-int bench_grpc_check(const uint8_t *body, size_t len, uint64_t id, size_t payload,
-                     const char **why)
+int bench_grpc_check(const uint8_t *body, size_t len, uint64_t id, size_t payload, const char **why)
 {
     unsigned flag;
     uint32_t mlen;
