@@ -47,8 +47,9 @@ END_TEST
 
 START_TEST(sha1_block_edges)
 {
-    /* lengths around the block and padding boundaries agree with a one-byte
-     * change test: 55, 56 and 64 bytes give distinct, stable digests */
+    /* around the padding boundaries (55/56 bytes: the length still fits in
+     * the last block or not; 64: a whole block) digests are stable and each
+     * length gives another digest */
     char buf[130], h1[41], h2[41];
     memset(buf, 'q', sizeof buf);
     for (size_t n = 54; n <= 129; n++) {
@@ -58,7 +59,7 @@ START_TEST(sha1_block_edges)
         sha1_hex(buf, n + 1, h2);
         ck_assert_str_ne(h1, h2);
     }
-    /* FIPS 180-2 appendix A.3 is the million 'a'; 64 'a' is a known value too */
+    /* exactly one block of input, then a block of padding alone */
     memset(buf, 'a', 64);
     sha1_hex(buf, 64, h1);
     ck_assert_str_eq(h1, "0098ba824b5c16427bd7a1122a5a442a25ec644d");
@@ -68,8 +69,8 @@ END_TEST
 START_TEST(base64_vectors)
 {
     static const char *const in[] = {"", "f", "fo", "foo", "foob", "fooba", "foobar"};
-    static const char *const out[] = {"", "Zg==", "Zm8=", "Zm9v", "Zm9vYg==", "Zm9vYmE=",
-                                      "Zm9vYmFy"};
+    static const char *const out[] = {"",         "Zg==",     "Zm8=",    "Zm9v",
+                                      "Zm9vYg==", "Zm9vYmE=", "Zm9vYmFy"};
     char buf[16];
     for (int i = 0; i < 7; i++) {
         size_t n = bench_base64((const uint8_t *)in[i], strlen(in[i]), buf);
@@ -96,8 +97,9 @@ START_TEST(head_checks)
     const char *acc = "s3pPLMBiTxaQ9kYGzzhZRbK+xOo=";
     int status;
     const char *why;
-    const char *ok = "HTTP/1.1 101 Switching Protocols\r\nUpgrade: websocket\r\n"
-                     "Connection: Upgrade\r\nSec-WebSocket-Accept: s3pPLMBiTxaQ9kYGzzhZRbK+xOo=\r\n\r\n";
+    const char *ok =
+        "HTTP/1.1 101 Switching Protocols\r\nUpgrade: websocket\r\n"
+        "Connection: Upgrade\r\nSec-WebSocket-Accept: s3pPLMBiTxaQ9kYGzzhZRbK+xOo=\r\n\r\n";
     ck_assert_int_eq(bench_ws_check_head(ok, strlen(ok), acc, &status, &why), BENCH_WS_HS_OK);
     ck_assert_int_eq(status, 101);
     /* header names and the Upgrade/Connection tokens are case-insensitive,
@@ -109,8 +111,9 @@ START_TEST(head_checks)
     ck_assert_int_eq(bench_ws_check_head(st, strlen(st), acc, &status, &why), BENCH_WS_HS_STATUS);
     ck_assert_int_eq(status, 404);
     /* the accept value is case-sensitive (base64) */
-    const char *bad = "HTTP/1.1 101 Switching Protocols\r\nUpgrade: websocket\r\n"
-                      "Connection: Upgrade\r\nSec-WebSocket-Accept: S3pPLMBiTxaQ9kYGzzhZRbK+xOo=\r\n\r\n";
+    const char *bad =
+        "HTTP/1.1 101 Switching Protocols\r\nUpgrade: websocket\r\n"
+        "Connection: Upgrade\r\nSec-WebSocket-Accept: S3pPLMBiTxaQ9kYGzzhZRbK+xOo=\r\n\r\n";
     ck_assert_int_eq(bench_ws_check_head(bad, strlen(bad), acc, &status, &why), BENCH_WS_HS_BAD);
     ck_assert_str_eq(why, "wrong Sec-WebSocket-Accept");
     const char *noup = "HTTP/1.1 101 Switching Protocols\r\nConnection: Upgrade\r\n"
@@ -125,12 +128,12 @@ START_TEST(head_checks)
     ck_assert_int_eq(bench_ws_check_head(noacc, strlen(noacc), acc, &status, &why),
                      BENCH_WS_HS_BAD);
     /* Upgrade: websocketx is not the token websocket */
-    const char *tok = "HTTP/1.1 101 Switching Protocols\r\nUpgrade: websocketx\r\n"
-                      "Connection: Upgrade\r\nSec-WebSocket-Accept: s3pPLMBiTxaQ9kYGzzhZRbK+xOo=\r\n\r\n";
+    const char *tok =
+        "HTTP/1.1 101 Switching Protocols\r\nUpgrade: websocketx\r\n"
+        "Connection: Upgrade\r\nSec-WebSocket-Accept: s3pPLMBiTxaQ9kYGzzhZRbK+xOo=\r\n\r\n";
     ck_assert_int_eq(bench_ws_check_head(tok, strlen(tok), acc, &status, &why), BENCH_WS_HS_BAD);
     const char *junk = "SSH-2.0-OpenSSH\r\n\r\n";
-    ck_assert_int_eq(bench_ws_check_head(junk, strlen(junk), acc, &status, &why),
-                     BENCH_WS_HS_BAD);
+    ck_assert_int_eq(bench_ws_check_head(junk, strlen(junk), acc, &status, &why), BENCH_WS_HS_BAD);
 }
 END_TEST
 

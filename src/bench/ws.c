@@ -28,7 +28,7 @@
 
 #include "bench.h"
 
-#define MAX_HEAD 8192             /* the longest 101 response head accepted */
+#define MAX_HEAD 8192              /* the longest 101 response head accepted */
 #define FINAL_WAIT_NS 500000000ull /* at the end, for the server's Close (per thread) */
 
 enum { PH_NONE, PH_HANDSHAKE, PH_OPEN, PH_CLOSING, PH_FINAL };
@@ -40,26 +40,26 @@ typedef struct wsmsg {
 
 typedef struct wsconn {
     int phase;
-    char accept[29];    /* the Sec-WebSocket-Accept expected */
-    uint64_t close_at;  /* PH_CLOSING: when the Close was sent */
-    wsmsg_t *ring;      /* messages in flight, oldest first */
+    char accept[29];   /* the Sec-WebSocket-Accept expected */
+    uint64_t close_at; /* PH_CLOSING: when the Close was sent */
+    wsmsg_t *ring;     /* messages in flight, oldest first */
     unsigned head, count, cap;
-    unsigned unsent;    /* --close: the message taken before the handshake */
+    unsigned unsent; /* --close: the message taken before the handshake */
     /* the frame being read */
-    int in_payload;     /* its header was read; f_left payload bytes follow */
+    int in_payload; /* its header was read; f_left payload bytes follow */
     uint64_t f_left;
     bench_wsf_t f;
     /* the message being read (data frames, maybe fragmented) */
     int msg_open;
-    int msg_bad;        /* wrong type or payload */
+    int msg_bad; /* wrong type or payload */
     uint64_t msg_off;
 } wsconn_t;
 
 /* Per thread, in th->req. */
 typedef struct wsshared {
-    char *hs;           /* the handshake request up to the key line */
+    char *hs; /* the handshake request up to the key line */
     size_t hs_len;
-    uint64_t rng[2];    /* xorshift128+ for keys and masks, seeded by getrandom */
+    uint64_t rng[2]; /* xorshift128+ for keys and masks, seeded by getrandom */
     uint64_t final_deadline;
 } wsshared_t;
 
@@ -120,8 +120,8 @@ static int ws_prepare(bench_thread_t *th)
                           "Upgrade: websocket\r\nConnection: Upgrade\r\n"
                           "Sec-WebSocket-Version: 13\r\n");
     for (int i = 0; i < o->nheaders; i++)
-        n += (size_t)snprintf(h + n, cap - n, "%s: %s\r\n", o->headers[i].name,
-                              o->headers[i].value);
+        n +=
+            (size_t)snprintf(h + n, cap - n, "%s: %s\r\n", o->headers[i].name, o->headers[i].value);
     if (n >= cap) {
         free(h);
         return -1;
@@ -384,8 +384,7 @@ static ssize_t frames(bench_conn_t *c, const uint8_t *buf, size_t len)
                     return protocol_error(c, "an echo of no message");
                 w->msg_open = 1;
                 w->msg_off = 0;
-                w->msg_bad =
-                    w->f.opcode != (th->o->ws_binary ? BENCH_WS_BINARY : BENCH_WS_TEXT);
+                w->msg_bad = w->f.opcode != (th->o->ws_binary ? BENCH_WS_BINARY : BENCH_WS_TEXT);
             }
             w->in_payload = 1;
             w->f_left = w->f.len;

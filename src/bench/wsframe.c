@@ -156,9 +156,8 @@ int bench_ws_check_head(const char *head, size_t len, const char *accept, int *s
     *why = NULL;
     const char *end = head + len;
     const char *eol = memchr(head, '\n', len);
-    if (!eol || len < 12 || strncmp(head, "HTTP/1.", 7) != 0 || head[8] != ' ' ||
-        head[9] < '1' || head[9] > '5' || head[10] < '0' || head[10] > '9' || head[11] < '0' ||
-        head[11] > '9') {
+    if (!eol || len < 12 || strncmp(head, "HTTP/1.", 7) != 0 || head[8] != ' ' || head[9] < '1' ||
+        head[9] > '5' || head[10] < '0' || head[10] > '9' || head[11] < '0' || head[11] > '9') {
         *why = "malformed status line";
         return BENCH_WS_HS_BAD;
     }
