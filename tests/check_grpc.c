@@ -5,10 +5,12 @@
  * prefix.  The expected bytes come from the protobuf encoding guide
  * (https://protobuf.dev/programming-guides/encoding/): "150 is 96 01",
  * "a negative int32 or int64 takes 10 bytes", tags are (field << 3) | type.
- * The grpcecho module itself is driven by a real gRPC client in
- * tests/integration/test_grpc_echo.py.
+ * Also petrel-bench's side (src/bench/grpc.c): the request of a call and
+ * the check of its answer.  The grpcecho module itself is driven by a real
+ * gRPC client in tests/integration/test_grpc_echo.py.
  */
 #include "grpcwire.h"
+#include "bench/bench.h"
 
 #include <check.h>
 #include <stdlib.h>
@@ -256,6 +258,84 @@ START_TEST(prefix)
 }
 END_TEST
 
+/* petrel-bench's request: a prefix, then request_id and the payload. */
+START_TEST(bench_request)
+{
+    static const size_t payloads[] = {0, 1, 200, 20000};
+    static const uint64_t ids[] = {0, 1, 300, UINT64_C(1) << 40};
+    for (size_t i = 0; i < 4; i++)
+        for (size_t j = 0; j < 4; j++) {
+            size_t plen = payloads[i];
+            uint64_t id = ids[j];
+            size_t max = bench_grpc_request_max(plen);
+            uint8_t *buf = malloc(max);
+            ck_assert_ptr_nonnull(buf);
+            size_t n = bench_grpc_request(buf, plen, id);
+            ck_assert_uint_le(n, max);
+            unsigned flag;
+            uint32_t len;
+            petrel__grpc_prefix_get(buf, &flag, &len);
+            ck_assert_uint_eq(flag, 0);
+            ck_assert_uint_eq(len, n - PETREL__GRPC_PREFIX);
+            petrel__echo_msg_t m;
+            ck_assert_int_eq(decode(&m, buf + PETREL__GRPC_PREFIX, len), 0);
+            ck_assert_uint_eq((uint64_t)m.request_id, id);
+            ck_assert_uint_eq(m.payload_len, plen);
+            for (size_t k = 0; k < plen; k++)
+                ck_assert_int_eq(m.payload[k], 'x');
+            ck_assert_int_eq(m.payload_bytes, 0); /* the server sets it */
+            /* its encoding is the canonical one */
+            uint8_t *again = malloc(max);
+            ck_assert_ptr_nonnull(again);
+            ck_assert_uint_eq(petrel__echo_encode(again, &m), len);
+            ck_assert_mem_eq(again, buf + PETREL__GRPC_PREFIX, len);
+            free(again);
+            free(buf);
+        }
+}
+END_TEST
+
+/* An answer as grpcecho writes it, for call `id` with `plen` bytes of 'x'. */
+static size_t answer(uint8_t *dst, uint64_t id, size_t plen, int32_t pbytes, char fill)
+{
+    char *payload = malloc(plen + 1);
+    ck_assert_ptr_nonnull(payload);
+    memset(payload, fill, plen);
+    petrel__echo_msg_t m = {.request_id = (int64_t)id, .payload = payload,
+                            .payload_len = plen, .payload_bytes = pbytes};
+    size_t n = petrel__echo_encode(dst + PETREL__GRPC_PREFIX, &m);
+    petrel__grpc_prefix_put(dst, 0, (uint32_t)n);
+    free(payload);
+    return PETREL__GRPC_PREFIX + n;
+}
+
+START_TEST(bench_check)
+{
+    uint8_t buf[512];
+    const char *why;
+    size_t n = answer(buf, 77, 100, 100, 'x');
+    ck_assert_int_eq(bench_grpc_check(buf, n, 77, 100, &why), 0);
+    /* another id, another payload size, a wrong payload_bytes, other bytes */
+    ck_assert_int_eq(bench_grpc_check(buf, n, 78, 100, &why), -1);
+    ck_assert_int_eq(bench_grpc_check(buf, n, 77, 99, &why), -1);
+    n = answer(buf, 77, 100, 99, 'x');
+    ck_assert_int_eq(bench_grpc_check(buf, n, 77, 100, &why), -1);
+    n = answer(buf, 77, 100, 100, 'y');
+    ck_assert_int_eq(bench_grpc_check(buf, n, 77, 100, &why), -1);
+    /* the framing: no message, a length that is not the DATA's, compressed */
+    ck_assert_int_eq(bench_grpc_check(buf, 0, 77, 100, &why), -1);
+    ck_assert_int_eq(bench_grpc_check(buf, 4, 77, 100, &why), -1);
+    n = answer(buf, 77, 100, 100, 'x');
+    ck_assert_int_eq(bench_grpc_check(buf, n - 1, 77, 100, &why), -1);
+    buf[0] = 1;
+    ck_assert_int_eq(bench_grpc_check(buf, n, 77, 100, &why), -1);
+    /* an empty call: id 0 and no payload is an empty message */
+    n = answer(buf, 0, 0, 0, 'x');
+    ck_assert_uint_eq(n, PETREL__GRPC_PREFIX);
+    ck_assert_int_eq(bench_grpc_check(buf, n, 0, 0, &why), 0);
+}
+END_TEST
+
 static Suite *grpc_suite(void)
 {
     Suite *s = suite_create("grpc");
@@ -269,6 +349,10 @@ static Suite *grpc_suite(void)
     tcase_add_test(tc, echo_malformed);
     tcase_add_test(tc, echo_utf8);
     tcase_add_test(tc, prefix);
+    suite_add_tcase(s, tc);
+    tc = tcase_create("bench");
+    tcase_add_test(tc, bench_request);
+    tcase_add_test(tc, bench_check);
     suite_add_tcase(s, tc);
     return s;
 }
