@@ -175,8 +175,9 @@ def http2():
     h2seed("priority", prio)
 
     def bigheaders(c):
-        c.max_outbound_frame_size = 16384
-        c.send_headers(1, req("/info/x", "GET", [("x-%d" % i, "v" * 100) for i in range(200)]),
+        # small frames, so the header block needs CONTINUATION frames
+        c.max_outbound_frame_size = 512
+        c.send_headers(1, req("/info/x", "GET", [("x-%d" % i, "v" * 50) for i in range(30)]),
                        end_stream=True)
     h2seed("continuation", bigheaders)
 
@@ -269,7 +270,8 @@ def ws():
         "utf8-split": frame(0x1, b"caf\xc3", fin=False) + frame(0x0, b"\xa9"),
         "unmasked": frame(0x1, b"hi", mask=None),
         "len126": frame(0x2, b"y" * 300),
-        "len127": frame(0x2, b"z" * 70000),
+        # a 64-bit length (65536) whose payload never comes in full
+        "len127": frame(0x2, b"z" * 65536)[:200],
         "control-too-long": frame(0x9, b"p" * 126),
         "control-fragmented": frame(0x9, b"p", fin=False),
         "reserved-opcode": frame(0x3, b"r") + frame(0xB, b"r"),
