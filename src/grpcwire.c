@@ -126,6 +126,14 @@ static int utf8_valid(const uint8_t *s, size_t n)
 {
     size_t i = 0;
     while (i < n) {
+        if (n - i >= 8) { /* ASCII eight bytes at a time: payloads mostly are */
+            uint64_t w;
+            memcpy(&w, s + i, 8);
+            if ((w & UINT64_C(0x8080808080808080)) == 0) {
+                i += 8;
+                continue;
+            }
+        }
         uint8_t c = s[i];
         if (c < 0x80) {
             i++;

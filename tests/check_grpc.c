@@ -233,6 +233,22 @@ START_TEST(echo_utf8)
     ck_assert_int_eq(decode(&m, B(0x12, 0x04, 0xf4, 0x90, 0x80, 0x80)), -1); /* > U+10FFFF */
     ck_assert_int_eq(decode(&m, B(0x12, 0x03, 0xe2, 0x28, 0xa1)), -1);      /* bad 2nd byte */
     ck_assert_int_eq(decode(&m, B(0x12, 0x01, 0x00)), 0);                   /* NUL is UTF-8 */
+    /* the eight-bytes-at-a-time ASCII path: a bad byte after it, inside it,
+     * and a sequence that crosses its boundary */
+    ck_assert_int_eq(decode(&m, B(0x12, 0x0a, 'a', 'b', 'c', 'd', 'e', 'f', 'g', 'h', 0xff, 'i')),
+                     -1);
+    ck_assert_int_eq(decode(&m, B(0x12, 0x10, 'a', 'b', 'c', 'd', 'e', 'f', 0x80, 'h', 'a', 'b',
+                                  'c', 'd', 'e', 'f', 'g', 'h')),
+                     -1);
+    ck_assert_int_eq(decode(&m, B(0x12, 0x10, 'a', 'b', 'c', 'd', 'e', 'f', 'g', 0xe2, 0x82,
+                                  0xac, 'c', 'd', 'e', 'f', 'g', 'h')),
+                     0); /* U+20AC at bytes 7-9 */
+    ck_assert_int_eq(decode(&m, B(0x12, 0x10, 'a', 'b', 'c', 'd', 'e', 'f', 'g', 0xe2, 0x82,
+                                  'x', 'c', 'd', 'e', 'f', 'g', 'h')),
+                     -1); /* cut at byte 9 */
+    ck_assert_int_eq(decode(&m, B(0x12, 0x10, 'a', 'b', 'c', 'd', 'e', 'f', 'g', 'h', 'a', 'b',
+                                  'c', 'd', 'e', 'f', 'g', 0xc3)),
+                     -1); /* cut at the very end */
 }
 END_TEST
 
