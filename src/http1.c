@@ -542,6 +542,7 @@ static petrel_req_t *req_begin(petrel__conn_t *c)
     r->_conn = c;
     r->_resp = &m->resp;
     m->resp.status = 0;
+    m->resp.body_kind = BODY_NONE; /* read by petrel__conn_close before any send */
     m->resp.sent = m->resp.ended = false;
     m->resp.headers = m->resp.trailers = NULL;
     m->resp.headers_tail = &m->resp.headers;
