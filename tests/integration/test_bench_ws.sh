@@ -221,6 +221,16 @@ expect "$(jget "$TMP/r6" requests)" 300 "echo: messages"
 expect "$(nlog msg)" 300 "echo: server count of messages"
 expect "$(grep -c '^close 1000$' "$TMP/log" || true)" 3 "echo: Close 1000 per connection"
 no_bad "echo"
+#    ... and with --close: a connection, a message and a Close 1000 each
+start_srv echo
+bench -c 3 -n 30 --close --json --fail-on-error "$WS" >"$TMP/r6b" || fail "echo --close: exit $?"
+# the last Closes may still be on their way to the server: wait (bounded)
+for ((i = 0; i < 250 * SCALE; i++)); do [[ $(nlog close) == 30 ]] && break; sleep 0.02; done
+stop_srv
+expect "$(jget "$TMP/r6b" requests)" 30 "echo --close: messages"
+expect "$(nlog msg)" 30 "echo --close: server count of messages"
+expect "$(grep -c '^close 1000$' "$TMP/log" || true)" 30 "echo --close: Close 1000 per message"
+no_bad "echo --close"
 
 # 7. a server that closes the TCP connection after 3 messages: the messages
 #    in flight are lost (read errors), the connections come back
