@@ -25,6 +25,7 @@
 
 struct petrel__outq {
     petrel__outq_t *next;
+    uint32_t seq;         /* chunks queued before it since the queue was empty */
     uint32_t first, nseg; /* segments [first, nseg) not yet written */
     uint32_t used, cap;   /* bytes of data[] used */
     petrel__oseg_t seg[OUT_SEGS];
@@ -37,6 +38,7 @@ static petrel__outq_t *outq_new(petrel__conn_t *c)
     if (q == NULL)
         return NULL;
     q->next = NULL;
+    q->seq = c->out_tail ? c->out_tail->seq + 1 : 0;
     q->first = q->nseg = 0;
     q->used = 0;
     q->cap = PETREL_CHUNK_SIZE - (uint32_t)sizeof(*q);
@@ -80,6 +82,26 @@ void petrel__out_commit(petrel__conn_t *c, size_t len)
     q->used += (uint32_t)len;
 }
 
+/* Copies queued on an HTTP/1.1 connection count toward its memory budget,
+ * the arena's limit (from --max-body-size and --max-header-size): a streamed
+ * response produced faster than the peer reads -- or not read at all --
+ * fails with PETREL_ENOMEM there instead of growing without bound.  (h2 and
+ * WebSocket bound their own output: flow control, --ws-send-limit.) */
+static bool out_over_budget(petrel__conn_t *c)
+{
+    size_t limit = c->arena.limit;
+    if (limit == 0 || c->proto || c->out == NULL)
+        return false;
+    size_t queued = ((size_t)c->out_tail->seq - c->out->seq + 2) * PETREL_CHUNK_SIZE;
+    if (queued + c->arena.bytes <= limit)
+        return false;
+    if (!(c->flags & CONN_ERROR))
+        petrel_log(PETREL_LOG_WARN, "%zu bytes of output queued for a peer that does not read "
+                                    "them (limit %zu, see --max-body-size): closing",
+                   queued, limit);
+    return true;
+}
+
 int petrel__out_copy(petrel__conn_t *c, const void *data, size_t len)
 {
     const char *d = data;
@@ -88,7 +110,7 @@ int petrel__out_copy(petrel__conn_t *c, const void *data, size_t len)
     while (len > 0) {
         petrel__outq_t *q = c->out_tail;
         if (q == NULL || q->nseg == OUT_SEGS || q->used == q->cap)
-            if ((q = outq_new(c)) == NULL)
+            if (out_over_budget(c) || (q = outq_new(c)) == NULL)
                 return PETREL_ENOMEM;
         size_t n = q->cap - q->used;
         if (n > len)
@@ -543,6 +565,7 @@ typedef struct listener {
 
 static __thread petrel__timer_t accept_retry;
 static __thread petrel__tq_t accept_retry_q;
+static __thread unsigned accept_failures; /* EMFILE and the like since the last accept */
 
 static void on_accept(petrel__io_t *io, uint32_t events)
 {
@@ -571,9 +594,13 @@ static void on_accept(petrel__io_t *io, uint32_t events)
                 continue;
             if (errno == EMFILE || errno == ENFILE || errno == ENOBUFS || errno == ENOMEM) {
                 /* Out of descriptors: stop polling the listener for a moment,
-                 * keep serving the connections we have (no busy loop). */
-                petrel_log(PETREL_LOG_WARN, "accept: %s; pausing accepts for 100 ms",
-                           strerror(errno));
+                 * keep serving the connections we have (no busy loop).  Said
+                 * once per episode, not at every retry. */
+                if (accept_failures++ == 0)
+                    petrel_log(PETREL_LOG_WARN,
+                               "accept: %s; pausing accepts, retrying every 100 ms and "
+                               "whenever a connection closes",
+                               strerror(errno));
                 petrel__listen_stop(srv);
                 srv->accept_paused = true;
                 petrel__timer_arm(petrel__loop, &accept_retry, &accept_retry_q);
@@ -581,6 +608,11 @@ static void on_accept(petrel__io_t *io, uint32_t events)
             }
             petrel_log(PETREL_LOG_ERROR, "accept: %s", strerror(errno));
             return;
+        }
+        if (accept_failures) {
+            petrel_log(PETREL_LOG_INFO, "accept: resumed after %u failed attempts",
+                       accept_failures);
+            accept_failures = 0;
         }
         /* TCP_NODELAY is inherited from the listening socket */
         petrel__conn_t *c = conn_new(srv, fd);

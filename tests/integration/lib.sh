@@ -702,6 +702,7 @@ pyrun() {
 #   cpu_ticks PID              user+system CPU time of PID, in clock ticks
 #   fault_sanitizer_check      fail on a sanitizer report in any petrel log
 #   petrel_worker [PID]        the one worker of a --workers 1 petrel
+#   petrel_start_nofile N [OPTION]...  petrel_start with at most N descriptors
 #   fault_stream_module DIR    write DIR/stream.c, a module for --dev --module:
 #                              GET /stream?kb=N streams N KiB of 'x' in 64 KiB
 #                              writes from a 1 ms timer (a producer that does
@@ -710,7 +711,8 @@ pyrun() {
 #   Python: `from petrel_fault import *` (with pyrun) adds rst(sock) (SO_LINGER
 #   0 then close: the peer gets a RST), fds/rss_kb/cpu_ticks(pid),
 #   wait_fds(pid, n, secs, what), ws_open(path) and ws_frame/ws_read (raw
-#   RFC 6455 frames), h2_open() (an h2 library connection on a raw socket).
+#   RFC 6455 frames), h2_open() (an h2 library connection on a raw socket),
+#   Many(n, request_bytes) (n connections at once on one selector).
 
 fd_count() {
     local n
@@ -747,6 +749,17 @@ petrel_worker() {
     wait_for "$(bound 10)" test -n "$(petrel_workers "${1:-$PETREL_PID}")"
     w=$(petrel_workers "${1:-$PETREL_PID}" | head -n 1)
     echo "$w"
+}
+
+# petrel_start_nofile N [OPTION]...: petrel_start under prlimit --nofile=N
+# (soft and hard), so the server runs out of descriptors at N.
+petrel_start_nofile() {
+    local n=$1 w=$LIB_TMP/petrel-nofile-$1
+    shift
+    command -v prlimit >/dev/null || skip "no prlimit (util-linux)"
+    printf '#!/bin/sh\nexec prlimit --nofile=%s:%s "%s" "$@"\n' "$n" "$n" "$PETREL" >"$w"
+    chmod +x "$w"
+    PETREL=$w petrel_start "$@"
 }
 
 fault_stream_module() {
@@ -921,6 +934,101 @@ def ws_read(c):
     need(off + n)
     c._take(off)
     return b0 & 0x0F, c._take(n)
+
+
+class Many:
+    """n connections opened at once (non-blocking connects), each sending
+    req and reading one response (with Content-Length) on one selector.
+    run() may be called again to go on; the sockets stay open until
+    close().  status[i] is the status of connection i, None while pending,
+    or an error string."""
+
+    def __init__(self, n, req, port=None):
+        import selectors
+        self.sel = selectors.DefaultSelector()
+        self.req = req
+        self.status = [None] * n
+        self.socks = []
+        self.bufs = [b""] * n
+        addr = ("127.0.0.1", port or int(os.environ["PORT"]))
+        for i in range(n):
+            s = socket.socket()
+            s.setblocking(False)
+            try:
+                s.connect(addr)
+            except BlockingIOError:
+                pass
+            except OSError as e:
+                self.status[i] = "connect: %s" % e
+                self.socks.append(s)
+                continue
+            self.socks.append(s)
+            self.sel.register(s, selectors.EVENT_WRITE, i)
+
+    def pending(self):
+        return sum(1 for st in self.status if st is None)
+
+    def served(self):
+        return [i for i, st in enumerate(self.status) if st == 200]
+
+    def errors(self):
+        return [(i, st) for i, st in enumerate(self.status) if isinstance(st, str)]
+
+    def _done(self, i, st):
+        self.status[i] = st
+        self.sel.unregister(self.socks[i])
+
+    def run(self, secs, until=None):
+        """Serve events for up to secs seconds, or until no connection is
+        pending, or until until() is true."""
+        import selectors
+        t0 = time.monotonic()
+        while self.pending() and time.monotonic() - t0 < secs and not (until and until()):
+            for key, ev in self.sel.select(0.05):
+                i, s = key.data, key.fileobj
+                if ev & selectors.EVENT_WRITE:
+                    err = s.getsockopt(socket.SOL_SOCKET, socket.SO_ERROR)
+                    if err:
+                        self._done(i, "connect: %s" % os.strerror(err))
+                        continue
+                    try:
+                        s.send(self.req)
+                    except OSError as e:
+                        self._done(i, "send: %s" % e)
+                        continue
+                    self.sel.modify(s, selectors.EVENT_READ, i)
+                    continue
+                try:
+                    d = s.recv(65536)
+                except BlockingIOError:
+                    continue
+                except OSError as e:
+                    self._done(i, "recv: %s" % e)
+                    continue
+                if not d:
+                    self._done(i, "closed after %r" % self.bufs[i][:60])
+                    continue
+                b = self.bufs[i] = self.bufs[i] + d
+                end = b.find(b"\r\n\r\n")
+                if end < 0:
+                    continue
+                head = b[:end].decode("latin-1").lower()
+                cl = 0
+                for line in head.split("\r\n")[1:]:
+                    if line.startswith("content-length:"):
+                        cl = int(line.split(":", 1)[1])
+                if len(b) >= end + 4 + cl:
+                    self._done(i, int(head.split()[1]))
+                    self.bufs[i] = b""
+        return self.pending()
+
+    def close(self, idx=None):
+        for i in (range(len(self.socks)) if idx is None else idx):
+            try:
+                self.sel.unregister(self.socks[i])
+            except (KeyError, ValueError):
+                pass
+            self.socks[i].close()
 
 
 def h2_open(port=None, window=None):
