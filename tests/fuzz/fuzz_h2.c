@@ -24,10 +24,11 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 #define PREFACE "PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n"
 #define SETTINGS "\x00\x00\x00\x04\x00\x00\x00\x00\x00"
 #define SETTINGS_ACK "\x00\x00\x00\x04\x01\x00\x00\x00\x00"
-/* HTTP2-Settings: an empty SETTINGS payload, base64url ("") */
+/* HTTP2-Settings (RFC 7540 §3.2.1): a SETTINGS payload in base64url, the one
+ * curl sends (MAX_CONCURRENT_STREAMS 100, INITIAL_WINDOW_SIZE, ENABLE_PUSH 0) */
 #define UPGRADE                                                                                    \
     "GET /hello HTTP/1.1\r\nHost: fuzz\r\nConnection: Upgrade, HTTP2-Settings\r\n"                \
-    "Upgrade: h2c\r\nHTTP2-Settings: \r\n\r\n"
+    "Upgrade: h2c\r\nHTTP2-Settings: AAMAAABkAAQCAAAAAAIAAAAA\r\n\r\n"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
@@ -45,6 +46,6 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     };
     unsigned m = mode & 3;
     fuzz_server_run(heads[m].s, heads[m].len, data + 1, size - 1, (mode >> 2) & 0x1f,
-                    (mode & 0x80) != 0);
+                    (mode & 0x80) != 0, m == 3 ? FUZZ_EXPECT_101 : FUZZ_EXPECT_H2);
     return 0;
 }

@@ -10,10 +10,13 @@
  * chunk size, a CRLF (RFC 9112 §2, §7.1).
  *
  * Asserted by fuzz_server_run(): no crash or sanitizer report, the server
- * consumes its input, and once the client has closed, the connection, its
- * arena and every pool chunk it held are released.
+ * consumes its input, what it writes starts with a status line, and once
+ * the client has closed, the connection, its arena and every pool chunk it
+ * held are released.
  */
 #include "fuzz_server.h"
+
+#include <string.h>
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 
@@ -22,6 +25,11 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     if (size < 1)
         return 0;
     uint8_t mode = data[0];
-    fuzz_server_run(NULL, 0, data + 1, size - 1, mode & 0x7f, (mode & 0x80) != 0);
+    /* a status line first, unless the bytes are the HTTP/2 preface
+     * (prior knowledge, RFC 9113 §3.3): the server's SETTINGS then */
+    static const char preface[] = "PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n";
+    bool h2 = size - 1 >= sizeof(preface) - 1 && memcmp(data + 1, preface, sizeof(preface) - 1) == 0;
+    fuzz_server_run(NULL, 0, data + 1, size - 1, mode & 0x7f, (mode & 0x80) != 0,
+                    h2 ? FUZZ_EXPECT_H2 : FUZZ_EXPECT_HTTP1);
     return 0;
 }

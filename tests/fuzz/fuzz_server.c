@@ -30,6 +30,7 @@ static bool dump;
 #define SETTLE_TURNS 64
 #define CLOSE_TURNS 1000
 #define STUCK_WRITES 1000
+#define MAX_PIECES 64
 
 __attribute__((noreturn)) static void die(const char *what)
 {
@@ -189,6 +190,9 @@ void fuzz_server_init(void)
 static int turn(void) { return petrel__loop_run_once(&srv->loop, 0); }
 
 /* Read and drop what the server wrote; returns the bytes read. */
+static char first[16]; /* the first bytes the server wrote */
+static size_t nfirst;
+
 static size_t drain(int fd, bool *eof)
 {
     static char sink[1 << 16];
@@ -197,6 +201,11 @@ static size_t drain(int fd, bool *eof)
         ssize_t n = read(fd, sink, sizeof(sink));
         if (n > 0 && dump)
             fwrite(sink, 1, (size_t)n, stderr);
+        if (n > 0 && nfirst < sizeof(first)) {
+            size_t k = sizeof(first) - nfirst < (size_t)n ? sizeof(first) - nfirst : (size_t)n;
+            memcpy(first + nfirst, sink, k);
+            nfirst += k;
+        }
         if (n > 0)
             got += (size_t)n;
         else if (n == 0 || (errno != EAGAIN && errno != EINTR))
@@ -241,9 +250,10 @@ static bool write_all(int fd, const uint8_t *p, size_t len, bool *eof)
 }
 
 void fuzz_server_run(const void *head, size_t head_len, const uint8_t *data, size_t len,
-                     uint8_t split, bool half_close)
+                     uint8_t split, bool half_close, enum fuzz_expect expect)
 {
     fuzz_server_init();
+    nfirst = 0;
     size_t live0 = petrel__pool.live;
     int fds[2];
     if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, fds) < 0)
@@ -256,9 +266,11 @@ void fuzz_server_run(const void *head, size_t head_len, const uint8_t *data, siz
         open = write_all(fd, head, head_len, &eof);
     settle(fd, &eof);
     /* the pieces: `split` seeds a small generator of piece sizes (1..2^k
-     * bytes, k from its low bits), 0 writes everything at once */
+     * bytes, k from its low bits), 0 writes everything at once; at most
+     * about MAX_PIECES pieces, so that a large input costs no more than a
+     * few hundred loop turns */
     uint32_t x = split * 2654435761u + 1;
-    size_t off = 0;
+    size_t off = 0, min_piece = len / MAX_PIECES + 1;
     while (open && off < len) {
         size_t n = len - off;
         if (split) {
@@ -267,6 +279,8 @@ void fuzz_server_run(const void *head, size_t head_len, const uint8_t *data, siz
             x ^= x << 5;
             size_t max = (size_t)1 << (split & 7);
             size_t piece = 1 + x % max;
+            if (piece < min_piece)
+                piece = min_piece;
             if (piece < n)
                 n = piece;
         }
@@ -277,6 +291,22 @@ void fuzz_server_run(const void *head, size_t head_len, const uint8_t *data, siz
     if (open && half_close) {
         shutdown(fd, SHUT_WR);
         settle(fd, &eof);
+    }
+    /* whatever the input, what comes back starts as it must: a status line
+     * (RFC 9112 §4), or the server's SETTINGS (RFC 9113 §3.4) */
+    static const char settings[9] = {0, 0, 0, 4, 0, 0, 0, 0, 0};
+    const char *want = expect == FUZZ_EXPECT_H2    ? settings
+                       : expect == FUZZ_EXPECT_101 ? "HTTP/1.1 101 "
+                                                   : "HTTP/1.1 ";
+    size_t wl = expect == FUZZ_EXPECT_H2 ? sizeof(settings) : strlen(want);
+    size_t cmp = nfirst < wl ? nfirst : wl;
+    for (size_t i = 0; i < cmp; i++) {
+        if (expect == FUZZ_EXPECT_H2 && i < 3)
+            continue; /* the frame's length */
+        if (first[i] != want[i]) {
+            fprintf(stderr, "fuzz_server: the output does not start as it must (byte %zu)\n", i);
+            abort();
+        }
     }
     close(fd);
     for (int i = 0; i < CLOSE_TURNS && srv->nconns > 0; i++)

@@ -28,8 +28,14 @@ void fuzz_server_init(void);
  * side if `half_close`; let the server finish; close the client end; and
  * check that the connection was released: no connection, stream, session or
  * pool chunk is left over (abort() otherwise, so the fuzzer reports it).
+ * `expect`: how any output must begin (RFC 9112 §4, RFC 9113 §3.4).
  */
+enum fuzz_expect {
+    FUZZ_EXPECT_HTTP1, /* "HTTP/1.1 " */
+    FUZZ_EXPECT_101,   /* "HTTP/1.1 101 " */
+    FUZZ_EXPECT_H2     /* a SETTINGS frame on stream 0 */
+};
 void fuzz_server_run(const void *head, size_t head_len, const uint8_t *data, size_t len,
-                     uint8_t split, bool half_close);
+                     uint8_t split, bool half_close, enum fuzz_expect expect);
 
 #endif /* FUZZ_SERVER_H */

@@ -40,6 +40,6 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     };
     unsigned m = mode & 3;
     fuzz_server_run(heads[m].s, heads[m].len, data + 1, size - 1, (mode >> 2) & 0x1f,
-                    (mode & 0x80) != 0);
+                    (mode & 0x80) != 0, FUZZ_EXPECT_101);
     return 0;
 }
