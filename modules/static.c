@@ -228,7 +228,9 @@ int petrel__static_parse_date(const char *s, time_t *out)
     if (*skip_ows(rest) != '\0')
         return -1;
     int mi = month_index(mon);
-    if (mi < 0 || d < 1 || d > 31 || hh > 23 || mm > 59 || ss > 60 || y < 1970)
+    /* %d takes a sign: "-1:00:00" is no time of day (hour = 2DIGIT) */
+    if (mi < 0 || d < 1 || d > 31 || hh < 0 || hh > 23 || mm < 0 || mm > 59 || ss < 0 ||
+        ss > 60 || y < 1970)
         return -1;
     tm.tm_year = y - 1900;
     tm.tm_mon = mi;

@@ -863,6 +863,25 @@ START_TEST(fuzz_autoindex_empty)
 }
 END_TEST
 
+/* A negative hour, minute or second was taken (sscanf's %d reads a sign):
+ * "-1:00:00" parsed to a time before the epoch (fuzz_range: such a date did
+ * not survive formatting and parsing again).  RFC 9110 §5.6.7: 2DIGIT. */
+START_TEST(fuzz_date_negative_fields)
+{
+    time_t t;
+    ck_assert_int_eq(petrel__static_parse_date("Thu, 01 Jan 1970 -1:00:00 GMT", &t), -1);
+    ck_assert_int_eq(petrel__static_parse_date("Sun, 06 Nov 1994 08:-4:37 GMT", &t), -1);
+    ck_assert_int_eq(petrel__static_parse_date("Sun, 06 Nov 1994 08:49:-7 GMT", &t), -1);
+    ck_assert_int_eq(petrel__static_parse_date("Sunday, 06-Nov-94 -8:49:37 GMT", &t), -1);
+    ck_assert_int_eq(petrel__static_parse_date("Sun Nov  6 08:-9:37 1994", &t), -1);
+    /* the edges that stay valid */
+    ck_assert_int_eq(petrel__static_parse_date("Thu, 01 Jan 1970 00:00:00 GMT", &t), 0);
+    ck_assert_int_eq((long long)t, 0);
+    ck_assert_int_eq(petrel__static_parse_date("Sun, 06 Nov 1994 23:59:60 GMT", &t), 0);
+    ck_assert_int_eq((long long)t, 784166400); /* a leap second: the next midnight */
+}
+END_TEST
+
 /* End of the fuzz regressions. */
 
 static Suite *suite(void)
@@ -902,6 +921,7 @@ static Suite *suite(void)
     tcase_add_checked_fixture(tc, tree_setup, tree_teardown);
     tcase_set_timeout(tc, 20);
     tcase_add_test(tc, fuzz_autoindex_empty);
+    tcase_add_test(tc, fuzz_date_negative_fields);
     suite_add_tcase(s, tc);
     return s;
 }

@@ -14,7 +14,8 @@
  *     one written: off is the first-pos when one was given, the last byte
  *     is min(last-pos, size - 1), a suffix gives the last bytes;
  *   - 416 only when no byte is satisfiable; 0 otherwise;
- *   - a parsed date formats back into a date that parses to the same time;
+ *   - a parsed date is not before 1970 and formats back into a date that
+ *     parses to the same time (up to year 9999);
  *   - precondition results are 0, 304 or 412; encodings are ones offered;
  *   - the Location encoder stays within 3 * len bytes, only emitting
  *     allowed characters.
@@ -111,8 +112,13 @@ static void check_date(const char *s)
     petrel__static_format_date(t, buf);
     if (strlen(buf) != 29 || buf[30] != 'x')
         fail("format_date wrote a wrong length", s);
-    if (petrel__static_parse_date(buf, &t2) != 0 || t2 != t)
+    /* 9999-12-31 23:59:60 is the first second of year 10000, which no
+     * HTTP-date spells: format_date writes the epoch for it */
+    if (t >= 0 && t < INT64_C(253402300800) &&
+        (petrel__static_parse_date(buf, &t2) != 0 || t2 != t))
         fail("a parsed date does not survive formatting", s);
+    if (t < 0)
+        fail("a date before 1970", s);
 }
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
