@@ -15,9 +15,9 @@ https://protobuf.dev/programming-guides/encoding/):
     without grpc-encoding -> INTERNAL, two messages -> INTERNAL, a wrong
     content-type -> 415, GET -> 405, HTTP/1.1 -> 505 or (TE: trailers) a
     gRPC error in chunked trailers; grpc-message is percent-encoded;
-  - 300 concurrent calls on one channel (one connection), each answered
-    with its own request_id;
-  - a new channel (a new connection) for each of 40 calls.
+  - 300 concurrent calls on one channel, each answered with its own
+    request_id, over one connection (counted by a relay in front of petrel);
+  - a new channel for each of 40 calls: 40 connections.
 The server's access log must show every call, and petrel must stop cleanly.
 
 Standalone: env PETREL (petrel binary); exit 0 pass, 1 fail, 77 skip.
@@ -29,6 +29,7 @@ import socket
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 
 try:
@@ -183,9 +184,68 @@ class Petrel:
             return sum(1 for line in f if ('"POST %s ' % path) in line)
 
 
-def stub(channel, method=METHOD):
+def channel(p, target=None):
+    """A channel with a connection of its own: gRPC C-core may otherwise
+    share a connection between the live channels of a process (its global
+    subchannel pool)."""
+    return grpc.insecure_channel(
+        target or p.target, options=[("grpc.use_local_subchannel_pool", 1)]
+    )
+
+
+class CountingProxy:
+    """A TCP relay in front of petrel that counts the connections it accepts:
+    how many connections a client really opened (the kernel's TIME_WAIT list
+    cannot tell, since loopback ports in TIME_WAIT are reused)."""
+
+    def __init__(self, port):
+        self.port = port
+        self.accepted = 0
+        self.lock = threading.Lock()
+        self.sock = socket.socket()
+        self.sock.bind(("127.0.0.1", 0))
+        self.sock.listen(128)
+        self.target = "127.0.0.1:%d" % self.sock.getsockname()[1]
+        threading.Thread(target=self.accept_loop, daemon=True).start()
+
+    def accept_loop(self):
+        while True:
+            try:
+                c, _ = self.sock.accept()
+            except OSError:
+                return  # closed
+            with self.lock:
+                self.accepted += 1
+            u = socket.create_connection(("127.0.0.1", self.port))
+            for a, b in ((c, u), (u, c)):
+                threading.Thread(target=self.pump, args=(a, b), daemon=True).start()
+
+    @staticmethod
+    def pump(src, dst):
+        try:
+            while True:
+                data = src.recv(65536)
+                if not data:
+                    break
+                dst.sendall(data)
+        except OSError:
+            pass
+        try:
+            dst.shutdown(socket.SHUT_WR)
+        except OSError:
+            pass
+
+    def count(self):
+        with self.lock:
+            return self.accepted
+
+    def close(self):
+        self.sock.close()
+
+
+def stub(ch, method=METHOD):
     ident = lambda b: b  # the test does its own (de)serialization
-    return channel.unary_unary(method, request_serializer=ident, response_deserializer=ident)
+    return ch.unary_unary(method, request_serializer=ident, response_deserializer=ident)
 
 
 def call_code(fn, req, **kw):
@@ -210,7 +270,7 @@ def curl(args):
 
 
 def test_echo(p):
-    with grpc.insecure_channel(p.target) as ch:
+    with channel(p) as ch:
         echo = stub(ch)
         cases = [
             (1, b""),
@@ -241,7 +301,7 @@ def test_echo(p):
 
 
 def test_errors(p):
-    with grpc.insecure_channel(p.target) as ch:
+    with channel(p) as ch:
         echo = stub(ch)
         # a length-delimited field longer than the message
         code, details = call_code(echo, b"\x12\x05ab")
@@ -268,22 +328,30 @@ def test_errors(p):
 
 def test_concurrent(p):
     n = 300
-    with grpc.insecure_channel(p.target) as ch:
+    proxy = CountingProxy(p.port)
+    with channel(p, proxy.target) as ch:
         echo = stub(ch)
         futures = [echo.future(encode(i + 1, b"c" * (i % 50)), timeout=TIMEOUT) for i in range(n)]
         for i, f in enumerate(futures):
             m = decode(f.result())
             check(m["request_id"] == i + 1, "concurrent call %d got request_id %d" % (i + 1, m["request_id"]))
             check(m["payload_bytes"] == i % 50, "concurrent call %d payload_bytes" % (i + 1))
+    proxy.close()
+    got = proxy.count()
+    check(got == 1, "%d concurrent calls on one channel took %d connections" % (n, got))
     return n
 
 
 def test_channel_per_call(p):
     n = 40
+    proxy = CountingProxy(p.port)
     for i in range(n):
-        with grpc.insecure_channel(p.target) as ch:
+        with channel(p, proxy.target) as ch:
             m = decode(stub(ch)(encode(1000 + i, b"p" * i), timeout=TIMEOUT))
             check(m["request_id"] == 1000 + i and m["payload_bytes"] == i, "channel %d: %r" % (i, m))
+    proxy.close()
+    got = proxy.count()
+    check(got == n, "%d channels took %d connections" % (n, got))
     return n
 
 
@@ -346,7 +414,7 @@ def test_limit(tmp):
     """max_message (module argument): a bigger message gets RESOURCE_EXHAUSTED."""
     p = Petrel(tmp, "--module", "grpcecho:max_message=1k")
     try:
-        with grpc.insecure_channel(p.target) as ch:
+        with channel(p) as ch:
             echo = stub(ch)
             ok = encode(1, b"a" * 1000)  # 1000 + 4 bytes: at most 1024
             check(len(ok) <= 1024, "test message size")
