@@ -193,6 +193,36 @@ static int turn(void) { return petrel__loop_run_once(&srv->loop, 0); }
 static char first[16]; /* the first bytes the server wrote */
 static size_t nfirst;
 
+/* FUZZ_EXPECT_PARSED: the responses go through llhttp as a client would
+ * read them (RFC 9112 §4-§7); any parse error is a malformed or misframed
+ * response.  Checking stops at a 101 (the protocol changes). */
+static llhttp_t rparser;
+static llhttp_settings_t rsettings;
+static bool rcheck;
+static uint64_t nresponses;
+
+static int on_resp_complete(llhttp_t *p)
+{
+    (void)p;
+    nresponses++;
+    return 0;
+}
+
+static void check_responses(const char *data, size_t n)
+{
+    if (!rcheck)
+        return;
+    llhttp_errno_t e = llhttp_execute(&rparser, data, n);
+    if (e == HPE_PAUSED_UPGRADE) {
+        rcheck = false;
+    } else if (e != HPE_OK) {
+        fprintf(stderr, "fuzz_server: response %llu does not parse: %s (%s)\n",
+                (unsigned long long)nresponses + 1, llhttp_errno_name(e),
+                llhttp_get_error_reason(&rparser));
+        abort();
+    }
+}
+
 static size_t drain(int fd, bool *eof)
 {
     static char sink[1 << 16];
@@ -206,8 +236,10 @@ static size_t drain(int fd, bool *eof)
             memcpy(first + nfirst, sink, k);
             nfirst += k;
         }
-        if (n > 0)
+        if (n > 0) {
+            check_responses(sink, (size_t)n);
             got += (size_t)n;
+        }
         else if (n == 0 || (errno != EAGAIN && errno != EINTR))
             *eof = true;
         else
@@ -254,6 +286,13 @@ void fuzz_server_run(const void *head, size_t head_len, const uint8_t *data, siz
 {
     fuzz_server_init();
     nfirst = 0;
+    rcheck = expect == FUZZ_EXPECT_PARSED;
+    if (rcheck) {
+        llhttp_settings_init(&rsettings);
+        rsettings.on_message_complete = on_resp_complete;
+        llhttp_init(&rparser, HTTP_RESPONSE, &rsettings);
+        nresponses = 0;
+    }
     size_t live0 = petrel__pool.live;
     int fds[2];
     if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, fds) < 0)

@@ -31,9 +31,11 @@ void fuzz_server_init(void);
  * `expect`: how any output must begin (RFC 9112 §4, RFC 9113 §3.4).
  */
 enum fuzz_expect {
-    FUZZ_EXPECT_HTTP1, /* "HTTP/1.1 " */
-    FUZZ_EXPECT_101,   /* "HTTP/1.1 101 " */
-    FUZZ_EXPECT_H2     /* a SETTINGS frame on stream 0 */
+    FUZZ_EXPECT_HTTP1,  /* "HTTP/1.1 " */
+    FUZZ_EXPECT_PARSED, /* "HTTP/1.1 ", and responses that llhttp parses (up
+                         * to a 101): well-formed, correctly framed */
+    FUZZ_EXPECT_101,    /* "HTTP/1.1 101 " */
+    FUZZ_EXPECT_H2      /* a SETTINGS frame on stream 0 */
 };
 void fuzz_server_run(const void *head, size_t head_len, const uint8_t *data, size_t len,
                      uint8_t split, bool half_close, enum fuzz_expect expect);
