@@ -46,7 +46,8 @@
 
  * Arguments, --module grpcecho:ARGS:
  *   max_message=BYTES   largest request message (default 4m, gRPC's own
- *                       default receive limit); k and m suffixes.  A body
+ *                       default receive limit), at most 1g; k, m and g
+ *                       suffixes.  A body
  *                       over petrel's --max-body-size gets 413 before the
  *                       handler runs, so keep this limit below it.
  *
@@ -202,12 +203,14 @@ static int echo(petrel_req_t *req, void *data)
         return PETREL_ENOMEM;
     petrel__grpc_prefix_put(buf, 0, (uint32_t)olen);
     petrel__echo_encode(buf + PETREL__GRPC_PREFIX, &out);
-    if ((rc = petrel_stream_begin(req, 200, "application/grpc")) < 0)
+    /* the trailer first: once the head is out, a failure cannot become a 500 */
+    if ((rc = petrel_resp_trailer(req, "grpc-status", "0")) < 0 ||
+        (rc = petrel_stream_begin(req, 200, "application/grpc")) < 0)
         return rc;
-    if ((rc = petrel_stream_write(req, buf, PETREL__GRPC_PREFIX + olen)) < 0 ||
-        (rc = petrel_resp_trailer(req, "grpc-status", "0")) < 0) {
+    if (petrel_stream_write(req, buf, PETREL__GRPC_PREFIX + olen) < 0) {
+        /* the head is gone: end the stream; the client sees a call cut short */
         petrel_stream_end(req);
-        return 0; /* the head is gone: the stream ends (without grpc-status: an error) */
+        return 0;
     }
     return petrel_stream_end(req);
 }
@@ -232,6 +235,8 @@ static int parse_size(const char *v, size_t *out)
         mul = 1024, end++;
     else if (*end == 'm' || *end == 'M')
         mul = 1024 * 1024, end++;
+    else if (*end == 'g' || *end == 'G')
+        mul = 1024 * 1024 * 1024, end++;
     if (v[0] < '0' || v[0] > '9' || *end || errno || n == 0 || n > MAX_MESSAGE_LIMIT / mul)
         return -1;
     *out = (size_t)(n * mul);
@@ -249,7 +254,7 @@ static int init(petrel_server_t *srv, const char *args)
         return 0;
     petrel_log(PETREL_LOG_ERROR,
                "module 'grpcecho': bad argument '%s' (expected max_message=BYTES, 1 to 1g, "
-               "k and m suffixes)",
+               "k, m and g suffixes)",
                args);
     return PETREL_EINVAL;
 }

@@ -6,13 +6,19 @@
  * (https://protobuf.dev/programming-guides/encoding/): "150 is 96 01",
  * "a negative int32 or int64 takes 10 bytes", tags are (field << 3) | type.
  * Also petrel-bench's side (src/bench/grpc.c): the request of a call and
- * the check of its answer.  The grpcecho module itself is driven by a real
- * gRPC client in tests/integration/test_grpc_echo.py.
+ * the check of its answer; and the grpcecho module's handlers
+ * (modules/grpcecho.c) called on requests built here, with a protocol that
+ * records the response instead of framing it -- every gRPC status of the
+ * module, and a walk of the request arena's limit over a whole call (each
+ * allocation in turn fails: an error, never a crash).  A real gRPC client
+ * drives the module over h2c in tests/integration/test_grpc_echo.py.
  */
 #include "grpcwire.h"
 #include "bench/bench.h"
+#include "petrel-int.h"
 
 #include <check.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -352,6 +358,340 @@ START_TEST(bench_check)
 }
 END_TEST
 
+/* ------------------------------------------------------------------------ */
+/* The grpcecho module's handlers, on requests made here. */
+
+extern const petrel_module_t petrel_module_grpcecho;
+
+/* What the recording protocol saw. */
+static struct {
+    int sends, status;
+    const char *type;
+    petrel__rheader_t *headers, *trailers;
+    uint8_t body[4096];
+    size_t body_len;
+    bool ended;
+} R;
+
+static int rec_send(petrel_req_t *req, petrel_resp_t *resp)
+{
+    (void)req;
+    R.sends++;
+    R.status = resp->status;
+    R.type = resp->type;
+    R.headers = resp->headers;
+    if (resp->body_kind == BODY_MEM) {
+        ck_assert_uint_le(resp->len, sizeof(R.body));
+        if (resp->len) /* a trailers-only answer has no body (NULL) */
+            memcpy(R.body, resp->body, resp->len);
+        R.body_len = resp->len;
+        R.ended = true;
+    }
+    return 0;
+}
+
+static int rec_write(petrel_req_t *req, const void *data, size_t len)
+{
+    (void)req;
+    ck_assert_uint_le(R.body_len + len, sizeof(R.body));
+    memcpy(R.body + R.body_len, data, len);
+    R.body_len += len;
+    return 0;
+}
+
+static int rec_end(petrel_req_t *req, petrel_resp_t *resp)
+{
+    (void)req;
+    R.trailers = resp->trailers;
+    R.ended = true;
+    return 0;
+}
+
+static const petrel_proto_t rec_proto = {"test", rec_send, rec_write, rec_end, NULL};
+
+static petrel_arena_t A;
+static petrel_req_t Q;
+static petrel_resp_t S;
+static petrel_header_t H[4];
+
+static void mod_setup(void)
+{
+    petrel__pool_init(&petrel__pool, 16);
+    petrel__arena_init(&A, &petrel__pool, 0);
+    ck_assert_int_eq(petrel_module_grpcecho.init(NULL, ""), 0);
+}
+
+static void mod_teardown(void)
+{
+    petrel__arena_clear(&A);
+    petrel__pool_fini(&petrel__pool);
+}
+
+static void hdr(const char *name, const char *value)
+{
+    petrel_header_t *h = &H[Q.nheaders++];
+    h->name = (petrel_str_t){name, strlen(name)};
+    h->value = (petrel_str_t){value, strlen(value)};
+}
+
+/* A POST of `body` to `path` over HTTP/2 with content-type `type` (NULL:
+ * none), and one more header when `name` is not NULL. */
+static void request(const char *path, const char *type, const void *body, size_t len,
+                    const char *name, const char *value)
+{
+    memset(&R, 0, sizeof(R));
+    memset(&Q, 0, sizeof(Q));
+    memset(&S, 0, sizeof(S));
+    S.headers_tail = &S.headers;
+    S.trailers_tail = &S.trailers;
+    Q.method = PETREL_POST;
+    Q.version = 20;
+    Q.path = (petrel_str_t){path, strlen(path)};
+    Q.body = (petrel_str_t){body, len};
+    Q.headers = H;
+    if (type)
+        hdr("content-type", type);
+    if (name)
+        hdr(name, value);
+    Q.arena = &A;
+    Q._proto = &rec_proto;
+    Q._resp = &S;
+}
+
+static int run(int route)
+{
+    const petrel_route_t *r = &petrel_module_grpcecho.routes[route];
+    return r->handler(&Q, r->data);
+}
+
+static const char *field(const petrel__rheader_t *h, const char *name)
+{
+    for (; h; h = h->next)
+        if (strcmp(h->name.ptr, name) == 0)
+            return h->value.ptr;
+    return NULL;
+}
+
+/* A gRPC message of `len` bytes of msg, prefixed, into buf. */
+static size_t framed(uint8_t *buf, const void *msg, size_t len, int compressed)
+{
+    petrel__grpc_prefix_put(buf, compressed, (uint32_t)len);
+    memcpy(buf + PETREL__GRPC_PREFIX, msg, len);
+    return PETREL__GRPC_PREFIX + len;
+}
+
+/* The call answered with a trailers-only gRPC error `code`. */
+static void expect_error(int rc, int code)
+{
+    char num[8];
+    snprintf(num, sizeof(num), "%d", code);
+    ck_assert_int_eq(rc, 0);
+    ck_assert_int_eq(R.sends, 1);
+    ck_assert_int_eq(R.status, 200);
+    ck_assert_str_eq(R.type, "application/grpc");
+    ck_assert_uint_eq(R.body_len, 0);
+    ck_assert_ptr_nonnull(field(R.headers, "grpc-status"));
+    ck_assert_str_eq(field(R.headers, "grpc-status"), num);
+    ck_assert_ptr_nonnull(field(R.headers, "grpc-message"));
+}
+
+START_TEST(module_echo)
+{
+    uint8_t msg[64], buf[80];
+    petrel__echo_msg_t in = {.request_id = -9, .payload = "petrel", .payload_len = 6};
+    size_t n = framed(buf, msg, petrel__echo_encode(msg, &in), 0);
+    for (int t = 0; t < 2; t++) {
+        request(PETREL__GRPC_ECHO_PATH, t ? "application/grpc+proto" : "application/grpc", buf, n,
+                "te", "trailers");
+        ck_assert_int_eq(run(0), 0);
+        ck_assert_int_eq(R.sends, 1);
+        ck_assert_int_eq(R.status, 200);
+        ck_assert_str_eq(R.type, "application/grpc");
+        ck_assert(R.ended);
+        ck_assert_ptr_null(field(R.headers, "grpc-status"));
+        ck_assert_ptr_nonnull(field(R.trailers, "grpc-status"));
+        ck_assert_str_eq(field(R.trailers, "grpc-status"), "0");
+        unsigned flag;
+        uint32_t len;
+        ck_assert_uint_ge(R.body_len, PETREL__GRPC_PREFIX);
+        petrel__grpc_prefix_get(R.body, &flag, &len);
+        ck_assert_uint_eq(flag, 0);
+        ck_assert_uint_eq(len, R.body_len - PETREL__GRPC_PREFIX);
+        petrel__echo_msg_t out;
+        ck_assert_int_eq(decode(&out, R.body + PETREL__GRPC_PREFIX, len), 0);
+        ck_assert_int_eq(out.request_id, -9);
+        ck_assert_uint_eq(out.payload_len, 6);
+        ck_assert_mem_eq(out.payload, "petrel", 6);
+        ck_assert_int_eq(out.payload_bytes, 6);
+    }
+}
+END_TEST
+
+START_TEST(module_errors)
+{
+    uint8_t buf[64];
+    const uint8_t bad[] = {0x12, 0x05, 'a'};
+    const uint8_t ok[] = {0x08, 0x01};
+    size_t n;
+    /* INVALID_ARGUMENT: not an EchoMessage; the message says why */
+    n = framed(buf, bad, sizeof(bad), 0);
+    request(PETREL__GRPC_ECHO_PATH, "application/grpc", buf, n, NULL, NULL);
+    expect_error(run(0), 3);
+    ck_assert_ptr_nonnull(strstr(field(R.headers, "grpc-message"), "truncated"));
+    /* INTERNAL: compressed flag without grpc-encoding, flag 2, no message,
+     * a prefix cut short, a message cut short, two messages */
+    n = framed(buf, ok, sizeof(ok), 1);
+    request(PETREL__GRPC_ECHO_PATH, "application/grpc", buf, n, NULL, NULL);
+    expect_error(run(0), 13);
+    buf[0] = 2;
+    request(PETREL__GRPC_ECHO_PATH, "application/grpc", buf, n, NULL, NULL);
+    expect_error(run(0), 13);
+    request(PETREL__GRPC_ECHO_PATH, "application/grpc", "", 0, NULL, NULL);
+    expect_error(run(0), 13);
+    n = framed(buf, ok, sizeof(ok), 0);
+    request(PETREL__GRPC_ECHO_PATH, "application/grpc", buf, 3, NULL, NULL);
+    expect_error(run(0), 13);
+    request(PETREL__GRPC_ECHO_PATH, "application/grpc", buf, n - 1, NULL, NULL);
+    expect_error(run(0), 13);
+    memcpy(buf + n, buf, n);
+    request(PETREL__GRPC_ECHO_PATH, "application/grpc", buf, 2 * n, NULL, NULL);
+    expect_error(run(0), 13);
+    /* UNIMPLEMENTED: an encoding we do not have, another codec, another method */
+    request(PETREL__GRPC_ECHO_PATH, "application/grpc", buf, n, "grpc-encoding", "gzip");
+    expect_error(run(0), 12);
+    ck_assert_str_eq(field(R.headers, "grpc-accept-encoding"), "identity");
+    request(PETREL__GRPC_ECHO_PATH, "application/grpc", buf, n, "grpc-encoding", "identity");
+    ck_assert_int_eq(run(0), 0);
+    ck_assert_str_eq(field(R.trailers, "grpc-status"), "0");
+    request(PETREL__GRPC_ECHO_PATH, "application/grpc+json", buf, n, NULL, NULL);
+    expect_error(run(0), 12);
+    request(PETREL__GRPC_ECHO_SERVICE "Other", "application/grpc", buf, n, NULL, NULL);
+    expect_error(run(1), 12);
+    ck_assert_ptr_nonnull(strstr(field(R.headers, "grpc-message"), "Other"));
+    /* HTTP statuses: no or another content-type (the handler returns 415) */
+    request(PETREL__GRPC_ECHO_PATH, NULL, buf, n, NULL, NULL);
+    ck_assert_int_eq(run(0), 415);
+    ck_assert_int_eq(R.sends, 0);
+    request(PETREL__GRPC_ECHO_PATH, "application/grpcx", buf, n, NULL, NULL);
+    ck_assert_int_eq(run(0), 415);
+    request(PETREL__GRPC_ECHO_SERVICE "Other", "text/plain", buf, n, NULL, NULL);
+    ck_assert_int_eq(run(1), 415);
+}
+END_TEST
+
+/* grpc-message is percent-encoded: bytes outside 0x20-0x7e, and '%'. */
+START_TEST(module_message_encoding)
+{
+    uint8_t buf[16];
+    size_t n = framed(buf, "", 0, 0);
+    request(PETREL__GRPC_ECHO_SERVICE "a%b\xc3\xa9", "application/grpc", buf, n, NULL, NULL);
+    expect_error(run(1), 12);
+    ck_assert_str_eq(field(R.headers, "grpc-message"),
+                     "unknown method /petrel.bench.Echo/a%25b%C3%A9");
+}
+END_TEST
+
+/* max_message: a message over it gets RESOURCE_EXHAUSTED; bad values stop
+ * the module's init. */
+START_TEST(module_limit)
+{
+    uint8_t buf[64], msg[48];
+    char payload[30];
+    memset(payload, 'x', sizeof(payload));
+    petrel__echo_msg_t in = {.request_id = 1, .payload = payload, .payload_len = 30};
+    size_t mlen = petrel__echo_encode(msg, &in); /* 1+1 + 1+1+30 = 34 bytes */
+    ck_assert_uint_eq(mlen, 34);
+    size_t n = framed(buf, msg, mlen, 0);
+    ck_assert_int_eq(petrel_module_grpcecho.init(NULL, "max_message=34"), 0);
+    request(PETREL__GRPC_ECHO_PATH, "application/grpc", buf, n, NULL, NULL);
+    ck_assert_int_eq(run(0), 0);
+    ck_assert_str_eq(field(R.trailers, "grpc-status"), "0");
+    ck_assert_int_eq(petrel_module_grpcecho.init(NULL, "max_message=33"), 0);
+    request(PETREL__GRPC_ECHO_PATH, "application/grpc", buf, n, NULL, NULL);
+    expect_error(run(0), 8);
+    ck_assert_ptr_nonnull(strstr(field(R.headers, "grpc-message"), "limit of 33 bytes"));
+    ck_assert_int_eq(petrel_module_grpcecho.init(NULL, "max_message=1k"), 0);
+    request(PETREL__GRPC_ECHO_PATH, "application/grpc", buf, n, NULL, NULL);
+    ck_assert_int_eq(run(0), 0);
+    static const char *const bad[] = {"max_message=", "max_message=0", "max_message=-1",
+                                      "max_message=2g", "max_message=1025m", "max_message=1x",
+                                      "max_size=10", "max_message=10,x=1"};
+    for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++)
+        ck_assert_int_eq(petrel_module_grpcecho.init(NULL, bad[i]), PETREL_EINVAL);
+    ck_assert_int_eq(petrel_module_grpcecho.init(NULL, "max_message=1g"), 0);
+}
+END_TEST
+
+/* HTTP/1.1: 505, or with TE: trailers a gRPC error in the trailers. */
+START_TEST(module_http1)
+{
+    uint8_t buf[16];
+    size_t n = framed(buf, "", 0, 0);
+    request(PETREL__GRPC_ECHO_PATH, "application/grpc", buf, n, NULL, NULL);
+    Q.version = 11;
+    ck_assert_int_eq(run(0), 0);
+    ck_assert_int_eq(R.status, 505);
+    request(PETREL__GRPC_ECHO_PATH, "application/grpc", buf, n, "TE", "trailers");
+    Q.version = 11;
+    ck_assert_int_eq(run(0), 0);
+    ck_assert_int_eq(R.status, 200);
+    ck_assert(R.ended);
+    ck_assert_uint_eq(R.body_len, 0);
+    ck_assert_str_eq(field(R.trailers, "grpc-status"), "13");
+    request(PETREL__GRPC_ECHO_SERVICE "X", "application/grpc", buf, n, NULL, NULL);
+    Q.version = 10;
+    ck_assert_int_eq(run(1), 0);
+    ck_assert_int_eq(R.status, 505);
+}
+END_TEST
+
+/* The request arena's limit walked over a whole call (a good one, and one
+ * answered with an error): every allocation the module makes fails in turn,
+ * and the handler answers or returns an error code -- never a crash. */
+START_TEST(module_arena_limit)
+{
+    static uint8_t msg[600], buf[620];
+    static char payload[500];
+    memset(payload, 'y', sizeof(payload));
+    petrel__echo_msg_t in = {.request_id = 5, .payload = payload, .payload_len = 500};
+    size_t n = framed(buf, msg, petrel__echo_encode(msg, &in), 0);
+    const uint8_t bad[] = {0x12, 0x05, 'a'};
+    uint8_t badbuf[16];
+    size_t bn = framed(badbuf, bad, sizeof(bad), 0);
+    int answered[2] = {0, 0}, failed[2] = {0, 0};
+    for (size_t limit = 1; limit <= 2048; limit += 3) {
+        for (int k = 0; k < 2; k++) {
+            petrel__arena_clear(&A);
+            petrel__arena_init(&A, &petrel__pool, limit);
+            if (k == 0)
+                request(PETREL__GRPC_ECHO_PATH, "application/grpc", buf, n, NULL, NULL);
+            else
+                request(PETREL__GRPC_ECHO_PATH, "application/grpc", badbuf, bn, NULL, NULL);
+            int rc = run(0);
+            ck_assert_msg(rc == 0 || rc < 0, "limit %zu: handler returned %d", limit, rc);
+            if (rc < 0) {
+                failed[k]++;
+                continue;
+            }
+            answered[k]++;
+            ck_assert_int_eq(R.status, 200);
+            if (k == 0 && R.ended && R.trailers) {
+                petrel__echo_msg_t out;
+                ck_assert_int_eq(decode(&out, R.body + PETREL__GRPC_PREFIX,
+                                        R.body_len - PETREL__GRPC_PREFIX),
+                                 0);
+                ck_assert_uint_eq(out.payload_len, 500);
+            }
+        }
+    }
+    /* both ends of the walk were reached: some calls failed, some passed */
+    ck_assert_int_gt(failed[0], 0);
+    ck_assert_int_gt(answered[0], 0);
+    ck_assert_int_gt(failed[1], 0);
+    ck_assert_int_gt(answered[1], 0);
+}
+END_TEST
+
 static Suite *grpc_suite(void)
 {
     Suite *s = suite_create("grpc");
@@ -369,6 +709,15 @@ static Suite *grpc_suite(void)
     tc = tcase_create("bench");
     tcase_add_test(tc, bench_request);
     tcase_add_test(tc, bench_check);
+    suite_add_tcase(s, tc);
+    tc = tcase_create("module");
+    tcase_add_checked_fixture(tc, mod_setup, mod_teardown);
+    tcase_add_test(tc, module_echo);
+    tcase_add_test(tc, module_errors);
+    tcase_add_test(tc, module_message_encoding);
+    tcase_add_test(tc, module_limit);
+    tcase_add_test(tc, module_http1);
+    tcase_add_test(tc, module_arena_limit);
     suite_add_tcase(s, tc);
     return s;
 }
