@@ -31,7 +31,7 @@ typedef struct h2stream {
     int status;
     uint64_t sent; /* ns */
     uint64_t body_len;
-    size_t body_off; /* request body bytes already given to nghttp2 */
+    size_t body_off;  /* request body bytes already given to nghttp2 */
     size_t body_size; /* of this request */
     struct h2conn *hc;
     /* --grpc: the call's id, its grpc-status (-1: none yet), the answer's DATA */
