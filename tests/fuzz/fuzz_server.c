@@ -208,6 +208,100 @@ static int on_resp_complete(llhttp_t *p)
     return 0;
 }
 
+/* FUZZ_EXPECT_WS*: all the output, checked once the input is served. */
+static char out_buf[1 << 20];
+static size_t out_len;
+static bool out_full;
+
+static void out_keep(const char *data, size_t n)
+{
+    if (out_len + n > sizeof(out_buf)) {
+        out_full = true; /* too much to keep: not checked */
+        return;
+    }
+    memcpy(out_buf + out_len, data, n);
+    out_len += n;
+}
+
+__attribute__((noreturn)) static void ws_bad(const char *what, size_t off)
+{
+    fprintf(stderr, "fuzz_server: server frame at byte %zu: %s\n", off, what);
+    abort();
+}
+
+static bool close_code_ok(unsigned c)
+{
+    /* RFC 6455 §7.4.1, §7.4.2: the codes that may be sent */
+    return (c >= 1000 && c <= 1003) || (c >= 1007 && c <= 1014) || (c >= 3000 && c <= 4999);
+}
+
+static void check_ws_frames(bool deflate)
+{
+    if (out_full)
+        return;
+    const uint8_t *b = (const uint8_t *)out_buf;
+    const char *e = memmem(out_buf, out_len, "\r\n\r\n", 4);
+    if (e == NULL)
+        return;
+    size_t off = (size_t)(e + 4 - out_buf);
+    bool closed = false, in_msg = false;
+    while (off + 2 <= out_len) {
+        unsigned b0 = b[off], b1 = b[off + 1], op = b0 & 0x0f;
+        bool fin = b0 & 0x80, rsv1 = b0 & 0x40;
+        size_t h = 2;
+        uint64_t len = b1 & 0x7f;
+        if (closed)
+            ws_bad("a frame after the Close", off);
+        if (b1 & 0x80)
+            ws_bad("masked (RFC 6455 §5.1)", off);
+        if (b0 & 0x30)
+            ws_bad("RSV2 or RSV3 set", off);
+        if (rsv1 && (!deflate || op == 0 || op >= 8))
+            ws_bad("RSV1 set where no extension allows it", off);
+        if (len == 126) {
+            if (off + 4 > out_len)
+                break;
+            len = (uint64_t)b[off + 2] << 8 | b[off + 3];
+            h = 4;
+            if (len < 126)
+                ws_bad("16-bit length for a short payload (§5.2: minimal)", off);
+        } else if (len == 127) {
+            if (off + 10 > out_len)
+                break;
+            len = 0;
+            for (int i = 0; i < 8; i++)
+                len = len << 8 | b[off + 2 + i];
+            h = 10;
+            if (len < 65536 || (len >> 63))
+                ws_bad("64-bit length not minimal or with its top bit", off);
+        }
+        if (op >= 8) {
+            if (op > 10)
+                ws_bad("reserved control opcode", off);
+            if (!fin || len > 125)
+                ws_bad("fragmented or long control frame (§5.5)", off);
+        } else if (op >= 3) {
+            ws_bad("reserved data opcode", off);
+        } else if (op == 0 && !in_msg) {
+            ws_bad("continuation without a message", off);
+        } else if (op != 0 && in_msg) {
+            ws_bad("new message inside a fragmented one", off);
+        }
+        if (off + h + len > out_len)
+            break; /* the rest was not written yet */
+        if (op == 8) {
+            if (len == 1)
+                ws_bad("Close with a one-byte payload (§5.5.1)", off);
+            if (len >= 2 && !close_code_ok((unsigned)b[off + h] << 8 | b[off + h + 1]))
+                ws_bad("Close with a code that may not be sent", off);
+            closed = true;
+        } else if (op < 8) {
+            in_msg = !fin;
+        }
+        off += h + (size_t)len;
+    }
+}
+
 static void check_responses(const char *data, size_t n)
 {
     if (!rcheck)
@@ -238,6 +332,7 @@ static size_t drain(int fd, bool *eof)
         }
         if (n > 0) {
             check_responses(sink, (size_t)n);
+            out_keep(sink, (size_t)n);
             got += (size_t)n;
         }
         else if (n == 0 || (errno != EAGAIN && errno != EINTR))
@@ -286,6 +381,8 @@ void fuzz_server_run(const void *head, size_t head_len, const uint8_t *data, siz
 {
     fuzz_server_init();
     nfirst = 0;
+    out_len = 0;
+    out_full = false;
     rcheck = expect == FUZZ_EXPECT_PARSED;
     if (rcheck) {
         llhttp_settings_init(&rsettings);
@@ -334,9 +431,10 @@ void fuzz_server_run(const void *head, size_t head_len, const uint8_t *data, siz
     /* whatever the input, what comes back starts as it must: a status line
      * (RFC 9112 §4), or the server's SETTINGS (RFC 9113 §3.4) */
     static const char settings[9] = {0, 0, 0, 4, 0, 0, 0, 0, 0};
-    const char *want = expect == FUZZ_EXPECT_H2    ? settings
-                       : expect == FUZZ_EXPECT_101 ? "HTTP/1.1 101 "
-                                                   : "HTTP/1.1 ";
+    bool ws = expect == FUZZ_EXPECT_WS || expect == FUZZ_EXPECT_WS_DEFLATE;
+    const char *want = expect == FUZZ_EXPECT_H2             ? settings
+                       : expect == FUZZ_EXPECT_101 || ws ? "HTTP/1.1 101 "
+                                                          : "HTTP/1.1 ";
     size_t wl = expect == FUZZ_EXPECT_H2 ? sizeof(settings) : strlen(want);
     size_t cmp = nfirst < wl ? nfirst : wl;
     for (size_t i = 0; i < cmp; i++) {
@@ -347,6 +445,8 @@ void fuzz_server_run(const void *head, size_t head_len, const uint8_t *data, siz
             abort();
         }
     }
+    if (ws)
+        check_ws_frames(expect == FUZZ_EXPECT_WS_DEFLATE);
     close(fd);
     for (int i = 0; i < CLOSE_TURNS && srv->nconns > 0; i++)
         turn();

@@ -9,8 +9,11 @@
  * in the handshake (bit 1: with client_max_window_bits and
  * server_no_context_takeover, so both of the server's context modes run);
  * bits 2-6 choose the write splits (see fuzz_http1.c); bit 7 a half-close.
- * fuzz_server_run() asserts that the connection and all its memory are
- * released once the client has closed.
+ * fuzz_server_run() asserts that what the server sends is a 101 and then
+ * well-formed server frames (unmasked, minimal lengths, no RSV bit but
+ * RSV1 with permessage-deflate, short unfragmented control frames, valid
+ * Close codes, nothing after its Close), and that the connection and all
+ * its memory are released once the client has closed.
  */
 #include "fuzz_server.h"
 
@@ -40,6 +43,6 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     };
     unsigned m = mode & 3;
     fuzz_server_run(heads[m].s, heads[m].len, data + 1, size - 1, (mode >> 2) & 0x1f,
-                    (mode & 0x80) != 0, FUZZ_EXPECT_101);
+                    (mode & 0x80) != 0, (m & 1) ? FUZZ_EXPECT_WS_DEFLATE : FUZZ_EXPECT_WS);
     return 0;
 }
