@@ -302,6 +302,56 @@ static void check_ws_frames(bool deflate)
     }
 }
 
+__attribute__((noreturn)) static void h2_bad(const char *what, size_t off)
+{
+    fprintf(stderr, "fuzz_server: server frame at byte %zu: %s\n", off, what);
+    abort();
+}
+
+/* `big`: the client may have raised SETTINGS_MAX_FRAME_SIZE (§6.5.2). */
+static void check_h2_frames(bool after_101, bool big)
+{
+    if (out_full)
+        return;
+    const uint8_t *b = (const uint8_t *)out_buf;
+    size_t off = 0;
+    if (after_101) {
+        const char *e = memmem(out_buf, out_len, "\r\n\r\n", 4);
+        if (e == NULL)
+            return;
+        off = (size_t)(e + 4 - out_buf);
+    }
+    bool first_frame = true;
+    while (off + 9 <= out_len) {
+        uint32_t len = (uint32_t)b[off] << 16 | (uint32_t)b[off + 1] << 8 | b[off + 2];
+        unsigned type = b[off + 3];
+        uint32_t sid = ((uint32_t)b[off + 5] << 24 | (uint32_t)b[off + 6] << 16 |
+                        (uint32_t)b[off + 7] << 8 | b[off + 8]) & 0x7fffffffu;
+        if (first_frame && (type != 4 || sid != 0))
+            h2_bad("the first frame is not SETTINGS (§3.4)", off);
+        first_frame = false;
+        if (type > 9)
+            h2_bad("unknown frame type", off);
+        if (len > 16384 && !big)
+            h2_bad("frame larger than SETTINGS_MAX_FRAME_SIZE", off);
+        bool conn_level = type == 4 || type == 6 || type == 7; /* SETTINGS PING GOAWAY */
+        if (conn_level && sid != 0)
+            h2_bad("connection frame on a stream", off);
+        if (!conn_level && type != 8 && sid == 0)
+            h2_bad("stream frame on stream 0", off);
+        if ((type == 0 || type == 1 || type == 9) && !(sid & 1))
+            h2_bad("DATA or HEADERS on a stream the client did not open", off);
+        if (type == 5)
+            h2_bad("PUSH_PROMISE (push is not used)", off);
+        if ((type == 4 && !(b[off + 4] & 1) && len % 6) || (type == 4 && (b[off + 4] & 1) && len))
+            h2_bad("SETTINGS of a bad length", off);
+        if ((type == 6 && len != 8) || (type == 3 && len != 4) || (type == 8 && len != 4) ||
+            (type == 7 && len < 8))
+            h2_bad("control frame of a bad length", off);
+        off += 9 + len;
+    }
+}
+
 static void check_responses(const char *data, size_t n)
 {
     if (!rcheck)
@@ -432,9 +482,10 @@ void fuzz_server_run(const void *head, size_t head_len, const uint8_t *data, siz
      * (RFC 9112 §4), or the server's SETTINGS (RFC 9113 §3.4) */
     static const char settings[9] = {0, 0, 0, 4, 0, 0, 0, 0, 0};
     bool ws = expect == FUZZ_EXPECT_WS || expect == FUZZ_EXPECT_WS_DEFLATE;
-    const char *want = expect == FUZZ_EXPECT_H2             ? settings
-                       : expect == FUZZ_EXPECT_101 || ws ? "HTTP/1.1 101 "
-                                                          : "HTTP/1.1 ";
+    const char *want = expect == FUZZ_EXPECT_H2                                  ? settings
+                       : expect == FUZZ_EXPECT_101 || expect == FUZZ_EXPECT_H2_101 || ws
+                           ? "HTTP/1.1 101 "
+                           : "HTTP/1.1 ";
     size_t wl = expect == FUZZ_EXPECT_H2 ? sizeof(settings) : strlen(want);
     size_t cmp = nfirst < wl ? nfirst : wl;
     for (size_t i = 0; i < cmp; i++) {
@@ -447,6 +498,11 @@ void fuzz_server_run(const void *head, size_t head_len, const uint8_t *data, siz
     }
     if (ws)
         check_ws_frames(expect == FUZZ_EXPECT_WS_DEFLATE);
+    if (expect == FUZZ_EXPECT_H2 || expect == FUZZ_EXPECT_H2_101) {
+        /* the client may have raised SETTINGS_MAX_FRAME_SIZE (id 5) */
+        static const uint8_t id5[2] = {0, 5};
+        check_h2_frames(expect == FUZZ_EXPECT_H2_101, memmem(data, len, id5, 2) != NULL);
+    }
     close(fd);
     for (int i = 0; i < CLOSE_TURNS && srv->nconns > 0; i++)
         turn();

@@ -41,7 +41,12 @@ enum fuzz_expect {
                          * frames, valid Close codes, nothing after a Close */
     FUZZ_EXPECT_WS_DEFLATE, /* the same, RSV1 allowed on a message's first
                              * frame (RFC 7692 §6) */
-    FUZZ_EXPECT_H2      /* a SETTINGS frame on stream 0 */
+    FUZZ_EXPECT_H2,     /* a SETTINGS frame on stream 0, then well-formed
+                         * frames (RFC 9113 §4.1, §6): known types, each on
+                         * stream 0 or not as its type requires, responses
+                         * on client (odd) streams only, at most 16384 bytes
+                         * unless the client allowed more */
+    FUZZ_EXPECT_H2_101  /* "HTTP/1.1 101 ", then frames as above */
 };
 void fuzz_server_run(const void *head, size_t head_len, const uint8_t *data, size_t len,
                      uint8_t split, bool half_close, enum fuzz_expect expect);
