@@ -710,7 +710,7 @@ pyrun() {
 #                              petrel_stream_write fails
 #   Python: `from petrel_fault import *` (with pyrun) adds rst(sock) (SO_LINGER
 #   0 then close: the peer gets a RST), fds/rss_kb/cpu_ticks(pid),
-#   wait_fds(pid, n, secs, what), ws_open(path) and ws_frame/ws_read (raw
+#   wait_fds(pid, n, secs, what), slurp(conn) (read to EOF, fast), ws_open(path) and ws_frame/ws_read (raw
 #   RFC 6455 frames), h2_open() (an h2 library connection on a raw socket),
 #   Many(n, request_bytes) (n connections at once on one selector).
 
@@ -882,6 +882,25 @@ def wait_fds(pid, n, secs, what):
                  % (what, fds(pid), n, bound(secs), " ".join(fd_list(pid))))
         time.sleep(0.02)
     return time.monotonic() - t0
+
+
+def slurp(c, timeout=30):
+    """Read until the peer closes, into one buffer (Conn's reads copy the
+    whole buffer at each step: too slow for many MiB); c.read_response()
+    then parses what was read."""
+    buf = bytearray(c.buf)
+    chunk = bytearray(1 << 20)
+    c.sock.settimeout(bound(timeout))
+    while True:
+        try:
+            n = c.sock.recv_into(chunk)
+        except (ConnectionResetError, BrokenPipeError):
+            n = 0
+        if n == 0:
+            break
+        buf += chunk[:n]
+    c.buf = bytes(buf)
+    c.eof = True
 
 
 def ws_open(path="/ws", port=None):
