@@ -11,6 +11,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/inotify.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -23,6 +24,13 @@ static char tmp_dir[256];
 /* PETREL_FUZZ_DUMP set: what the server writes goes to stderr too (to see
  * what a seed reaches). */
 static bool dump;
+
+/* A directory beside the static root, reachable only through a symlink
+ * that leaves the root: nothing in it may ever be opened (an inotify watch
+ * sees every open and read; O_PATH descriptors, which cannot read, are not
+ * reported). */
+#define SECRET "outside the root\n"
+static int outside_watch = -1;
 
 /* Loop turns allowed for each stage of an input; far more than any input
  * of a few KiB needs, and bounded so that a server that never settles is
@@ -77,6 +85,28 @@ static int h_status(petrel_req_t *req, void *data)
 /* ------------------------------------------------------------------------ */
 /* A small static root                                                      */
 
+static void watch_outside(void)
+{
+    char p[600];
+    snprintf(p, sizeof(p), "%s/outside", tmp_dir);
+    outside_watch = inotify_init1(IN_NONBLOCK | IN_CLOEXEC);
+    if (outside_watch < 0 || inotify_add_watch(outside_watch, p, IN_OPEN | IN_ACCESS) < 0)
+        die("inotify");
+}
+
+static void check_outside(void)
+{
+    char ev[4096] __attribute__((aligned(__alignof__(struct inotify_event))));
+    ssize_t n = read(outside_watch, ev, sizeof(ev));
+    if (n > 0) {
+        const struct inotify_event *e = (const struct inotify_event *)ev;
+        fprintf(stderr, "fuzz_server: '%s' outside the static root was opened or read\n",
+                e->len ? e->name : "(the directory)");
+        abort();
+    }
+}
+
+
 static void put_file(const char *rel, const void *data, size_t len)
 {
     char path[512];
@@ -112,7 +142,7 @@ static void make_root(void)
     mkdir(p, 0755);
     snprintf(p, sizeof(p), "%s/outside", tmp_dir);
     mkdir(p, 0755);
-    put_file("outside/secret", "secret\n", 7);
+    put_file("outside/secret", SECRET, sizeof(SECRET) - 1);
     put_file("root/index.html", "<h1>hi</h1>\n", 12);
     put_file("root/a.txt", "hello, world\n", 13);
     put_file("root/a.txt.gz", "\x1f\x8b\x08\x00", 4);
@@ -129,6 +159,12 @@ static void make_root(void)
     snprintf(p, sizeof(p), "%s/root/link.txt", tmp_dir);
     if (symlink("a.txt", p) < 0)
         die("symlink");
+    snprintf(p, sizeof(p), "%s/root/abs-out", tmp_dir);
+    char target[600];
+    snprintf(target, sizeof(target), "%s/outside/secret", tmp_dir);
+    if (symlink(target, p) < 0)
+        die("symlink");
+    watch_outside();
 }
 
 /* ------------------------------------------------------------------------ */
@@ -496,6 +532,7 @@ void fuzz_server_run(const void *head, size_t head_len, const uint8_t *data, siz
             abort();
         }
     }
+    check_outside();
     if (ws)
         check_ws_frames(expect == FUZZ_EXPECT_WS_DEFLATE);
     if (expect == FUZZ_EXPECT_H2 || expect == FUZZ_EXPECT_H2_101) {

@@ -28,7 +28,9 @@ void fuzz_server_init(void);
  * side if `half_close`; let the server finish; close the client end; and
  * check that the connection was released: no connection, stream, session or
  * pool chunk is left over (abort() otherwise, so the fuzzer reports it).
- * `expect`: how any output must begin (RFC 9112 §4, RFC 9113 §3.4).
+ * `expect`: how any output must begin (RFC 9112 §4, RFC 9113 §3.4).  In
+ * every mode, nothing outside the static root (reachable through symlinks
+ * in it) may be opened or read.
  */
 enum fuzz_expect {
     FUZZ_EXPECT_HTTP1,  /* "HTTP/1.1 " */

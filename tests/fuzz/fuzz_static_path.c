@@ -12,7 +12,9 @@
  *   2  run the path through petrel__path_normalize first and strip its
  *      leading '/', as the handler does with a request path
  *   3  no root_real (absolute symlinks are never taken to be inside)
- * Asserted for every descriptor returned: it is the file `st` describes,
+ * Asserted: nothing outside the root is opened for reading, even on the
+ * way to a refusal (an inotify watch on the directory beside it); and for
+ * every descriptor returned: it is the file `st` describes,
  * its path (/proc/self/fd) is the root or beneath it, a regular file is
  * readable and anything else is not opened for reading; no descriptor is
  * left open afterwards; the call returns promptly (a FIFO must not block).
@@ -27,6 +29,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/inotify.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -36,6 +39,7 @@ static char tmp_dir[256];
 static char root_real[PATH_MAX];
 static size_t root_len;
 static int rootfd = -1;
+static int outside_watch = -1; /* inotify: opens and reads outside the root */
 
 __attribute__((noreturn)) static void die(const char *what, const char *path)
 {
@@ -110,6 +114,12 @@ static void init(void)
     rootfd = open(root_real, O_PATH | O_DIRECTORY | O_CLOEXEC);
     if (rootfd < 0)
         die("open root", root_real);
+    /* nothing beside the root may be opened for reading, even to be
+     * refused afterwards (O_PATH descriptors, which cannot read, are not
+     * reported) */
+    outside_watch = inotify_init1(IN_NONBLOCK | IN_CLOEXEC);
+    if (outside_watch < 0 || inotify_add_watch(outside_watch, abs_out, IN_OPEN | IN_ACCESS) < 0)
+        die("inotify", abs_out);
 }
 
 static int lowest_free_fd(void)
@@ -173,6 +183,9 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     }
     if (lowest_free_fd() != before)
         die("a descriptor leaked", rel);
+    char ev[4096] __attribute__((aligned(__alignof__(struct inotify_event))));
+    if (read(outside_watch, ev, sizeof(ev)) > 0)
+        die("something outside the root was opened for reading", rel);
     free(norm);
     free(path);
     return 0;
