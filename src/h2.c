@@ -86,6 +86,7 @@ enum {
     H2_DRAINING = 1 << 3, /* GOAWAY for a graceful shutdown sent */
     H2_TIMEDOUT = 1 << 4, /* the idle/header timeout fired: GOAWAY sent */
     H2_NOTICE = 1 << 5,   /* shutdown notice and PING sent, final GOAWAY not yet */
+    H2_ACTIVE = 1 << 6,   /* a stream closed since the last flush: not idle */
 };
 
 typedef struct h2conn h2conn_t;
@@ -748,6 +749,7 @@ static int on_stream_close(nghttp2_session *ngh, int32_t id, uint32_t error_code
     if (!(s->flags & S_REQ_DONE))
         h->nrecv--;
     h->nstreams--;
+    h->flags |= H2_ACTIVE;
     s->flags |= S_CLOSED | S_REQ_DONE;
     list_unlink(&s->rlink);
     s->flags &= ~S_READY;
@@ -1149,7 +1151,9 @@ static void h2_flush(h2conn_t *h)
         /* draining: the PING's answer is awaited for as long as a
          * lingering close waits for the peer's last bytes */
         petrel__tq_t *q = (h->flags & H2_NOTICE) ? &srv->tq_linger : &srv->tq_keepalive;
-        if (c->timer.q != q)
+        /* the idle time counts from the last request: a connection whose
+         * requests are all answered within each turn is never idle */
+        if (c->timer.q != q || (h->flags & H2_ACTIVE))
             petrel__timer_arm(petrel__loop, &c->timer, q);
     } else if (h->nrecv > 0 || !list_empty(&h->ready)) {
         /* requests arriving, or an upgrade waiting for the client's preface */
@@ -1157,6 +1161,7 @@ static void h2_flush(h2conn_t *h)
     } else {
         petrel__timer_disarm(&c->timer); /* handlers at work */
     }
+    h->flags &= ~H2_ACTIVE;
 }
 
 /* Feed bytes to nghttp2 and run the handlers of the complete requests. */
