@@ -12,7 +12,7 @@
  *   3  an HTTP/1.1 request with Upgrade: h2c (RFC 7540 §3.2) followed by the
  *      preface and SETTINGS: the response to stream 1, then the frames.
  * The next bits choose the write splits (see fuzz_http1.c), the high bit a
- * half-close.  fuzz_server_run() asserts that the server's output is
+ * half-close; bits 5 and 6 both set: zero timeouts (see fuzz_http1.c).  fuzz_server_run() asserts that the server's output is
  * well-formed frames (its SETTINGS first; known types on the right streams;
  * responses only on client streams; lengths within the limits) and that
  * every session, stream slot, connection and chunk is released once the
@@ -49,6 +49,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     };
     unsigned m = mode & 3;
     fuzz_server_run(heads[m].s, heads[m].len, data + 1, size - 1, (mode >> 2) & 0x1f,
-                    (mode & 0x80) != 0, m == 3 ? FUZZ_EXPECT_H2_101 : FUZZ_EXPECT_H2);
+                    (mode & 0x80) != 0, m == 3 ? FUZZ_EXPECT_H2_101 : FUZZ_EXPECT_H2,
+                    (mode & 0x60) == 0x60);
     return 0;
 }

@@ -5,7 +5,10 @@
  *
  * Input: one mode byte, then the bytes the client sends.  The mode byte's
  * high bit asks for a half-close (shutdown(SHUT_WR)) after the last byte;
- * the rest of it chooses how the bytes are split into writes (0: one write),
+ * when bits 5 and 6 are both set, every timeout is zero (each timer fires
+ * in whatever state the input has reached: header, keep-alive, send,
+ * linger); the low seven bits choose how the bytes are split into writes
+ * (0: one write),
  * so that the parser meets every boundary: inside a method, a header name, a
  * chunk size, a CRLF (RFC 9112 §2, §7.1).
  *
@@ -35,6 +38,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
      * a response parser cannot tell) */
     bool head = memmem(data + 1, size - 1, "HEAD", 4) != NULL;
     fuzz_server_run(NULL, 0, data + 1, size - 1, mode & 0x7f, (mode & 0x80) != 0,
-                    h2 ? FUZZ_EXPECT_H2 : head ? FUZZ_EXPECT_HTTP1 : FUZZ_EXPECT_PARSED);
+                    h2 ? FUZZ_EXPECT_H2 : head ? FUZZ_EXPECT_HTTP1 : FUZZ_EXPECT_PARSED,
+                    (mode & 0x60) == 0x60);
     return 0;
 }

@@ -218,6 +218,15 @@ void fuzz_server_init(void)
     sigaddset(&set, SIGHUP);
     sigaddset(&set, SIGUSR2);
     sigprocmask(SIG_UNBLOCK, &set, NULL);
+    /* one WebSocket connection now, so that ws.c has made its timer queue
+     * (it does on the first upgrade) before zero_timeouts looks for them */
+    static const char ws[] = "GET /ws HTTP/1.1\r\nHost: fuzz\r\nUpgrade: websocket\r\n"
+                             "Connection: Upgrade\r\nSec-WebSocket-Version: 13\r\n"
+                             "Sec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\n\r\n";
+    int nq = srv->loop.nqueues;
+    fuzz_server_run(ws, sizeof(ws) - 1, NULL, 0, 0, false, FUZZ_EXPECT_WS, false);
+    if (srv->loop.nqueues == nq)
+        die("the WebSocket upgrade made no timer queue");
 }
 
 /* ------------------------------------------------------------------------ */
@@ -463,9 +472,21 @@ static bool write_all(int fd, const uint8_t *p, size_t len, bool *eof)
 }
 
 void fuzz_server_run(const void *head, size_t head_len, const uint8_t *data, size_t len,
-                     uint8_t split, bool half_close, enum fuzz_expect expect)
+                     uint8_t split, bool half_close, enum fuzz_expect expect,
+                     bool zero_timeouts)
 {
     fuzz_server_init();
+    petrel__loop_t *loop = &srv->loop;
+    uint64_t saved[sizeof(loop->queues) / sizeof(loop->queues[0])];
+    int nq = loop->nqueues;
+    for (int i = 0; i < nq; i++)
+        saved[i] = loop->queues[i]->timeout_ms;
+    /* zero_timeouts: from the start when there is no head (the header
+     * timeout then fires on the fuzz bytes), else once the head is served
+     * (a handshake that timed out at once would leave nothing to fuzz) */
+    if (zero_timeouts && head_len == 0)
+        for (int i = 0; i < nq; i++)
+            loop->queues[i]->timeout_ms = 0;
     nfirst = 0;
     out_len = 0;
     out_full = false;
@@ -484,9 +505,13 @@ void fuzz_server_run(const void *head, size_t head_len, const uint8_t *data, siz
         die("adopt");
     int fd = fds[1];
     bool eof = false, open = true;
-    if (head_len)
+    if (head_len) {
         open = write_all(fd, head, head_len, &eof);
-    settle(fd, &eof);
+        settle(fd, &eof);
+        if (zero_timeouts)
+            for (int i = 0; i < nq; i++)
+                loop->queues[i]->timeout_ms = 0;
+    }
     /* the pieces: `split` seeds a small generator of piece sizes (1..2^k
      * bytes, k from its low bits), 0 writes everything at once; at most
      * about MAX_PIECES pieces, so that a large input costs no more than a
@@ -544,6 +569,8 @@ void fuzz_server_run(const void *head, size_t head_len, const uint8_t *data, siz
     for (int i = 0; i < CLOSE_TURNS && srv->nconns > 0; i++)
         turn();
     turn(); /* the turn's end frees what was closed during it */
+    for (int i = 0; i < nq; i++) /* the queues are empty again: no order to keep */
+        loop->queues[i]->timeout_ms = saved[i];
     petrel__h2_stats_t st;
     petrel__h2_stats(&st);
     if (srv->nconns != 0 || st.sessions != 0 || st.streams != 0 || petrel__pool.live != live0) {

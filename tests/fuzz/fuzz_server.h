@@ -28,6 +28,10 @@ void fuzz_server_init(void);
  * side if `half_close`; let the server finish; close the client end; and
  * check that the connection was released: no connection, stream, session or
  * pool chunk is left over (abort() otherwise, so the fuzzer reports it).
+ * `zero_timeouts`: every timer queue of the loop (header, keep-alive, send,
+ * linger, WebSocket idle, ...) times out at once for this connection (from
+ * its start, or once `head` is served), so that each timeout fires in
+ * whatever state the input has reached.
  * `expect`: how any output must begin (RFC 9112 §4, RFC 9113 §3.4).  In
  * every mode, nothing outside the static root (reachable through symlinks
  * in it) may be opened or read.
@@ -51,6 +55,7 @@ enum fuzz_expect {
     FUZZ_EXPECT_H2_101  /* "HTTP/1.1 101 ", then frames as above */
 };
 void fuzz_server_run(const void *head, size_t head_len, const uint8_t *data, size_t len,
-                     uint8_t split, bool half_close, enum fuzz_expect expect);
+                     uint8_t split, bool half_close, enum fuzz_expect expect,
+                     bool zero_timeouts);
 
 #endif /* FUZZ_SERVER_H */

@@ -8,7 +8,9 @@
  * Input: one mode byte, then frames.  Mode bit 0: offer permessage-deflate
  * in the handshake (bit 1: with client_max_window_bits and
  * server_no_context_takeover, so both of the server's context modes run);
- * bits 2-6 choose the write splits (see fuzz_http1.c); bit 7 a half-close.
+ * bits 2-6 choose the write splits (see fuzz_http1.c); bit 7 a half-close;
+ * bits 5 and 6 both set: zero timeouts, so the idle ping and close and the
+ * closing handshake's timer fire (see fuzz_http1.c).
  * fuzz_server_run() asserts that what the server sends is a 101 and then
  * well-formed server frames (unmasked, minimal lengths, no RSV bit but
  * RSV1 with permessage-deflate, short unfragmented control frames, valid
@@ -43,6 +45,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     };
     unsigned m = mode & 3;
     fuzz_server_run(heads[m].s, heads[m].len, data + 1, size - 1, (mode >> 2) & 0x1f,
-                    (mode & 0x80) != 0, (m & 1) ? FUZZ_EXPECT_WS_DEFLATE : FUZZ_EXPECT_WS);
+                    (mode & 0x80) != 0, (m & 1) ? FUZZ_EXPECT_WS_DEFLATE : FUZZ_EXPECT_WS,
+                    (mode & 0x60) == 0x60);
     return 0;
 }

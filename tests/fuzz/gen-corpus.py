@@ -101,6 +101,14 @@ def http1():
     write("http1", "halfclose-close", b"\x80" + reqs["close"].encode())
     write("http1", "halfclose-partial", b"\x82" + b"POST /echo HTTP/1.1\r\nHost: x\r\n"
           b"Content-Length: 10\r\n\r\nabc")
+    # bits 5 and 6: every timeout is zero (408 on a partial head, keep-alive
+    # close after a response, a timeout in the middle of a body)
+    write("http1", "timeout-partial-head", b"\x60" + b"GET /hello HTTP/1.1\r\nHo")
+    write("http1", "timeout-keepalive", b"\x60" + reqs["get-hello"].encode())
+    write("http1", "timeout-body", b"\x61" + b"POST /echo HTTP/1.1\r\nHost: x\r\n"
+          b"Content-Length: 10\r\n\r\nabc")
+    write("http1", "timeout-big-file", b"\x60" + reqs["files-big-range"].encode()
+          .replace(b"Range: bytes=100-199\r\n", b""))
 
 
 # ---------------------------------------------------------------------------
@@ -222,6 +230,12 @@ def http2():
     write("h2", "raw-unknown", b"\x01" + b"\x00\x00\x03\xfa\x00\x00\x00\x00\x01abc"
           + b"\x00\x00\x04\x08\x00\x00\x00\x00\x00\x00\x00\x00\x00")
     write("h2", "raw-garbage", b"\x00GET / HTTP/1.1\r\n\r\n")
+    # zero timeouts (bits 5 and 6): idle timeout and GOAWAY with streams open
+    c = h2client()
+    c.data_to_send()
+    c.send_headers(1, req("/echo", "POST"))
+    c.send_data(1, b"partial")
+    write("h2", "timeout-open-stream", b"\x61" + c.data_to_send())
 
 
 # ---------------------------------------------------------------------------
@@ -283,6 +297,10 @@ def ws():
         write("ws", name, b"\x00" + b)
     write("ws", "split-text", b"\x04" + seeds["fragmented"])
     write("ws", "halfclose", b"\x80" + frame(0x1, b"bye"))
+    # zero timeouts (bits 5 and 6): the idle ping, the close after it, and
+    # the wait for the peer's Close
+    write("ws", "timeout-idle", b"\x60" + frame(0x1, b"hi"))
+    write("ws", "timeout-closing", b"\x61" + close(1000))
     # permessage-deflate negotiated (mode 1; mode 3 with no context takeover)
     d = deflate(b"hello hello hello")
     write("ws", "deflate-text", b"\x01" + frame(0x1, d, rsv1=True) + frame(0x1, b"plain"))
