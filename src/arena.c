@@ -245,6 +245,29 @@ void petrel_arena_reset(petrel_arena_t *a, petrel_arena_mark_t m)
     a->bytes = m._bytes;
 }
 
+/* (a cleanup has one argument: the buffers come from the worker's pool) */
+static void chunk_release(void *data)
+{
+    petrel__chunk_put(&petrel__pool, data);
+}
+
+void *petrel__arena_alloc_buf(petrel_arena_t *a, size_t *size)
+{
+    if (*size + 1 > PETREL_CHUNK_SIZE / 4 && *size <= PETREL_CHUNK_SIZE &&
+        a->pool == &petrel__pool) {
+        void *p = petrel__chunk_get(a->pool);
+        if (p == NULL)
+            return NULL;
+        if (petrel_arena_defer(a, chunk_release, p) < 0) {
+            petrel__chunk_put(a->pool, p);
+            return NULL;
+        }
+        *size = PETREL_CHUNK_SIZE;
+        return p;
+    }
+    return petrel_arena_alloc(a, *size, 1);
+}
+
 void petrel__arena_clear(petrel_arena_t *a)
 {
     petrel_arena_mark_t empty = {NULL, NULL, NULL, NULL, 0};

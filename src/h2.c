@@ -336,6 +336,7 @@ static void stream_free(h2stream_t *s)
     list_unlink(&s->link);
     list_unlink(&s->rlink);
     sbuf_free_all(s);
+    stats.arena_mallocs += s->arena.mallocs;
     petrel__arena_clear(&s->arena);
     stats.streams--;
     if (slot_nfree < SLOTS_KEPT) {
@@ -609,13 +610,14 @@ static void head_done(h2conn_t *h, h2stream_t *s, bool end_stream)
             return;
         }
         if (n > 0) {
-            char *b = petrel_arena_alloc(&s->arena, (size_t)n + 1, 1);
+            size_t size = (size_t)n + 1;
+            char *b = petrel__arena_alloc_buf(&s->arena, &size);
             if (b == NULL) {
                 s->err = 503;
                 return;
             }
             r->body.ptr = b;
-            s->body_cap = (size_t)n;
+            s->body_cap = size - 1;
         }
     }
     if (expect && !end_stream) {
@@ -698,12 +700,16 @@ static int on_data_chunk(nghttp2_session *ngh, uint8_t flags, int32_t id, const 
             make_ready(h, s);
             return 0;
         }
-        size_t ncap = s->body_cap ? s->body_cap * 2 : 4096;
+        /* a body without content-length (gRPC's): a quarter chunk first,
+         * then whole pool chunks up to 16 KiB, then doubling */
+        size_t ncap = s->body_cap ? s->body_cap * 2 : PETREL_CHUNK_SIZE / 4 - 2;
         while (ncap < need)
             ncap *= 2;
         if (ncap > max)
             ncap = max;
-        char *nb = petrel_arena_alloc(&s->arena, ncap + 1, 1);
+        size_t size = ncap + 1;
+        char *nb = petrel__arena_alloc_buf(&s->arena, &size);
+        ncap = size - 1;
         if (nb == NULL) {
             s->err = 413;
             s->flags |= S_DISCARD;

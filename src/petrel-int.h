@@ -85,6 +85,12 @@ void petrel__chunk_put(petrel__pool_t *p, void *data);
 void petrel__arena_init(petrel_arena_t *a, petrel__pool_t *pool, size_t limit);
 /* Runs every cleanup and gives all memory back: the arena is empty again. */
 void petrel__arena_clear(petrel_arena_t *a);
+/* A buffer of at least *size bytes in the current scope of `a`, for data
+ * that grows (a request body, a WebSocket message).  A size the arena would
+ * malloc (over a quarter of a chunk) but a pool chunk holds takes a whole
+ * chunk instead, given back by a cleanup of the scope: *size then becomes
+ * PETREL_CHUNK_SIZE.  NULL when out of memory or over the arena's limit. */
+void *petrel__arena_alloc_buf(petrel_arena_t *a, size_t *size);
 static inline bool petrel__arena_is_empty(const petrel_arena_t *a)
 {
     return a->chunk == NULL && a->large == NULL && a->defer == NULL;
@@ -428,6 +434,7 @@ typedef struct petrel__h2_stats {
     size_t sessions;       /* live h2 sessions */
     size_t streams;        /* live stream slots (open, zombie or orphan) */
     size_t conn_bytes;     /* petrel's h2 state of one connection (malloc'ed) */
+    uint64_t arena_mallocs; /* heap calls of the stream arenas (pool chunks, large blocks) */
 } petrel__h2_stats_t;
 void petrel__h2_stats(petrel__h2_stats_t *st);
 

@@ -570,31 +570,16 @@ static int ws_send(petrel_ws_t *ws, int opcode, const void *data, size_t len)
 
 enum { SCAN_MORE, SCAN_FRAME, SCAN_STOP };
 
-static void chunk_release(void *p)
-{
-    petrel__chunk_put(&petrel__pool, p);
-}
-
 /* Message memory: `*cap` bytes and a NUL in the message scope of the
- * arena; *cap may come back larger. */
+ * arena; *cap may come back larger (a whole pool chunk, so that messages up
+ * to 16 KiB make no heap call). */
 static char *msg_alloc(petrel_ws_t *ws, size_t *cap)
 {
-    char *p;
-    petrel_arena_t *a = &ws->c->arena;
-    if (*cap + 1 > PETREL_CHUNK_SIZE / 4 && *cap + 1 <= PETREL_CHUNK_SIZE) {
-        /* The arena would malloc a block this size: take a whole pool chunk
-         * instead, given back by a cleanup of the message scope, so that
-         * messages up to 16 KiB make no heap call. */
-        if ((p = petrel__chunk_get(&petrel__pool)) == NULL)
-            return NULL;
-        if (petrel_arena_defer(a, chunk_release, p) < 0) {
-            petrel__chunk_put(&petrel__pool, p);
-            return NULL;
-        }
-        *cap = PETREL_CHUNK_SIZE - 1;
-        return p;
-    }
-    return petrel_arena_alloc(a, *cap + 1, 1);
+    size_t size = *cap + 1;
+    char *p = petrel__arena_alloc_buf(&ws->c->arena, &size);
+    if (p)
+        *cap = size - 1;
+    return p;
 }
 
 /* Grow the message buffer to hold `need` bytes (plus a NUL). */

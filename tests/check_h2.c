@@ -1111,6 +1111,39 @@ START_TEST(no_heap_after_warmup)
 }
 END_TEST
 
+/* Request bodies without content-length (gRPC's) grow in the stream arena
+ * from pool chunks: no heap call per request either (1 KiB to 12 KiB). */
+START_TEST(no_heap_for_bodies)
+{
+    static char body[12000];
+    memset(body, 'b', sizeof(body));
+    static const size_t sizes[] = {1000, 4000, 5000, 12000};
+    client_t *cl = client_new(NULL, 0);
+    petrel__h2_stats_t a, b;
+    uint64_t pool0 = 0;
+    for (int round = 0; round < 6; round++) {
+        if (round == 2) { /* warmed up */
+            petrel__h2_stats(&a);
+            pool0 = petrel__pool.mallocs;
+        }
+        /* one at a time: the client has one upload buffer */
+        for (int i = 0; i < 4; i++) {
+            cl->n = 0;
+            resp_t *r = request(cl, "POST", "/echo", body, sizes[i]);
+            pump_all(cl);
+            ck_assert_int_eq(r->status, 200);
+            ck_assert_uint_eq(r->len, sizes[i]);
+            free(r->body);
+            r->body = NULL;
+        }
+    }
+    petrel__h2_stats(&b);
+    ck_assert_uint_eq(b.arena_mallocs, a.arena_mallocs);
+    ck_assert_uint_eq(petrel__pool.mallocs, pool0);
+    client_free(cl);
+}
+END_TEST
+
 START_TEST(idle_connection_memory)
 {
     /* what an idle h2 connection holds, beyond the conn struct */
@@ -1285,6 +1318,7 @@ static Suite *suite(void)
     tcase_add_test(t, lower_stream_id);
     tcase_add_test(t, header_list_too_large);
     tcase_add_test(t, no_heap_after_warmup);
+    tcase_add_test(t, no_heap_for_bodies);
     tcase_add_test(t, idle_connection_memory);
     tcase_add_test(t, h2c_upgrade);
     suite_add_tcase(s, t);
