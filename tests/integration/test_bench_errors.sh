@@ -59,10 +59,13 @@ def serve(c):
                 c.sendall(b"HTTP/1.1 200 OK\r\nContent-Length: 10\r\n\r\nabc")
                 return
             hdr = b"Connection: close\r\n" if mode == "close" else b""
-            c.sendall(b"HTTP/1.1 200 OK\r\n" + hdr + b"Content-Length: 2\r\n\r\nok")
+            # counted before it is sent: once the client has the response,
+            # the count is on disk (the test reads it as soon as the client
+            # is done)
             with lock:
                 with open(countfile, "a") as f:
                     f.write("1\n")
+            c.sendall(b"HTTP/1.1 200 OK\r\n" + hdr + b"Content-Length: 2\r\n\r\nok")
             if mode in ("once", "close"):
                 return
     except OSError:
