@@ -30,6 +30,17 @@
 #include <time.h>
 #include <unistd.h>
 
+#if defined(__SANITIZE_ADDRESS__)
+#define PETREL_LSAN 1
+#elif defined(__has_feature)
+#if __has_feature(address_sanitizer)
+#define PETREL_LSAN 1
+#endif
+#endif
+#ifdef PETREL_LSAN
+#include <sanitizer/lsan_interface.h>
+#endif
+
 /* ------------------------------------------------------------------------ */
 /* Worker                                                                   */
 
@@ -384,6 +395,11 @@ static pid_t spawn(master_t *m, int idx)
     if (rc == 0)
         rc = petrel__worker_run(srv);
     petrel__worker_fini(srv);
+#ifdef PETREL_LSAN
+    /* _exit skips LeakSanitizer's check at exit: run it here, so that what a
+     * worker leaks is reported (and makes its exit status non-zero) */
+    __lsan_do_leak_check();
+#endif
     _exit(rc == 0 ? 0 : 3);
 }
 
@@ -558,12 +574,25 @@ static void stop_all(master_t *m, uint64_t grace_ms)
         kill(m->ret[k].pid, SIGTERM); /* retiring: now close the idle connections too */
 }
 
+/* A worker that ends with a failure status when asked to stop (a leak
+ * found by LeakSanitizer in a sanitizer build, an error in its drain) makes
+ * the master's exit status 1, so that it is not lost. */
+static void stopped_status(master_t *m, pid_t pid, int ws)
+{
+    if (m->stopping && WIFEXITED(ws) && WEXITSTATUS(ws) != 0) {
+        petrel_log(PETREL_LOG_ERROR, "worker (pid %d) exited with status %d when stopping",
+                   (int)pid, WEXITSTATUS(ws));
+        m->status = 1;
+    }
+}
+
 static void on_exit_status(master_t *m, pid_t pid, int ws)
 {
     for (int k = 0; k < m->nret; k++)
         if (m->ret[k].pid == pid) {
             m->ret[k] = m->ret[--m->nret];
             petrel_log(PETREL_LOG_DEBUG, "retired worker (pid %d) exited", (int)pid);
+            stopped_status(m, pid, ws);
             return;
         }
     for (int s = 0; s < m->n; s++) {
@@ -586,8 +615,10 @@ static void on_exit_status(master_t *m, pid_t pid, int ws)
         if (sl->pid != pid)
             continue;
         sl->pid = 0;
-        if (m->stopping)
+        if (m->stopping) {
+            stopped_status(m, pid, ws);
             return;
+        }
         if (WIFSIGNALED(ws))
             petrel_log(PETREL_LOG_ERROR, "worker %d (pid %d) killed by signal %d; restarting it",
                        s, (int)pid, WTERMSIG(ws));
