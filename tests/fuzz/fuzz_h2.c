@@ -12,11 +12,10 @@
  *   3  an HTTP/1.1 request with Upgrade: h2c (RFC 7540 §3.2) followed by the
  *      preface and SETTINGS: the response to stream 1, then the frames.
  * The next bits choose the write splits (see fuzz_http1.c), the high bit a
- * half-close; bits 5 and 6 both set: zero timeouts (see fuzz_http1.c).  fuzz_server_run() asserts that the server's output is
- * well-formed frames (its SETTINGS first; known types on the right streams;
- * responses only on client streams; lengths within the limits) and that
- * every session, stream slot, connection and chunk is released once the
- * client has closed.
+ * half-close; bits 5 and 6 both set: zero timeouts (see fuzz_http1.c).  fuzz_server_run() asserts
+ * that the server's output is well-formed frames (its SETTINGS first; known types on the right
+ * streams; responses only on client streams; lengths within the limits) and that every session,
+ * stream slot, connection and chunk is released once the client has closed.
  */
 #include "fuzz_server.h"
 
@@ -30,7 +29,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 /* HTTP2-Settings (RFC 7540 §3.2.1): a SETTINGS payload in base64url, the one
  * curl sends (MAX_CONCURRENT_STREAMS 100, INITIAL_WINDOW_SIZE, ENABLE_PUSH 0) */
 #define UPGRADE                                                                                    \
-    "GET /hello HTTP/1.1\r\nHost: fuzz\r\nConnection: Upgrade, HTTP2-Settings\r\n"                \
+    "GET /hello HTTP/1.1\r\nHost: fuzz\r\nConnection: Upgrade, HTTP2-Settings\r\n"                 \
     "Upgrade: h2c\r\nHTTP2-Settings: AAMAAABkAAQCAAAAAAIAAAAA\r\n\r\n"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)

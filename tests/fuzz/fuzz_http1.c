@@ -32,13 +32,16 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     /* a status line first, unless the bytes are the HTTP/2 preface
      * (prior knowledge, RFC 9113 §3.3): the server's SETTINGS then */
     static const char preface[] = "PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n";
-    bool h2 = size - 1 >= sizeof(preface) - 1 && memcmp(data + 1, preface, sizeof(preface) - 1) == 0;
+    bool h2 =
+        size - 1 >= sizeof(preface) - 1 && memcmp(data + 1, preface, sizeof(preface) - 1) == 0;
     /* and responses a client parses, unless one may answer a HEAD (its
      * Content-Length describes a body that is not sent, RFC 9110 §9.3.2:
      * a response parser cannot tell) */
     bool head = memmem(data + 1, size - 1, "HEAD", 4) != NULL;
     fuzz_server_run(NULL, 0, data + 1, size - 1, mode & 0x7f, (mode & 0x80) != 0,
-                    h2 ? FUZZ_EXPECT_H2 : head ? FUZZ_EXPECT_HTTP1 : FUZZ_EXPECT_PARSED,
+                    h2     ? FUZZ_EXPECT_H2
+                    : head ? FUZZ_EXPECT_HTTP1
+                           : FUZZ_EXPECT_PARSED,
                     (mode & 0x60) == 0x60);
     return 0;
 }

@@ -153,8 +153,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         petrel__pool_init(&petrel__pool, 16);
         router = petrel__router_new();
         for (size_t i = 0; i < NROUTES; i++)
-            if (petrel__router_add(router, routes[i].methods, routes[i].pattern, dummy,
-                                   &tags[i]) < 0)
+            if (petrel__router_add(router, routes[i].methods, routes[i].pattern, dummy, &tags[i]) <
+                0)
                 fail("petrel__router_add", routes[i].pattern, strlen(routes[i].pattern));
     }
     if (size < 1)

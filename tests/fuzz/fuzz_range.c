@@ -177,8 +177,9 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     if (el > 3 * l0 || enc[el] != '\0' || strlen(enc) != el)
         fail("uri_encode length", f[0]);
     for (size_t i = 0; i < el; i++)
-        if (strchr("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-._~!$&'()*+,;=:@/%",
-                   enc[i]) == NULL)
+        if (strchr(
+                "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-._~!$&'()*+,;=:@/%",
+                enc[i]) == NULL)
             fail("uri_encode emitted a character outside its set", f[0]);
     free(enc);
     for (int i = 0; i < 4; i++)

@@ -53,8 +53,9 @@ __attribute__((noreturn)) static void die(const char *what)
 static int h_stream(petrel_req_t *req, void *data)
 {
     (void)data;
-    if (petrel_stream_begin(req, 200, "text/plain") < 0 || petrel_stream_write(req, "one ", 4) < 0 ||
-        petrel_stream_write(req, "two", 3) < 0 || petrel_resp_trailer(req, "X-Sum", "7") < 0)
+    if (petrel_stream_begin(req, 200, "text/plain") < 0 ||
+        petrel_stream_write(req, "one ", 4) < 0 || petrel_stream_write(req, "two", 3) < 0 ||
+        petrel_resp_trailer(req, "X-Sum", "7") < 0)
         return PETREL_ENOMEM;
     return petrel_stream_end(req);
 }
@@ -232,7 +233,10 @@ void fuzz_server_init(void)
 /* ------------------------------------------------------------------------ */
 /* One connection                                                           */
 
-static int turn(void) { return petrel__loop_run_once(&srv->loop, 0); }
+static int turn(void)
+{
+    return petrel__loop_run_once(&srv->loop, 0);
+}
 
 /* Read and drop what the server wrote; returns the bytes read. */
 static char first[16]; /* the first bytes the server wrote */
@@ -371,7 +375,8 @@ static void check_h2_frames(bool after_101, bool big)
         uint32_t len = (uint32_t)b[off] << 16 | (uint32_t)b[off + 1] << 8 | b[off + 2];
         unsigned type = b[off + 3];
         uint32_t sid = ((uint32_t)b[off + 5] << 24 | (uint32_t)b[off + 6] << 16 |
-                        (uint32_t)b[off + 7] << 8 | b[off + 8]) & 0x7fffffffu;
+                        (uint32_t)b[off + 7] << 8 | b[off + 8]) &
+                       0x7fffffffu;
         if (first_frame && (type != 4 || sid != 0))
             h2_bad("the first frame is not SETTINGS (§3.4)", off);
         first_frame = false;
@@ -429,11 +434,11 @@ static size_t drain(int fd, bool *eof)
             check_responses(sink, (size_t)n);
             out_keep(sink, (size_t)n);
             got += (size_t)n;
-        }
-        else if (n == 0 || (errno != EAGAIN && errno != EINTR))
+        } else if (n == 0 || (errno != EAGAIN && errno != EINTR)) {
             *eof = true;
-        else
+        } else {
             break;
+        }
     }
     return got;
 }
@@ -472,8 +477,7 @@ static bool write_all(int fd, const uint8_t *p, size_t len, bool *eof)
 }
 
 void fuzz_server_run(const void *head, size_t head_len, const uint8_t *data, size_t len,
-                     uint8_t split, bool half_close, enum fuzz_expect expect,
-                     bool zero_timeouts)
+                     uint8_t split, bool half_close, enum fuzz_expect expect, bool zero_timeouts)
 {
     fuzz_server_init();
     petrel__loop_t *loop = &srv->loop;
@@ -543,7 +547,7 @@ void fuzz_server_run(const void *head, size_t head_len, const uint8_t *data, siz
      * (RFC 9112 §4), or the server's SETTINGS (RFC 9113 §3.4) */
     static const char settings[9] = {0, 0, 0, 4, 0, 0, 0, 0, 0};
     bool ws = expect == FUZZ_EXPECT_WS || expect == FUZZ_EXPECT_WS_DEFLATE;
-    const char *want = expect == FUZZ_EXPECT_H2                                  ? settings
+    const char *want = expect == FUZZ_EXPECT_H2 ? settings
                        : expect == FUZZ_EXPECT_101 || expect == FUZZ_EXPECT_H2_101 || ws
                            ? "HTTP/1.1 101 "
                            : "HTTP/1.1 ";
@@ -568,7 +572,7 @@ void fuzz_server_run(const void *head, size_t head_len, const uint8_t *data, siz
     close(fd);
     for (int i = 0; i < CLOSE_TURNS && srv->nconns > 0; i++)
         turn();
-    turn(); /* the turn's end frees what was closed during it */
+    turn();                      /* the turn's end frees what was closed during it */
     for (int i = 0; i < nq; i++) /* the queues are empty again: no order to keep */
         loop->queues[i]->timeout_ms = saved[i];
     petrel__h2_stats_t st;

@@ -37,25 +37,24 @@ void fuzz_server_init(void);
  * in it) may be opened or read.
  */
 enum fuzz_expect {
-    FUZZ_EXPECT_HTTP1,  /* "HTTP/1.1 " */
-    FUZZ_EXPECT_PARSED, /* "HTTP/1.1 ", and responses that llhttp parses (up
-                         * to a 101): well-formed, correctly framed */
-    FUZZ_EXPECT_101,    /* "HTTP/1.1 101 " */
-    FUZZ_EXPECT_WS,     /* "HTTP/1.1 101 ", then well-formed server frames
-                         * (RFC 6455 §5): unmasked, known opcodes, minimal
-                         * lengths, no RSV bit, short unfragmented control
-                         * frames, valid Close codes, nothing after a Close */
+    FUZZ_EXPECT_HTTP1,      /* "HTTP/1.1 " */
+    FUZZ_EXPECT_PARSED,     /* "HTTP/1.1 ", and responses that llhttp parses (up
+                             * to a 101): well-formed, correctly framed */
+    FUZZ_EXPECT_101,        /* "HTTP/1.1 101 " */
+    FUZZ_EXPECT_WS,         /* "HTTP/1.1 101 ", then well-formed server frames
+                             * (RFC 6455 §5): unmasked, known opcodes, minimal
+                             * lengths, no RSV bit, short unfragmented control
+                             * frames, valid Close codes, nothing after a Close */
     FUZZ_EXPECT_WS_DEFLATE, /* the same, RSV1 allowed on a message's first
                              * frame (RFC 7692 §6) */
-    FUZZ_EXPECT_H2,     /* a SETTINGS frame on stream 0, then well-formed
-                         * frames (RFC 9113 §4.1, §6): known types, each on
-                         * stream 0 or not as its type requires, responses
-                         * on client (odd) streams only, at most 16384 bytes
-                         * unless the client allowed more */
-    FUZZ_EXPECT_H2_101  /* "HTTP/1.1 101 ", then frames as above */
+    FUZZ_EXPECT_H2,         /* a SETTINGS frame on stream 0, then well-formed
+                             * frames (RFC 9113 §4.1, §6): known types, each on
+                             * stream 0 or not as its type requires, responses
+                             * on client (odd) streams only, at most 16384 bytes
+                             * unless the client allowed more */
+    FUZZ_EXPECT_H2_101      /* "HTTP/1.1 101 ", then frames as above */
 };
 void fuzz_server_run(const void *head, size_t head_len, const uint8_t *data, size_t len,
-                     uint8_t split, bool half_close, enum fuzz_expect expect,
-                     bool zero_timeouts);
+                     uint8_t split, bool half_close, enum fuzz_expect expect, bool zero_timeouts);
 
 #endif /* FUZZ_SERVER_H */

@@ -22,11 +22,11 @@
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 
 #define HANDSHAKE                                                                                  \
-    "GET /ws HTTP/1.1\r\nHost: fuzz\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n"            \
+    "GET /ws HTTP/1.1\r\nHost: fuzz\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n"              \
     "Sec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\nSec-WebSocket-Version: 13\r\n"
 #define DEFLATE "Sec-WebSocket-Extensions: permessage-deflate\r\n"
 #define DEFLATE2                                                                                   \
-    "Sec-WebSocket-Extensions: permessage-deflate; client_max_window_bits; "                      \
+    "Sec-WebSocket-Extensions: permessage-deflate; client_max_window_bits; "                       \
     "server_no_context_takeover\r\n"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
