@@ -76,6 +76,7 @@ enum {
     S_REFS = 1 << 6,       /* the output queue refers to the stream's memory or file */
     S_DISCARD = 1 << 7,    /* ignore the rest of the request body */
     S_READY = 1 << 8,      /* on h->ready */
+    S_RESET = 1 << 9,      /* reset by us for output over the budget: writes fail */
 };
 
 /* connection flags */
@@ -87,6 +88,7 @@ enum {
     H2_TIMEDOUT = 1 << 4, /* the idle/header timeout fired: GOAWAY sent */
     H2_NOTICE = 1 << 5,   /* shutdown notice and PING sent, final GOAWAY not yet */
     H2_ACTIVE = 1 << 6,   /* a stream closed since the last flush: not idle */
+    H2_OVER = 1 << 7,     /* output over the budget: GOAWAY sent, no new streams */
 };
 
 typedef struct h2conn h2conn_t;
@@ -133,6 +135,7 @@ struct h2conn {
     petrel__list_t ready;      /* complete requests to dispatch */
     petrel__list_t zombies;    /* closed streams whose memory the output still reads */
     size_t queued;             /* bytes serialized in this flush */
+    size_t buffered;           /* streamed body bytes waiting in sbufs, all streams */
     uint32_t nstreams;         /* streams open in nghttp2 */
     uint32_t nrecv;            /* of these, requests not complete yet */
     int32_t max_seen;          /* highest stream id a client HEADERS used */
@@ -325,9 +328,19 @@ static void sbuf_free_all(h2stream_t *s)
     while (s->sb_head) {
         sbuf_t *b = s->sb_head;
         s->sb_head = b->next;
+        if (s->h)
+            s->h->buffered -= b->w - b->r;
         petrel__chunk_put(&petrel__pool, b);
     }
     s->sb_tail = NULL;
+}
+
+/* Output of streamed bodies a connection may hold, the same budget as an
+ * HTTP/1.1 connection's (its arena limit): a peer that does not read, or
+ * keeps its flow-control window shut, costs at most this much. */
+static size_t out_budget(const petrel__config_t *cfg)
+{
+    return 2 * cfg->max_body_size + 2 * cfg->max_header_size + (1 << 20);
 }
 
 /* Give the slot back: its arena (cleanups first: a file is closed there). */
@@ -855,6 +868,7 @@ static ssize_t read_body(nghttp2_session *ngh, int32_t id, uint8_t *buf, size_t 
                 k = length - n;
             memcpy(buf + n, b->data + b->r, k);
             b->r += (uint32_t)k;
+            s->h->buffered -= k;
             n += k;
             if (b->r == b->w) {
                 s->sb_head = b->next;
@@ -997,10 +1011,34 @@ static int h2_send(petrel_req_t *req, petrel_resp_t *r)
 static int h2_stream_write(petrel_req_t *req, const void *data, size_t len)
 {
     h2stream_t *s = container_of(req, h2stream_t, req);
-    if (s->flags & S_DEAD)
+    if (s->flags & (S_DEAD | S_RESET))
         return PETREL_EIO;
     if (req->method == PETREL_HEAD || !status_has_body(s->resp.status) || len == 0)
         return 0;
+    h2conn_t *h = s->h;
+    size_t budget = out_budget(&h->c->srv->cfg);
+    if (h->buffered + len > budget) {
+        /* RFC 9113 §8.1: a response that cannot complete ends with
+         * RST_STREAM; its buffers go now */
+        petrel_log(PETREL_LOG_WARN,
+                   "h2: %zu bytes of streamed output waiting for a peer that does not take "
+                   "them (limit %zu, see --max-body-size): stream %d reset",
+                   h->buffered + len, budget, s->id);
+        s->flags |= S_RESET;
+        sbuf_free_all(s);
+        nghttp2_submit_rst_stream(h->ngh, NGHTTP2_FLAG_NONE, s->id, NGHTTP2_INTERNAL_ERROR);
+        if (!(h->flags & H2_OVER)) {
+            /* and no new streams on a connection whose peer does not take
+             * what it asked for: it closes once its streams are done */
+            h->flags |= H2_OVER;
+            static const char why[] = "output budget exceeded";
+            nghttp2_submit_goaway(h->ngh, NGHTTP2_FLAG_NONE,
+                                  nghttp2_session_get_last_proc_stream_id(h->ngh),
+                                  NGHTTP2_NO_ERROR, (const uint8_t *)why, sizeof(why) - 1);
+        }
+        schedule(h);
+        return PETREL_ENOMEM;
+    }
     const char *d = data;
     size_t left = len;
     while (left) {
@@ -1022,6 +1060,7 @@ static int h2_stream_write(petrel_req_t *req, const void *data, size_t len)
             k = left;
         memcpy(b->data + b->w, d, k);
         b->w += (uint32_t)k;
+        h->buffered += k;
         d += k;
         left -= k;
     }
@@ -1118,6 +1157,22 @@ static void conn_done(petrel__conn_t *c)
     petrel__conn_close(c);
 }
 
+/* Does a response wait for the peer to open its window?  (Called only when
+ * no request is arriving and the output is written.) */
+static bool blocked_on_peer(h2conn_t *h)
+{
+    if (h->buffered)
+        return true;
+    for (petrel__list_t *l = h->streams.next; l != &h->streams; l = l->next) {
+        h2stream_t *s = container_of(l, h2stream_t, link);
+        const petrel_resp_t *r = &s->resp;
+        if (r->sent && !(s->flags & S_CLOSED) && r->body_kind != BODY_STREAM &&
+            r->body_kind != BODY_NONE && s->sent < r->len)
+            return true;
+    }
+    return false;
+}
+
 /* Frame, write, then decide what the connection waits for. */
 static void h2_flush(h2conn_t *h)
 {
@@ -1164,6 +1219,13 @@ static void h2_flush(h2conn_t *h)
     } else if (h->nrecv > 0 || !list_empty(&h->ready)) {
         /* requests arriving, or an upgrade waiting for the client's preface */
         petrel__timer_arm(petrel__loop, &c->timer, &srv->tq_header);
+    } else if (blocked_on_peer(h)) {
+        /* response bytes wait for the peer's flow-control window: a peer
+         * that keeps it shut (SETTINGS_INITIAL_WINDOW_SIZE 0) gets the send
+         * timeout, as one that does not read (counted from the last
+         * bytes it let through) */
+        if (c->timer.q != &srv->tq_send || h->queued)
+            petrel__timer_arm(petrel__loop, &c->timer, &srv->tq_send);
     } else {
         petrel__timer_disarm(&c->timer); /* handlers at work */
     }
