@@ -114,6 +114,11 @@ if [[ $PETREL_VALGRIND == 1 ]]; then
         printf ' "$@"\n'
     } >"$LIB_TMP/petrel-vg"
     chmod 755 "$LIB_TMP/petrel-vg"
+    # tests that find petrel-bench next to $PETREL look for $PETREL_BENCH first
+    if [[ -z ${PETREL_BENCH:-} && -x ${PETREL%/*}/bench/petrel-bench ]]; then
+        PETREL_BENCH=${PETREL%/*}/bench/petrel-bench
+        export PETREL_BENCH
+    fi
     PETREL=$LIB_TMP/petrel-vg
     export PETREL
 fi
