@@ -389,6 +389,9 @@ petrel_stop() {
     for w in $workers; do
         ! lib_alive "$w" || fail "worker $w of petrel $pid outlived it"
     done
+    # a sanitizer report that did not change the exit status (a worker's,
+    # or UBSan's without halt_on_error) still fails the test
+    fault_sanitizer_check
 }
 
 # curl_ ARG...: curl, ignoring ~/.curlrc and proxies, silent but showing
