@@ -115,7 +115,8 @@ window=$((seconds / 5))
 if [[ -z $build ]]; then
     if [[ -x ./src/petrel ]]; then build=.; else build=$srcdir/build; fi
 fi
-build=$(cd "$build" 2>/dev/null && pwd) || die "no build directory $build"
+[[ -d $build ]] || die "no build directory $build"
+build=$(cd "$build" && pwd)
 PETREL=$build/src/petrel
 BENCH=$build/src/bench/petrel-bench
 [[ -x $PETREL ]] || die "no petrel at $PETREL (build it, or give --build DIR)"
