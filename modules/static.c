@@ -198,40 +198,93 @@ static int month_index(const char *m)
     return -1;
 }
 
+/* Exactly n ASCII digits at p, as a number; -1 otherwise (no sign, no
+ * space: sscanf's %d would take both). */
+static int digits(const char *p, int n)
+{
+    int v = 0;
+    for (int i = 0; i < n; i++) {
+        if (p[i] < '0' || p[i] > '9')
+            return -1;
+        v = v * 10 + (p[i] - '0');
+    }
+    return v;
+}
+
+/* day-name (RFC 9110 §5.6.7): Mon..Sun, or the long form of RFC 850. */
+static const char *day_name(const char *p, bool longform)
+{
+    static const char *const days[] = {"Monday", "Tuesday",  "Wednesday", "Thursday",
+                                       "Friday", "Saturday", "Sunday"};
+    for (int i = 0; i < 7; i++) {
+        size_t n = longform ? strlen(days[i]) : 3;
+        if (strncmp(p, days[i], n) == 0)
+            return p + n;
+    }
+    return NULL;
+}
+
+/* time-of-day = hour ":" minute ":" second, each 2DIGIT */
+static const char *time_of_day(const char *p, int *hh, int *mm, int *ss)
+{
+    if (p[2] != ':' || p[5] != ':')
+        return NULL;
+    *hh = digits(p, 2), *mm = digits(p + 3, 2), *ss = digits(p + 6, 2);
+    return *hh < 0 || *mm < 0 || *ss < 0 ? NULL : p + 8;
+}
+
+/* An HTTP-date in any of its three forms (RFC 9110 §5.6.7), to the letter:
+ * a value that is not one is no date (an If-Modified-Since holding it is
+ * ignored, §13.1.3).  Each form has a fixed length: it is checked before
+ * any position is read. */
 int petrel__static_parse_date(const char *s, time_t *out)
 {
-    struct tm tm;
-    char mon[4] = "", wd[16] = "";
-    int d, y, hh, mm, ss, n = -1;
-    memset(&tm, 0, sizeof(tm));
-    const char *comma = strchr(s, ',');
-    if (comma && comma - s == 3) {
+    int d, mi, y, hh, mm, ss;
+    const char *p = day_name(s, false);
+    if (p && *p == ',') {
         /* IMF-fixdate: Sun, 06 Nov 1994 08:49:37 GMT */
-        if (sscanf(comma + 1, " %2d %3s %4d %2d:%2d:%2d GMT%n", &d, mon, &y, &hh, &mm, &ss, &n) !=
-                6 ||
-            n < 0)
+        p++;
+        if (strlen(p) < 25 || p[0] != ' ' || p[3] != ' ' || p[7] != ' ' || p[12] != ' ')
             return -1;
-    } else if (comma) {
+        d = digits(p + 1, 2);
+        mi = month_index(p + 4);
+        y = digits(p + 8, 4);
+        if ((p = time_of_day(p + 13, &hh, &mm, &ss)) == NULL || strncmp(p, " GMT", 4) != 0)
+            return -1;
+        p += 4;
+    } else if ((p = day_name(s, true)) != NULL && *p == ',') {
         /* RFC 850: Sunday, 06-Nov-94 08:49:37 GMT */
-        if (sscanf(comma + 1, " %2d-%3s-%2d %2d:%2d:%2d GMT%n", &d, mon, &y, &hh, &mm, &ss, &n) !=
-                6 ||
-            n < 0)
+        p++;
+        if (strlen(p) < 23 || p[0] != ' ' || p[3] != '-' || p[7] != '-' || p[10] != ' ')
+            return -1;
+        d = digits(p + 1, 2);
+        mi = month_index(p + 4);
+        y = digits(p + 8, 2);
+        if (y < 0 || (p = time_of_day(p + 11, &hh, &mm, &ss)) == NULL ||
+            strncmp(p, " GMT", 4) != 0)
             return -1;
         y += y < 70 ? 2000 : 1900;
-    } else {
-        /* asctime: Sun Nov  6 08:49:37 1994 */
-        if (sscanf(s, "%3s %3s %2d %2d:%2d:%2d %4d%n", wd, mon, &d, &hh, &mm, &ss, &y, &n) != 7 ||
-            n < 0)
+        p += 4;
+    } else if ((p = day_name(s, false)) != NULL && *p == ' ') {
+        /* asctime: Sun Nov  6 08:49:37 1994 (day: 2DIGIT or SP 1DIGIT) */
+        p++;
+        if (strlen(p) < 20 || p[3] != ' ' || p[6] != ' ' || p[15] != ' ')
             return -1;
+        mi = month_index(p);
+        d = p[4] == ' ' ? digits(p + 5, 1) : digits(p + 4, 2);
+        if (time_of_day(p + 7, &hh, &mm, &ss) == NULL)
+            return -1;
+        y = digits(p + 16, 4);
+        p += 20;
+    } else {
+        return -1;
     }
-    const char *rest = (comma ? comma + 1 : s) + n;
-    if (*skip_ows(rest) != '\0')
+    if (*skip_ows(p) != '\0')
         return -1;
-    int mi = month_index(mon);
-    /* %d takes a sign: "-1:00:00" is no time of day (hour = 2DIGIT) */
-    if (mi < 0 || d < 1 || d > 31 || hh < 0 || hh > 23 || mm < 0 || mm > 59 || ss < 0 ||
-        ss > 60 || y < 1970)
+    if (mi < 0 || d < 1 || d > 31 || hh > 23 || mm > 59 || ss > 60 || y < 1970)
         return -1;
+    struct tm tm;
+    memset(&tm, 0, sizeof(tm));
     tm.tm_year = y - 1900;
     tm.tm_mon = mi;
     tm.tm_mday = d;

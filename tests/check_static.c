@@ -874,6 +874,23 @@ START_TEST(fuzz_date_negative_fields)
     ck_assert_int_eq(petrel__static_parse_date("Sun, 06 Nov 1994 08:49:-7 GMT", &t), -1);
     ck_assert_int_eq(petrel__static_parse_date("Sunday, 06-Nov-94 -8:49:37 GMT", &t), -1);
     ck_assert_int_eq(petrel__static_parse_date("Sun Nov  6 08:-9:37 1994", &t), -1);
+    /* RFC 9110 §5.6.7: every number is a fixed count of digits (2DIGIT,
+     * 4DIGIT; the asctime day is 2DIGIT or SP 1DIGIT), day and month names
+     * are the listed ones: no sign, no padding, no short form */
+    ck_assert_int_eq(petrel__static_parse_date("Sun, +6 Nov 1994 08:49:37 GMT", &t), -1);
+    ck_assert_int_eq(petrel__static_parse_date("Sun,  6 Nov 1994 08:49:37 GMT", &t), -1);
+    ck_assert_int_eq(petrel__static_parse_date("Sun, 6 Nov 1994 08:49:37 GMT", &t), -1);
+    ck_assert_int_eq(petrel__static_parse_date("Sun, 06 Nov 1994 8:49:37 GMT", &t), -1);
+    ck_assert_int_eq(petrel__static_parse_date("Sun, 06 Nov 94 08:49:37 GMT", &t), -1);
+    ck_assert_int_eq(petrel__static_parse_date("Xyz, 06 Nov 1994 08:49:37 GMT", &t), -1);
+    ck_assert_int_eq(petrel__static_parse_date("Sunday, 06-Nov-1994 08:49:37 GMT", &t), -1);
+    ck_assert_int_eq(petrel__static_parse_date("Sun Nov +6 08:49:37 1994", &t), -1);
+    ck_assert_int_eq(petrel__static_parse_date("Sun Nov 6 08:49:37 1994", &t), -1);
+    ck_assert_int_eq(petrel__static_parse_date("Sun,", &t), -1);
+    ck_assert_int_eq(petrel__static_parse_date("Sun Nov", &t), -1);
+    ck_assert_int_eq(petrel__static_parse_date("Sunday,", &t), -1);
+    ck_assert_int_eq(petrel__static_parse_date("Sun Nov 06 08:49:37 1994", &t), 0);
+    ck_assert_int_eq((long long)t, 784111777);
     /* the edges that stay valid */
     ck_assert_int_eq(petrel__static_parse_date("Thu, 01 Jan 1970 00:00:00 GMT", &t), 0);
     ck_assert_int_eq((long long)t, 0);
