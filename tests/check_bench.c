@@ -365,6 +365,27 @@ START_TEST(parse_large_body_counted_not_buffered)
 }
 END_TEST
 
+START_TEST(has_token_lists)
+{
+    /* RFC 9110 §5.6.1: a list of tokens, separated by commas with optional
+     * white space, empty elements allowed; tokens compare without case
+     * (Connection options, §7.6.1) */
+    const char *v = " Keep-Alive ,, \tUpgrade\t,close";
+    ck_assert_int_eq(bench_has_token(v, strlen(v), "keep-alive"), 1);
+    ck_assert_int_eq(bench_has_token(v, strlen(v), "upgrade"), 1);
+    ck_assert_int_eq(bench_has_token(v, strlen(v), "close"), 1);
+    /* only whole elements: no prefix, no suffix, no element across a comma */
+    ck_assert_int_eq(bench_has_token(v, strlen(v), "keep"), 0);
+    ck_assert_int_eq(bench_has_token(v, strlen(v), "clos"), 0);
+    ck_assert_int_eq(bench_has_token("closed", 6, "close"), 0);
+    ck_assert_int_eq(bench_has_token("a, b c", 6, "b"), 0);
+    /* the length bounds the value: "close" past n is not seen */
+    ck_assert_int_eq(bench_has_token("x, close", 3, "close"), 0);
+    ck_assert_int_eq(bench_has_token("", 0, "close"), 0);
+    ck_assert_int_eq(bench_has_token(" , ,", 4, "close"), 0);
+}
+END_TEST
+
 static Suite *bench_suite(void)
 {
     Suite *s = suite_create("bench");
@@ -384,6 +405,7 @@ static Suite *bench_suite(void)
     tcase_add_test(p, parse_http10_and_eof_body);
     tcase_add_test(p, parse_errors);
     tcase_add_test(p, parse_large_body_counted_not_buffered);
+    tcase_add_test(p, has_token_lists);
     suite_add_tcase(s, p);
     return s;
 }

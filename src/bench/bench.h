@@ -4,7 +4,8 @@
  *
  *   hist.c     log-bucketed latency histogram (HDR-style)
  *   h1parse.c  incremental HTTP/1.1 response parser
- *   run.c      one epoll loop per thread: connections, timing, accounting
+ *   run.c      one epoll loop per thread: connections, timing, accounting,
+ *              the read loop (bytes carried between reads) of all the modes
  *   h1.c       HTTP/1.1 client (keep-alive, pipelining, connection per request)
  *   h2.c       h2c client (prior knowledge) on nghttp2's client session
  *   wsframe.c  WebSocket without sockets: SHA-1, base64, the 101 check, frames
@@ -14,7 +15,8 @@
  *   main.c     options, threads, reports, --compare
  *
  * hist.c and h1parse.c depend on nothing else, so tests/check_bench.c links
- * them alone.
+ * them alone; wsframe.c needs only h1parse.c (bench_has_token), which
+ * tests/check_bench_ws.c links with it.
  */
 #ifndef PETREL_BENCH_H
 #define PETREL_BENCH_H
@@ -98,6 +100,9 @@ int bench_h1p_parse(bench_h1p_t *p, const char *buf, size_t len, size_t *used);
 int bench_h1p_eof(bench_h1p_t *p);
 /* True while inside a response (some of it has been consumed). */
 int bench_h1p_busy(const bench_h1p_t *p);
+/* Does the comma-separated header value v[0, n) hold the token tok (lower
+ * case; compared without case, RFC 9110 §5.6.1)? */
+int bench_has_token(const char *v, size_t n, const char *tok);
 
 /* ------------------------------------------------------------------------- */
 /* Errors, by kind.  connect/read/write/timeout are requests that got no
@@ -160,6 +165,7 @@ int bench_ws_payload_check(const uint8_t *p, size_t n, uint64_t off, uint64_t id
 #ifndef BENCH_HIST_ONLY /* the rest is the load generator itself */
 
 #include <pthread.h>
+#include <sys/types.h>
 
 typedef enum { BENCH_H1, BENCH_H2, BENCH_WS } bench_proto_kind_t;
 
@@ -227,7 +233,9 @@ typedef struct bench_proto {
     uint64_t (*oldest)(struct bench_conn *c);
     /* per-request mode: a request was taken for this new connection at `when` */
     void (*take_one)(struct bench_conn *c, uint64_t when);
-    /* once per thread, at the end: free what prepare and the connections hold */
+    /* at the end, for each connection: free its per-connection state */
+    void (*conn_free)(struct bench_conn *c);
+    /* once per thread, after conn_free: free what prepare made */
     void (*release)(struct bench_thread *th);
 } bench_proto_t;
 
@@ -307,6 +315,21 @@ char *bench_out_reserve(bench_conn_t *c, size_t n); /* room for n bytes at the e
  * (BENCH_REOPEN_LATER, after an error) or not at all (0). */
 enum { BENCH_REOPEN_NOW = 1, BENCH_REOPEN_LATER = 2 };
 void bench_conn_close(bench_conn_t *c, int kind, int reopen);
+
+/* Reading.  bench_read: one read() into th->rbuf after the bytes carried
+ * from the last one (copied to its start); returns the new bytes (the data
+ * is th->rbuf[0, c->carry_len + n)), 0 at EOF, -1 with errno (EAGAIN: none
+ * there; EINTR is retried).  bench_carry: keep rest[0, left) for the next
+ * read (c->carry_len is 0 without); -1 when out of memory (nothing kept).
+ * bench_read_all: read until drained, handing each buffer to consume (the
+ * bytes it used; what it leaves is carried; -1: it closed c), or the end to
+ * peer_closed (err: an errno, 0 at EOF; it closes c and returns -1).
+ * Returns 0, or -1 when c was closed. */
+typedef ssize_t bench_consume_fn(bench_conn_t *c, char *buf, size_t len);
+typedef int bench_peer_closed_fn(bench_conn_t *c, int err);
+ssize_t bench_read(bench_conn_t *c);
+int bench_carry(bench_conn_t *c, const char *rest, size_t left);
+int bench_read_all(bench_conn_t *c, bench_consume_fn *consume, bench_peer_closed_fn *peer_closed);
 
 /* The request body of --body-size: {"requestId":ID,"payload":"xxx..."} of
  * exactly size bytes (or the shortest such JSON if size is smaller). */

@@ -8,12 +8,10 @@
  * all of them).  The send time of every request is kept in a ring, so each
  * response's latency is measured from its own request's send time.
  */
-#include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
-#include <unistd.h>
 
 #include "bench.h"
 
@@ -168,10 +166,17 @@ static void trouble(bench_conn_t *c, const char *why)
         fprintf(stderr, "petrel-bench: %s\n", why);
 }
 
-/* The server closed the connection. */
-static int on_eof(bench_conn_t *c)
+/* The server closed the connection (err 0), or reading it failed (errno). */
+static int peer_closed(bench_conn_t *c, int err)
 {
     bench_thread_t *th = c->th;
+    if (err) {
+        trouble(c, strerror(err));
+        if (!th->o->per_request)
+            th->st.reconnects++;
+        bench_conn_close(c, BENCH_ERR_READ, BENCH_REOPEN_LATER);
+        return -1;
+    }
     int r = bench_h1p_eof(&c->parser);
     if (r == BENCH_H1P_DONE && c->carry_len == 0 && c->ring_count > 0) {
         bench_complete(th, ring_pop(c), c->parser.status, c->parser.body_len);
@@ -185,75 +190,44 @@ static int on_eof(bench_conn_t *c)
     return -1;
 }
 
-static int h1_readable(bench_conn_t *c)
+/* Responses in buf[0, len): the bytes consumed, -1 when c was closed. */
+static ssize_t consume(bench_conn_t *c, char *buf, size_t len)
 {
     bench_thread_t *th = c->th;
-    for (;;) {
-        char *buf = th->rbuf;
-        size_t off = c->carry_len;
-        if (off)
-            memcpy(buf, c->carry, off);
-        ssize_t n = read(c->fd, buf + off, th->rbuf_cap);
-        if (n < 0) {
-            if (errno == EINTR)
-                continue;
-            if (errno == EAGAIN)
-                break;
-            trouble(c, strerror(errno));
-            if (!th->o->per_request)
-                th->st.reconnects++;
+    size_t pos = 0;
+    while (pos < len) {
+        size_t used;
+        int r = bench_h1p_parse(&c->parser, buf + pos, len - pos, &used);
+        pos += used;
+        if (r == BENCH_H1P_MORE)
+            break;
+        if (r == BENCH_H1P_ERROR) {
+            trouble(c, c->parser.error);
             bench_conn_close(c, BENCH_ERR_READ, BENCH_REOPEN_LATER);
             return -1;
         }
-        th->now = bench_now();
-        if (n == 0)
-            return on_eof(c);
-        th->st.bytes_in += (uint64_t)n;
-        size_t len = off + (size_t)n, pos = 0;
-        while (pos < len) {
-            size_t used;
-            int r = bench_h1p_parse(&c->parser, buf + pos, len - pos, &used);
-            pos += used;
-            if (r == BENCH_H1P_MORE)
-                break;
-            if (r == BENCH_H1P_ERROR) {
-                trouble(c, c->parser.error);
-                bench_conn_close(c, BENCH_ERR_READ, BENCH_REOPEN_LATER);
-                return -1;
-            }
-            if (c->ring_count == 0) {
-                trouble(c, "a response to no request");
-                bench_conn_close(c, BENCH_ERR_READ, BENCH_REOPEN_LATER);
-                return -1;
-            }
-            bench_complete(th, ring_pop(c), c->parser.status, c->parser.body_len);
-            if (c->parser.close) {
-                /* per request: the end; keep-alive: the rest in flight is lost */
-                if (!th->o->per_request)
-                    th->st.reconnects++;
-                bench_conn_close(c, BENCH_ERR_READ, BENCH_REOPEN_NOW);
-                return -1;
-            }
+        if (c->ring_count == 0) {
+            trouble(c, "a response to no request");
+            bench_conn_close(c, BENCH_ERR_READ, BENCH_REOPEN_LATER);
+            return -1;
         }
-        c->carry_len = 0;
-        if (pos < len) {
-            size_t left = len - pos;
-            if (left > c->carry_cap) {
-                char *p = realloc(c->carry, left);
-                if (!p) {
-                    bench_conn_close(c, BENCH_ERR_READ, BENCH_REOPEN_LATER);
-                    return -1;
-                }
-                c->carry = p;
-                c->carry_cap = left;
-            }
-            memcpy(c->carry, buf + pos, left);
-            c->carry_len = left;
+        bench_complete(th, ring_pop(c), c->parser.status, c->parser.body_len);
+        if (c->parser.close) {
+            /* per request: the end; keep-alive: the rest in flight is lost */
+            if (!th->o->per_request)
+                th->st.reconnects++;
+            bench_conn_close(c, BENCH_ERR_READ, BENCH_REOPEN_NOW);
+            return -1;
         }
-        if ((size_t)n < th->rbuf_cap && !c->hup)
-            break; /* drained: edge-triggered epoll reports new data */
     }
-    if (!th->o->per_request)
+    return (ssize_t)pos;
+}
+
+static int h1_readable(bench_conn_t *c)
+{
+    if (bench_read_all(c, consume, peer_closed) < 0)
+        return -1;
+    if (!c->th->o->per_request)
         fill(c);
     return 0;
 }

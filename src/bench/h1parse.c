@@ -52,8 +52,7 @@ static int name_is(const char *s, size_t n, const char *w, size_t wn)
     return 1;
 }
 
-/* does the comma-separated value contain the token w (lower case)? */
-static int has_token(const char *v, size_t n, const char *w)
+int bench_has_token(const char *v, size_t n, const char *w)
 {
     size_t wn = strlen(w);
     size_t i = 0;
@@ -116,9 +115,9 @@ static int header(bench_h1p_t *p, const char *s, const char *e)
                 return fail(p, "conflicting Content-Length headers");
             p->content_length = n;
         } else if (name_is(s, nlen, "connection", 10)) {
-            if (has_token(v, vlen, "close"))
+            if (bench_has_token(v, vlen, "close"))
                 p->close = 1;
-            else if (has_token(v, vlen, "keep-alive") && p->minor == 0)
+            else if (bench_has_token(v, vlen, "keep-alive") && p->minor == 0)
                 p->close = 0;
         }
         break;

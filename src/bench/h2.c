@@ -14,12 +14,10 @@
  * counts as good only with :status 200, grpc-status 0 (in the trailers, or
  * in the head of a trailers-only answer) and the message echoed.
  */
-#include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
-#include <unistd.h>
 
 #include <nghttp2/nghttp2.h>
 
@@ -460,40 +458,43 @@ static uint64_t h2_oldest(bench_conn_t *c)
     return t;
 }
 
+/* The server closed the connection (err 0), or reading it failed (errno). */
+static int peer_closed(bench_conn_t *c, int err)
+{
+    bench_thread_t *th = c->th;
+    h2conn_t *hc = c->h2;
+    if (err) {
+        if (th->o->verbose)
+            fprintf(stderr, "petrel-bench: read: %s\n", strerror(err));
+        bench_conn_close(c, BENCH_ERR_READ, BENCH_REOPEN_LATER);
+        return -1;
+    }
+    if (!th->o->per_request || hc->active > 0)
+        th->st.reconnects += !th->o->per_request;
+    bench_conn_close(c, BENCH_ERR_READ, BENCH_REOPEN_NOW);
+    return -1;
+}
+
+/* nghttp2 takes all it is given (nothing is ever carried), or fails. */
+static ssize_t consume(bench_conn_t *c, char *buf, size_t len)
+{
+    h2conn_t *hc = c->h2;
+    ssize_t r = nghttp2_session_mem_recv(hc->s, (const uint8_t *)buf, len);
+    if (r < 0) {
+        if (c->th->o->verbose)
+            fprintf(stderr, "petrel-bench: h2: %s\n", nghttp2_strerror((int)r));
+        bench_conn_close(c, BENCH_ERR_READ, BENCH_REOPEN_LATER);
+        return -1;
+    }
+    return r;
+}
+
 static int h2_readable(bench_conn_t *c)
 {
     bench_thread_t *th = c->th;
     h2conn_t *hc = c->h2;
-    for (;;) {
-        ssize_t n = read(c->fd, th->rbuf, th->rbuf_cap);
-        if (n < 0) {
-            if (errno == EINTR)
-                continue;
-            if (errno == EAGAIN)
-                break;
-            if (th->o->verbose)
-                fprintf(stderr, "petrel-bench: read: %s\n", strerror(errno));
-            bench_conn_close(c, BENCH_ERR_READ, BENCH_REOPEN_LATER);
-            return -1;
-        }
-        th->now = bench_now();
-        if (n == 0) {
-            if (!th->o->per_request || hc->active > 0)
-                th->st.reconnects += !th->o->per_request;
-            bench_conn_close(c, BENCH_ERR_READ, BENCH_REOPEN_NOW);
-            return -1;
-        }
-        th->st.bytes_in += (uint64_t)n;
-        ssize_t r = nghttp2_session_mem_recv(hc->s, (const uint8_t *)th->rbuf, (size_t)n);
-        if (r < 0) {
-            if (th->o->verbose)
-                fprintf(stderr, "petrel-bench: h2: %s\n", nghttp2_strerror((int)r));
-            bench_conn_close(c, BENCH_ERR_READ, BENCH_REOPEN_LATER);
-            return -1;
-        }
-        if ((size_t)n < th->rbuf_cap && !c->hup)
-            break; /* drained: edge-triggered epoll reports new data */
-    }
+    if (bench_read_all(c, consume, peer_closed) < 0)
+        return -1;
     if (th->o->per_request) {
         if (hc->active == 0) { /* answered: this connection's work is done */
             bench_conn_close(c, -1, BENCH_REOPEN_NOW);
@@ -518,17 +519,19 @@ static int h2_readable(bench_conn_t *c)
     return 0;
 }
 
+static void h2_conn_free(bench_conn_t *c)
+{
+    h2conn_t *hc = c->h2;
+    if (!hc)
+        return;
+    if (hc->s)
+        nghttp2_session_del(hc->s);
+    free_conn_state(hc);
+    c->h2 = NULL;
+}
+
 static void h2_release(bench_thread_t *th)
 {
-    for (int i = 0; th->conns && i < th->nconns; i++) {
-        h2conn_t *hc = th->conns[i].h2;
-        if (!hc)
-            continue;
-        if (hc->s)
-            nghttp2_session_del(hc->s);
-        free_conn_state(hc);
-        th->conns[i].h2 = NULL;
-    }
     h2shared_t *sh = shared_of(th);
     if (!sh)
         return;
@@ -546,11 +549,12 @@ static void h2_release(bench_thread_t *th)
 }
 
 const bench_proto_t bench_proto_h2 = {
-    .release = h2_release,
     .prepare = h2_prepare,
     .start = h2_start,
     .readable = h2_readable,
     .closed = h2_closed,
     .oldest = h2_oldest,
     .take_one = h2_take_one,
+    .conn_free = h2_conn_free,
+    .release = h2_release,
 };

@@ -156,6 +156,64 @@ int bench_flush(bench_conn_t *c)
     return 0;
 }
 
+ssize_t bench_read(bench_conn_t *c)
+{
+    bench_thread_t *th = c->th;
+    if (c->carry_len)
+        memcpy(th->rbuf, c->carry, c->carry_len);
+    for (;;) {
+        ssize_t n = read(c->fd, th->rbuf + c->carry_len, th->rbuf_cap);
+        if (n >= 0 || errno != EINTR)
+            return n;
+    }
+}
+
+int bench_carry(bench_conn_t *c, const char *rest, size_t left)
+{
+    c->carry_len = 0;
+    if (left == 0)
+        return 0;
+    if (left > c->carry_cap) {
+        char *p = realloc(c->carry, left);
+        if (!p)
+            return -1;
+        c->carry = p;
+        c->carry_cap = left;
+    }
+    memcpy(c->carry, rest, left);
+    c->carry_len = left;
+    return 0;
+}
+
+int bench_read_all(bench_conn_t *c, bench_consume_fn *consume, bench_peer_closed_fn *peer_closed)
+{
+    bench_thread_t *th = c->th;
+    for (;;) {
+        ssize_t n = bench_read(c);
+        if (n < 0) {
+            if (errno == EAGAIN)
+                return 0;
+            return peer_closed(c, errno);
+        }
+        th->now = bench_now();
+        if (n == 0)
+            return peer_closed(c, 0);
+        th->st.bytes_in += (uint64_t)n;
+        size_t len = c->carry_len + (size_t)n;
+        ssize_t used = consume(c, th->rbuf, len);
+        if (used < 0)
+            return -1;
+        if (bench_carry(c, th->rbuf + used, len - (size_t)used) < 0) {
+            if (th->o->verbose)
+                fprintf(stderr, "petrel-bench: out of memory\n");
+            bench_conn_close(c, BENCH_ERR_READ, BENCH_REOPEN_LATER);
+            return -1;
+        }
+        if ((size_t)n < th->rbuf_cap && !c->hup)
+            return 0; /* drained: edge-triggered epoll reports new data */
+    }
+}
+
 static void conn_open(bench_conn_t *c);
 
 /* Retry a failed connection later, or give up when nothing is left to do. */
@@ -357,10 +415,10 @@ int bench_thread_setup(bench_thread_t *th)
 
 void bench_thread_free(bench_thread_t *th)
 {
-    if (th->proto && th->proto->release)
-        th->proto->release(th);
     for (int i = 0; th->conns && i < th->nconns; i++) {
         bench_conn_t *c = &th->conns[i];
+        if (th->proto && th->proto->conn_free)
+            th->proto->conn_free(c);
         if (c->fd >= 0)
             close(c->fd);
         free(c->ring);
@@ -368,6 +426,8 @@ void bench_thread_free(bench_thread_t *th)
         free(c->carry);
     }
     free(th->conns);
+    if (th->proto && th->proto->release)
+        th->proto->release(th);
     free(th->rbuf);
     free(th->req);
     if (th->ep >= 0)

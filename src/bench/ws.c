@@ -131,16 +131,18 @@ static int ws_prepare(bench_thread_t *th)
     return 0;
 }
 
+static void ws_conn_free(bench_conn_t *c)
+{
+    wsconn_t *w = c->ws;
+    if (!w)
+        return;
+    free(w->ring);
+    free(w);
+    c->ws = NULL;
+}
+
 static void ws_release(bench_thread_t *th)
 {
-    for (int i = 0; th->conns && i < th->nconns; i++) {
-        wsconn_t *w = th->conns[i].ws;
-        if (!w)
-            continue;
-        free(w->ring);
-        free(w);
-        th->conns[i].ws = NULL;
-    }
     wsshared_t *sh = shared_of(th);
     if (!sh)
         return;
@@ -445,8 +447,9 @@ static ssize_t handshake(bench_conn_t *c, const char *buf, size_t len)
     return (ssize_t)n;
 }
 
-/* Bytes read (after the carried ones) in buf[0, len). */
-static int consume(bench_conn_t *c, char *buf, size_t len)
+/* Bytes read (after the carried ones) in buf[0, len): the bytes consumed,
+ * -1 when the connection was closed (or, in PH_FINAL, is done). */
+static ssize_t consume(bench_conn_t *c, char *buf, size_t len)
 {
     wsconn_t *w = c->ws;
     size_t pos = 0;
@@ -462,65 +465,36 @@ static int consume(bench_conn_t *c, char *buf, size_t len)
             return -1;
         pos += (size_t)f;
     }
-    c->carry_len = 0;
-    if (pos < len) {
-        size_t left = len - pos;
-        if (left > c->carry_cap) {
-            char *p = realloc(c->carry, left);
-            if (!p) {
-                fprintf(stderr, "petrel-bench: out of memory\n");
-                exit(2);
-            }
-            c->carry = p;
-            c->carry_cap = left;
-        }
-        memmove(c->carry, buf + pos, left);
-        c->carry_len = left;
+    return (ssize_t)pos;
+}
+
+/* The server closed the connection (err 0), or reading it failed (errno). */
+static int peer_closed(bench_conn_t *c, int err)
+{
+    bench_thread_t *th = c->th;
+    wsconn_t *w = c->ws;
+    if (!err && w->phase == PH_CLOSING) { /* closed after our Close: fine */
+        bench_conn_close(c, -1, BENCH_REOPEN_NOW);
+        return -1;
     }
-    return 0;
+    if (err)
+        trouble(c, strerror(err));
+    else
+        trouble(c, w->phase == PH_HANDSHAKE ? "connection closed during the handshake"
+                                            : "connection closed by the server");
+    if (!th->o->per_request && w->phase == PH_OPEN)
+        th->st.reconnects++;
+    bench_conn_close(c, BENCH_ERR_READ,
+                     err || w->phase == PH_HANDSHAKE ? BENCH_REOPEN_LATER : BENCH_REOPEN_NOW);
+    return -1;
 }
 
 static int ws_readable(bench_conn_t *c)
 {
     bench_thread_t *th = c->th;
     wsconn_t *w = c->ws;
-    for (;;) {
-        char *buf = th->rbuf;
-        size_t off = c->carry_len;
-        if (off)
-            memcpy(buf, c->carry, off);
-        ssize_t n = read(c->fd, buf + off, th->rbuf_cap);
-        if (n < 0) {
-            if (errno == EINTR)
-                continue;
-            if (errno == EAGAIN)
-                break;
-            trouble(c, strerror(errno));
-            if (!th->o->per_request && w->phase == PH_OPEN)
-                th->st.reconnects++;
-            bench_conn_close(c, BENCH_ERR_READ, BENCH_REOPEN_LATER);
-            return -1;
-        }
-        th->now = bench_now();
-        if (n == 0) {
-            if (w->phase == PH_CLOSING) { /* closed after our Close: fine */
-                bench_conn_close(c, -1, BENCH_REOPEN_NOW);
-                return -1;
-            }
-            trouble(c, w->phase == PH_HANDSHAKE ? "connection closed during the handshake"
-                                                : "connection closed by the server");
-            if (!th->o->per_request && w->phase == PH_OPEN)
-                th->st.reconnects++;
-            bench_conn_close(c, BENCH_ERR_READ,
-                             w->phase == PH_HANDSHAKE ? BENCH_REOPEN_LATER : BENCH_REOPEN_NOW);
-            return -1;
-        }
-        th->st.bytes_in += (uint64_t)n;
-        if (consume(c, buf, off + (size_t)n) < 0)
-            return -1;
-        if ((size_t)n < th->rbuf_cap && !c->hup)
-            break; /* drained: edge-triggered epoll reports new data */
-    }
+    if (bench_read_all(c, consume, peer_closed) < 0)
+        return -1;
     if (w->phase == PH_OPEN && !th->o->per_request)
         fill(c);
     if (c->out_len > c->out_off && bench_flush(c) < 0) {
@@ -557,31 +531,15 @@ static void final_close(bench_conn_t *c)
         struct pollfd p = {.fd = c->fd, .events = POLLIN};
         if (poll(&p, 1, (int)((sh->final_deadline - now) / 1000000 + 1)) <= 0)
             return;
-        char *buf = th->rbuf;
-        size_t off = c->carry_len;
-        if (off)
-            memcpy(buf, c->carry, off);
-        ssize_t n = read(c->fd, buf + off, th->rbuf_cap);
-        if (n < 0 && (errno == EINTR || errno == EAGAIN))
+        ssize_t n = bench_read(c);
+        if (n < 0 && errno == EAGAIN)
             continue;
         if (n <= 0)
             return;
-        ssize_t f = frames(c, (const uint8_t *)buf, off + (size_t)n);
-        if (f < 0)
+        size_t len = c->carry_len + (size_t)n;
+        ssize_t f = consume(c, th->rbuf, len);
+        if (f < 0 || bench_carry(c, th->rbuf + f, len - (size_t)f) < 0)
             return; /* the server's Close (or a broken frame): done */
-        c->carry_len = 0;
-        size_t left = off + (size_t)n - (size_t)f;
-        if (left > 0) {
-            if (left > c->carry_cap) {
-                char *q = realloc(c->carry, left);
-                if (!q)
-                    return;
-                c->carry = q;
-                c->carry_cap = left;
-            }
-            memmove(c->carry, buf + f, left);
-            c->carry_len = left;
-        }
     }
 }
 
@@ -592,5 +550,6 @@ const bench_proto_t bench_proto_ws = {
     .closed = ws_closed,
     .oldest = ws_oldest,
     .take_one = ws_take_one,
+    .conn_free = ws_conn_free,
     .release = ws_release,
 };

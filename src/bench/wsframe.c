@@ -130,25 +130,6 @@ void bench_ws_accept(const char *key, char out[29])
 /* ------------------------------------------------------------------------- */
 /* The 101 response (RFC 6455 §4.1, the client's checks 1-4). */
 
-/* Does the comma-separated list v (of length n) hold the token tok? */
-static int has_token(const char *v, size_t n, const char *tok)
-{
-    size_t tl = strlen(tok), i = 0;
-    while (i < n) {
-        while (i < n && (v[i] == ' ' || v[i] == '\t' || v[i] == ','))
-            i++;
-        size_t s = i;
-        while (i < n && v[i] != ',')
-            i++;
-        size_t e = i;
-        while (e > s && (v[e - 1] == ' ' || v[e - 1] == '\t'))
-            e--;
-        if (e - s == tl && strncasecmp(v + s, tok, tl) == 0)
-            return 1;
-    }
-    return 0;
-}
-
 int bench_ws_check_head(const char *head, size_t len, const char *accept, int *status,
                         const char **why)
 {
@@ -186,9 +167,9 @@ int bench_ws_check_head(const char *head, size_t len, const char *accept, int *s
             while (vl > 0 && (v[vl - 1] == ' ' || v[vl - 1] == '\t'))
                 vl--;
             if (nl == 7 && strncasecmp(p, "upgrade", 7) == 0)
-                upgrade |= has_token(v, vl, "websocket");
+                upgrade |= bench_has_token(v, vl, "websocket");
             else if (nl == 10 && strncasecmp(p, "connection", 10) == 0)
-                connection |= has_token(v, vl, "upgrade");
+                connection |= bench_has_token(v, vl, "upgrade");
             else if (nl == 20 && strncasecmp(p, "sec-websocket-accept", 20) == 0)
                 acc = vl == strlen(accept) && memcmp(v, accept, vl) == 0 ? 1 : -1;
         }
