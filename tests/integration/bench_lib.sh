@@ -1,6 +1,6 @@
 # bench_lib.sh -- shared set-up of the petrel-bench integration tests
 # (sourced, not run; also by the tests that run other servers): start/stop petrel with an access log, read
-# petrel-bench's JSON, bounded waits.
+# petrel-bench's JSON, bounded waits, Python stub servers.
 PY=/usr/bin/python3
 [[ -x $PY ]] || PY=python3
 : "${top_builddir:=$(cd "$(dirname "$0")/../../build" 2>/dev/null && pwd || echo .)}"
@@ -62,4 +62,63 @@ print(v)
 EOF
 }
 expect() { [[ $1 == "$2" ]] || fail "$3: got '$1', want '$2'"; }
+# expect_latency FILE: a report's latency median is above 0 and at most its maximum
+expect_latency() {
+    local p50 max
+    p50=$(jget "$1" latency_us.p50)
+    max=$(jget "$1" latency_us.max)
+    awk -v a="$p50" -v b="$max" 'BEGIN { exit !(a > 0 && a <= b) }' || fail "latency p50 $p50 max $max"
+}
 bench() { timeout $((60 * SCALE)) "$BENCH" "$@"; }
+
+# Python stub servers (tests that count what petrel-bench sends): the test
+# writes $TMP/srv.py, a serve(c) for one connection and the arguments it
+# takes (MODE PORTFILE ..., portfile named), then stub_serve_py's main loop.
+# stub_serve_py: Python that listens on a free port of 127.0.0.1, writes the
+# port to portfile (whole, by a rename) and serves each connection in a
+# thread; the connection is closed when serve returns or raises EOFError or
+# OSError
+stub_serve_py() {
+    cat <<'PYEOF'
+import os, socket, threading
+def serve_closed(c):
+    try:
+        serve(c)
+    except (EOFError, OSError):  # the peer closed or reset: the connection ends
+        pass
+    finally:
+        c.close()
+s = socket.socket()
+s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+s.bind(("127.0.0.1", 0))
+s.listen(128)
+with open(portfile + ".t", "w") as f:
+    f.write(str(s.getsockname()[1]))
+os.rename(portfile + ".t", portfile)
+while True:
+    c, _ = s.accept()
+    threading.Thread(target=serve_closed, args=(c,), daemon=True).start()
+PYEOF
+}
+# stub_start MODE [ARG]...: run $TMP/srv.py MODE $TMP/port ARG... and wait
+# (bounded) for its port: STUB_PORT; it is PID, so cleanup ends it
+SRV=
+stub_start() {
+    rm -f "$TMP/port"
+    $PY "$TMP/srv.py" "$1" "$TMP/port" "${@:2}" 2>"$TMP/err" &
+    SRV=$!
+    PID=$SRV
+    local i
+    for ((i = 0; i < 500 * SCALE; i++)); do
+        [[ -s $TMP/port ]] && break
+        kill -0 "$SRV" 2>/dev/null || fail "server $1 exited"
+        sleep 0.02
+    done
+    [[ -s $TMP/port ]] || fail "server $1 never started"
+    STUB_PORT=$(cat "$TMP/port")
+}
+stub_stop() {
+    kill -TERM "$SRV" 2>/dev/null || true
+    wait "$SRV" 2>/dev/null || true
+    PID=
+}

@@ -15,7 +15,8 @@ set -euo pipefail
 . "$(dirname "$0")/bench_lib.sh"
 
 
-cat >"$TMP/srv.py" <<'PYEOF'
+{
+    cat <<'PYEOF'
 # srv.py MODE PORTFILE COUNTFILE BODYFILE: a thread per connection.
 #   once   answer the first request of a connection, then close (no header)
 #   close  answer every request with "Connection: close", then close
@@ -44,68 +45,40 @@ def read_request(c, buf):
     return (head, rest[:n]), rest[n:]
 def serve(c):
     buf = b""
-    try:
-        while True:
-            req, buf = read_request(c, buf)
-            if req is None:
-                return
-            if mode == "silent":
-                continue
-            if req[1]:
-                with lock:
-                    with open(bodyfile, "wb") as f:
-                        f.write(req[1])
-            if mode == "short":
-                c.sendall(b"HTTP/1.1 200 OK\r\nContent-Length: 10\r\n\r\nabc")
-                return
-            hdr = b"Connection: close\r\n" if mode == "close" else b""
-            # counted before it is sent: once the client has the response,
-            # the count is on disk (the test reads it as soon as the client
-            # is done)
+    while True:
+        req, buf = read_request(c, buf)
+        if req is None:
+            return
+        if mode == "silent":
+            continue
+        if req[1]:
             with lock:
-                with open(countfile, "a") as f:
-                    f.write("1\n")
-            c.sendall(b"HTTP/1.1 200 OK\r\n" + hdr + b"Content-Length: 2\r\n\r\nok")
-            if mode in ("once", "close"):
-                return
-    except OSError:
-        pass
-    finally:
-        c.close()
-s = socket.socket()
-s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-s.bind(("127.0.0.1", 0))
-s.listen(128)
-with open(portfile + ".t", "w") as f:
-    f.write(str(s.getsockname()[1]))
-import os
-os.rename(portfile + ".t", portfile)
-while True:
-    c, _ = s.accept()
-    threading.Thread(target=serve, args=(c,), daemon=True).start()
+                with open(bodyfile, "wb") as f:
+                    f.write(req[1])
+        if mode == "short":
+            c.sendall(b"HTTP/1.1 200 OK\r\nContent-Length: 10\r\n\r\nabc")
+            return
+        hdr = b"Connection: close\r\n" if mode == "close" else b""
+        # counted before it is sent: once the client has the response,
+        # the count is on disk (the test reads it as soon as the client
+        # is done)
+        with lock:
+            with open(countfile, "a") as f:
+                f.write("1\n")
+        c.sendall(b"HTTP/1.1 200 OK\r\n" + hdr + b"Content-Length: 2\r\n\r\nok")
+        if mode in ("once", "close"):
+            return
 PYEOF
+    stub_serve_py
+} >"$TMP/srv.py"
 
-SRV=
 start_srv() {
-    rm -f "$TMP/port" "$TMP/count" "$TMP/body"
+    rm -f "$TMP/count" "$TMP/body"
     : >"$TMP/count"
-    $PY "$TMP/srv.py" "$1" "$TMP/port" "$TMP/count" "$TMP/body" 2>"$TMP/err" &
-    SRV=$!
-    PID=$SRV
-    local i
-    for ((i = 0; i < 500 * SCALE; i++)); do
-        [[ -s $TMP/port ]] && break
-        kill -0 "$SRV" 2>/dev/null || fail "server $1 exited"
-        sleep 0.02
-    done
-    [[ -s $TMP/port ]] || fail "server $1 never started"
-    URL=http://127.0.0.1:$(cat "$TMP/port")
+    stub_start "$1" "$TMP/count" "$TMP/body"
+    URL=http://127.0.0.1:$STUB_PORT
 }
-stop_srv() {
-    kill -TERM "$SRV" 2>/dev/null || true
-    wait "$SRV" 2>/dev/null || true
-    PID=
-}
+stop_srv() { stub_stop; }
 sum_errors() { jget "$1" errors.total; }
 
 # 1. connect: nothing listens

@@ -17,9 +17,7 @@ bench -c 8 -t 2 -p 4 -n 2000 --json --fail-on-error "$URL/hello" >"$TMP/r1" ||
 expect "$(jget "$TMP/r1" requests)" 2000 "GET requests"
 expect "$(jget "$TMP/r1" errors.total)" 0 "GET errors"
 expect "$(jget "$TMP/r1" connects)" 8 "GET connections"
-p50=$(jget "$TMP/r1" latency_us.p50)
-max=$(jget "$TMP/r1" latency_us.max)
-awk -v a="$p50" -v b="$max" 'BEGIN { exit !(a > 0 && a <= b) }' || fail "latency p50 $p50 max $max"
+expect_latency "$TMP/r1"
 
 # 2. POST /echo with a 300-byte JSON body, echoed with the same size
 bench -c 4 -n 500 --body-size 300 --expect-body-size 300 --json --fail-on-error "$URL/echo" \

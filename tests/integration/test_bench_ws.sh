@@ -25,9 +25,7 @@ expect "$(jget "$TMP/r1" errors.total)" 0 "errors"
 expect "$(jget "$TMP/r1" connects)" 8 "connections"
 expect "$(jget "$TMP/r1" handshakes.count)" 8 "handshakes"
 expect "$(jget "$TMP/r1" in_flight)" 4 "in flight"
-p50=$(jget "$TMP/r1" latency_us.p50)
-max=$(jget "$TMP/r1" latency_us.max)
-awk -v a="$p50" -v b="$max" 'BEGIN { exit !(a > 0 && a <= b) }' || fail "latency p50 $p50 max $max"
+expect_latency "$TMP/r1"
 # 32-byte text frames: 2 + 4 (mask) + 32 bytes out, 2 + 32 back, per message
 out=$(jget "$TMP/r1" bytes_written)
 in=$(jget "$TMP/r1" bytes_read)
@@ -67,7 +65,8 @@ stop_petrel
 expect "$(grep -c '"GET /ws HTTP/1.1" 101' "$TMP/access.log" || true)" 216 "server count of 101s"
 
 # ---------------------------------------------------------------------------
-cat >"$TMP/srv.py" <<'PYEOF'
+{
+    cat <<'PYEOF'
 # srv.py MODE PORTFILE LOGFILE: a WebSocket server, a thread per connection.
 #   echo       echo every message; log "msg" per echo, "close CODE" per Close
 #   closeafter echo 3 messages per connection, then close the TCP connection
@@ -111,126 +110,99 @@ def frame(op, payload, mask=None):
     return h + payload
 def serve(c):
     buf = b""
-    try:
-        buf = recvn(c, buf, 4)
-        while b"\r\n\r\n" not in buf:
-            buf = recvn(c, buf, len(buf) + 1)
-        head, buf = buf.split(b"\r\n\r\n", 1)
-        lines = head.decode().split("\r\n")
-        hs = {k.strip().lower(): v.strip() for k, _, v in (l.partition(":") for l in lines[1:])}
-        key = hs.get("sec-websocket-key", "")
-        if (not lines[0].startswith("GET ") or hs.get("upgrade", "").lower() != "websocket"
-                or "upgrade" not in hs.get("connection", "").lower()
-                or hs.get("sec-websocket-version") != "13" or len(base64.b64decode(key)) != 16):
-            log("bad handshake %r" % hs)
-        acc = base64.b64encode(hashlib.sha1(key.encode() + GUID).digest()).decode()
-        if mode == "badaccept":
-            acc = acc[::-1]
-        if mode == "garbage":
-            c.sendall(b"SSH-2.0-OpenSSH_9.2\r\n\r\n")
+    buf = recvn(c, buf, 4)
+    while b"\r\n\r\n" not in buf:
+        buf = recvn(c, buf, len(buf) + 1)
+    head, buf = buf.split(b"\r\n\r\n", 1)
+    lines = head.decode().split("\r\n")
+    hs = {k.strip().lower(): v.strip() for k, _, v in (l.partition(":") for l in lines[1:])}
+    key = hs.get("sec-websocket-key", "")
+    if (not lines[0].startswith("GET ") or hs.get("upgrade", "").lower() != "websocket"
+            or "upgrade" not in hs.get("connection", "").lower()
+            or hs.get("sec-websocket-version") != "13" or len(base64.b64decode(key)) != 16):
+        log("bad handshake %r" % hs)
+    acc = base64.b64encode(hashlib.sha1(key.encode() + GUID).digest()).decode()
+    if mode == "badaccept":
+        acc = acc[::-1]
+    if mode == "garbage":
+        c.sendall(b"SSH-2.0-OpenSSH_9.2\r\n\r\n")
+        return
+    if mode == "hugehead":
+        c.sendall(b"HTTP/1.1 101 Switching Protocols\r\n" + b"X-Pad: " + b"p" * 9000 + b"\r\n")
+    c.sendall(("HTTP/1.1 101 Switching Protocols\r\nUpgrade: websocket\r\n"
+               "Connection: Upgrade\r\nSec-WebSocket-Accept: %s\r\n\r\n" % acc).encode())
+    masks = set()
+    n = 0
+    while True:
+        buf = recvn(c, buf, 2)
+        b0, b1 = buf[0], buf[1]
+        ln, pos = b1 & 127, 2
+        if ln == 126:
+            buf = recvn(c, buf, 4); ln = struct.unpack("!H", buf[2:4])[0]; pos = 4
+        elif ln == 127:
+            buf = recvn(c, buf, 10); ln = struct.unpack("!Q", buf[2:10])[0]; pos = 10
+        if not b1 & 0x80:
+            log("bad unmasked client frame")
             return
-        if mode == "hugehead":
-            c.sendall(b"HTTP/1.1 101 Switching Protocols\r\n" + b"X-Pad: " + b"p" * 9000 + b"\r\n")
-        c.sendall(("HTTP/1.1 101 Switching Protocols\r\nUpgrade: websocket\r\n"
-                   "Connection: Upgrade\r\nSec-WebSocket-Accept: %s\r\n\r\n" % acc).encode())
-        masks = set()
-        n = 0
-        while True:
-            buf = recvn(c, buf, 2)
-            b0, b1 = buf[0], buf[1]
-            ln, pos = b1 & 127, 2
-            if ln == 126:
-                buf = recvn(c, buf, 4); ln = struct.unpack("!H", buf[2:4])[0]; pos = 4
-            elif ln == 127:
-                buf = recvn(c, buf, 10); ln = struct.unpack("!Q", buf[2:10])[0]; pos = 10
-            if not b1 & 0x80:
-                log("bad unmasked client frame")
-                return
-            buf = recvn(c, buf, pos + 4 + ln)
-            mask = buf[pos:pos + 4]
-            if mask in masks:
-                log("bad mask key reused")
-            masks.add(mask)
-            data = bytes(b ^ mask[i & 3] for i, b in enumerate(buf[pos + 4:pos + 4 + ln]))
-            buf = buf[pos + 4 + ln:]
-            op = b0 & 15
-            if op == 8:
-                log("close %d" % struct.unpack("!H", data[:2])[0])
-                c.sendall(frame(8, data[:2]))
-                return
-            if mode == "silent":
-                continue
-            if mode == "wrong":
-                data = data[:-1] + bytes([data[-1] ^ 1])
-            c.sendall(frame(op, data, os.urandom(4) if mode == "masked" else None))
-            n += 1
-            log("msg")
-            if mode == "closeafter" and n == 3:
-                return
-            if mode == "closeframe" and n == 1:
-                c.sendall(frame(8, struct.pack("!H", 1001)))
-                return
-    except (EOFError, OSError):
-        pass
-    finally:
-        c.close()
-s = socket.socket()
-s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-s.bind(("127.0.0.1", 0))
-s.listen(128)
-with open(portfile + ".t", "w") as f:
-    f.write(str(s.getsockname()[1]))
-os.rename(portfile + ".t", portfile)
-while True:
-    c, _ = s.accept()
-    threading.Thread(target=serve, args=(c,), daemon=True).start()
+        buf = recvn(c, buf, pos + 4 + ln)
+        mask = buf[pos:pos + 4]
+        if mask in masks:
+            log("bad mask key reused")
+        masks.add(mask)
+        data = bytes(b ^ mask[i & 3] for i, b in enumerate(buf[pos + 4:pos + 4 + ln]))
+        buf = buf[pos + 4 + ln:]
+        op = b0 & 15
+        if op == 8:
+            log("close %d" % struct.unpack("!H", data[:2])[0])
+            c.sendall(frame(8, data[:2]))
+            return
+        if mode == "silent":
+            continue
+        if mode == "wrong":
+            data = data[:-1] + bytes([data[-1] ^ 1])
+        c.sendall(frame(op, data, os.urandom(4) if mode == "masked" else None))
+        n += 1
+        log("msg")
+        if mode == "closeafter" and n == 3:
+            return
+        if mode == "closeframe" and n == 1:
+            c.sendall(frame(8, struct.pack("!H", 1001)))
+            return
 PYEOF
+    stub_serve_py
+} >"$TMP/srv.py"
 
-SRV=
 start_srv() {
-    rm -f "$TMP/port"
     : >"$TMP/log"
-    $PY "$TMP/srv.py" "$1" "$TMP/port" "$TMP/log" 2>"$TMP/err" &
-    SRV=$!
-    PID=$SRV
-    local i
-    for ((i = 0; i < 500 * SCALE; i++)); do
-        [[ -s $TMP/port ]] && break
-        kill -0 "$SRV" 2>/dev/null || fail "server $1 exited"
-        sleep 0.02
-    done
-    [[ -s $TMP/port ]] || fail "server $1 never started"
-    WS=ws://127.0.0.1:$(cat "$TMP/port")/
+    stub_start "$1" "$TMP/log"
+    WS=ws://127.0.0.1:$STUB_PORT/
 }
-stop_srv() {
-    kill -TERM "$SRV" 2>/dev/null || true
-    wait "$SRV" 2>/dev/null || true
-    PID=
-}
+stop_srv() { stub_stop; }
 nlog() { grep -c "^$1" "$TMP/log" || true; }
 no_bad() { if grep -q '^bad' "$TMP/log"; then fail "$1: $(grep '^bad' "$TMP/log" | head -3)"; fi; }
 
+# echo_run WHAT FILE MESSAGES CLOSES BENCH-OPTION...: a run against the echo
+# server with --fail-on-error: MESSAGES messages in the report and in the
+# server's count, CLOSES Close 1000 (RFC 6455 §7.4.1), nothing bad
+echo_run() {
+    local what=$1 file=$2 msgs=$3 closes=$4 i
+    shift 4
+    start_srv echo
+    bench "$@" --json --fail-on-error "$WS" >"$file" || fail "$what: exit $?"
+    # the Closes come after the report, the last ones may still be on their
+    # way to the server: wait for the server to log them (bounded)
+    for ((i = 0; i < 250 * SCALE; i++)); do [[ $(nlog close) == "$closes" ]] && break; sleep 0.02; done
+    stop_srv
+    expect "$(jget "$file" requests)" "$msgs" "$what: messages"
+    expect "$(nlog msg)" "$msgs" "$what: server count of messages"
+    expect "$(grep -c '^close 1000$' "$TMP/log" || true)" "$closes" "$what: Close 1000s"
+    no_bad "$what"
+}
 # 6. the server's count of messages; every frame masked with a fresh key;
 #    a Close 1000 from every connection at the end
-start_srv echo
-bench -c 3 -m 2 -n 300 --json --fail-on-error "$WS" >"$TMP/r6" || fail "echo: exit $?"
-# the Closes come after the report: wait for the server to log them (bounded)
-for ((i = 0; i < 250 * SCALE; i++)); do [[ $(nlog close) == 3 ]] && break; sleep 0.02; done
-stop_srv
-expect "$(jget "$TMP/r6" requests)" 300 "echo: messages"
-expect "$(nlog msg)" 300 "echo: server count of messages"
-expect "$(grep -c '^close 1000$' "$TMP/log" || true)" 3 "echo: Close 1000 per connection"
-no_bad "echo"
+echo_run echo "$TMP/r6" 300 3 -c 3 -m 2 -n 300
 #    ... and with --close: a connection, a message and a Close 1000 each
-start_srv echo
-bench -c 3 -n 30 --close --json --fail-on-error "$WS" >"$TMP/r6b" || fail "echo --close: exit $?"
-# the last Closes may still be on their way to the server: wait (bounded)
-for ((i = 0; i < 250 * SCALE; i++)); do [[ $(nlog close) == 30 ]] && break; sleep 0.02; done
-stop_srv
-expect "$(jget "$TMP/r6b" requests)" 30 "echo --close: messages"
-expect "$(nlog msg)" 30 "echo --close: server count of messages"
-expect "$(grep -c '^close 1000$' "$TMP/log" || true)" 30 "echo --close: Close 1000 per message"
-no_bad "echo --close"
+echo_run "echo --close" "$TMP/r6b" 30 30 -c 3 -n 30 --close
 
 # 7. a server that closes the TCP connection after 3 messages: the messages
 #    in flight are lost (read errors), the connections come back
