@@ -711,13 +711,15 @@ pyrun() {
 #   fault_sanitizer_check      fail on a sanitizer report in any petrel log
 #   petrel_worker [PID]        the one worker of a --workers 1 petrel
 #   petrel_start_nofile N [OPTION]...  petrel_start with at most N descriptors
+#   fault_setup                skip without cc or python3-h2, make the static
+#                              root $LIB_TMP/www, fault_stream_module $LIB_TMP
 #   fault_stream_module DIR    write DIR/stream.c, a module for --dev --module:
 #                              GET /stream?kb=N streams N KiB of 'x' in 64 KiB
 #                              writes from a 1 ms timer (a producer that does
 #                              not look at the peer), and stops writing when
 #                              petrel_stream_write fails
 #   Python: `from petrel_fault import *` (with pyrun) adds rst(sock) (SO_LINGER
-#   0 then close: the peer gets a RST), fds/rss_kb/cpu_ticks(pid),
+#   0 then close: the peer gets a RST), fds/sockets/rss_kb/cpu_ticks(pid), cpu_used(pid, secs),
 #   wait_fds(pid, n, secs, what), slurp(conn) (read to EOF, fast), ws_open(path) and ws_frame/ws_read (raw
 #   RFC 6455 frames), h2_open() (an h2 library connection on a raw socket),
 #   Many(n, request_bytes) (n connections at once on one selector).
@@ -768,6 +770,15 @@ petrel_start_nofile() {
     printf '#!/bin/sh\nexec prlimit --nofile=%s:%s "%s" "$@"\n' "$n" "$n" "$PETREL" >"$w"
     chmod +x "$w"
     PETREL=$w petrel_start "$@"
+}
+
+# fault_setup: skip without cc (for the streaming module) or python3-h2;
+# make the static root $LIB_TMP/www and write $LIB_TMP/stream.c
+fault_setup() {
+    command -v cc >/dev/null || skip "no C compiler (cc) for the streaming module"
+    "$PY" -c 'import h2' 2>/dev/null || skip "python3-h2 is not installed"
+    mkdir -p "$LIB_TMP/www"
+    fault_stream_module "$LIB_TMP"
 }
 
 fault_stream_module() {
@@ -879,6 +890,14 @@ def cpu_ticks(pid):
         s = f.read()
     fs = s[s.rindex(")") + 2:].split()
     return int(fs[11]) + int(fs[12])
+
+
+def cpu_used(pid, secs=2):
+    """Clock ticks of CPU pid uses in secs (a measurement window, not a wait
+    for the server)."""
+    t0 = cpu_ticks(pid)
+    time.sleep(secs)
+    return cpu_ticks(pid) - t0
 
 
 def wait_fds(pid, n, secs, what):

@@ -8,13 +8,10 @@
 # file of an aborted response) and still answers.
 . "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 
-command -v cc >/dev/null || skip "no C compiler (cc) for the streaming module"
-"$PY" -c 'import h2' 2>/dev/null || skip "python3-h2 is not installed"
+fault_setup
 
 www=$LIB_TMP/www
-mkdir -p "$www"
 head -c $((32 << 20)) /dev/zero >"$www/big.bin"
-fault_stream_module "$LIB_TMP"
 
 petrel_start --workers 1 --module hello --module echo --module wsecho --root "$www" \
     --dev --module "$LIB_TMP/stream.c" --send-timeout 10
@@ -80,41 +77,35 @@ def settle(what):
     ok("%s (x%d): back to %d descriptors in %.2fs, still serving" % (what, N, base, secs))
 
 
+def reset_n(*data, read=0, open_conn=Conn):
+    """N connections (open_conn()): send data (in these pieces), wait until
+    the server has read it all (read=0) or read `read` bytes of the
+    response, and reset."""
+    for i in range(N):
+        c = open_conn()
+        for d in data:
+            c.send(d)
+        if read:
+            read_some(c, read)
+        else:
+            wait_server_read(c)
+        rst(c.sock)
+
+
 # --- HTTP/1.1 ---------------------------------------------------------------
-for i in range(N):
-    c = Conn()
-    c.send(b"GET /hello HTTP/1.1\r\nHost: 127.0.0.1\r\nX-Half: abc")
-    wait_server_read(c)
-    rst(c.sock)
+reset_n(b"GET /hello HTTP/1.1\r\nHost: 127.0.0.1\r\nX-Half: abc")
 settle("HTTP/1.1: RST with the request head half sent")
 
-for i in range(N):
-    c = Conn()
-    c.send(b"POST /echo HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Length: 200000\r\n\r\n")
-    c.send(b"y" * 100000)
-    wait_server_read(c)
-    rst(c.sock)
+reset_n(b"POST /echo HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Length: 200000\r\n\r\n", b"y" * 100000)
 settle("HTTP/1.1: RST with the request body half sent")
 
-for i in range(N):
-    c = Conn()
-    c.send(request("GET", "/big.bin"))
-    read_some(c, 1 << 20)
-    rst(c.sock)
+reset_n(request("GET", "/big.bin"), read=1 << 20)
 settle("HTTP/1.1: RST while a 32 MiB static file is sent")
 
-for i in range(N):
-    c = Conn()
-    c.send(request("POST", "/echo", body=b"e" * (4 << 20)))
-    read_some(c, 256 << 10)
-    rst(c.sock)
+reset_n(request("POST", "/echo", body=b"e" * (4 << 20)), read=256 << 10)
 settle("HTTP/1.1: RST while a 4 MiB echo is sent")
 
-for i in range(N):
-    c = Conn()
-    c.send(request("GET", "/stream?kb=65536"))
-    read_some(c, 256 << 10)
-    rst(c.sock)
+reset_n(request("GET", "/stream?kb=65536"), read=256 << 10)
 # the handlers of those streams are still producing when the resets arrive:
 # none of their bytes may reach the connections that come next
 idle = []
@@ -135,11 +126,7 @@ for c in idle:
     c.close()
 settle("HTTP/1.1: RST while a streamed response is produced")
 
-for i in range(N):
-    c = Conn()
-    c.send(request("GET", "/big.bin") * 3 + request("GET", "/hello"))
-    read_some(c, 2 << 20)
-    rst(c.sock)
+reset_n(request("GET", "/big.bin") * 3 + request("GET", "/hello"), read=2 << 20)
 settle("HTTP/1.1: RST with pipelined requests queued")
 
 # --- h2c (RFC 9113) ---------------------------------------------------------
@@ -180,25 +167,13 @@ for path, what in (("/big.bin", "a 32 MiB static file"), ("/stream?kb=65536", "a
     settle("h2c: RST while %s is sent on 3 streams" % what)
 
 # --- WebSocket (RFC 6455) ---------------------------------------------------
-for i in range(N):
-    c = Conn()
-    c.send(b"GET /ws HTTP/1.1\r\nHost: 127.0.0.1\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n")
-    wait_server_read(c)
-    rst(c.sock)
+reset_n(b"GET /ws HTTP/1.1\r\nHost: 127.0.0.1\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n")
 settle("WebSocket: RST with the handshake half sent")
 
-for i in range(N):
-    c = ws_open()
-    c.send(ws_frame(0x2, b"z" * 50000, length=100000)[:50014])
-    wait_server_read(c)
-    rst(c.sock)
+reset_n(ws_frame(0x2, b"z" * 50000, length=100000)[:50014], open_conn=ws_open)
 settle("WebSocket: RST with a frame half sent")
 
-for i in range(N):
-    c = ws_open()
-    c.send(ws_frame(0x2, b"m" * (4 << 20)))
-    read_some(c, 128 << 10)
-    rst(c.sock)
+reset_n(ws_frame(0x2, b"m" * (4 << 20)), read=128 << 10, open_conn=ws_open)
 settle("WebSocket: RST while a 4 MiB echo is sent")
 
 # --- all of it at once ------------------------------------------------------

@@ -14,13 +14,10 @@
 
 BENCH=${PETREL_BENCH:-$(dirname "$PETREL")/bench/petrel-bench}
 [[ -x $BENCH ]] || skip "no petrel-bench at $BENCH"
-command -v cc >/dev/null || skip "no C compiler (cc) for the streaming module"
-"$PY" -c 'import h2' 2>/dev/null || skip "python3-h2 is not installed"
+fault_setup
 
 www=$LIB_TMP/www
-mkdir -p "$www"
 head -c $((32 << 20)) /dev/urandom >"$www/big.bin"
-fault_stream_module "$LIB_TMP"
 
 # bench_json FILE KEY...: a number from petrel-bench's --json output
 bench_json() {
@@ -31,6 +28,19 @@ for k in sys.argv[2:]:
 print(v)' "$@"
 }
 
+# bench_bg NAME H1-CONNECTIONS H2-CONNECTIONS DURATION: two petrel-bench
+# loads on $BASE/hello in the background, HTTP/1.1 and h2c (8 streams a
+# connection), --json into $LIB_TMP/NAME-h1.json and NAME-h2.json (stderr
+# in NAME-h1.err, NAME-h2.err); their pids in b1 and b2
+bench_bg() {
+    "$BENCH" -c "$2" -d "$4" --json "$BASE/hello" >"$LIB_TMP/$1-h1.json" 2>"$LIB_TMP/$1-h1.err" &
+    b1=$!
+    LIB_BG+=("$b1")
+    "$BENCH" --h2 -c "$3" -m 8 -d "$4" --json "$BASE/hello" >"$LIB_TMP/$1-h2.json" 2>"$LIB_TMP/$1-h2.err" &
+    b2=$!
+    LIB_BG+=("$b2")
+}
+
 # --- 1. kill -9 of a worker under load ------------------------------------------
 petrel_start --workers 2 --module hello --module echo
 master=$PETREL_PID
@@ -38,12 +48,7 @@ wait_for "$(bound 10)" test "$(petrel_workers | wc -l)" -eq 2
 mapfile -t workers < <(petrel_workers)
 victim=${workers[0]} survivor=${workers[1]}
 dur=$((4 * LIB_SCALE))
-"$BENCH" -c 32 -d "${dur}s" --json "$BASE/hello" >"$LIB_TMP/kill-h1.json" 2>"$LIB_TMP/kill-h1.err" &
-b1=$!
-LIB_BG+=("$b1")
-"$BENCH" --h2 -c 4 -m 8 -d "${dur}s" --json "$BASE/hello" >"$LIB_TMP/kill-h2.json" 2>"$LIB_TMP/kill-h2.err" &
-b2=$!
-LIB_BG+=("$b2")
+bench_bg kill 32 4 "${dur}s"
 # kill once the load is on both workers
 on_both() {
     local w n
@@ -105,12 +110,7 @@ ok "SIGTERM after the restart: exit status 0, no worker left"
 petrel_start --workers 2 --module hello --module echo --root "$www" \
     --dev --module "$LIB_TMP/stream.c" --drain-timeout "$((20 * LIB_SCALE))"
 dur=$((30 * LIB_SCALE)) # cut short by the SIGTERM
-"$BENCH" -c 16 -d "${dur}s" --json "$BASE/hello" >"$LIB_TMP/term-h1.json" 2>"$LIB_TMP/term-h1.err" &
-b1=$!
-LIB_BG+=("$b1")
-"$BENCH" --h2 -c 2 -m 8 -d "${dur}s" --json "$BASE/hello" >"$LIB_TMP/term-h2.json" 2>"$LIB_TMP/term-h2.err" &
-b2=$!
-LIB_BG+=("$b2")
+bench_bg term 16 2 "${dur}s"
 WWW=$www pyrun <<'EOF'
 import os
 import socket

@@ -9,13 +9,10 @@
 # _SIZE 0, so the server may send no DATA at all).
 . "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 
-command -v cc >/dev/null || skip "no C compiler (cc) for the streaming module"
-"$PY" -c 'import h2' 2>/dev/null || skip "python3-h2 is not installed"
+fault_setup
 
 www=$LIB_TMP/www
-mkdir -p "$www"
 truncate -s 64M "$www/big.bin"
-fault_stream_module "$LIB_TMP"
 
 # --max-body-size 4m: a connection's memory budget (its arena limit) is
 # 2 x 4 MiB + 2 x 16 KiB + 1 MiB; queued output copies count toward it

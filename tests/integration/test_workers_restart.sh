@@ -19,18 +19,9 @@ pyrun "${workers[@]}" <<'EOF'
 import os
 import sys
 from petrel_client import *
+from petrel_fault import sockets
 
-def sockets(pid):
-    n = 0
-    for fd in os.listdir("/proc/%s/fd" % pid):
-        try:
-            if os.readlink("/proc/%s/fd/%s" % (pid, fd)).startswith("socket:"):
-                n += 1
-        except OSError:
-            pass
-    return n
-
-base = {w: sockets(w) for w in sys.argv[1:]}
+base = {w: sockets(int(w)) for w in sys.argv[1:]}
 conns = []
 for i in range(40):
     c = Conn()
@@ -38,7 +29,7 @@ for i in range(40):
     r = c.read_response()
     check(r.status == 200 and r.body == b"Hello World!", "connection %d: %r" % (i, r))
     conns.append(c)
-held = {w: sockets(w) - base[w] for w in base}
+held = {w: sockets(int(w)) - base[w] for w in base}
 for w, n in held.items():
     check(n >= 1, "worker %s holds no connection of 40 (held: %r)" % (w, held))
 check(sum(held.values()) >= 40, "the workers hold %d connections, want 40: %r" % (sum(held.values()), held))
