@@ -19,8 +19,6 @@
  */
 #include "fuzz_server.h"
 
-#include <string.h>
-
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 
 #define PREFACE "PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n"
@@ -34,21 +32,11 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
-    if (size < 1)
-        return 0;
-    uint8_t mode = data[0];
-    static const struct {
-        const char *s;
-        size_t len;
-    } heads[] = {
-        {PREFACE, sizeof(PREFACE) - 1},
-        {PREFACE SETTINGS, sizeof(PREFACE SETTINGS) - 1},
-        {PREFACE SETTINGS SETTINGS_ACK, sizeof(PREFACE SETTINGS SETTINGS_ACK) - 1},
-        {UPGRADE PREFACE SETTINGS, sizeof(UPGRADE PREFACE SETTINGS) - 1},
+    static const fuzz_head_t heads[4] = {
+        FUZZ_HEAD(PREFACE, FUZZ_EXPECT_H2),
+        FUZZ_HEAD(PREFACE SETTINGS, FUZZ_EXPECT_H2),
+        FUZZ_HEAD(PREFACE SETTINGS SETTINGS_ACK, FUZZ_EXPECT_H2),
+        FUZZ_HEAD(UPGRADE PREFACE SETTINGS, FUZZ_EXPECT_H2_101),
     };
-    unsigned m = mode & 3;
-    fuzz_server_run(heads[m].s, heads[m].len, data + 1, size - 1, (mode >> 2) & 0x1f,
-                    (mode & 0x80) != 0, m == 3 ? FUZZ_EXPECT_H2_101 : FUZZ_EXPECT_H2,
-                    (mode & 0x60) == 0x60);
-    return 0;
+    return fuzz_server_run_heads(heads, data, size);
 }

@@ -208,17 +208,13 @@ void fuzz_server_init(void)
     srv->cfg.max_header_size = 4096;
     srv->cfg.max_uri_size = 1024;
     srv->cfg.ws_max_message_size = 8192;
+    /* the worker blocks its signals for its signalfd; give them back to
+     * libFuzzer (its -max_total_time, Ctrl-C): the mask as it was before */
+    sigset_t mask;
+    sigprocmask(SIG_SETMASK, NULL, &mask);
     if (petrel__worker_init(srv) < 0)
         die("petrel__worker_init");
-    /* the worker blocks these for its signalfd; give them back to libFuzzer
-     * (its -max_total_time, Ctrl-C) */
-    sigset_t set;
-    sigemptyset(&set);
-    sigaddset(&set, SIGTERM);
-    sigaddset(&set, SIGINT);
-    sigaddset(&set, SIGHUP);
-    sigaddset(&set, SIGUSR2);
-    sigprocmask(SIG_UNBLOCK, &set, NULL);
+    sigprocmask(SIG_SETMASK, &mask, NULL);
     /* one WebSocket connection now, so that ws.c has made its timer queue
      * (it does on the first upgrade) before zero_timeouts looks for them */
     static const char ws[] = "GET /ws HTTP/1.1\r\nHost: fuzz\r\nUpgrade: websocket\r\n"
@@ -474,6 +470,17 @@ static bool write_all(int fd, const uint8_t *p, size_t len, bool *eof)
         drain(fd, eof);
     }
     return true;
+}
+
+int fuzz_server_run_heads(const fuzz_head_t heads[4], const uint8_t *data, size_t size)
+{
+    if (size < 1)
+        return 0;
+    uint8_t mode = data[0];
+    const fuzz_head_t *h = &heads[mode & 3];
+    fuzz_server_run(h->s, h->len, data + 1, size - 1, (mode >> 2) & 0x1f, (mode & 0x80) != 0,
+                    h->expect, (mode & 0x60) == 0x60);
+    return 0;
 }
 
 void fuzz_server_run(const void *head, size_t head_len, const uint8_t *data, size_t len,

@@ -57,4 +57,25 @@ enum fuzz_expect {
 void fuzz_server_run(const void *head, size_t head_len, const uint8_t *data, size_t len,
                      uint8_t split, bool half_close, enum fuzz_expect expect, bool zero_timeouts);
 
+/* One of four fixed heads of a connection, and what its output must be. */
+typedef struct fuzz_head {
+    const char *s;
+    size_t len;
+    enum fuzz_expect expect;
+} fuzz_head_t;
+/* FUZZ_HEAD("literal", FUZZ_EXPECT_...): an initializer of a fuzz_head_t */
+#define FUZZ_HEAD(s, expect)                                                                       \
+    {                                                                                              \
+        (s), sizeof(s) - 1, (expect)                                                               \
+    }
+
+/*
+ * One input of a harness whose connections begin with one of four heads
+ * (fuzz_h2.c, fuzz_ws.c): a mode byte, then the data written after the head.
+ * Mode bits 0-1 choose the head, bits 2-6 the write splits, bit 7 a
+ * half-close; bits 5 and 6 both set: zero timeouts.  Returns 0 (libFuzzer's
+ * "keep the input").
+ */
+int fuzz_server_run_heads(const fuzz_head_t heads[4], const uint8_t *data, size_t size);
+
 #endif /* FUZZ_SERVER_H */

@@ -31,21 +31,11 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
-    if (size < 1)
-        return 0;
-    uint8_t mode = data[0];
-    static const struct {
-        const char *s;
-        size_t len;
-    } heads[] = {
-        {HANDSHAKE "\r\n", sizeof(HANDSHAKE "\r\n") - 1},
-        {HANDSHAKE DEFLATE "\r\n", sizeof(HANDSHAKE DEFLATE "\r\n") - 1},
-        {HANDSHAKE "\r\n", sizeof(HANDSHAKE "\r\n") - 1},
-        {HANDSHAKE DEFLATE2 "\r\n", sizeof(HANDSHAKE DEFLATE2 "\r\n") - 1},
+    static const fuzz_head_t heads[4] = {
+        FUZZ_HEAD(HANDSHAKE "\r\n", FUZZ_EXPECT_WS),
+        FUZZ_HEAD(HANDSHAKE DEFLATE "\r\n", FUZZ_EXPECT_WS_DEFLATE),
+        FUZZ_HEAD(HANDSHAKE "\r\n", FUZZ_EXPECT_WS),
+        FUZZ_HEAD(HANDSHAKE DEFLATE2 "\r\n", FUZZ_EXPECT_WS_DEFLATE),
     };
-    unsigned m = mode & 3;
-    fuzz_server_run(heads[m].s, heads[m].len, data + 1, size - 1, (mode >> 2) & 0x1f,
-                    (mode & 0x80) != 0, (m & 1) ? FUZZ_EXPECT_WS_DEFLATE : FUZZ_EXPECT_WS,
-                    (mode & 0x60) == 0x60);
-    return 0;
+    return fuzz_server_run_heads(heads, data, size);
 }

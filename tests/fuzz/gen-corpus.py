@@ -35,53 +35,58 @@ def write(harness, name, data):
 
 def http1():
     H = "Host: fuzz\r\n"
+
+    def get(target, fields=""):
+        """GET target with Host and fields (CRLF-ended lines), no body"""
+        return "GET " + target + " HTTP/1.1\r\n" + H + fields + "\r\n"
+
     reqs = {
-        "get-hello": "GET /hello HTTP/1.1\r\n" + H + "\r\n",
+        "get-hello": get("/hello"),
         "head-hello": "HEAD /hello HTTP/1.1\r\n" + H + "\r\n",
         "http10": "GET /hello HTTP/1.0\r\nConnection: keep-alive\r\n\r\n",
-        "close": "GET /hello HTTP/1.1\r\n" + H + "Connection: close\r\n\r\n",
+        "close": get("/hello", "Connection: close\r\n"),
         "post-echo": "POST /echo HTTP/1.1\r\n" + H + "Content-Length: 11\r\n\r\nhello world",
         "chunked": "POST /echo HTTP/1.1\r\n" + H + "Transfer-Encoding: chunked\r\n\r\n"
         "5\r\nhello\r\n6;ext=1\r\n world\r\n0\r\nX-Trailer: yes\r\n\r\n",
         "expect": "POST /echo HTTP/1.1\r\n" + H + "Expect: 100-continue\r\n"
         "Content-Length: 4\r\n\r\nabcd",
-        "pipelined": ("GET /hello HTTP/1.1\r\n" + H + "\r\n") * 2
+        "pipelined": get("/hello") * 2
         + "POST /echo HTTP/1.1\r\n" + H + "Content-Length: 2\r\n\r\nok"
-        + "GET /stream HTTP/1.1\r\n" + H + "\r\n",
-        "stream": "GET /stream HTTP/1.1\r\n" + H + "TE: trailers\r\n\r\n",
-        "kv-param": "GET /kv/abc?q=1&r=%20x HTTP/1.1\r\n" + H + "User-Agent: fuzz\r\n\r\n",
-        "kv-all": "GET /kv/all HTTP/1.1\r\n" + H + "\r\n",
+        + get("/stream"),
+        "stream": get("/stream", "TE: trailers\r\n"),
+        "kv-param": get("/kv/abc?q=1&r=%20x", "User-Agent: fuzz\r\n"),
+        "kv-all": get("/kv/all"),
         "kv-put": "PUT /kv/k1 HTTP/1.1\r\n" + H + "Content-Length: 3\r\n\r\nv=1",
         "kv-delete-405": "DELETE /kv/k1 HTTP/1.1\r\n" + H + "\r\n",
         "info-wild": "PATCH /info/a/b/../c?q=x+y HTTP/1.1\r\n" + H + "Content-Length: 0\r\n\r\n",
         "options-star": "OPTIONS * HTTP/1.1\r\n" + H + "\r\n",
-        "absolute-form": "GET http://fuzz/hello?x HTTP/1.1\r\n" + H + "\r\n",
+        "absolute-form": get("http://fuzz/hello?x"),
         "status": "GET /status/418 HTTP/1.1\r\n" + H + "\r\nGET /status/fail HTTP/1.1\r\n"
         + H + "\r\n",
-        "not-found": "GET /nope HTTP/1.1\r\n" + H + "\r\n",
-        "files-a": "GET /files/a.txt HTTP/1.1\r\n" + H + "\r\n",
-        "files-index": "GET /files/ HTTP/1.1\r\n" + H + "\r\n",
-        "files-redirect": "GET /files/sub HTTP/1.1\r\n" + H + "\r\n",
-        "files-autoindex": "GET /files/empty/ HTTP/1.1\r\n" + H + "\r\n",
-        "files-big-range": "GET /files/big.bin HTTP/1.1\r\n" + H + "Range: bytes=100-199\r\n\r\n",
+        "not-found": get("/nope"),
+        "files-a": get("/files/a.txt"),
+        "files-index": get("/files/"),
+        "files-redirect": get("/files/sub"),
+        "files-autoindex": get("/files/empty/"),
+        "files-big-range": get("/files/big.bin", "Range: bytes=100-199\r\n"),
         "files-suffix-range": "GET /files/a.txt HTTP/1.1\r\n" + H + "Range: bytes=-5\r\n"
         "If-Range: Sun, 06 Nov 1994 08:49:37 GMT\r\n\r\n",
-        "files-multi-range": "GET /files/a.txt HTTP/1.1\r\n" + H + "Range: bytes=0-1,3-4\r\n\r\n",
-        "files-416": "GET /files/a.txt HTTP/1.1\r\n" + H + "Range: bytes=1000-\r\n\r\n",
-        "files-inm": "GET /files/a.txt HTTP/1.1\r\n" + H + "If-None-Match: \"x\", W/\"y\", *\r\n\r\n",
+        "files-multi-range": get("/files/a.txt", "Range: bytes=0-1,3-4\r\n"),
+        "files-416": get("/files/a.txt", "Range: bytes=1000-\r\n"),
+        "files-inm": get("/files/a.txt", "If-None-Match: \"x\", W/\"y\", *\r\n"),
         "files-ims": "GET /files/a.txt HTTP/1.1\r\n" + H
         + "If-Modified-Since: Sunday, 06-Nov-94 08:49:37 GMT\r\n"
         "If-Unmodified-Since: Sun Nov  6 08:49:37 1994\r\nIf-Match: *\r\n\r\n",
-        "files-gzip": "GET /files/a.txt HTTP/1.1\r\n" + H + "Accept-Encoding: br;q=0, gzip\r\n\r\n",
-        "files-outside": "GET /files/up/secret HTTP/1.1\r\n" + H + "\r\n",
-        "files-dotdot": "GET /files/%2e%2e/%2e%2e/etc/passwd HTTP/1.1\r\n" + H + "\r\n",
+        "files-gzip": get("/files/a.txt", "Accept-Encoding: br;q=0, gzip\r\n"),
+        "files-outside": get("/files/up/secret"),
+        "files-dotdot": get("/files/%2e%2e/%2e%2e/etc/passwd"),
         "files-link": "HEAD /files/link.txt HTTP/1.1\r\n" + H + "\r\n",
         "bad-no-host": "GET /hello HTTP/1.1\r\n\r\n",
         "bad-two-hosts": "GET /hello HTTP/1.1\r\n" + H + H + "\r\n",
         "bad-chunk": "POST /echo HTTP/1.1\r\n" + H + "Transfer-Encoding: chunked\r\n\r\nzz\r\n",
         "bad-cl-te": "POST /echo HTTP/1.1\r\n" + H + "Content-Length: 3\r\n"
         "Transfer-Encoding: chunked\r\n\r\n0\r\n\r\n",
-        "obs-fold": "GET /info/x HTTP/1.1\r\n" + H + "X-A: one\r\n two\r\n\r\n",
+        "obs-fold": get("/info/x", "X-A: one\r\n two\r\n"),
         "big-header": "GET /hello HTTP/1.1\r\n" + H + "X-Big: " + "a" * 5000 + "\r\n\r\n",
         "big-body": "POST /echo HTTP/1.1\r\n" + H + "Content-Length: 9000\r\n\r\n" + "b" * 9000,
         "version-2": "GET /hello HTTP/2.0\r\n" + H + "\r\n",
@@ -385,7 +390,9 @@ def rng():
 
 
 def main():
-    shutil.rmtree(OUT, ignore_errors=True)
+    # only the harnesses written here: other seeds (corpus/grpc) are kept
+    for harness in ("http1", "h2", "ws", "path", "static_path", "range"):
+        shutil.rmtree(os.path.join(OUT, harness), ignore_errors=True)
     http1()
     http2()
     ws()
