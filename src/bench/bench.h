@@ -331,6 +331,13 @@ ssize_t bench_read(bench_conn_t *c);
 int bench_carry(bench_conn_t *c, const char *rest, size_t left);
 int bench_read_all(bench_conn_t *c, bench_consume_fn *consume, bench_peer_closed_fn *peer_closed);
 
+/* h1.c: a request head without its end: "METHOD path HTTP/1.1", Host (unless
+ * a -H header gives one), the lines of extra (NULL: none), the -H headers;
+ * NUL-terminated, in a malloc'd buffer of *cap bytes with at least 3 KiB
+ * free after the *len written.  NULL when out of memory. */
+char *bench_h1_head(const bench_opts_t *o, const char *method, const char *extra, size_t *len,
+                    size_t *cap);
+
 /* The request body of --body-size: {"requestId":ID,"payload":"xxx..."} of
  * exactly size bytes (or the shortest such JSON if size is smaller). */
 size_t bench_json_body(char *dst, size_t size, uint64_t id);

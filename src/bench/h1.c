@@ -23,26 +23,44 @@ static int has_header(const bench_opts_t *o, const char *name)
     return 0;
 }
 
+char *bench_h1_head(const bench_opts_t *o, const char *method, const char *extra, size_t *len,
+                    size_t *cap)
+{
+    size_t c = 4096 + strlen(method) + strlen(o->path) + (extra ? strlen(extra) : 0);
+    for (int i = 0; i < o->nheaders; i++)
+        c += strlen(o->headers[i].name) + strlen(o->headers[i].value) + 4;
+    char *head = malloc(c);
+    if (!head)
+        return NULL;
+    size_t n = (size_t)snprintf(head, c, "%s %s HTTP/1.1\r\n", method, o->path);
+    if (!has_header(o, "host")) {
+        if (strcmp(o->port_str, "80") == 0)
+            n += (size_t)snprintf(head + n, c - n, "Host: %s\r\n", o->host);
+        else
+            n += (size_t)snprintf(head + n, c - n, "Host: %s:%s\r\n", o->host, o->port_str);
+    }
+    if (extra)
+        n += (size_t)snprintf(head + n, c - n, "%s", extra);
+    for (int i = 0; i < o->nheaders; i++)
+        n += (size_t)snprintf(head + n, c - n, "%s: %s\r\n", o->headers[i].name,
+                              o->headers[i].value);
+    if (n >= c) {
+        free(head);
+        return NULL;
+    }
+    *len = n;
+    *cap = c;
+    return head;
+}
+
 /* The request head (and for GET, depth copies of the whole request). */
 static int h1_prepare(bench_thread_t *th)
 {
     const bench_opts_t *o = th->o;
-    size_t cap = 4096 + strlen(o->path);
-    for (int i = 0; i < o->nheaders; i++)
-        cap += strlen(o->headers[i].name) + strlen(o->headers[i].value) + 4;
-    char *head = malloc(cap);
+    size_t n, cap;
+    char *head = bench_h1_head(o, o->method, NULL, &n, &cap);
     if (!head)
         return -1;
-    size_t n = (size_t)snprintf(head, cap, "%s %s HTTP/1.1\r\n", o->method, o->path);
-    if (!has_header(o, "host")) {
-        if (strcmp(o->port_str, "80") == 0)
-            n += (size_t)snprintf(head + n, cap - n, "Host: %s\r\n", o->host);
-        else
-            n += (size_t)snprintf(head + n, cap - n, "Host: %s:%s\r\n", o->host, o->port_str);
-    }
-    for (int i = 0; i < o->nheaders; i++)
-        n += (size_t)snprintf(head + n, cap - n, "%s: %s\r\n", o->headers[i].name,
-                              o->headers[i].value);
     if (o->per_request && !has_header(o, "connection"))
         n += (size_t)snprintf(head + n, cap - n, "Connection: close\r\n");
     if (o->body_size > 0) {

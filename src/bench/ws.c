@@ -84,14 +84,6 @@ static void trouble(bench_conn_t *c, const char *why)
         fprintf(stderr, "petrel-bench: websocket: %s\n", why);
 }
 
-static int has_header(const bench_opts_t *o, const char *name)
-{
-    for (int i = 0; i < o->nheaders; i++)
-        if (strcasecmp(o->headers[i].name, name) == 0)
-            return 1;
-    return 0;
-}
-
 static int ws_prepare(bench_thread_t *th)
 {
     const bench_opts_t *o = th->o;
@@ -103,29 +95,12 @@ static int ws_prepare(bench_thread_t *th)
         sh->rng[0] = bench_now() ^ ((uint64_t)th->id << 32), sh->rng[1] = 0x9e3779b97f4a7c15ull;
     if ((sh->rng[0] | sh->rng[1]) == 0)
         sh->rng[1] = 1;
-    size_t cap = 4096 + strlen(o->path);
-    for (int i = 0; i < o->nheaders; i++)
-        cap += strlen(o->headers[i].name) + strlen(o->headers[i].value) + 4;
-    char *h = malloc(cap);
+    size_t n, cap;
+    char *h = bench_h1_head(o, "GET", "Upgrade: websocket\r\nConnection: Upgrade\r\n"
+                                      "Sec-WebSocket-Version: 13\r\n",
+                            &n, &cap);
     if (!h)
         return -1;
-    size_t n = (size_t)snprintf(h, cap, "GET %s HTTP/1.1\r\n", o->path);
-    if (!has_header(o, "host")) {
-        if (strcmp(o->port_str, "80") == 0)
-            n += (size_t)snprintf(h + n, cap - n, "Host: %s\r\n", o->host);
-        else
-            n += (size_t)snprintf(h + n, cap - n, "Host: %s:%s\r\n", o->host, o->port_str);
-    }
-    n += (size_t)snprintf(h + n, cap - n,
-                          "Upgrade: websocket\r\nConnection: Upgrade\r\n"
-                          "Sec-WebSocket-Version: 13\r\n");
-    for (int i = 0; i < o->nheaders; i++)
-        n +=
-            (size_t)snprintf(h + n, cap - n, "%s: %s\r\n", o->headers[i].name, o->headers[i].value);
-    if (n >= cap) {
-        free(h);
-        return -1;
-    }
     sh->hs = h;
     sh->hs_len = n;
     return 0;
