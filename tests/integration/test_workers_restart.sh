@@ -61,18 +61,23 @@ ok("%s: %d requests on new connections answered (%.2fs)" % (what, n, time.monoto
 EOF
 }
 
+# replaced PID...: there are two workers, and none of them is one of PID...
+replaced() {
+    local w p
+    w=$(petrel_workers) || return 1
+    [[ $(wc -l <<<"$w") -eq 2 ]] || return 1
+    for p; do
+        ! grep -qxF "$p" <<<"$w" || return 1
+    done
+}
+
 # Kill one worker: the requests right after it are answered (the master
 # keeps the dead worker's listening socket, its successor accepts what is
 # queued there), and a new worker appears.
 victim=${workers[0]}
 kill -KILL "$victim"
 requests_ok 100 "right after kill -9 of worker $victim"
-new_worker() {
-    local w
-    w=$(petrel_workers) || return 1
-    [[ $(wc -l <<<"$w") -eq 2 ]] && ! grep -qx "$victim" <<<"$w"
-}
-wait_for "$(bound 10)" new_worker
+wait_for "$(bound 10)" replaced "$victim"
 mapfile -t workers2 < <(petrel_workers)
 ok "the master restarted worker $victim: workers now ${workers2[*]}"
 grep -q "killed by signal 9" "$PETREL_ERR" || fail "no 'killed by signal 9' in the log: $(cat "$PETREL_ERR")"
@@ -87,21 +92,11 @@ for w in "${workers2[@]}"; do
     kill -KILL "$w"
 done
 requests_ok 50 "right after kill -9 of both workers"
-both_new() {
-    local w
-    w=$(petrel_workers) || return 1
-    [[ $(wc -l <<<"$w") -eq 2 ]] && ! grep -qxF -e "${workers2[0]}" -e "${workers2[1]}" <<<"$w"
-}
-wait_for "$(bound 10)" both_new
+wait_for "$(bound 10)" replaced "${workers2[@]}"
 mapfile -t workers3 < <(petrel_workers)
 kill -KILL "${workers3[0]}"
 requests_ok 50 "right after kill -9 of a worker a moment old"
-restarted_again() {
-    local w
-    w=$(petrel_workers) || return 1
-    [[ $(wc -l <<<"$w") -eq 2 ]] && ! grep -qx "${workers3[0]}" <<<"$w"
-}
-wait_for "$(bound 10)" restarted_again
+wait_for "$(bound 10)" replaced "${workers3[0]}"
 ok "workers killed twice in a row are restarted: now $(petrel_workers | tr '\n' ' ')"
 
 # The load is still shared and served after all that.

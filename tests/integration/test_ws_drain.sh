@@ -41,15 +41,10 @@ ok "petrel exited 0 in ${EXIT_SECS}s, well before --drain-timeout 20"
 petrel_start --module wsecho --drain-timeout 1
 pyrun <<'PYEOF'
 import time
-from petrel_client import ok, check, bound, sigterm, Conn, request
+from petrel_client import ok, check, bound, sigterm
+from petrel_fault import ws_open
 
-c = Conn()
-c.send(request("GET", "/ws", [("Upgrade", "websocket"), ("Connection", "Upgrade"),
-                               ("Sec-WebSocket-Key", "dGhlIHNhbXBsZSBub25jZQ=="),
-                               ("Sec-WebSocket-Version", "13")]))
-while b"\r\n\r\n" not in c.buf:
-    check(c._fill(), "101")
-c.buf = c.buf[c.buf.index(b"\r\n\r\n") + 4:]
+c = ws_open()  # the opening handshake, RFC 6455 §4.1: a 101
 t0 = time.monotonic()
 sigterm()
 got, secs = c.wait_eof(bound(10))
@@ -81,15 +76,10 @@ asyncio.run(main())
 PYEOF
 pyrun <<'PYEOF'
 import struct, time
-from petrel_client import ok, check, bound, Conn, request
+from petrel_client import ok, check, bound
+from petrel_fault import ws_open
 
-c = Conn()
-c.send(request("GET", "/ws", [("Upgrade", "websocket"), ("Connection", "Upgrade"),
-                               ("Sec-WebSocket-Key", "dGhlIHNhbXBsZSBub25jZQ=="),
-                               ("Sec-WebSocket-Version", "13")]))
-while b"\r\n\r\n" not in c.buf:
-    check(c._fill(), "101")
-c.buf = c.buf[c.buf.index(b"\r\n\r\n") + 4:]
+c = ws_open()  # the opening handshake, RFC 6455 §4.1: a 101
 t0 = time.monotonic()
 got, secs = c.wait_eof(bound(10))
 check(got[:1] == b"\x89", "a ping first: %r" % got[:20])
