@@ -96,8 +96,9 @@ static int ws_prepare(bench_thread_t *th)
     if ((sh->rng[0] | sh->rng[1]) == 0)
         sh->rng[1] = 1;
     size_t n, cap;
-    char *h = bench_h1_head(o, "GET", "Upgrade: websocket\r\nConnection: Upgrade\r\n"
-                                      "Sec-WebSocket-Version: 13\r\n",
+    char *h = bench_h1_head(o, "GET",
+                            "Upgrade: websocket\r\nConnection: Upgrade\r\n"
+                            "Sec-WebSocket-Version: 13\r\n",
                             &n, &cap);
     if (!h)
         return -1;
