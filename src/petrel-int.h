@@ -501,11 +501,8 @@ extern bool petrel__access_log_on;
 /* ------------------------------------------------------------------------ */
 /* WebSocket helpers (ws.c), exposed for tests/check_ws.c                   */
 
-void petrel__sha1(const void *data, size_t len, uint8_t out[20]);
-/* Standard alphabet with padding; writes 4 * ceil(len / 3) chars and a NUL. */
-size_t petrel__base64_encode(const void *data, size_t len, char *out);
-/* Strict: padded, canonical; returns the length, or -1. */
-ssize_t petrel__base64_decode(const char *s, size_t len, uint8_t *out, size_t cap);
+/* SHA-1, base64 and the handshake's accept value: wskey.h */
+#include "wskey.h"
 /* UTF-8 validator (RFC 3629) over pieces: *st starts at 0 and is 0 again at a
  * character boundary; returns how many bytes were valid (n when all). */
 size_t petrel__utf8_scan(uint32_t *st, const void *data, size_t n);

@@ -133,143 +133,6 @@ static void ws_cleanup(void *p);
 #define CONN_GONE(c) (((c)->flags & (CONN_CLOSED | CONN_LINGER)) != 0)
 
 /* ------------------------------------------------------------------------ */
-/* SHA-1 (FIPS 180-1, RFC 3174) and base64 (RFC 4648): the handshake's      */
-/* Sec-WebSocket-Accept.                                                    */
-
-static inline uint32_t rol32(uint32_t x, int n)
-{
-    return (x << n) | (x >> (32 - n));
-}
-
-static void sha1_block(uint32_t h[5], const uint8_t *p)
-{
-    uint32_t w[80];
-    for (int i = 0; i < 16; i++)
-        w[i] = (uint32_t)p[4 * i] << 24 | (uint32_t)p[4 * i + 1] << 16 |
-               (uint32_t)p[4 * i + 2] << 8 | p[4 * i + 3];
-    for (int i = 16; i < 80; i++)
-        w[i] = rol32(w[i - 3] ^ w[i - 8] ^ w[i - 14] ^ w[i - 16], 1);
-    uint32_t a = h[0], b = h[1], c = h[2], d = h[3], e = h[4];
-    for (int i = 0; i < 80; i++) {
-        uint32_t f, k;
-        if (i < 20) {
-            f = (b & c) | (~b & d);
-            k = 0x5A827999;
-        } else if (i < 40) {
-            f = b ^ c ^ d;
-            k = 0x6ED9EBA1;
-        } else if (i < 60) {
-            f = (b & c) | (b & d) | (c & d);
-            k = 0x8F1BBCDC;
-        } else {
-            f = b ^ c ^ d;
-            k = 0xCA62C1D6;
-        }
-        uint32_t t = rol32(a, 5) + f + e + k + w[i];
-        e = d;
-        d = c;
-        c = rol32(b, 30);
-        b = a;
-        a = t;
-    }
-    h[0] += a;
-    h[1] += b;
-    h[2] += c;
-    h[3] += d;
-    h[4] += e;
-}
-
-void petrel__sha1(const void *data, size_t len, uint8_t out[20])
-{
-    uint32_t h[5] = {0x67452301, 0xEFCDAB89, 0x98BADCFE, 0x10325476, 0xC3D2E1F0};
-    const uint8_t *p = data;
-    uint64_t bits = (uint64_t)len * 8;
-    for (; len >= 64; p += 64, len -= 64)
-        sha1_block(h, p);
-    uint8_t last[128] = {0};
-    memcpy(last, p, len);
-    last[len] = 0x80;
-    size_t n = len < 56 ? 64 : 128; /* the length goes in the last 8 bytes */
-    for (int i = 0; i < 8; i++)
-        last[n - 1 - i] = (uint8_t)(bits >> (8 * i));
-    sha1_block(h, last);
-    if (n == 128)
-        sha1_block(h, last + 64);
-    for (int i = 0; i < 5; i++) {
-        out[4 * i] = (uint8_t)(h[i] >> 24);
-        out[4 * i + 1] = (uint8_t)(h[i] >> 16);
-        out[4 * i + 2] = (uint8_t)(h[i] >> 8);
-        out[4 * i + 3] = (uint8_t)h[i];
-    }
-}
-
-static const char b64[] = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
-
-size_t petrel__base64_encode(const void *data, size_t len, char *out)
-{
-    const uint8_t *p = data;
-    char *o = out;
-    for (; len >= 3; p += 3, len -= 3) {
-        uint32_t v = (uint32_t)p[0] << 16 | (uint32_t)p[1] << 8 | p[2];
-        *o++ = b64[v >> 18];
-        *o++ = b64[(v >> 12) & 63];
-        *o++ = b64[(v >> 6) & 63];
-        *o++ = b64[v & 63];
-    }
-    if (len) {
-        uint32_t v = (uint32_t)p[0] << 16 | (len == 2 ? (uint32_t)p[1] << 8 : 0);
-        *o++ = b64[v >> 18];
-        *o++ = b64[(v >> 12) & 63];
-        *o++ = len == 2 ? b64[(v >> 6) & 63] : '=';
-        *o++ = '=';
-    }
-    *o = '\0';
-    return (size_t)(o - out);
-}
-
-static int b64_value(char ch)
-{
-    if (ch >= 'A' && ch <= 'Z')
-        return ch - 'A';
-    if (ch >= 'a' && ch <= 'z')
-        return ch - 'a' + 26;
-    if (ch >= '0' && ch <= '9')
-        return ch - '0' + 52;
-    return ch == '+' ? 62 : ch == '/' ? 63 : -1;
-}
-
-ssize_t petrel__base64_decode(const char *s, size_t len, uint8_t *out, size_t cap)
-{
-    if (len % 4)
-        return -1;
-    size_t n = 0;
-    for (size_t i = 0; i < len; i += 4) {
-        int v[4], pad = 0;
-        for (int k = 0; k < 4; k++) {
-            if (s[i + k] == '=' && i + 4 == len && k >= 2) {
-                v[k] = 0;
-                pad++;
-                continue;
-            }
-            if (pad || (v[k] = b64_value(s[i + k])) < 0)
-                return -1; /* a character outside the alphabet, or data after '=' */
-        }
-        uint32_t w = (uint32_t)v[0] << 18 | (uint32_t)v[1] << 12 | (uint32_t)v[2] << 6 | v[3];
-        /* canonical: the bits under the padding are zero */
-        if ((pad == 1 && (w & 0xff)) || (pad == 2 && (w & 0xffff)))
-            return -1;
-        if (n + 3 - (size_t)pad > cap)
-            return -1;
-        out[n++] = (uint8_t)(w >> 16);
-        if (pad < 2)
-            out[n++] = (uint8_t)(w >> 8);
-        if (pad < 1)
-            out[n++] = (uint8_t)w;
-    }
-    return (ssize_t)n;
-}
-
-/* ------------------------------------------------------------------------ */
 /* UTF-8 (RFC 3629): shortest forms only, no surrogates, up to U+10FFFF.    */
 /* The state is 0 at a character boundary, else the number of continuation  */
 /* bytes still expected and the range the next one must fall in.            */
@@ -1198,8 +1061,6 @@ bool petrel__ws_drain(petrel__conn_t *c)
 /* ------------------------------------------------------------------------ */
 /* The opening handshake (§4.2)                                             */
 
-static const char ws_guid[] = "258EAFA5-E914-47DA-95CA-C5AB0DC85B11";
-
 /* Does a comma-separated header list (any of the fields `name`) hold `tok`? */
 static bool header_has_token(const petrel_req_t *req, const char *name, const char *tok)
 {
@@ -1426,12 +1287,8 @@ static int ws_handshake(petrel_req_t *req, void *data)
     }
 
     /* §4.2.2: Sec-WebSocket-Accept = base64(SHA-1(key + GUID)) */
-    char kg[128];
-    int kl = snprintf(kg, sizeof(kg), "%s%s", key, ws_guid);
-    uint8_t digest[20];
-    char accept[32];
-    petrel__sha1(kg, (size_t)kl, digest);
-    petrel__base64_encode(digest, 20, accept);
+    char accept[PETREL__WS_ACCEPT_LEN + 1];
+    petrel__ws_accept(key, strlen(key), accept);
     char head[512];
     int n = snprintf(head, sizeof(head),
                      "HTTP/1.1 101 Switching Protocols\r\n"

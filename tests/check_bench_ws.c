@@ -16,7 +16,7 @@
 static void sha1_hex(const void *data, size_t len, char out[41])
 {
     uint8_t d[20];
-    bench_sha1(data, len, d);
+    petrel__sha1(data, len, d);
     for (int i = 0; i < 20; i++)
         snprintf(out + 2 * i, 3, "%02x", d[i]);
 }
@@ -73,12 +73,12 @@ START_TEST(base64_vectors)
                                       "Zm9vYg==", "Zm9vYmE=", "Zm9vYmFy"};
     char buf[16];
     for (int i = 0; i < 7; i++) {
-        size_t n = bench_base64((const uint8_t *)in[i], strlen(in[i]), buf);
+        size_t n = petrel__base64_encode((const uint8_t *)in[i], strlen(in[i]), buf);
         ck_assert_str_eq(buf, out[i]);
         ck_assert_uint_eq(n, strlen(out[i]));
     }
     static const uint8_t hi[3] = {0xff, 0xfe, 0xfb};
-    bench_base64(hi, 3, buf);
+    petrel__base64_encode(hi, 3, buf);
     ck_assert_str_eq(buf, "//77");
 }
 END_TEST
@@ -86,7 +86,7 @@ END_TEST
 START_TEST(accept_rfc6455)
 {
     char acc[29];
-    bench_ws_accept("dGhlIHNhbXBsZSBub25jZQ==", acc); /* RFC 6455 §1.3 */
+    petrel__ws_accept("dGhlIHNhbXBsZSBub25jZQ==", 24, acc); /* RFC 6455 §1.3 */
     ck_assert_str_eq(acc, "s3pPLMBiTxaQ9kYGzzhZRbK+xOo=");
     ck_assert_uint_eq(strlen(acc), 28);
 }

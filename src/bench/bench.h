@@ -125,12 +125,8 @@ extern const char *const bench_err_names[BENCH_ERR_N];
 /* ------------------------------------------------------------------------- */
 /* WebSocket pieces without sockets (wsframe.c). */
 
-void bench_sha1(const void *data, size_t len, uint8_t out[20]);
-/* base64 of n bytes into dst (4 * ((n + 2) / 3) + 1 bytes, NUL-terminated);
- * returns the length */
-size_t bench_base64(const uint8_t *src, size_t n, char *dst);
-/* Sec-WebSocket-Accept for a Sec-WebSocket-Key (RFC 6455 §4.2.2): 28 chars */
-void bench_ws_accept(const char *key, char out[29]);
+/* The key and the accept value: the server's SHA-1 and base64 (wskey.h). */
+#include "wskey.h"
 
 /* The server's answer to the opening handshake, a whole head (through the
  * empty line): OK for a 101 with Upgrade, Connection and the right accept;

@@ -221,8 +221,8 @@ static int ws_start(bench_conn_t *c)
     memcpy(raw, &a, 8);
     memcpy(raw + 8, &b, 8);
     char key[32];
-    bench_base64(raw, sizeof raw, key);
-    bench_ws_accept(key, w->accept);
+    petrel__base64_encode(raw, sizeof raw, key);
+    petrel__ws_accept(key, strlen(key), w->accept);
     char *p = bench_out_reserve(c, sh->hs_len + 19 + 24 + 4);
     memcpy(p, sh->hs, sh->hs_len);
     memcpy(p + sh->hs_len, "Sec-WebSocket-Key: ", 19);

@@ -1,10 +1,10 @@
 /*
- * wsframe.c -- petrel-bench's WebSocket pieces that need no socket: SHA-1
- * (FIPS 180-4 §6.1) and base64 (RFC 4648 §4) for the opening handshake's
- * Sec-WebSocket-Accept (RFC 6455 §4.1, §4.2.2), the check of the server's
- * 101 response, frame headers (§5.2) and masking (§5.3), and the payload a
- * message carries.  Depends on nothing else, so tests/check_bench_ws.c links
- * it alone.
+ * wsframe.c -- petrel-bench's WebSocket pieces that need no socket: the
+ * check of the server's 101 response (RFC 6455 §4.1), frame headers (§5.2)
+ * and masking (§5.3), and the payload a message carries.  The key and the
+ * Sec-WebSocket-Accept value (SHA-1, base64) are the server's own code,
+ * src/wskey.c.  Depends on nothing else, so tests/check_bench_ws.c links it
+ * with those two files alone.
  */
 #include <stdint.h>
 #include <stdio.h>
@@ -13,119 +13,6 @@
 
 #define BENCH_HIST_ONLY
 #include "bench.h"
-
-/* ------------------------------------------------------------------------- */
-/* SHA-1, FIPS 180-4 §6.1.2: 512-bit blocks, 80 rounds over a 16-word window. */
-
-static uint32_t rol(uint32_t x, int n)
-{
-    return (x << n) | (x >> (32 - n));
-}
-
-static void sha1_block(uint32_t h[5], const uint8_t *p)
-{
-    uint32_t w[16];
-    for (int t = 0; t < 16; t++)
-        w[t] = (uint32_t)p[4 * t] << 24 | (uint32_t)p[4 * t + 1] << 16 |
-               (uint32_t)p[4 * t + 2] << 8 | p[4 * t + 3];
-    uint32_t a = h[0], b = h[1], c = h[2], d = h[3], e = h[4];
-    for (int t = 0; t < 80; t++) {
-        uint32_t f, k;
-        if (t >= 16) {
-            uint32_t x = w[(t - 3) & 15] ^ w[(t - 8) & 15] ^ w[(t - 14) & 15] ^ w[t & 15];
-            w[t & 15] = rol(x, 1);
-        }
-        if (t < 20) {
-            f = (b & c) | (~b & d); /* Ch */
-            k = 0x5a827999;
-        } else if (t < 40) {
-            f = b ^ c ^ d; /* Parity */
-            k = 0x6ed9eba1;
-        } else if (t < 60) {
-            f = (b & c) | (b & d) | (c & d); /* Maj */
-            k = 0x8f1bbcdc;
-        } else {
-            f = b ^ c ^ d;
-            k = 0xca62c1d6;
-        }
-        uint32_t tmp = rol(a, 5) + f + e + k + w[t & 15];
-        e = d;
-        d = c;
-        c = rol(b, 30);
-        b = a;
-        a = tmp;
-    }
-    h[0] += a;
-    h[1] += b;
-    h[2] += c;
-    h[3] += d;
-    h[4] += e;
-}
-
-void bench_sha1(const void *data, size_t len, uint8_t out[20])
-{
-    uint32_t h[5] = {0x67452301, 0xefcdab89, 0x98badcfe, 0x10325476, 0xc3d2e1f0};
-    const uint8_t *p = data;
-    size_t left = len;
-    for (; left >= 64; left -= 64, p += 64)
-        sha1_block(h, p);
-    /* padding (§5.1.1): 0x80, zeros, the length in bits as 64 bits big-endian */
-    uint8_t tail[128] = {0};
-    memcpy(tail, p, left);
-    tail[left] = 0x80;
-    size_t n = left + 1 + 8 <= 64 ? 64 : 128;
-    uint64_t bits = (uint64_t)len * 8;
-    for (int i = 0; i < 8; i++)
-        tail[n - 1 - i] = (uint8_t)(bits >> (8 * i));
-    sha1_block(h, tail);
-    if (n == 128)
-        sha1_block(h, tail + 64);
-    for (int i = 0; i < 5; i++) {
-        out[4 * i] = (uint8_t)(h[i] >> 24);
-        out[4 * i + 1] = (uint8_t)(h[i] >> 16);
-        out[4 * i + 2] = (uint8_t)(h[i] >> 8);
-        out[4 * i + 3] = (uint8_t)h[i];
-    }
-}
-
-/* ------------------------------------------------------------------------- */
-
-size_t bench_base64(const uint8_t *src, size_t n, char *dst)
-{
-    static const char tab[] = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
-    char *q = dst;
-    size_t i = 0;
-    for (; i + 3 <= n; i += 3) {
-        uint32_t v = (uint32_t)src[i] << 16 | (uint32_t)src[i + 1] << 8 | src[i + 2];
-        *q++ = tab[v >> 18];
-        *q++ = tab[(v >> 12) & 63];
-        *q++ = tab[(v >> 6) & 63];
-        *q++ = tab[v & 63];
-    }
-    if (i < n) {
-        uint32_t v = (uint32_t)src[i] << 16 | (i + 1 < n ? (uint32_t)src[i + 1] << 8 : 0);
-        *q++ = tab[v >> 18];
-        *q++ = tab[(v >> 12) & 63];
-        *q++ = i + 1 < n ? tab[(v >> 6) & 63] : '=';
-        *q++ = '=';
-    }
-    *q = 0;
-    return (size_t)(q - dst);
-}
-
-void bench_ws_accept(const char *key, char out[29])
-{
-    static const char guid[] = "258EAFA5-E914-47DA-95CA-C5AB0DC85B11";
-    char buf[128];
-    size_t k = strlen(key);
-    if (k > sizeof buf - sizeof guid)
-        k = sizeof buf - sizeof guid;
-    memcpy(buf, key, k);
-    memcpy(buf + k, guid, sizeof guid - 1);
-    uint8_t d[20];
-    bench_sha1(buf, k + sizeof guid - 1, d);
-    bench_base64(d, sizeof d, out);
-}
 
 /* ------------------------------------------------------------------------- */
 /* The 101 response (RFC 6455 §4.1, the client's checks 1-4). */
