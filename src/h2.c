@@ -534,22 +534,9 @@ static int parse_path(h2stream_t *s)
     }
     if (r->target.len == 0 || t[0] != '/')
         return 400;
-    const char *q = NULL;
-    bool clean = true;
-    for (const char *x = t; x < end; x++) {
-        if (*x == '?') {
-            q = x;
-            break;
-        }
-        if (*x == '%' || (*x == '/' && x + 1 < end && (x[1] == '.' || x[1] == '/')))
-            clean = false;
-    }
-    size_t plen = (size_t)((q ? q : end) - t);
-    if (q) {
-        r->query.ptr = q + 1;
-        r->query.len = (size_t)(end - q - 1);
-    }
-    if (clean && q == NULL) {
+    bool clean;
+    size_t plen = petrel__target_split(r, t, end, &clean);
+    if (clean && plen == (size_t)(end - t)) {
         r->path = r->target; /* NUL-terminated already */
         return 0;
     }

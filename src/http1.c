@@ -362,23 +362,10 @@ static int parse_target(petrel__conn_t *c, petrel_req_t *r)
     }
     /* One pass: find the query, and whether the path needs decoding or
      * resolving ('%', "/.", "//"). */
-    const char *q = NULL;
-    bool clean = true;
-    for (const char *x = t; x < end; x++) {
-        if (*x == '?') {
-            q = x;
-            break;
-        }
-        if (*x == '%' || (*x == '/' && x + 1 < end && (x[1] == '.' || x[1] == '/')))
-            clean = false;
-    }
-    size_t plen = (size_t)((q ? q : end) - t);
-    if (q) {
-        r->query.ptr = q + 1;
-        r->query.len = (size_t)(end - q - 1);
-    }
+    bool clean;
+    size_t plen = petrel__target_split(r, t, end, &clean);
     /* Fast path: the path ends the target, so it is NUL-terminated in place. */
-    if (clean && q == NULL && t == r->target.ptr) {
+    if (clean && plen == (size_t)(end - t) && t == r->target.ptr) {
         r->path.ptr = t;
         r->path.len = plen;
         return 0;

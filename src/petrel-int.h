@@ -278,6 +278,29 @@ size_t petrel__methods_format(int methods, char *buf, size_t len);
  * acceptable (not starting with '/', %00, bad escape, climbing above the root).
  */
 ssize_t petrel__path_normalize(const char *in, size_t len, char *out);
+/* One pass over an origin-form request target [t, end) (HTTP/1.1 and h2):
+ * sets r->query when there is a '?', returns the path's length, and tells
+ * in *clean whether the path can be used as it is (no '%', "/." or "//" to
+ * decode or resolve). */
+static inline size_t petrel__target_split(petrel_req_t *r, const char *t, const char *end,
+                                          bool *clean)
+{
+    const char *q = NULL;
+    *clean = true;
+    for (const char *x = t; x < end; x++) {
+        if (*x == '?') {
+            q = x;
+            break;
+        }
+        if (*x == '%' || (*x == '/' && x + 1 < end && (x[1] == '.' || x[1] == '/')))
+            *clean = false;
+    }
+    if (q) {
+        r->query.ptr = q + 1;
+        r->query.len = (size_t)(end - q - 1);
+    }
+    return (size_t)((q ? q : end) - t);
+}
 /* Percent-decode (with '+' as space when `plus`); returns the length or -1. */
 ssize_t petrel__pct_decode(const char *in, size_t len, char *out, bool plus);
 bool petrel__str_ieq(const char *a, size_t alen, const char *b, size_t blen);
