@@ -526,7 +526,7 @@ static petrel__conn_t *conn_new(petrel_server_t *srv, int fd)
     list_init(&c->timer.node);
     c->srv = srv;
     petrel__arena_init(&c->arena, &petrel__pool,
-                       2 * srv->cfg.max_body_size + 2 * srv->cfg.max_header_size + (1 << 20));
+                       petrel__conn_budget(&srv->cfg));
     petrel__http1_init_conn(c);
     list_append(&srv->conns, &c->link);
     srv->nconns++;

@@ -308,7 +308,7 @@ static h2stream_t *stream_new(h2conn_t *h, int32_t id)
     s->id = id;
     s->hdr_cap = NHDR_INLINE;
     petrel__arena_init(&s->arena, &petrel__pool,
-                       2 * srv->cfg.max_body_size + 2 * srv->cfg.max_header_size + (1 << 20));
+                       petrel__conn_budget(&srv->cfg));
     petrel_req_t *r = &s->req;
     r->version = 20;
     r->headers = s->hdrs;
@@ -333,14 +333,6 @@ static void sbuf_free_all(h2stream_t *s)
         petrel__chunk_put(&petrel__pool, b);
     }
     s->sb_tail = NULL;
-}
-
-/* Output of streamed bodies a connection may hold, the same budget as an
- * HTTP/1.1 connection's (its arena limit): a peer that does not read, or
- * keeps its flow-control window shut, costs at most this much. */
-static size_t out_budget(const petrel__config_t *cfg)
-{
-    return 2 * cfg->max_body_size + 2 * cfg->max_header_size + (1 << 20);
 }
 
 /* Give the slot back: its arena (cleanups first: a file is closed there). */
@@ -779,11 +771,6 @@ static int on_stream_close(nghttp2_session *ngh, int32_t id, uint32_t error_code
 /* ------------------------------------------------------------------------ */
 /* The response                                                             */
 
-static bool status_has_body(int status)
-{
-    return !(status < 200 || status == 204 || status == 304);
-}
-
 static void lower(petrel_str_t *n)
 {
     char *p = (char *)n->ptr;
@@ -927,20 +914,6 @@ static int send_data(nghttp2_session *ngh, nghttp2_frame *frame, const uint8_t *
     return 0;
 }
 
-static char *put_u64(char *p, uint64_t v)
-{
-    char tmp[24];
-    int n = 0;
-    do {
-        tmp[n++] = (char)('0' + v % 10);
-        v /= 10;
-    } while (v);
-    while (n)
-        *p++ = tmp[--n];
-    *p = '\0';
-    return p;
-}
-
 static int h2_send(petrel_req_t *req, petrel_resp_t *r)
 {
     h2stream_t *s = container_of(req, h2stream_t, req);
@@ -959,11 +932,11 @@ static int h2_send(petrel_req_t *req, petrel_resp_t *r)
     s->status[1] = (char)('0' + st / 10 % 10);
     s->status[2] = (char)('0' + st % 10);
     NV(&nv[i++], ":status", s->status, 3, NV_STATIC);
-    bool body_allowed = status_has_body(st);
+    bool body_allowed = petrel__status_has_body(st);
     if (r->type)
         NV(&nv[i++], "content-type", r->type, strlen(r->type), NGHTTP2_NV_FLAG_NO_COPY_NAME);
     if (r->body_kind != BODY_STREAM && body_allowed) {
-        size_t cl = (size_t)(put_u64(s->clen, r->len) - s->clen);
+        size_t cl = (size_t)(petrel__put_u64(s->clen, r->len) - s->clen);
         NV(&nv[i++], "content-length", s->clen, cl, NV_STATIC);
     }
     /* loop->date changes in place once a second: always a valid date */
@@ -1000,10 +973,10 @@ static int h2_stream_write(petrel_req_t *req, const void *data, size_t len)
     h2stream_t *s = container_of(req, h2stream_t, req);
     if (s->flags & (S_DEAD | S_RESET))
         return PETREL_EIO;
-    if (req->method == PETREL_HEAD || !status_has_body(s->resp.status) || len == 0)
+    if (req->method == PETREL_HEAD || !petrel__status_has_body(s->resp.status) || len == 0)
         return 0;
     h2conn_t *h = s->h;
-    size_t budget = out_budget(&h->c->srv->cfg);
+    size_t budget = petrel__conn_budget(&h->c->srv->cfg);
     if (h->buffered + len > budget) {
         /* RFC 9113 §8.1: a response that cannot complete ends with
          * RST_STREAM; its buffers go now */

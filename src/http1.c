@@ -886,24 +886,6 @@ static char *put(char *p, const char *s, size_t n)
 }
 #define PUT_LIT(p, lit) put(p, lit, sizeof(lit) - 1)
 
-static char *put_u64(char *p, uint64_t v)
-{
-    char tmp[24];
-    int n = 0;
-    do {
-        tmp[n++] = (char)('0' + v % 10);
-        v /= 10;
-    } while (v);
-    while (n)
-        *p++ = tmp[--n];
-    return p;
-}
-
-static bool status_has_body(int status)
-{
-    return !(status < 200 || status == 204 || status == 304);
-}
-
 /* A response that could not be queued whole leaves the byte stream in an
  * unknown state: never reuse the connection after it. */
 static int broken(petrel__conn_t *c, int rc)
@@ -920,7 +902,7 @@ static int h1_send(petrel_req_t *req, petrel_resp_t *r)
     petrel__conn_t *c = req->_conn;
     petrel__loop_t *loop = petrel__loop;
     bool stream = r->body_kind == BODY_STREAM;
-    bool body_allowed = status_has_body(r->status);
+    bool body_allowed = petrel__status_has_body(r->status);
     if (c->srv->draining)
         c->flags &= ~CONN_KEEPALIVE;
     if (stream && req->version == 10)
@@ -959,7 +941,7 @@ static int h1_send(petrel_req_t *req, petrel_resp_t *r)
             p = PUT_LIT(p, "Transfer-Encoding: chunked\r\n");
     } else if (body_allowed) {
         p = PUT_LIT(p, "Content-Length: ");
-        p = put_u64(p, r->len);
+        p = petrel__put_u64(p, r->len);
         p = PUT_LIT(p, "\r\n");
     }
     if (!keep)
@@ -996,7 +978,7 @@ static int h1_send(petrel_req_t *req, petrel_resp_t *r)
 static int h1_stream_write(petrel_req_t *req, const void *data, size_t len)
 {
     petrel__conn_t *c = req->_conn;
-    if (req->method == PETREL_HEAD || !status_has_body(req->_resp->status) || len == 0)
+    if (req->method == PETREL_HEAD || !petrel__status_has_body(req->_resp->status) || len == 0)
         return 0;
     int rc;
     if (req->version == 11) {
@@ -1018,7 +1000,7 @@ static int h1_stream_end(petrel_req_t *req, petrel_resp_t *r)
 {
     petrel__conn_t *c = req->_conn;
     int rc = 0;
-    if (req->version == 11 && req->method != PETREL_HEAD && status_has_body(r->status)) {
+    if (req->version == 11 && req->method != PETREL_HEAD && petrel__status_has_body(r->status)) {
         rc = petrel__out_copy(c, "0\r\n", 3);
         if (rc == 0 && (req->_flags & REQ_TE_TRAILERS)) {
             /* RFC 9112 §7.1.2: trailers only to a client that said TE: trailers */

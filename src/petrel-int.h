@@ -198,6 +198,15 @@ typedef struct petrel__config {
     bool dev;                /* --dev: build .c modules, rebuild and reload on change */
 } petrel__config_t;
 
+/* The memory budget of a connection (HTTP/1.1: its arena limit, which
+ * queued output counts toward) and of an h2 stream's arena, and the cap of
+ * the streamed output an h2 connection may hold: twice --max-body-size plus
+ * twice --max-header-size plus 1 MiB. */
+static inline size_t petrel__conn_budget(const petrel__config_t *cfg)
+{
+    return 2 * cfg->max_body_size + 2 * cfg->max_header_size + (1 << 20);
+}
+
 typedef struct petrel__router petrel__router_t;
 
 struct petrel_server {
@@ -278,6 +287,24 @@ size_t petrel__methods_format(int methods, char *buf, size_t len);
  * acceptable (not starting with '/', %00, bad escape, climbing above the root).
  */
 ssize_t petrel__path_normalize(const char *in, size_t len, char *out);
+/* RFC 9110 §6.4.1, §15.3.5, §15.4.5: 1xx, 204 and 304 carry no content. */
+static inline bool petrel__status_has_body(int status)
+{
+    return !(status < 200 || status == 204 || status == 304);
+}
+/* `v` in decimal at p (no NUL); returns the end. */
+static inline char *petrel__put_u64(char *p, uint64_t v)
+{
+    char tmp[24];
+    int n = 0;
+    do {
+        tmp[n++] = (char)('0' + v % 10);
+        v /= 10;
+    } while (v);
+    while (n)
+        *p++ = tmp[--n];
+    return p;
+}
 /* One pass over an origin-form request target [t, end) (HTTP/1.1 and h2):
  * sets r->query when there is a '?', returns the path's length, and tells
  * in *clean whether the path can be used as it is (no '%', "/." or "//" to
