@@ -47,8 +47,9 @@ enum {
     PETREL_ENOMEM = -1,   /**< out of memory, or an arena over its limit */
     PETREL_EINVAL = -2,   /**< invalid argument */
     PETREL_ESTATE = -3,   /**< call not allowed in this state (e.g. sent twice) */
-    PETREL_EIO = -4,      /**< I/O error, the connection is gone */
-    PETREL_ENOTFOUND = -5 /**< no such thing (module, file, route) */
+    PETREL_EIO = -4,       /**< I/O error, the connection is gone */
+    PETREL_ENOTFOUND = -5, /**< no such thing (module, file, route) */
+    PETREL_ELIMIT = -6     /**< a configured limit was reached */
 };
 
 /** A static, human-readable message for a PETREL_E* code. */

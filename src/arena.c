@@ -7,7 +7,9 @@
  * a mark records (chunk, position, newest cleanup, newest large block) and a
  * reset unwinds to it.
  */
-#include "petrel-int.h"
+#include "arena.h"
+
+#include "list.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -22,7 +24,7 @@
 #define UNPOISON(p, n) ((void)(p), (void)(n))
 #endif
 
-__thread petrel__pool_t petrel__pool = {NULL, 0, 256, 0, 0};
+petrel__pool_t petrel__pool = {NULL, 0, 256, 0, 0};
 
 typedef struct defer {
     struct defer *next;
@@ -292,6 +294,7 @@ const char *petrel_strerror(int err)
     case PETREL_ESTATE: return "not allowed in this state";
     case PETREL_EIO: return "I/O error";
     case PETREL_ENOTFOUND: return "not found";
+    case PETREL_ELIMIT: return "limit reached";
     default: return "unknown error";
     }
 }

@@ -3,7 +3,8 @@
  * so that a program with modules of its own can embed the same command.
  */
 #include "config.h"
-#include "petrel-int.h"
+#include "log.h"
+#include "server.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -412,9 +413,9 @@ int petrel_main(int argc, char **argv, const petrel_module_t *const *builtins)
     if (nmodules == 0 && cfg->root == NULL)
         petrel_log(PETREL_LOG_WARN, "no --module and no --root: every request gets 404");
     if (cfg->access_log) {
-        int e = petrel__access_log_open(cfg->access_log);
+        int e = petrel__alog_open(cfg->access_log);
         if (e < 0) {
-            fprintf(stderr, "petrel: --access-log '%s': %s\n", cfg->access_log, strerror(-e));
+            fprintf(stderr, "petrel: --access-log '%s': %s\n", cfg->access_log, strerror(errno));
             rc = 1;
             goto out;
         }

@@ -1,27 +1,45 @@
 /*
- * conn.c -- connections: accepting, the read buffer, the output queue,
- * timeouts and closing.  The protocol (http1.c) decides what the bytes mean.
+ * conn.c -- the transport: accepted sockets with their read buffer, output
+ * queue, timer and arena.  What the bytes mean is the business of the
+ * protocol the connection is handed to (c->ops, conn.h); this file calls
+ * nothing else.
  *
  * Memory of an idle keep-alive connection is the conn struct alone: the read
  * buffer, the output queue and the arena's chunks go back to the worker's
- * pool as soon as a request is done and nothing is buffered.
+ * pool as soon as a protocol has nothing buffered, and HTTP/1.1 gives back
+ * its state between requests.
  */
-#include "petrel-int.h"
+#include "conn.h"
 
+#include <arpa/inet.h>
 #include <errno.h>
 #include <fcntl.h>
-#include <netinet/tcp.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/epoll.h>
+#include <sys/socket.h>
 #include <sys/sendfile.h>
+#include <sys/uio.h>
 #include <unistd.h>
+
+/* Connection structs kept for reuse beyond the live ones. */
+#define CONN_FREE_MAX 1024
 
 /* ------------------------------------------------------------------------ */
 /* Output queue: segments and copied bytes share pool chunks.              */
 
-#define OUT_SEGS 32
-#define IOV_BATCH 64
+#define OUT_SEGS 32  /* segments per chunk of the output queue */
+#define IOV_BATCH 64 /* iovecs per writev */
+
+enum { SEG_MEM, SEG_FD };
+
+typedef struct petrel__oseg {
+    int kind; /* SEG_MEM or SEG_FD */
+    const char *ptr;
+    size_t len;
+    int fd;
+    off_t off;
+} petrel__oseg_t;
 
 struct petrel__outq {
     petrel__outq_t *next;
@@ -71,34 +89,33 @@ void petrel__out_commit(petrel__conn_t *c, size_t len)
     petrel__outq_t *q = c->out_tail;
     char *p = q->data + q->used;
     petrel__oseg_t *last = q->nseg > q->first ? &q->seg[q->nseg - 1] : NULL;
-    if (last && last->kind == BODY_MEM && last->ptr + last->len == p) {
+    if (last && last->kind == SEG_MEM && last->ptr + last->len == p) {
         last->len += len;
     } else {
         petrel__oseg_t *s = &q->seg[q->nseg++];
-        s->kind = BODY_MEM;
+        s->kind = SEG_MEM;
         s->ptr = p;
         s->len = len;
     }
     q->used += (uint32_t)len;
 }
 
-/* Copies queued on an HTTP/1.1 connection count toward its memory budget,
- * the arena's limit (from --max-body-size and --max-header-size): a streamed
+/* Copies queued on a connection count toward its memory budget, the
+ * arena's limit (from --max-body-size and --max-header-size): a streamed
  * response produced faster than the peer reads -- or not read at all --
  * fails with PETREL_ENOMEM there instead of growing without bound.  (h2 and
  * WebSocket bound their own output: flow control, --ws-send-limit.) */
 static bool out_over_budget(petrel__conn_t *c)
 {
     size_t limit = c->arena.limit;
-    if (limit == 0 || c->proto || c->out == NULL)
+    if (limit == 0 || c->ops->bounds_output || c->out == NULL)
         return false;
     size_t queued = ((size_t)c->out_tail->seq - c->out->seq + 2) * PETREL_CHUNK_SIZE;
     if (queued + c->arena.bytes <= limit)
         return false;
-    if (!(c->flags & CONN_ERROR))
-        petrel_log(PETREL_LOG_WARN, "%zu bytes of output queued for a peer that does not read "
-                                    "them (limit %zu, see --max-body-size): closing",
-                   queued, limit);
+    petrel_log(PETREL_LOG_WARN, "%zu bytes of output queued for a peer that does not read "
+                                "them (limit %zu, see --max-body-size): closing",
+               queued, limit);
     return true;
 }
 
@@ -141,12 +158,12 @@ static int out_seg(petrel__conn_t *c, int kind, const void *ptr, size_t len, int
 
 int petrel__out_ref(petrel__conn_t *c, const void *data, size_t len)
 {
-    return len ? out_seg(c, BODY_MEM, data, len, -1, 0) : 0;
+    return len ? out_seg(c, SEG_MEM, data, len, -1, 0) : 0;
 }
 
 int petrel__out_fd(petrel__conn_t *c, int fd, off_t off, size_t len)
 {
-    return len ? out_seg(c, BODY_FD, NULL, len, fd, off) : 0;
+    return len ? out_seg(c, SEG_FD, NULL, len, fd, off) : 0;
 }
 
 static void out_release(petrel__conn_t *c)
@@ -167,7 +184,7 @@ static void out_advance(petrel__conn_t *c, size_t n)
         petrel__oseg_t *s = &q->seg[q->first];
         if (n < s->len) {
             s->len -= n;
-            if (s->kind == BODY_MEM)
+            if (s->kind == SEG_MEM)
                 s->ptr += n;
             else
                 s->off += (off_t)n;
@@ -188,7 +205,7 @@ static void set_events(petrel__conn_t *c)
     if (c->flags & CONN_CLOSED)
         return;
     uint32_t ev = 0;
-    if (!(c->flags & (CONN_PAUSED | CONN_CLOSING | CONN_EOF)) || (c->flags & CONN_LINGER))
+    if (!(c->flags & (CONN_PAUSED | CONN_EOF)) || (c->flags & CONN_LINGER))
         ev |= EPOLLIN;
     if (c->flags & CONN_WANT_WRITE)
         ev |= EPOLLOUT;
@@ -213,19 +230,19 @@ void petrel__conn_update_events(petrel__conn_t *c) { set_events(c); }
 int petrel__conn_flush(petrel__conn_t *c)
 {
     if (c->flags & CONN_CLOSED)
-        return -1;
+        return PETREL_EIO;
     while (c->out) {
         petrel__outq_t *q = c->out;
         petrel__oseg_t *s = &q->seg[q->first];
         ssize_t w;
         size_t want;
-        if (s->kind == BODY_FD) {
+        if (s->kind == SEG_FD) {
             off_t off = s->off;
             want = s->len;
             w = sendfile(c->io.fd, s->fd, &off, want);
             if (w == 0) {
                 /* the file shrank under us: the response cannot be completed */
-                return -1;
+                return PETREL_EIO;
             }
         } else {
             struct iovec iov[IOV_BATCH];
@@ -234,7 +251,7 @@ int petrel__conn_flush(petrel__conn_t *c)
             want = 0;
             for (petrel__outq_t *p = q; p && n < IOV_BATCH; p = p->next) {
                 for (uint32_t i = p->first; i < p->nseg && n < IOV_BATCH; i++) {
-                    if (p->seg[i].kind != BODY_MEM) {
+                    if (p->seg[i].kind != SEG_MEM) {
                         more = true;
                         goto gathered;
                     }
@@ -261,7 +278,7 @@ int petrel__conn_flush(petrel__conn_t *c)
                 break;
             if (errno == EINTR)
                 continue;
-            return -1;
+            return PETREL_EIO;
         }
         out_advance(c, (size_t)w);
         if ((size_t)w < want)
@@ -272,7 +289,7 @@ int petrel__conn_flush(petrel__conn_t *c)
             c->flags |= CONN_WANT_WRITE;
             set_events(c);
         }
-        petrel__timer_arm(petrel__loop, &c->timer, &c->srv->tq_send);
+        petrel__timer_arm(petrel__loop, &c->timer, &c->cs->tq_send);
         return 0;
     }
     if (c->flags & CONN_WANT_WRITE) {
@@ -281,8 +298,6 @@ int petrel__conn_flush(petrel__conn_t *c)
     }
     return 0;
 }
-
-bool petrel__conn_out_empty(const petrel__conn_t *c) { return c->out == NULL; }
 
 /* For ws.c's send limit: a walk, called only when its own bound is passed. */
 size_t petrel__out_bytes(const petrel__conn_t *c)
@@ -302,9 +317,9 @@ int petrel__conn_read(petrel__conn_t *c)
     if (c->rbuf == NULL) {
         c->rbuf = petrel__chunk_get(&petrel__pool);
         if (c->rbuf == NULL)
-            return -1;
+            return PETREL_EIO;
         c->rcap = PETREL_CHUNK_SIZE;
-        c->rlen = c->rpos = c->head_start = 0;
+        c->rlen = c->rpos = 0;
     }
     if (c->rlen == c->rcap)
         return 0;
@@ -322,11 +337,40 @@ int petrel__conn_read(petrel__conn_t *c)
             continue;
         if (errno == EAGAIN || errno == EWOULDBLOCK)
             return 0;
-        return -1;
+        return PETREL_EIO;
     }
 }
 
-/* Give back the read buffer when it holds nothing. */
+void petrel__conn_compact(petrel__conn_t *c)
+{
+    if (c->rbuf && c->rpos) {
+        memmove(c->rbuf, c->rbuf + c->rpos, c->rlen - c->rpos);
+        c->rlen -= c->rpos;
+        c->rpos = 0;
+    }
+}
+
+int petrel__conn_rbuf_grow(petrel__conn_t *c, size_t cap,
+                           void (*moved)(void *arg, const char *lo, const char *hi, ptrdiff_t d),
+                           void *arg)
+{
+    if (cap <= c->rcap || cap > UINT32_MAX)
+        return PETREL_EINVAL;
+    char *nb = malloc(cap);
+    if (nb == NULL)
+        return PETREL_ENOMEM;
+    memcpy(nb, c->rbuf, c->rlen);
+    moved(arg, c->rbuf, c->rbuf + c->rlen, nb - c->rbuf);
+    if (c->flags & CONN_RBUF_LARGE)
+        free(c->rbuf);
+    else
+        petrel__chunk_put(&petrel__pool, c->rbuf);
+    c->rbuf = nb;
+    c->rcap = (uint32_t)cap;
+    c->flags |= CONN_RBUF_LARGE;
+    return 0;
+}
+
 static void rbuf_release(petrel__conn_t *c)
 {
     if (c->rbuf == NULL)
@@ -337,15 +381,17 @@ static void rbuf_release(petrel__conn_t *c)
         petrel__chunk_put(&petrel__pool, c->rbuf);
     c->rbuf = NULL;
     c->flags &= ~CONN_RBUF_LARGE;
-    c->rcap = c->rlen = c->rpos = c->head_start = 0;
+    c->rcap = c->rlen = c->rpos = 0;
+}
+
+void petrel__conn_idle(petrel__conn_t *c)
+{
+    if (c->rpos == c->rlen)
+        rbuf_release(c);
 }
 
 /* ------------------------------------------------------------------------ */
-/* Connections                                                              */
-
-static __thread petrel__list_t conn_free;
-static __thread size_t conn_nfree;
-static __thread petrel__list_t *conn_dead; /* closed this turn: freed at its end */
+/* Events                                                                   */
 
 static void on_io(petrel__io_t *io, uint32_t events)
 {
@@ -357,8 +403,8 @@ static void on_io(petrel__io_t *io, uint32_t events)
             petrel__conn_close(c);
             return;
         }
-        if (c->out == NULL)
-            petrel__http1_on_flushed(c);
+        if (c->out == NULL && c->ops->on_written)
+            c->ops->on_written(c);
         if (c->flags & CONN_CLOSED)
             return;
     }
@@ -367,26 +413,34 @@ static void on_io(petrel__io_t *io, uint32_t events)
             petrel__conn_close(c);
             return;
         }
-        petrel__http1_on_read(c);
+        c->ops->on_read(c);
     }
 }
 
 static void on_timer(petrel__timer_t *t)
 {
     petrel__conn_t *c = container_of(t, petrel__conn_t, timer);
-    if (c->flags & CONN_LINGER)
-        petrel__conn_close(c);
+    if (c->ops->on_timeout)
+        c->ops->on_timeout(c);
     else
-        petrel__http1_on_timeout(c);
+        petrel__conn_close(c);
 }
 
-static void on_linger(petrel__io_t *io, uint32_t events)
+void petrel__conn_switch(petrel__conn_t *c, const petrel__proto_ops_t *ops, void *state)
 {
-    petrel__conn_t *c = container_of(io, petrel__conn_t, io);
+    c->ops = ops;
+    c->proto = state;
+    ops->start(c);
+}
+
+/* ------------------------------------------------------------------------ */
+/* Lingering close: a protocol of its own                                   */
+
+static void linger_read(petrel__conn_t *c)
+{
     char buf[4096];
-    (void)events;
     for (int i = 0; i < 16; i++) {
-        ssize_t n = read(io->fd, buf, sizeof(buf));
+        ssize_t n = read(c->io.fd, buf, sizeof(buf));
         if (n > 0)
             continue;
         if (n < 0 && (errno == EAGAIN || errno == EINTR))
@@ -395,6 +449,21 @@ static void on_linger(petrel__io_t *io, uint32_t events)
     }
     petrel__conn_close(c);
 }
+
+static void linger_start(petrel__conn_t *c) { (void)c; }
+
+static void linger_drain(petrel__conn_t *c, bool close_idle)
+{
+    (void)c, (void)close_idle; /* it closes by itself within PETREL__LINGER_MS */
+}
+
+static const petrel__proto_ops_t linger_ops = {
+    .name = "linger",
+    .start = linger_start,
+    .on_read = linger_read,
+    .drain = linger_drain,
+    /* on_timeout NULL: the connection closes */
+};
 
 void petrel__conn_linger(petrel__conn_t *c)
 {
@@ -405,91 +474,81 @@ void petrel__conn_linger(petrel__conn_t *c)
         petrel__conn_close(c);
         return;
     }
-    c->req = NULL;
+    c->ops = &linger_ops;
+    c->proto = NULL;
     petrel__arena_clear(&c->arena);
     out_release(c);
     rbuf_release(c);
     c->flags |= CONN_LINGER;
     c->flags &= ~CONN_WANT_WRITE;
-    c->io.cb = on_linger;
     set_events(c);
-    petrel__timer_arm(petrel__loop, &c->timer, &c->srv->tq_linger);
+    petrel__timer_arm(petrel__loop, &c->timer, &c->cs->tq_linger);
 }
 
-/* An HTTP/1.1 streamed response cut short (the peer reset, a send timeout):
- * its handler still holds the request and may write from a timer, so the
- * connection struct and its arena stay until the handler ends the stream;
- * writes fail with PETREL_EIO meanwhile (the same contract as an orphaned
- * h2 stream, doc/arena-and-lifetimes.md).  Freeing them at once let a late
- * petrel_stream_write() land in whatever connection reused the struct. */
-static void orphan_done(void *data)
+/* ------------------------------------------------------------------------ */
+/* Connections                                                              */
+
+/* Per worker process (doc/architecture.md, "Processes"). */
+static petrel__list_t conn_free;
+static size_t conn_nfree;
+static petrel__list_t *conn_dead; /* closed this turn: freed at its end */
+
+static void conn_bury(petrel__conn_t *c)
 {
-    petrel__conn_t *c = data;
-    /* called from the request's arena reset: free at the end of the turn */
-    c->link.next = conn_dead ? conn_dead : NULL;
+    /* freed at the end of the loop turn: a later event of this turn may
+     * still carry a pointer to it */
+    c->link.next = conn_dead;
     conn_dead = &c->link;
-}
-
-static bool streaming(const petrel__conn_t *c)
-{
-    const petrel_req_t *r = c->req;
-    return r && r->_resp && r->_resp->body_kind == BODY_STREAM && r->_resp->sent &&
-           !r->_resp->ended;
 }
 
 void petrel__conn_close(petrel__conn_t *c)
 {
     if (c->flags & CONN_CLOSED)
         return;
-    petrel_server_t *srv = c->srv;
+    petrel__conns_t *cs = c->cs;
     c->flags |= CONN_CLOSED;
     c->flags &= ~CONN_WANT_WRITE;
     petrel__timer_disarm(&c->timer);
     /* no EPOLL_CTL_DEL: closing the only descriptor of the socket removes it */
     close(c->io.fd);
     c->io.fd = -1;
-    bool orphan = streaming(c) && !c->on_close;
-    if (c->req && !orphan)
-        c->req = NULL;
-    if (c->on_close) {
-        /* ws.c: its state is not in the arena, so that an idle WebSocket
-         * holds no arena chunk */
-        void (*cb)(petrel__conn_t *) = c->on_close;
-        c->on_close = NULL;
-        cb(c);
-    }
+    /* the protocol gives back its state; an orphan keeps struct and arena
+     * (a handler still streams into them: writes fail with PETREL_EIO) */
+    bool orphan = c->ops->on_close && c->ops->on_close(c);
     out_release(c);
     rbuf_release(c);
     list_unlink(&c->link);
-    srv->nconns--;
-    if (orphan) {
-        /* the request's end resets the arena to its mark, which runs this */
-        if (petrel_arena_defer(&c->arena, orphan_done, c) < 0)
-            petrel_log(PETREL_LOG_ERROR, "out of memory: a streamed response cut short "
-                                         "keeps its connection's memory");
-    } else {
+    cs->n--;
+    if (!orphan) {
         petrel__arena_clear(&c->arena);
-        /* freed at the end of the loop turn: a later event of this turn may
-         * still carry a pointer to it */
-        c->link.next = conn_dead ? conn_dead : NULL;
-        conn_dead = &c->link;
+        conn_bury(c);
     }
-    if (srv->accept_paused && !srv->draining && srv->nconns < srv->cfg.max_connections)
-        petrel__listen_start(srv);
-    if (srv->draining && srv->nconns == 0)
-        srv->loop.stop = true;
+    if (cs->on_gone)
+        cs->on_gone(cs);
 }
 
-static void conn_reap(void)
+void petrel__conn_end(petrel__conn_t *c)
+{
+    if (!(c->flags & CONN_CLOSED))
+        shutdown(c->io.fd, SHUT_WR);
+    petrel__conn_close(c);
+}
+
+void petrel__conn_release(petrel__conn_t *c)
+{
+    petrel__arena_clear(&c->arena);
+    conn_bury(c);
+}
+
+void petrel__conns_reap(void)
 {
     while (conn_dead) {
         petrel__list_t *l = conn_dead;
         conn_dead = l->next;
         petrel__conn_t *c = container_of(l, petrel__conn_t, link);
-        petrel__arena_clear(&c->arena); /* an orphan's; a no-op for the others */
         if (conn_free.next == NULL)
             list_init(&conn_free);
-        if (conn_nfree < 1024) {
+        if (conn_nfree < CONN_FREE_MAX) {
             list_append(&conn_free, &c->link);
             conn_nfree++;
         } else {
@@ -498,16 +557,24 @@ static void conn_reap(void)
     }
 }
 
-/* Read at once: with TCP_DEFER_ACCEPT the request is usually there already,
- * and a request answered within this first read needs no epoll call. */
-static void conn_start(petrel__conn_t *c)
+int petrel__conns_init(petrel__conns_t *cs, const petrel__config_t *cfg,
+                       struct petrel_server *srv, const petrel__proto_ops_t *first)
 {
-    petrel__http1_on_read(c);
-    if (!(c->flags & (CONN_CLOSED | CONN_REGISTERED)))
-        set_events(c);
+    memset(cs, 0, sizeof(*cs));
+    list_init(&cs->all);
+    cs->cfg = cfg;
+    cs->srv = srv;
+    cs->first = first;
+    int rc;
+    if ((rc = petrel__tq_init(petrel__loop, &cs->tq_header, cfg->header_timeout_ms)) < 0 ||
+        (rc = petrel__tq_init(petrel__loop, &cs->tq_keepalive, cfg->keepalive_timeout_ms)) < 0 ||
+        (rc = petrel__tq_init(petrel__loop, &cs->tq_send, cfg->send_timeout_ms)) < 0 ||
+        (rc = petrel__tq_init(petrel__loop, &cs->tq_linger, PETREL__LINGER_MS)) < 0)
+        return rc;
+    return 0;
 }
 
-static petrel__conn_t *conn_new(petrel_server_t *srv, int fd)
+static petrel__conn_t *conn_new(petrel__conns_t *cs, int fd)
 {
     petrel__conn_t *c;
     if (conn_free.next == NULL)
@@ -519,171 +586,76 @@ static petrel__conn_t *conn_new(petrel_server_t *srv, int fd)
     } else if ((c = malloc(sizeof(*c))) == NULL) {
         return NULL;
     }
-    memset(c, 0, offsetof(petrel__conn_t, parser));
+    memset(c, 0, sizeof(*c));
     c->io.fd = fd;
     c->io.cb = on_io;
     c->timer.cb = on_timer;
     list_init(&c->timer.node);
-    c->srv = srv;
-    petrel__arena_init(&c->arena, &petrel__pool,
-                       petrel__conn_budget(&srv->cfg));
-    petrel__http1_init_conn(c);
-    list_append(&srv->conns, &c->link);
-    srv->nconns++;
-    petrel__timer_arm(petrel__loop, &c->timer, &srv->tq_header);
+    c->cs = cs;
+    c->ops = cs->first;
+    petrel__arena_init(&c->arena, &petrel__pool, petrel__conn_budget(cs->cfg));
+    list_append(&cs->all, &c->link);
+    cs->n++;
+    petrel__timer_arm(petrel__loop, &c->timer, &cs->tq_header);
     return c;
 }
 
-int petrel__conn_adopt(petrel_server_t *srv, int fd)
+/* The first protocol reads at once: with TCP_DEFER_ACCEPT the request is
+ * usually there already, and a request answered within this first read
+ * needs no epoll call. */
+static void conn_start(petrel__conn_t *c)
 {
-    int fl = fcntl(fd, F_GETFL);
-    fcntl(fd, F_SETFL, fl | O_NONBLOCK);
-    petrel__conn_t *c = conn_new(srv, fd);
-    if (c == NULL)
+    c->ops->start(c);
+    if (!(c->flags & (CONN_CLOSED | CONN_REGISTERED)))
+        set_events(c);
+}
+
+int petrel__conn_open(petrel__conns_t *cs, int fd, const struct sockaddr *peer, socklen_t len)
+{
+    petrel__conn_t *c = conn_new(cs, fd);
+    if (c == NULL) {
+        close(fd);
         return PETREL_ENOMEM;
-    c->peer.in.sin_family = AF_UNIX;
+    }
+    memcpy(&c->peer, peer, len < sizeof(c->peer) ? len : sizeof(c->peer));
     conn_start(c);
     return 0;
 }
 
-/* Called by http1.c when a request is done and nothing is buffered. */
-void petrel__conn_idle(petrel__conn_t *c)
+int petrel__conn_adopt(petrel__conns_t *cs, int fd)
 {
-    if (c->rpos == c->rlen)
-        rbuf_release(c);
+    int fl = fcntl(fd, F_GETFL);
+    fcntl(fd, F_SETFL, fl | O_NONBLOCK);
+    struct sockaddr sa = {.sa_family = AF_UNIX};
+    return petrel__conn_open(cs, fd, &sa, sizeof(sa));
 }
 
-void petrel__conn_reap(void) { conn_reap(); }
-
-/* ------------------------------------------------------------------------ */
-/* Accepting                                                                */
-
-typedef struct listener {
-    petrel__io_t io;
-    petrel_server_t *srv;
-} listener_t;
-
-static __thread petrel__timer_t accept_retry;
-static __thread petrel__tq_t accept_retry_q;
-static __thread unsigned accept_failures; /* EMFILE and the like since the last accept */
-
-static void on_accept(petrel__io_t *io, uint32_t events)
+const char *petrel__conn_peer_text(const petrel__conn_t *c, char *buf, size_t len)
 {
-    (void)events;
-    listener_t *l = (listener_t *)io;
-    petrel_server_t *srv = l->srv;
-    if (srv->draining || io->fd < 0)
-        return; /* an event of this turn for a listener we just closed */
-    for (int i = 0; i < 64; i++) {
-        if (srv->nconns >= srv->cfg.max_connections) {
-            /* stop accepting until a connection goes away */
-            petrel__listen_stop(srv);
-            srv->accept_paused = true;
-            return;
-        }
-        union {
-            struct sockaddr sa;
-            struct sockaddr_in6 in6;
-        } addr;
-        socklen_t alen = sizeof(addr);
-        int fd = accept4(io->fd, &addr.sa, &alen, SOCK_NONBLOCK | SOCK_CLOEXEC);
-        if (fd < 0) {
-            if (errno == EAGAIN || errno == EWOULDBLOCK)
-                return;
-            if (errno == EINTR || errno == ECONNABORTED)
-                continue;
-            if (errno == EMFILE || errno == ENFILE || errno == ENOBUFS || errno == ENOMEM) {
-                /* Out of descriptors: stop polling the listener for a moment,
-                 * keep serving the connections we have (no busy loop).  Said
-                 * once per episode, not at every retry. */
-                if (accept_failures++ == 0)
-                    petrel_log(PETREL_LOG_WARN,
-                               "accept: %s; pausing accepts, retrying every 100 ms and "
-                               "whenever a connection closes",
-                               strerror(errno));
-                petrel__listen_stop(srv);
-                srv->accept_paused = true;
-                petrel__timer_arm(petrel__loop, &accept_retry, &accept_retry_q);
-                return;
-            }
-            petrel_log(PETREL_LOG_ERROR, "accept: %s", strerror(errno));
-            return;
-        }
-        if (accept_failures) {
-            petrel_log(PETREL_LOG_INFO, "accept: resumed after %u failed attempts",
-                       accept_failures);
-            accept_failures = 0;
-        }
-        /* TCP_NODELAY is inherited from the listening socket */
-        petrel__conn_t *c = conn_new(srv, fd);
-        if (c == NULL) {
-            close(fd);
-            continue;
-        }
-        memcpy(&c->peer, &addr, alen < sizeof(c->peer) ? alen : sizeof(c->peer));
-        conn_start(c);
-    }
+    const char *s = NULL;
+    if (c->peer.sa.sa_family == AF_INET)
+        s = inet_ntop(AF_INET, &c->peer.in.sin_addr, buf, (socklen_t)len);
+    else if (c->peer.sa.sa_family == AF_INET6)
+        s = inet_ntop(AF_INET6, &c->peer.in6.sin6_addr, buf, (socklen_t)len);
+    else if (c->peer.sa.sa_family == AF_UNIX)
+        s = "unix";
+    return s ? s : "-";
 }
 
-static __thread petrel_server_t *retry_srv;
-
-static void on_accept_retry_fire(petrel__timer_t *t)
+void petrel__conns_drain(petrel__conns_t *cs, bool close_idle)
 {
-    (void)t;
-    if (retry_srv && !retry_srv->draining && retry_srv->accept_paused &&
-        retry_srv->nconns < retry_srv->cfg.max_connections)
-        petrel__listen_start(retry_srv);
-}
-
-int petrel__listen_start(petrel_server_t *srv)
-{
-    if (srv->listen_ios == NULL) {
-        listener_t *ls = calloc((size_t)srv->nlistens, sizeof(*ls));
-        if (ls == NULL)
-            return PETREL_ENOMEM;
-        for (int i = 0; i < srv->nlistens; i++) {
-            ls[i].io.fd = srv->listens[i].fd;
-            ls[i].io.cb = on_accept;
-            ls[i].srv = srv;
-        }
-        srv->listen_ios = &ls[0].io;
-        retry_srv = srv;
-        accept_retry.cb = on_accept_retry_fire;
-        list_init(&accept_retry.node);
-        petrel__tq_init(petrel__loop, &accept_retry_q, 100);
-    }
-    listener_t *ls = (listener_t *)srv->listen_ios;
-    for (int i = 0; i < srv->nlistens; i++)
-        if (ls[i].io.fd >= 0 && ls[i].io.events == 0)
-            petrel__io_add(petrel__loop, &ls[i].io, EPOLLIN);
-    srv->accept_paused = false;
-    return 0;
-}
-
-void petrel__listen_stop(petrel_server_t *srv)
-{
-    listener_t *ls = (listener_t *)srv->listen_ios;
-    if (ls == NULL)
-        return;
-    for (int i = 0; i < srv->nlistens; i++)
-        if (ls[i].io.fd >= 0 && ls[i].io.events)
-            petrel__io_del(petrel__loop, &ls[i].io);
-}
-
-/* Close every connection that has no request in flight (drain). */
-void petrel__conn_close_idle(petrel_server_t *srv)
-{
-    petrel__list_t *l = srv->conns.next;
-    while (l != &srv->conns) {
+    cs->draining = true;
+    petrel__list_t *l = cs->all.next;
+    while (l != &cs->all) {
         petrel__conn_t *c = container_of(l, petrel__conn_t, link);
-        l = l->next;
-        /* h2: GOAWAY, finish the open streams, then close (h2.c);
-         * ws: Close 1001, wait for the peer's Close, then close (ws.c) */
-        if (c->proto && (petrel__h2_drain(c) || petrel__ws_drain(c)))
-            continue;
-        if (petrel__http1_idle(c))
-            petrel__conn_close(c);
-        else
-            c->flags &= ~CONN_KEEPALIVE;
+        l = l->next; /* c may close */
+        if (c->ops->drain)
+            c->ops->drain(c, close_idle);
     }
+}
+
+void petrel__conns_close_all(petrel__conns_t *cs)
+{
+    while (!list_empty(&cs->all))
+        petrel__conn_close(container_of(cs->all.next, petrel__conn_t, link));
 }

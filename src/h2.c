@@ -2,10 +2,10 @@
  * h2.c -- HTTP/2 over cleartext (RFC 9113) on nghttp2: the only file that
  * touches nghttp2.
  *
- * A connection comes here when its first bytes are the connection preface
- * (prior knowledge, petrel__h2_takeover) or after an HTTP/1.1 request with
- * `Upgrade: h2c` (petrel__h2_upgrade).  From then on the connection's io and
- * timer callbacks are ours and c->proto is our state (h2conn_t).
+ * A connection comes here (petrel__h2_ops) when its first bytes are the
+ * connection preface (prior knowledge: the entry stage switches it) or after
+ * an HTTP/1.1 request with `Upgrade: h2c` (petrel__h2_upgrade, through
+ * HTTP/1.1's upgrade hook).  c->proto is then our state (h2conn_t).
  *
  * The path of a request:
  *   read -> nghttp2_session_mem_recv -> callbacks fill a stream slot (the
@@ -24,7 +24,7 @@
  *
  * Memory:
  *   - h2conn_t is malloc'ed when the connection turns to h2 and freed, with
- *     the session, by the connection's close hook (c->on_close): the
+ *     the session, when the connection closes (h2_on_close): the
  *     connection arena stays empty, so an idle h2 connection holds no pool
  *     chunk.
  *   - nghttp2 allocates through a counting nghttp2_mem: a per-worker
@@ -45,7 +45,9 @@
  *     orphan, petrel_stream_write() returns PETREL_EIO, and
  *     petrel_stream_end() frees it.
  */
-#include "petrel-int.h"
+#include "h2.h"
+
+#include "http1.h"
 
 #include <arpa/inet.h>
 #include <errno.h>
@@ -145,7 +147,6 @@ struct h2conn {
 };
 
 static const petrel_proto_t h2_proto;
-static void h2_on_io(petrel__io_t *io, uint32_t events);
 static void h2_flush(h2conn_t *h);
 
 /* ------------------------------------------------------------------------ */
@@ -173,9 +174,9 @@ typedef union memblk {
     max_align_t _align;
 } memblk_t;
 
-static __thread petrel__h2_stats_t stats;
-static __thread memblk_t *mem_free_list[MEM_NCLASS];
-static __thread uint32_t mem_nfree[MEM_NCLASS];
+static petrel__h2_stats_t stats;
+static memblk_t *mem_free_list[MEM_NCLASS];
+static uint32_t mem_nfree[MEM_NCLASS];
 
 static inline int mem_class(size_t size)
 {
@@ -280,8 +281,8 @@ void petrel__h2_stats(petrel__h2_stats_t *st)
 /* ------------------------------------------------------------------------ */
 /* Stream slots                                                             */
 
-static __thread petrel__list_t slot_free;
-static __thread size_t slot_nfree;
+static petrel__list_t slot_free;
+static size_t slot_nfree;
 
 static h2stream_t *stream_new(h2conn_t *h, int32_t id)
 {
@@ -299,24 +300,22 @@ static h2stream_t *stream_new(h2conn_t *h, int32_t id)
         stats.slot_mallocs++;
     }
     stats.streams++;
-    petrel__conn_t *c = h->c;
-    petrel_server_t *srv = c->srv;
+    petrel__conns_t *cs = h->c->cs;
     memset(s, 0, offsetof(h2stream_t, hdrs));
     list_init(&s->rlink);
     list_append(&h->streams, &s->link);
     s->h = h;
     s->id = id;
     s->hdr_cap = NHDR_INLINE;
-    petrel__arena_init(&s->arena, &petrel__pool,
-                       petrel__conn_budget(&srv->cfg));
+    petrel__arena_init(&s->arena, &petrel__pool, petrel__conn_budget(cs->cfg));
     petrel_req_t *r = &s->req;
     r->version = 20;
     r->headers = s->hdrs;
     r->arena = &s->arena;
-    r->server = srv;
-    r->id = ++srv->next_req_id;
+    r->server = cs->srv;
+    r->id = ++cs->next_req_id;
     r->_proto = &h2_proto;
-    r->_conn = c;
+    r->_conn = h->c;
     r->_resp = &s->resp;
     s->resp.headers_tail = &s->resp.headers;
     s->resp.trailers_tail = &s->resp.trailers;
@@ -450,7 +449,7 @@ static int on_header(nghttp2_session *ngh, const nghttp2_frame *frame, const uin
     h2stream_t *s = h->cur;
     if (s == NULL || s->err)
         return 0;
-    petrel__config_t *cfg = &h->c->srv->cfg;
+    const petrel__config_t *cfg = h->c->cs->cfg;
     size_t limit = cfg->h2_max_header_list_size ? cfg->h2_max_header_list_size
                                                 : cfg->max_header_size;
     s->hdr_bytes += (uint32_t)(namelen + valuelen + 32);
@@ -551,7 +550,7 @@ static int parse_path(h2stream_t *s)
 static void head_done(h2conn_t *h, h2stream_t *s, bool end_stream)
 {
     petrel_req_t *r = &s->req;
-    petrel__config_t *cfg = &h->c->srv->cfg;
+    const petrel__config_t *cfg = h->c->cs->cfg;
     s->flags |= S_HEAD_DONE;
     if (s->err)
         return;
@@ -684,7 +683,7 @@ static int on_data_chunk(nghttp2_session *ngh, uint8_t flags, int32_t id, const 
     if (s == NULL || (s->flags & S_DISCARD) || s->err || s->resp.sent)
         return 0;
     petrel_req_t *r = &s->req;
-    size_t need = r->body.len + len, max = h->c->srv->cfg.max_body_size;
+    size_t need = r->body.len + len, max = h->c->cs->cfg->max_body_size;
     if (need > s->body_cap) {
         if (need > max) {
             s->err = 413;
@@ -753,8 +752,8 @@ static int on_stream_close(nghttp2_session *ngh, int32_t id, uint32_t error_code
     s->flags &= ~S_READY;
     if (h->cur == s)
         h->cur = NULL;
-    if (petrel__access_log_on && s->resp.sent)
-        petrel__access_log(&s->req, s->resp.status, s->bytes_out);
+    if (s->resp.sent)
+        petrel__req_finished(&s->req, s->bytes_out);
     if (s->resp.sent && !s->resp.ended) {
         s->flags |= S_DEAD; /* its handler still streams: freed by petrel_stream_end */
         return 0;
@@ -976,7 +975,7 @@ static int h2_stream_write(petrel_req_t *req, const void *data, size_t len)
     if (req->method == PETREL_HEAD || !petrel__status_has_body(s->resp.status) || len == 0)
         return 0;
     h2conn_t *h = s->h;
-    size_t budget = petrel__conn_budget(&h->c->srv->cfg);
+    size_t budget = petrel__conn_budget(h->c->cs->cfg);
     if (h->buffered + len > budget) {
         /* RFC 9113 §8.1: a response that cannot complete ends with
          * RST_STREAM; its buffers go now */
@@ -1047,14 +1046,8 @@ static int h2_stream_end(petrel_req_t *req, petrel_resp_t *r)
 static const char *h2_peer(petrel_req_t *req)
 {
     petrel__conn_t *c = req->_conn;
-    char buf[INET6_ADDRSTRLEN];
-    const char *p = c == NULL ? "-" : "unix";
-    if (c && c->peer.sa.sa_family == AF_INET)
-        p = inet_ntop(AF_INET, &c->peer.in.sin_addr, buf, sizeof(buf));
-    else if (c && c->peer.sa.sa_family == AF_INET6)
-        p = inet_ntop(AF_INET6, &c->peer.in6.sin6_addr, buf, sizeof(buf));
-    if (p == NULL)
-        p = "-";
+    char buf[64];
+    const char *p = c ? petrel__conn_peer_text(c, buf, sizeof(buf)) : "-";
     return petrel_arena_strndup(req->arena, p, strlen(p));
 }
 
@@ -1113,8 +1106,7 @@ static int produce(h2conn_t *h)
 
 static void conn_done(petrel__conn_t *c)
 {
-    shutdown(c->io.fd, SHUT_WR); /* the peer reads the GOAWAY before it sees the end */
-    petrel__conn_close(c);
+    petrel__conn_end(c); /* the peer reads the GOAWAY before it sees the end */
 }
 
 /* Does a response wait for the peer to open its window?  (Called only when
@@ -1137,10 +1129,9 @@ static bool blocked_on_peer(h2conn_t *h)
 static void h2_flush(h2conn_t *h)
 {
     petrel__conn_t *c = h->c;
-    petrel_server_t *srv = c->srv;
+    petrel__conns_t *cs = c->cs;
     list_unlink(&h->pending.node);
-    if (c->rbuf && c->rpos == c->rlen)
-        petrel__conn_idle(c); /* an empty read buffer goes back to the pool */
+    petrel__conn_idle(c); /* an empty read buffer goes back to the pool */
     for (;;) {
         if (produce(h) < 0 || petrel__conn_flush(c) < 0) {
             petrel__conn_close(c);
@@ -1159,33 +1150,29 @@ static void h2_flush(h2conn_t *h)
         return;
     }
     /* Read no more requests while the peer does not read the answers. */
-    unsigned want = empty ? 0 : CONN_PAUSED;
-    if ((c->flags & CONN_PAUSED) != want) {
-        c->flags = (c->flags & ~CONN_PAUSED) | want;
-        petrel__conn_update_events(c);
-        if (c->flags & CONN_CLOSED)
-            return;
-    }
+    petrel__conn_pause(c, !empty);
+    if (c->flags & CONN_CLOSED)
+        return;
     if (!empty)
         return; /* the send timeout is armed */
     if (h->nstreams == 0) {
         /* draining: the PING's answer is awaited for as long as a
          * lingering close waits for the peer's last bytes */
-        petrel__tq_t *q = (h->flags & H2_NOTICE) ? &srv->tq_linger : &srv->tq_keepalive;
+        petrel__tq_t *q = (h->flags & H2_NOTICE) ? &cs->tq_linger : &cs->tq_keepalive;
         /* the idle time counts from the last request: a connection whose
          * requests are all answered within each turn is never idle */
         if (c->timer.q != q || (h->flags & H2_ACTIVE))
             petrel__timer_arm(petrel__loop, &c->timer, q);
     } else if (h->nrecv > 0 || !list_empty(&h->ready)) {
         /* requests arriving, or an upgrade waiting for the client's preface */
-        petrel__timer_arm(petrel__loop, &c->timer, &srv->tq_header);
+        petrel__timer_arm(petrel__loop, &c->timer, &cs->tq_header);
     } else if (blocked_on_peer(h)) {
         /* response bytes wait for the peer's flow-control window: a peer
          * that keeps it shut (SETTINGS_INITIAL_WINDOW_SIZE 0) gets the send
          * timeout, as one that does not read (counted from the last
          * bytes it let through) */
-        if (c->timer.q != &srv->tq_send || h->queued)
-            petrel__timer_arm(petrel__loop, &c->timer, &srv->tq_send);
+        if (c->timer.q != &cs->tq_send || h->queued)
+            petrel__timer_arm(petrel__loop, &c->timer, &cs->tq_send);
     } else {
         petrel__timer_disarm(&c->timer); /* handlers at work */
     }
@@ -1222,10 +1209,11 @@ static void h2_read(h2conn_t *h)
         }
         if (n == 0)
             break; /* EAGAIN, or EOF: h2_flush closes when the streams are done */
-        bool full = c->rlen == c->rcap;
-        const char *p = c->rbuf + c->rlen - (uint32_t)n;
-        c->rpos = c->rlen = 0; /* nghttp2 consumes everything it is given */
-        if (feed(h, p, (size_t)n) < 0 || !full)
+        size_t avail;
+        bool full = petrel__conn_rfull(c);
+        const char *p = petrel__conn_input(c, &avail);
+        petrel__conn_consume(c, avail); /* nghttp2 consumes everything it is given */
+        if (feed(h, p, avail) < 0 || !full)
             break;
     }
     if (c->flags & CONN_EOF) {
@@ -1236,26 +1224,10 @@ static void h2_read(h2conn_t *h)
     }
 }
 
-static void h2_on_io(petrel__io_t *io, uint32_t events)
+static void h2_on_read(petrel__conn_t *c)
 {
-    petrel__conn_t *c = container_of(io, petrel__conn_t, io);
-    if (c->flags & CONN_CLOSED)
-        return;
     h2conn_t *h = c->proto;
-    if ((events & EPOLLERR) && !(events & EPOLLIN)) {
-        petrel__conn_close(c);
-        return;
-    }
-    if (events & EPOLLOUT) {
-        if (petrel__conn_flush(c) < 0) {
-            petrel__conn_close(c);
-            return;
-        }
-        if (!petrel__conn_out_empty(c))
-            return;
-    }
-    if ((events & (EPOLLIN | EPOLLHUP)) && !(c->flags & (CONN_EOF | CONN_PAUSED)) &&
-        !(h->flags & H2_CLOSE)) {
+    if (!(c->flags & (CONN_EOF | CONN_PAUSED)) && !(h->flags & H2_CLOSE)) {
         h2_read(h);
         if (c->flags & CONN_CLOSED)
             return;
@@ -1263,9 +1235,10 @@ static void h2_on_io(petrel__io_t *io, uint32_t events)
     h2_flush(h);
 }
 
-static void h2_on_timer(petrel__timer_t *t)
+static void h2_on_written(petrel__conn_t *c) { h2_flush(c->proto); }
+
+static void h2_on_timeout(petrel__conn_t *c)
 {
-    petrel__conn_t *c = container_of(t, petrel__conn_t, timer);
     h2conn_t *h = c->proto;
     if ((h->flags & H2_NOTICE) && petrel__conn_out_empty(c)) {
         final_goaway(h); /* the PING of the shutdown notice was not answered */
@@ -1281,15 +1254,16 @@ static void h2_on_timer(petrel__timer_t *t)
     nghttp2_session_terminate_session(h->ngh, NGHTTP2_NO_ERROR);
     h2_flush(h);
     if (!(c->flags & CONN_CLOSED))
-        petrel__timer_arm(petrel__loop, &c->timer, &c->srv->tq_send);
+        petrel__timer_arm(petrel__loop, &c->timer, &c->cs->tq_send);
 }
 
-/* The connection closes (c->on_close, from petrel__conn_close): streams
- * whose handler still streams become orphans, the others go back, the
- * session and the h2conn_t go. */
-static void h2_cleanup(petrel__conn_t *c)
+/* The connection closes: streams whose handler still streams become
+ * orphans, the others go back, the session and the h2conn_t go. */
+static bool h2_on_close(petrel__conn_t *c)
 {
     h2conn_t *h = c->proto;
+    if (h == NULL)
+        return false;
     list_unlink(&h->pending.node);
     zombies_release(h);
     while (!list_empty(&h->streams)) {
@@ -1309,12 +1283,12 @@ static void h2_cleanup(petrel__conn_t *c)
     stats.sessions--;
     c->proto = NULL;
     free(h);
+    return false;
 }
 
-bool petrel__h2_drain(petrel__conn_t *c)
+static void h2_drain(petrel__conn_t *c, bool close_idle)
 {
-    if (c->io.cb != h2_on_io || c->proto == NULL)
-        return false;
+    (void)close_idle; /* an h2 connection is told, idle or not */
     h2conn_t *h = c->proto;
     if (!(h->flags & H2_DRAINING)) {
         /* RFC 9113 §6.8, in two steps: a GOAWAY with the largest stream id
@@ -1322,7 +1296,7 @@ bool petrel__h2_drain(petrel__conn_t *c)
          * (one round trip: requests in flight have arrived), the final
          * GOAWAY with the last stream processed.  A client that does not
          * answer the PING (nghttp2 clients with no stream open do not) gets
-         * the final GOAWAY from h2_on_timer, 2 s after its last stream. */
+         * the final GOAWAY from h2_on_timeout, 2 s after its last stream. */
         h->flags |= H2_DRAINING | H2_NOTICE;
         static const uint8_t opaque[8] = "petrel-d";
         if (nghttp2_submit_shutdown_notice(h->ngh) != 0 ||
@@ -1330,14 +1304,13 @@ bool petrel__h2_drain(petrel__conn_t *c)
             final_goaway(h);
         h2_flush(h);
     }
-    return true;
 }
 
 /* ------------------------------------------------------------------------ */
 /* Taking over a connection                                                 */
 
-static __thread nghttp2_session_callbacks *callbacks;
-static __thread nghttp2_option *options;
+static nghttp2_session_callbacks *callbacks;
+static nghttp2_option *options;
 
 static int setup_once(void)
 {
@@ -1364,9 +1337,17 @@ static int setup_once(void)
     return 0;
 }
 
+static void session_free(h2conn_t *h)
+{
+    nghttp2_session_del(h->ngh);
+    stats.sessions--;
+    free(h);
+}
+
+/* A session for `c` (not attached yet: c->proto is set by the switch). */
 static h2conn_t *session_new(petrel__conn_t *c)
 {
-    petrel__config_t *cfg = &c->srv->cfg;
+    const petrel__config_t *cfg = c->cs->cfg;
     if (setup_once() < 0)
         return NULL;
     h2conn_t *h = calloc(1, sizeof(*h));
@@ -1376,8 +1357,6 @@ static h2conn_t *session_new(petrel__conn_t *c)
         free(h);
         return NULL;
     }
-    c->proto = h;
-    c->on_close = h2_cleanup;
     stats.sessions++;
     h->c = c;
     h->pending.cb = on_pending;
@@ -1398,31 +1377,47 @@ static h2conn_t *session_new(petrel__conn_t *c)
         /* RFC 9218 priorities (urgency queues) instead of the RFC 7540 tree */
         {NGHTTP2_SETTINGS_NO_RFC7540_PRIORITIES, 1},
     };
-    if (nghttp2_submit_settings(h->ngh, NGHTTP2_FLAG_NONE, iv, sizeof(iv) / sizeof(iv[0])) != 0)
-        return NULL; /* the close hook deletes the session */
     /* the connection window follows the stream window */
-    if (window > 65535 &&
-        nghttp2_session_set_local_window_size(h->ngh, NGHTTP2_FLAG_NONE, 0, (int32_t)window) != 0)
+    if (nghttp2_submit_settings(h->ngh, NGHTTP2_FLAG_NONE, iv, sizeof(iv) / sizeof(iv[0])) != 0 ||
+        (window > 65535 && nghttp2_session_set_local_window_size(h->ngh, NGHTTP2_FLAG_NONE, 0,
+                                                                 (int32_t)window) != 0)) {
+        session_free(h);
         return NULL;
-    c->io.cb = h2_on_io;
-    c->timer.cb = h2_on_timer;
+    }
     return h;
 }
 
-int petrel__h2_takeover(petrel__conn_t *c)
+/* The connection is ours: prior knowledge (the entry stage saw the
+ * preface; c->proto is NULL) or an h2c upgrade (petrel__h2_upgrade made
+ * the session).  The bytes already read are the client's preface and what
+ * followed it. */
+static void h2_start(petrel__conn_t *c)
 {
-    h2conn_t *h = session_new(c);
-    if (h == NULL)
-        return PETREL_ENOMEM;
-    /* the preface and whatever followed it */
-    uint32_t from = c->rpos, n = c->rlen - c->rpos;
-    c->rpos = c->rlen = 0;
-    feed(h, c->rbuf + from, n);
-    /* Written at the end of the turn: http1.c's read loop, which called us,
-     * must still see its read buffer (rlen < rcap: it returns at once). */
+    h2conn_t *h = c->proto;
+    if (h == NULL && (h = session_new(c)) == NULL) {
+        petrel__conn_close(c);
+        return;
+    }
+    c->proto = h;
+    size_t n;
+    const char *p = petrel__conn_input(c, &n);
+    petrel__conn_consume(c, n);
+    if (n)
+        feed(h, p, n);
+    /* written at the end of the turn, with whatever else it produces */
     schedule(h);
-    return 0;
 }
+
+const petrel__proto_ops_t petrel__h2_ops = {
+    .name = "h2",
+    .start = h2_start,
+    .on_read = h2_on_read,
+    .on_written = h2_on_written,
+    .on_timeout = h2_on_timeout,
+    .drain = h2_drain,
+    .on_close = h2_on_close,
+    .bounds_output = true, /* flow control, and the streamed-output cap */
+};
 
 /* RFC 4648 §5 base64url (the HTTP2-Settings token68), '=' padding allowed. */
 static ssize_t b64url_decode(const char *in, size_t n, uint8_t *out, size_t cap)
@@ -1459,24 +1454,9 @@ static ssize_t b64url_decode(const char *in, size_t n, uint8_t *out, size_t cap)
     return (ssize_t)o;
 }
 
-/* Is `tok` one of the comma-separated tokens of `list` (any case)? */
 static bool has_token(const char *list, const char *tok)
 {
-    size_t tl = strlen(tok);
-    const char *p = list;
-    while (*p) {
-        while (*p == ' ' || *p == '\t' || *p == ',')
-            p++;
-        const char *b = p;
-        while (*p && *p != ',')
-            p++;
-        const char *e = p;
-        while (e > b && (e[-1] == ' ' || e[-1] == '\t'))
-            e--;
-        if (petrel__str_ieq(b, (size_t)(e - b), tok, tl))
-            return true;
-    }
-    return false;
+    return petrel__list_has_token(list, strlen(list), tok, strlen(tok));
 }
 
 static bool copy_str(h2stream_t *s, petrel_str_t *dst, const petrel_str_t *src)
@@ -1500,8 +1480,11 @@ static bool copy_str(h2stream_t *s, petrel_str_t *dst, const petrel_str_t *src)
  * the client's preface.  Returns PETREL_ENOTFOUND (nothing done: HTTP/1.1
  * goes on) when the request is not a valid h2c upgrade.
  */
-int petrel__h2_upgrade(petrel__conn_t *c, petrel_req_t *req)
+int petrel__h2_upgrade(petrel_req_t *req)
 {
+    petrel__conn_t *c = petrel__http1_conn(req);
+    if (c == NULL)
+        return PETREL_ENOTFOUND;
     const char *up = NULL, *conn = NULL, *settings = NULL;
     int nsettings = 0;
     for (size_t i = 0; i < req->nheaders; i++) {
@@ -1515,7 +1498,7 @@ int petrel__h2_upgrade(petrel__conn_t *c, petrel_req_t *req)
             nsettings++;
         }
     }
-    if (req->version != 11 || c->srv->draining || up == NULL || !has_token(up, "h2c") ||
+    if (req->version != 11 || c->cs->draining || up == NULL || !has_token(up, "h2c") ||
         nsettings != 1 || conn == NULL || !has_token(conn, "upgrade") ||
         !has_token(conn, "http2-settings"))
         return PETREL_ENOTFOUND;
@@ -1572,38 +1555,28 @@ int petrel__h2_upgrade(petrel__conn_t *c, petrel_req_t *req)
     }
     s->flags |= S_HEAD_DONE | S_REQ_DONE;
 
-    /* End the HTTP/1.1 request scope, then start the session in the
-     * connection arena. */
-    c->req = NULL;
-    petrel_arena_reset(&c->arena, c->req_mark);
     h2conn_t *h = session_new(c);
-    if (h == NULL || nghttp2_session_upgrade2(h->ngh, payload, (size_t)plen,
-                                               r->method == PETREL_HEAD, s) != 0) {
-        stream_free(s);
-        return PETREL_ENOMEM; /* http1.c closes the connection */
+    if (h == NULL)
+        goto fail;
+    if (nghttp2_session_upgrade2(h->ngh, payload, (size_t)plen, r->method == PETREL_HEAD, s) != 0 ||
+        petrel__http1_upgrade(req, "h2c", NULL, 0, &petrel__h2_ops, h) < 0) {
+        session_free(h);
+        goto fail;
     }
     list_unlink(&s->link);
     list_append(&h->streams, &s->link);
     s->h = h;
     h->max_seen = 1;
     h->nstreams++;
-    static const char sw[] = "HTTP/1.1 101 Switching Protocols\r\n"
-                             "Connection: Upgrade\r\nUpgrade: h2c\r\n\r\n";
-    if (petrel__out_copy(c, sw, sizeof(sw) - 1) < 0)
-        return PETREL_ENOMEM;
-    /* Pause http1.c's loop, which called us: h2_flush resumes reading, as
-     * h2, at the end of the turn. */
-    c->flags |= CONN_PAUSED;
     /* Stream 1 is answered once the client's preface has arrived (the next
      * feed dispatches it): a response sent with the 101 may not fit in what
-     * a client buffers after it (curl keeps 32 KiB). */
+     * a client buffers after it (curl keeps 32 KiB).  HTTP/1.1 switches the
+     * connection to h2_start once this returns. */
     make_ready(h, s);
-    uint32_t from = c->rpos, n = c->rlen - c->rpos;
-    c->rpos = c->rlen = 0;
-    if (n)
-        feed(h, c->rbuf + from, n); /* the preface, if it came with the request */
-    schedule(h);
     return 0;
+fail:
+    stream_free(s);
+    return PETREL_ENOMEM; /* http1.c closes the connection */
 fallback:
     stream_free(s); /* answered as HTTP/1.1 */
     return PETREL_ENOTFOUND;

@@ -6,7 +6,9 @@
  * one read and one write.  The clock is read once per loop turn; the Date
  * header string is formatted when the second changes.
  */
-#include "petrel-int.h"
+#include "loop.h"
+
+#include "petrel.h"
 
 #include <errno.h>
 #include <stdio.h>
@@ -15,7 +17,7 @@
 #include <sys/epoll.h>
 #include <unistd.h>
 
-__thread petrel__loop_t *petrel__loop;
+petrel__loop_t *petrel__loop;
 
 static const char wday[7][4] = {"Sun", "Mon", "Tue", "Wed", "Thu", "Fri", "Sat"};
 static const char month[12][4] = {"Jan", "Feb", "Mar", "Apr", "May", "Jun",
@@ -86,12 +88,27 @@ void petrel__io_del(petrel__loop_t *loop, petrel__io_t *io)
     io->events = 0;
 }
 
-void petrel__tq_init(petrel__loop_t *loop, petrel__tq_t *q, uint64_t timeout_ms)
+int petrel__tq_init(petrel__loop_t *loop, petrel__tq_t *q, uint64_t timeout_ms)
 {
     list_init(&q->list);
     q->timeout_ms = timeout_ms;
-    if (loop->nqueues < (int)(sizeof(loop->queues) / sizeof(loop->queues[0])))
-        loop->queues[loop->nqueues++] = q;
+    if (petrel__tq_registered(loop, q))
+        return 0;
+    if (loop->nqueues == PETREL__LOOP_MAX_TQ) {
+        petrel_log(PETREL_LOG_ERROR, "event loop: no room for another timer queue (%d)",
+                   PETREL__LOOP_MAX_TQ);
+        return PETREL_ELIMIT;
+    }
+    loop->queues[loop->nqueues++] = q;
+    return 0;
+}
+
+bool petrel__tq_registered(const petrel__loop_t *loop, const petrel__tq_t *q)
+{
+    for (int i = 0; i < loop->nqueues; i++)
+        if (loop->queues[i] == q)
+            return true;
+    return false;
 }
 
 void petrel__timer_arm(petrel__loop_t *loop, petrel__timer_t *t, petrel__tq_t *q)
@@ -204,6 +221,13 @@ int petrel__loop_run_once(petrel__loop_t *loop, int max_wait_ms)
         io->cb(io, evs[i].events);
     }
     expire(loop);
+    /* what the events and timers left for the end of the turn (h2 writes
+     * its connections once each, WebSocket sends from elsewhere) */
+    while (!list_empty(&loop->pending)) {
+        petrel__pending_t *p = container_of(loop->pending.next, petrel__pending_t, node);
+        list_unlink(&p->node);
+        p->cb(p);
+    }
     if (loop->on_tick)
         loop->on_tick(loop);
     return n < 0 ? 0 : n;

@@ -18,7 +18,7 @@
  * matches whatever else is installed), and its directory is watched with
  * inotify; the master rebuilds and reloads when it changes.
  */
-#include "petrel-int.h"
+#include "server.h"
 
 #include <dirent.h>
 #include <dlfcn.h>
@@ -251,12 +251,12 @@ static void watch_add(const char *path, bool source)
 int petrel__dev_watch_start(void)
 {
     if (nwatches == 0)
-        return -1;
+        return PETREL_ENOTFOUND;
     int fd = inotify_init1(IN_NONBLOCK | IN_CLOEXEC);
     if (fd < 0) {
         petrel_log(PETREL_LOG_ERROR, "dev: inotify: %s: module files are not watched",
                    strerror(errno));
-        return -1;
+        return PETREL_EIO;
     }
     for (int i = 0; i < nwatches; i++) {
         /* the directory, not the file: editors and compilers replace files */

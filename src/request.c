@@ -2,7 +2,8 @@
  * request.c -- the protocol-neutral request: methods, path normalisation,
  * header, parameter and query look-ups, and dispatch through the router.
  */
-#include "petrel-int.h"
+#include "proto.h"
+#include "router.h"
 
 #include <string.h>
 
@@ -88,7 +89,7 @@ ssize_t petrel__pct_decode(const char *in, size_t len, char *out, bool plus)
         if (c == '%') {
             int h, l;
             if (i + 2 >= len || (h = hexval(in[i + 1])) < 0 || (l = hexval(in[i + 2])) < 0)
-                return -1;
+                return PETREL_EINVAL;
             c = (char)(h << 4 | l);
             i += 2;
         } else if (c == '+' && plus) {
@@ -109,10 +110,10 @@ ssize_t petrel__pct_decode(const char *in, size_t len, char *out, bool plus)
 ssize_t petrel__path_normalize(const char *in, size_t len, char *out)
 {
     if (len == 0 || in[0] != '/')
-        return -1;
+        return PETREL_EINVAL;
     ssize_t n = petrel__pct_decode(in, len, out, false);
     if (n < 0 || memchr(out, '\0', (size_t)n))
-        return -1;
+        return PETREL_EINVAL;
     size_t r = 0, w = 0, end = (size_t)n;
     while (r < end) {
         /* out[r] == '/' here */
@@ -128,7 +129,7 @@ ssize_t petrel__path_normalize(const char *in, size_t len, char *out)
                 out[w++] = '/';
         } else if (seg == 2 && out[s] == '.' && out[s + 1] == '.') {
             if (w == 0)
-                return -1; /* above the root */
+                return PETREL_EINVAL; /* above the root */
             while (w > 0 && out[--w] != '/')
                 ;
             if (e == end)
@@ -192,6 +193,24 @@ const char *petrel_req_query(petrel_req_t *req, const char *name)
     return NULL;
 }
 
+bool petrel__list_has_token(const char *s, size_t n, const char *tok, size_t tlen)
+{
+    const char *end = s + n;
+    while (s < end) {
+        while (s < end && (*s == ' ' || *s == '\t' || *s == ','))
+            s++;
+        const char *b = s;
+        while (s < end && *s != ',')
+            s++;
+        const char *e = s;
+        while (e > b && (e[-1] == ' ' || e[-1] == '\t'))
+            e--;
+        if (petrel__str_ieq(b, (size_t)(e - b), tok, tlen))
+            return true;
+    }
+    return false;
+}
+
 const char *petrel_req_peer(petrel_req_t *req) { return req->_proto->peer(req); }
 
 void petrel__req_dispatch(petrel_req_t *req)
@@ -205,7 +224,7 @@ void petrel__req_dispatch(petrel_req_t *req)
         petrel_send(req, 204, NULL, "", 0);
         return;
     }
-    int st = petrel__router_match(req->server->router, req->method, req->path.ptr, req->path.len,
+    int st = petrel__router_match(petrel__server_routes(req->server), req->method, req->path.ptr, req->path.len,
                                   req->arena, &m);
     if (st) {
         if (st == 405) {
@@ -220,21 +239,32 @@ void petrel__req_dispatch(petrel_req_t *req)
     req->nparams = m.nparams;
     req->route_data = m.data;
     int rc = m.handler(req, m.data);
-    if (rc == 0 && req->_resp->sent)
-        return;
-    if (rc > 0 && rc >= 100 && rc <= 599 && !req->_resp->sent) {
+    petrel_resp_t *resp = req->_resp;
+    if (rc == 0 && resp->sent)
+        return; /* answered, or streaming (ended by the handler, later) */
+    if (rc >= 200 && rc <= 599 && !resp->sent) {
         petrel_send_status(req, rc);
         return;
     }
+    const char *m_ = req->method_name.ptr, *p_ = req->path.ptr;
+    unsigned long long id = (unsigned long long)req->id;
     if (rc < 0)
-        petrel_log(PETREL_LOG_ERROR, "request %llu %s %s: handler failed: %s",
-                   (unsigned long long)req->id, req->method_name.ptr, req->path.ptr,
+        petrel_log(PETREL_LOG_ERROR, "request %llu %s %s: handler failed: %s", id, m_, p_,
                    petrel_strerror(rc));
-    else if (!req->_resp->sent)
-        petrel_log(PETREL_LOG_ERROR, "request %llu %s %s: handler returned %d without responding",
-                   (unsigned long long)req->id, req->method_name.ptr, req->path.ptr, rc);
-    if (!req->_resp->sent)
+    else if (rc == 0)
+        petrel_log(PETREL_LOG_ERROR, "request %llu %s %s: handler returned 0 without responding",
+                   id, m_, p_);
+    else if (resp->sent)
+        petrel_log(PETREL_LOG_ERROR,
+                   "request %llu %s %s: handler returned %d after starting its response", id, m_,
+                   p_, rc);
+    else
+        petrel_log(PETREL_LOG_ERROR,
+                   "request %llu %s %s: handler returned %d, which is not a status it may "
+                   "send (200-599)",
+                   id, m_, p_, rc);
+    if (!resp->sent)
         petrel_send_status(req, 500);
-    else if (!req->_resp->ended)
+    else if (!resp->ended)
         petrel_stream_end(req);
 }

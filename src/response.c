@@ -1,9 +1,9 @@
 /*
  * response.c -- the protocol-neutral response API.  It records status,
  * headers and body on the request, then hands them to the protocol module
- * that carried the request (http1.c today, h2.c tomorrow).
+ * that carried the request (req->_proto: http1.c or h2.c).
  */
-#include "petrel-int.h"
+#include "proto.h"
 
 #include <stdio.h>
 #include <string.h>

@@ -6,7 +6,9 @@
  * Matching prefers exact over parameter over wildcard and backtracks, so
  * "/kv/all" and "/kv/:key" coexist.  A node keeps one handler per method.
  */
-#include "petrel-int.h"
+#include "router.h"
+
+#include "proto.h"
 
 #include <stdlib.h>
 #include <string.h>
@@ -27,8 +29,15 @@ typedef struct node {
     void *data[NMETHODS];
 } node_t;
 
+typedef struct owned {
+    struct owned *next;
+    void *data;
+    void (*free_data)(void *);
+} owned_t;
+
 struct petrel__router {
     node_t root;
+    owned_t *owned; /* route data the router frees */
 };
 
 static int bit_index(int bit) { return __builtin_ctz((unsigned)bit); }
@@ -58,8 +67,28 @@ void petrel__router_free(petrel__router_t *r)
 {
     if (r) {
         node_free(&r->root);
+        while (r->owned) {
+            owned_t *o = r->owned;
+            r->owned = o->next;
+            o->free_data(o->data);
+            free(o);
+        }
         free(r);
     }
+}
+
+int petrel__router_own(petrel__router_t *r, void *data, void (*free_data)(void *))
+{
+    owned_t *o = malloc(sizeof(*o));
+    if (o == NULL) {
+        free_data(data);
+        return PETREL_ENOMEM;
+    }
+    o->data = data;
+    o->free_data = free_data;
+    o->next = r->owned;
+    r->owned = o;
+    return 0;
 }
 
 static node_t *child_static(node_t *n, const char *s, size_t len, bool create)

@@ -2,7 +2,7 @@
  * server.c -- the server object: configuration defaults, listening
  * addresses, routes and modules.
  */
-#include "petrel-int.h"
+#include "server.h"
 
 #include <dlfcn.h>
 #include <errno.h>
@@ -37,7 +37,6 @@ petrel_server_t *petrel__server_new(void)
         free(srv);
         return NULL;
     }
-    list_init(&srv->conns);
     return srv;
 }
 
@@ -48,7 +47,7 @@ void petrel__server_free(petrel_server_t *srv)
     petrel__router_free(srv->router);
     free(srv->listens);
     free(srv->modules);
-    free(srv->listen_ios);
+    free(srv->listeners);
     for (int i = 0; i < srv->nmodules; i++)
         if (srv->module_handles && srv->module_handles[i])
             dlclose(srv->module_handles[i]);
@@ -61,6 +60,15 @@ int petrel_route_add(petrel_server_t *srv, int methods, const char *pattern,
 {
     return petrel__router_add(srv->router, methods, pattern, handler, data);
 }
+
+int petrel__route_add_owned(petrel_server_t *srv, int methods, const char *pattern,
+                            petrel_handler_t handler, void *data, void (*free_data)(void *))
+{
+    int rc = petrel__router_own(srv->router, data, free_data);
+    return rc < 0 ? rc : petrel__router_add(srv->router, methods, pattern, handler, data);
+}
+
+const petrel__router_t *petrel__server_routes(const petrel_server_t *srv) { return srv->router; }
 
 /* "ADDR:PORT", "[V6]:PORT", "*:PORT" or "PORT". */
 int petrel__server_add_listen(petrel_server_t *srv, const char *spec, char *err, size_t errlen)

@@ -10,7 +10,9 @@
  * when a module file changes) reloads the modules into new workers on the
  * same sockets and retires the old ones (see "Reload" below).
  */
-#include "petrel-int.h"
+#include "server.h"
+
+#include "log.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -44,36 +46,31 @@
 /* ------------------------------------------------------------------------ */
 /* Worker                                                                   */
 
+/* Per worker process (doc/architecture.md, "Processes"). */
 static petrel__io_t sig_io;
 static petrel__timer_t drain_timer;
 static petrel_server_t *the_srv;
 
-static void close_all(petrel_server_t *srv)
-{
-    while (!list_empty(&srv->conns)) {
-        petrel__conn_t *c = container_of(srv->conns.next, petrel__conn_t, link);
-        petrel__conn_close(c);
-    }
-}
-
 static void on_drain_timeout(petrel__timer_t *t)
 {
     (void)t;
-    if (the_srv->nconns)
-        petrel_log(PETREL_LOG_WARN, "drain timeout: closing %zu connections", the_srv->nconns);
-    close_all(the_srv);
+    if (the_srv->conns.n)
+        petrel_log(PETREL_LOG_WARN, "drain timeout: closing %zu connections", the_srv->conns.n);
+    petrel__conns_close_all(&the_srv->conns);
     the_srv->loop.stop = true;
 }
 
 /*
- * SIGTERM/SIGINT (close_idle): stop accepting, close the idle connections,
- * finish the requests in flight, exit.  SIGUSR2 from the master (a reload:
- * new workers already accept on the same listening sockets) retires the
- * worker the same way, except that idle HTTP/1.1 connections are not closed
- * at once: a client may be sending its next request on one right now, and
- * would see the connection close without an answer.  Each of them gets its
- * next response with Connection: close (srv->draining), or closes at its
- * keep-alive or the drain timeout.  HTTP/2 connections get GOAWAY either way.
+ * One drain for SIGTERM/SIGINT and for SIGUSR2 from the master (a reload:
+ * new workers already accept on the same listening sockets): stop
+ * accepting, ask every connection's protocol to finish what is in flight
+ * and take nothing new (HTTP/1.1: Connection: close; h2: GOAWAY; WebSocket:
+ * Close 1001), exit when none is left or at --drain-timeout.  The one
+ * difference: SIGTERM closes idle HTTP/1.1 connections at once, a reload
+ * does not -- a client may be sending its next request on one right now and
+ * would see the connection close without an answer; each of them gets its
+ * next response with Connection: close, or closes at its keep-alive or the
+ * drain timeout.
  */
 static petrel__pending_t drain_pending;
 
@@ -85,37 +82,22 @@ static void on_drain_pending(petrel__pending_t *p)
 {
     (void)p;
     petrel_server_t *srv = the_srv;
-    for (int i = 0; i < srv->nlistens; i++)
-        if (srv->listens[i].fd >= 0) {
-            close(srv->listens[i].fd);
-            srv->listens[i].fd = -1;
-        }
+    petrel__listen_close(srv);
     /* a connection closed this turn may have set stop, one accepted later in
      * the turn must still be served */
-    srv->loop.stop = srv->nconns == 0;
+    srv->loop.stop = srv->conns.n == 0;
 }
 
 static void start_drain(petrel_server_t *srv, bool close_idle)
 {
-    if (!srv->draining) {
-        srv->draining = true;
+    if (!srv->conns.draining) {
         petrel__listen_stop(srv);
         drain_pending.cb = on_drain_pending;
-        list_append(&srv->loop.pending, &drain_pending.node);
+        petrel__pending_add(&srv->loop, &drain_pending);
         drain_timer.cb = on_drain_timeout;
         petrel__timer_arm(&srv->loop, &drain_timer, &srv->tq_drain);
     }
-    if (close_idle) {
-        petrel__conn_close_idle(srv);
-    } else {
-        petrel__list_t *l = srv->conns.next;
-        while (l != &srv->conns) {
-            petrel__conn_t *c = container_of(l, petrel__conn_t, link);
-            l = l->next;
-            if (!(c->proto && petrel__h2_drain(c)) && !petrel__http1_idle(c))
-                c->flags &= ~CONN_KEEPALIVE;
-        }
-    }
+    petrel__conns_drain(&srv->conns, close_idle);
     /* the loop stops at the end of this turn if no connection is left
      * (on_drain_pending) */
 }
@@ -132,19 +114,23 @@ static void on_signal(petrel__io_t *io, uint32_t events)
     }
 }
 
+/* A connection went away: accept again if we paused, stop once a drain has
+ * nothing left. */
+static void on_conn_gone(petrel__conns_t *cs)
+{
+    petrel_server_t *srv = the_srv;
+    petrel__listen_on_gone(srv);
+    if (cs->draining && cs->n == 0)
+        srv->loop.stop = true;
+}
+
 static void on_tick(petrel__loop_t *loop)
 {
     static time_t flushed;
-    /* h2: write what the connections gathered this turn, once each (h2.c) */
-    while (!list_empty(&loop->pending)) {
-        petrel__pending_t *p = container_of(loop->pending.next, petrel__pending_t, node);
-        list_unlink(&p->node);
-        p->cb(p);
-    }
-    petrel__conn_reap();
-    if (petrel__access_log_on && loop->now_sec != flushed) {
+    petrel__conns_reap();
+    if (petrel__alog_on && loop->now_sec != flushed) {
         flushed = loop->now_sec;
-        petrel__access_log_flush();
+        petrel__alog_flush();
     }
 }
 
@@ -154,11 +140,11 @@ int petrel__worker_init(petrel_server_t *srv)
     if (petrel__loop_init(&srv->loop) < 0)
         return PETREL_EIO;
     petrel__loop = &srv->loop;
-    petrel__tq_init(&srv->loop, &srv->tq_header, srv->cfg.header_timeout_ms);
-    petrel__tq_init(&srv->loop, &srv->tq_keepalive, srv->cfg.keepalive_timeout_ms);
-    petrel__tq_init(&srv->loop, &srv->tq_send, srv->cfg.send_timeout_ms);
-    petrel__tq_init(&srv->loop, &srv->tq_drain, srv->cfg.drain_timeout_ms);
-    petrel__tq_init(&srv->loop, &srv->tq_linger, 2000);
+    petrel__entry_init();
+    int rc = petrel__conns_init(&srv->conns, &srv->cfg, srv, &petrel__entry_ops);
+    if (rc < 0 || (rc = petrel__tq_init(&srv->loop, &srv->tq_drain, srv->cfg.drain_timeout_ms)) < 0)
+        return rc;
+    srv->conns.on_gone = on_conn_gone;
     list_init(&drain_timer.node);
     list_init(&drain_pending.node);
     srv->loop.on_tick = on_tick;
@@ -175,7 +161,7 @@ int petrel__worker_init(petrel_server_t *srv)
         return PETREL_EIO;
     for (int i = 0; i < srv->nmodules; i++)
         if (srv->modules[i]->worker_init) {
-            int rc = srv->modules[i]->worker_init(srv);
+            rc = srv->modules[i]->worker_init(srv);
             if (rc < 0) {
                 petrel_log(PETREL_LOG_ERROR, "module '%s': worker init failed: %s",
                            srv->modules[i]->name, petrel_strerror(rc));
@@ -190,19 +176,19 @@ int petrel__worker_run(petrel_server_t *srv)
     if (srv->nlistens && petrel__listen_start(srv) < 0)
         return PETREL_EIO;
     int rc = petrel__loop_run(&srv->loop);
-    petrel__conn_reap();
+    petrel__conns_reap();
     return rc;
 }
 
 void petrel__worker_fini(petrel_server_t *srv)
 {
-    close_all(srv);
-    petrel__conn_reap();
+    petrel__conns_close_all(&srv->conns);
+    petrel__conns_reap();
     for (int i = srv->nmodules - 1; i >= 0; i--)
         if (srv->modules[i]->worker_fini)
             srv->modules[i]->worker_fini(srv);
-    if (petrel__access_log_on)
-        petrel__access_log_flush();
+    if (petrel__alog_on)
+        petrel__alog_flush();
     if (sig_io.fd >= 0)
         close(sig_io.fd);
     petrel__loop_fini(&srv->loop);

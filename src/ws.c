@@ -1,12 +1,11 @@
 /*
- * ws.c -- WebSocket (RFC 6455) on wslay: the only file that touches wslay.
+ * ws.c -- the WebSocket engine (RFC 6455) on wslay: the only file that
+ * touches wslay.
  *
- * A route registered with petrel_ws_route_add() answers a valid opening
- * handshake (§4.2) with 101, writing it straight into the connection's
- * output, and sets c->on_upgrade: once http1.c has written the 101 and reset
- * the request scope, ws_start() takes the connection over (its io and timer
- * callbacks, c->proto), with the bytes after the request still in
- * c->rbuf[rpos, rlen).
+ * The engine runs on a carrier it does not own (ws.h): bytes come in
+ * through petrel__ws_input() and frames go out through the carrier's
+ * operations.  The opening handshake and today's carrier, an HTTP/1.1
+ * connection after its 101, are in ws-handshake.c.
  *
  * Input: petrel checks every frame header itself before wslay sees it
  * (scan_header), and hands wslay one frame at a time through the recv
@@ -19,42 +18,40 @@
  * on the masked bytes, before handing them over), counts message sizes, and
  * handles Close frames itself (§5.5.1, §7.4).  What is left to wslay:
  * unmasking, payload delivery (no buffering: petrel reassembles messages in
- * the connection arena, one arena scope per message), answering pings, and
+ * the carrier's arena, one arena scope per message), answering pings, and
  * framing control frames.  Messages are dispatched after wslay_event_recv()
  * returns, never from inside it, so a handler may send or close freely.
  *
- * Output: data frames are framed here and copied into the connection's
- * output queue (pool chunks, no malloc; wslay's queue would malloc and copy
- * every message); control frames go through wslay's queue and its send
- * callback, which copies them into the same output queue at once.  Frames
- * are always written whole, so the two never interleave within a frame.
- * Instead of wslay's would-block idiom (keep messages in wslay's queue while
- * the socket is full), the connection's output queue is the buffer, with two
- * bounds: reading pauses while output is waiting for the socket (a client
- * that does not read its echoes stops being read: TCP pushes back), and a
- * send that finds more than the send limit already queued (sends from
- * timers, broadcasts) is refused and the connection closed with 1008.
+ * Output: data frames are framed here and copied into the carrier's queue
+ * (pool chunks, no malloc; wslay's queue would malloc and copy every
+ * message); control frames go through wslay's queue and its send callback,
+ * which copies them into the same queue at once.  Frames are always queued
+ * whole, so the two never interleave within a frame.  Instead of wslay's
+ * would-block idiom, the carrier's queue is the buffer, with two bounds:
+ * the carrier stops reading while output waits for the peer (TCP pushes
+ * back), and a send that finds more than the send limit already queued
+ * (sends from timers, broadcasts) is refused and the WebSocket closed with
+ * 1008.
  *
  * permessage-deflate (RFC 7692) is negotiated with no context takeover
  * either way, so that zlib's streams belong to the worker, not to the
  * connections (see the section below).
  *
- * Memory of an idle connection: the petrel_ws_t (malloc, a few hundred
+ * Memory of an idle WebSocket: the petrel_ws_t (malloc, a few hundred
  * bytes) and wslay's context (malloc, about 8.5 KiB: two 4 KiB buffers), on
- * top of the connection struct; the connection arena is empty (conn.c calls
- * c->on_close, so no cleanup record has to sit in it).  A message is
- * assembled in the arena, in a scope of its own, given back once on_message
- * has returned: up to 16 KiB in pool chunks (no heap call), above that in a
- * block of its own (one malloc).  The read buffer goes back to the pool
- * whenever it is empty.
+ * top of the carrier; its arena is empty.  A message is assembled in the
+ * arena, in a scope of its own, given back once on_message has returned:
+ * up to 16 KiB in pool chunks (no heap call), above that in a block of its
+ * own (one malloc).
  */
-#include "petrel-int.h"
+#include "ws.h"
 
-#include <arpa/inet.h>
+#include "arena.h"
+#include "proto.h"
+
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/epoll.h>
 #include <wslay/wslay.h>
 #include <zlib.h>
 
@@ -66,15 +63,14 @@
 enum { OP_CONT = 0, OP_TEXT = 1, OP_BINARY = 2, OP_CLOSE = 8, OP_PING = 9, OP_PONG = 10 };
 
 enum {
-    WS_OPENING, /* 101 queued, http1.c still owns the connection */
+    WS_OPENING, /* handshake answered, the carrier not started yet */
     WS_OPEN,
     WS_CLOSING, /* our Close sent, waiting for the peer's */
     WS_DONE     /* no more frames: finish once the output is written */
 };
 
 enum {
-    WS_STARTED = 1 << 0,    /* ws_begin() ran: io and input are ours */
-    WS_IN_IO = 1 << 1,      /* inside our event handling: it flushes at its end */
+    WS_STARTED = 1 << 0,    /* petrel__ws_start() ran: timers are ours */
     WS_OPENED = 1 << 2,     /* on_open was called: on_close will be */
     WS_CLOSE_CB = 1 << 3,   /* on_close was called */
     WS_CLOSE_SENT = 1 << 4, /* a Close frame is queued */
@@ -85,17 +81,15 @@ enum {
     WS_MSG_DEFLATE = 1 << 9, /* the message is compressed (RFC 7692, RSV1) */
 };
 
-typedef struct ws_route {
-    struct ws_route *next; /* all of them, so that they stay reachable */
-    petrel_ws_handler_t h;
-    void *data;
-} ws_route_t;
-
 struct petrel_ws {
-    petrel__pending_t pending; /* first: loop->pending entry (start, flush) */
-    petrel__conn_t *c;
+    const petrel__ws_carrier_t *cops;
+    void *t;                /* the carrier's own pointer */
+    petrel_arena_t *arena;  /* the carrier's: messages are assembled here */
+    petrel__timer_t timer;  /* idle ping, Close wait, no progress on output */
+    petrel__pending_t pending; /* for the carrier (ws.h) */
+    unsigned carrier_flags;    /* for the carrier (ws.h) */
     wslay_event_context_ptr wslay;
-    const ws_route_t *route;
+    const petrel__ws_route_t *route;
     void *data;
     const char *subprotocol;
     int state;
@@ -111,6 +105,9 @@ struct petrel_ws {
     uint8_t frame_op;
     uint8_t mask[4];
     uint16_t fail_code; /* set by the recv callback: fail once wslay returns */
+    /* the input being consumed (petrel__ws_input) */
+    const uint8_t *in;
+    size_t in_len, in_pos;
     /* the message being assembled */
     uint32_t utf8; /* validator state, across the frames of a text message */
     char *msg;
@@ -121,16 +118,8 @@ struct petrel_ws {
     char cb_reason[124];
 };
 
-static __thread petrel__tq_t idle_q;
-static ws_route_t *routes; /* every route, for the life of the process */
-
-static void ws_start(petrel__conn_t *c);
-static void ws_begin(petrel_ws_t *ws);
-static void ws_advance(petrel_ws_t *ws);
-static void ws_cleanup(void *p);
-
-/* The connection (and so the ws) is gone or handed to conn.c's lingering. */
-#define CONN_GONE(c) (((c)->flags & (CONN_CLOSED | CONN_LINGER)) != 0)
+/* Per worker process (doc/architecture.md, "Processes"). */
+static petrel__tq_t idle_q;
 
 /* ------------------------------------------------------------------------ */
 /* UTF-8 (RFC 3629): shortest forms only, no surrogates, up to U+10FFFF.    */
@@ -264,17 +253,12 @@ static size_t frame_header(uint8_t *h, int opcode, bool rsv1, uint64_t len)
     return 10;
 }
 
-/* Have the queued output written: at the end of our event handling, or at
- * the end of the loop turn for sends made anywhere else (a timer, another
- * connection's handler). */
+/* Have the carrier come back to write (never from inside this call). */
 static void ws_kick(petrel_ws_t *ws)
 {
-    if (ws->flags & WS_IN_IO)
-        return;
-    if (ws->state == WS_OPENING && !(ws->flags & WS_STARTED))
-        return; /* http1.c writes the 101 and what follows it */
-    if (list_empty(&ws->pending.node))
-        list_append(&petrel__loop->pending, &ws->pending.node);
+    if (ws->flags & WS_STARTED)
+        ws->cops->kick(ws->t);
+    /* before the start, the carrier writes what is queued when it starts */
 }
 
 static ssize_t cb_send(wslay_event_context_ptr ctx, const uint8_t *data, size_t len, int flags,
@@ -282,7 +266,7 @@ static ssize_t cb_send(wslay_event_context_ptr ctx, const uint8_t *data, size_t 
 {
     petrel_ws_t *ws = user;
     (void)flags;
-    if (petrel__out_copy(ws->c, data, len) < 0) {
+    if (ws->cops->write(ws->t, data, len, NULL, 0) < 0) {
         wslay_event_set_error(ctx, WSLAY_ERR_CALLBACK_FAILURE);
         return -1;
     }
@@ -333,10 +317,10 @@ static void ws_fail(petrel_ws_t *ws, unsigned code, const char *reason)
 /* inflate stream serve every connection of the worker, reset per message,  */
 /* and an idle connection holds no zlib memory.                             */
 
-static __thread z_stream *deflaters[16]; /* by window bits */
-static __thread z_stream *inflater;
-static __thread uint8_t *zbuf; /* compressed output of the message being sent */
-static __thread size_t zbuf_cap;
+static z_stream *deflaters[16]; /* by window bits */
+static z_stream *inflater;
+static uint8_t *zbuf; /* compressed output of the message being sent */
+static size_t zbuf_cap;
 
 /* The message compressed, in the worker's buffer (valid until the next
  * call); NULL when zlib fails (the message goes out uncompressed). */
@@ -384,10 +368,9 @@ static int ws_send(petrel_ws_t *ws, int opcode, const void *data, size_t len)
         return PETREL_ESTATE;
     if (opcode == OP_TEXT && !utf8_valid(data, len))
         return PETREL_EINVAL;
-    petrel__conn_t *c = ws->c;
     /* the send limit: what is queued and not yet written, before this one */
-    if (c->out && ws->out_hint > ws->send_limit) {
-        ws->out_hint = petrel__out_bytes(c);
+    if (ws->out_hint > ws->send_limit) {
+        ws->out_hint = ws->cops->queued(ws->t);
         if (ws->out_hint > ws->send_limit) {
             ws_fail(ws, 1008, "send queue over its limit");
             return PETREL_EIO;
@@ -407,17 +390,7 @@ static int ws_send(petrel_ws_t *ws, int opcode, const void *data, size_t len)
     }
     uint8_t h[10];
     size_t hl = frame_header(h, opcode, rsv1, len);
-    int rc;
-    char *p = len <= 1024 ? petrel__out_reserve(c, hl + len) : NULL;
-    if (p) {
-        memcpy(p, h, hl);
-        if (len)
-            memcpy(p + hl, data, len);
-        petrel__out_commit(c, hl + len);
-        rc = 0;
-    } else if ((rc = petrel__out_copy(c, h, hl)) == 0) {
-        rc = petrel__out_copy(c, data, len);
-    }
+    int rc = ws->cops->write(ws->t, h, hl, data, len);
     if (rc < 0) {
         /* part of a frame may be queued: the stream cannot go on */
         ws_finish(ws, 1006, "out of memory", 0);
@@ -439,7 +412,7 @@ enum { SCAN_MORE, SCAN_FRAME, SCAN_STOP };
 static char *msg_alloc(petrel_ws_t *ws, size_t *cap)
 {
     size_t size = *cap + 1;
-    char *p = petrel__arena_alloc_buf(&ws->c->arena, &size);
+    char *p = petrel__arena_alloc_buf(ws->arena, &size);
     if (p)
         *cap = size - 1;
     return p;
@@ -568,13 +541,13 @@ static void on_close_frame(petrel_ws_t *ws, const uint8_t *p, size_t len)
     ws_finish(ws, code, reason, 0);
 }
 
-/* Check the header of the next frame, at rbuf[rpos].  Everything RFC 6455
- * requires of a client's frame is checked here, before wslay sees it. */
+/* Check the header of the next frame, at the input position.  Everything
+ * RFC 6455 requires of a client's frame is checked here, before wslay sees
+ * it. */
 static int scan_header(petrel_ws_t *ws)
 {
-    petrel__conn_t *c = ws->c;
-    const uint8_t *p = (const uint8_t *)c->rbuf + c->rpos;
-    size_t avail = c->rlen - c->rpos;
+    const uint8_t *p = ws->in + ws->in_pos;
+    size_t avail = ws->in_len - ws->in_pos;
     if (avail < 2)
         return SCAN_MORE;
     bool fin = p[0] & 0x80, masked = p[1] & 0x80;
@@ -630,7 +603,7 @@ static int scan_header(petrel_ws_t *ws)
         uint8_t pl[125];
         for (size_t i = 0; i < len; i++)
             pl[i] = p[hl + i] ^ ws->mask[i & 3];
-        c->rpos += (uint32_t)(hl + len);
+        ws->in_pos += hl + len;
         on_close_frame(ws, pl, (size_t)len);
         return SCAN_STOP;
     }
@@ -642,7 +615,7 @@ static int scan_header(petrel_ws_t *ws)
             ws->utf8 = 0;
             ws->msg = NULL;
             ws->msg_len = ws->msg_cap = 0;
-            ws->msg_mark = petrel_arena_mark(&c->arena);
+            ws->msg_mark = petrel_arena_mark(ws->arena);
         }
         /* a compressed message may be a little larger than the limit as it
          * came (deflate adds 5 bytes per stored block when it cannot
@@ -675,14 +648,13 @@ static int scan_header(petrel_ws_t *ws)
     return SCAN_FRAME;
 }
 
-/* wslay pulls the current frame's bytes from the read buffer; the UTF-8 of
- * a text message is checked before its bytes are handed over. */
+/* wslay pulls the current frame's bytes from the input; the UTF-8 of a
+ * text message is checked before its bytes are handed over. */
 static ssize_t cb_recv(wslay_event_context_ptr ctx, uint8_t *buf, size_t len, int flags, void *user)
 {
     petrel_ws_t *ws = user;
-    petrel__conn_t *c = ws->c;
     (void)flags;
-    size_t n = c->rlen - c->rpos;
+    size_t n = ws->in_len - ws->in_pos;
     if (n > len)
         n = len;
     if (n > ws->frame_left)
@@ -691,7 +663,7 @@ static ssize_t cb_recv(wslay_event_context_ptr ctx, uint8_t *buf, size_t len, in
         wslay_event_set_error(ctx, WSLAY_ERR_WOULDBLOCK);
         return -1;
     }
-    const uint8_t *src = (const uint8_t *)c->rbuf + c->rpos;
+    const uint8_t *src = ws->in + ws->in_pos;
     size_t h = n < ws->hdr_left ? n : ws->hdr_left, pl = n - h;
     if (pl && (ws->flags & (WS_MSG_TEXT | WS_MSG_DEFLATE)) == WS_MSG_TEXT &&
         (ws->frame_op == OP_TEXT || ws->frame_op == OP_CONT)) {
@@ -709,7 +681,7 @@ static ssize_t cb_recv(wslay_event_context_ptr ctx, uint8_t *buf, size_t len, in
         }
     }
     memcpy(buf, src, n);
-    c->rpos += (uint32_t)n;
+    ws->in_pos += n;
     ws->frame_left -= n;
     ws->hdr_left = (uint8_t)(ws->hdr_left - h);
     ws->payload_off += pl;
@@ -732,7 +704,6 @@ static void cb_chunk(wslay_event_context_ptr ctx,
 
 static void dispatch(petrel_ws_t *ws)
 {
-    petrel__conn_t *c = ws->c;
     bool text = ws->flags & WS_MSG_TEXT;
     if ((ws->flags & WS_MSG_DEFLATE) && ws->state == WS_OPEN) {
         unsigned code = msg_inflate(ws);
@@ -754,19 +725,16 @@ static void dispatch(petrel_ws_t *ws)
             m[ws->msg_len] = '\0';
         ws->route->h.on_message(ws, !text, m, ws->msg_len);
     }
-    if (!CONN_GONE(c)) {
-        /* the message scope ends */
-        petrel_arena_reset(&c->arena, ws->msg_mark);
-        ws->msg = NULL;
-        ws->msg_len = ws->msg_cap = 0;
-    }
+    /* the message scope ends */
+    petrel_arena_reset(ws->arena, ws->msg_mark);
+    ws->msg = NULL;
+    ws->msg_len = ws->msg_cap = 0;
 }
 
-/* Frames in rbuf[rpos, rlen): check, feed to wslay, deliver messages. */
+/* Frames in the input: check, feed to wslay, deliver messages. */
 static void ws_input(petrel_ws_t *ws)
 {
-    petrel__conn_t *c = ws->c;
-    while (ws->state != WS_DONE && !CONN_GONE(c)) {
+    while (ws->state != WS_DONE) {
         if (ws->frame_left == 0) {
             int r = scan_header(ws);
             if (r != SCAN_FRAME)
@@ -794,129 +762,67 @@ static void ws_input(petrel_ws_t *ws)
     }
 }
 
-/* Read what the peer sent and handle it. */
-static void ws_read(petrel_ws_t *ws)
+size_t petrel__ws_input(petrel_ws_t *ws, const char *p, size_t n)
 {
-    petrel__conn_t *c = ws->c;
-    for (int turn = 0; turn < 4; turn++) {
-        if (c->rbuf && c->rpos) {
-            memmove(c->rbuf, c->rbuf + c->rpos, c->rlen - c->rpos);
-            c->rlen -= c->rpos;
-            c->rpos = 0;
-        }
-        int n = petrel__conn_read(c);
-        if (n < 0) {
-            petrel__conn_close(c);
-            return;
-        }
-        if (n == 0) {
-            if (c->flags & CONN_EOF) /* the peer left without a Close */
-                ws_finish(ws, 1006, "connection closed without a close frame", 0);
-            else if (c->rpos == c->rlen)
-                petrel__conn_idle(c); /* do not hold an empty buffer */
-            return;
-        }
-        ws->flags &= ~WS_PING_SENT;
-        if (ws->state == WS_OPEN)
-            petrel__timer_arm(petrel__loop, &c->timer, &idle_q);
-        ws_input(ws);
-        if (CONN_GONE(c))
-            return;
-        if (c->rpos == c->rlen)
-            petrel__conn_idle(c); /* an idle connection holds no read buffer */
-        if (ws->state == WS_DONE || c->rbuf == NULL || c->rlen < c->rcap)
-            return;
-    }
+    ws->flags &= ~WS_PING_SENT;
+    if (ws->state == WS_OPEN)
+        petrel__timer_arm(petrel__loop, &ws->timer, &idle_q);
+    ws->in = (const uint8_t *)p;
+    ws->in_len = n;
+    ws->in_pos = 0;
+    ws_input(ws);
+    size_t used = ws->state == WS_DONE ? n : ws->in_pos; /* after the end, input is dropped */
+    ws->in = NULL;
+    ws->in_len = ws->in_pos = 0;
+    return used;
 }
 
-/* ------------------------------------------------------------------------ */
-/* Connection events                                                        */
-
-/* After handling events: call on_close if due, write, then close, pause or
- * go on reading. */
-static void ws_advance(petrel_ws_t *ws)
+void petrel__ws_eof(petrel_ws_t *ws)
 {
-    petrel__conn_t *c = ws->c;
-    if (ws->state == WS_DONE && (ws->flags & WS_OPENED) && !(ws->flags & WS_CLOSE_CB)) {
+    ws_finish(ws, 1006, "connection closed without a close frame", 0);
+}
+
+bool petrel__ws_reading(const petrel_ws_t *ws) { return ws->state != WS_DONE; }
+
+void petrel__ws_written(petrel_ws_t *ws, bool after_wait)
+{
+    ws->out_hint = 0;
+    if (after_wait && ws->state == WS_OPEN)
+        petrel__timer_arm(petrel__loop, &ws->timer, &idle_q);
+}
+
+static void call_on_close(petrel_ws_t *ws)
+{
+    if ((ws->flags & WS_OPENED) && !(ws->flags & WS_CLOSE_CB)) {
         ws->flags |= WS_CLOSE_CB;
         if (ws->route->h.on_close)
             ws->route->h.on_close(ws, ws->cb_code, ws->cb_reason);
-        if (CONN_GONE(c))
-            return;
     }
-    if (petrel__conn_flush(c) < 0) {
-        petrel__conn_close(c);
-        return;
-    }
-    if (c->out == NULL) {
-        ws->out_hint = 0;
-        if (ws->state == WS_DONE) {
-            /* §7.1.1: the server closes the TCP connection first; half-close
-             * and drain what the peer still sends, so that it reads our
-             * Close rather than a reset */
-            c->on_close = NULL;
-            ws_cleanup(ws);
-            petrel__conn_linger(c);
-            return;
-        }
-        if (c->flags & CONN_PAUSED) {
-            c->flags &= ~CONN_PAUSED;
-            petrel__timer_arm(petrel__loop, &c->timer, &idle_q);
-        }
-    } else if (!(c->flags & CONN_PAUSED)) {
-        /* the socket is full: stop reading until our output is written */
-        c->flags |= CONN_PAUSED;
-    }
-    petrel__conn_update_events(c);
 }
 
-static void ws_on_io(petrel__io_t *io, uint32_t events)
+void petrel__ws_advance(petrel_ws_t *ws)
 {
-    petrel__conn_t *c = container_of(io, petrel__conn_t, io);
-    if (CONN_GONE(c))
-        return;
-    petrel_ws_t *ws = c->proto;
-    if (!(ws->flags & WS_STARTED)) {
-        ws_begin(ws);
-        return; /* level-triggered: what is left comes again */
-    }
-    if ((events & EPOLLERR) && !(events & EPOLLIN)) {
-        petrel__conn_close(c);
-        return;
-    }
-    ws->flags |= WS_IN_IO;
-    if ((events & (EPOLLIN | EPOLLHUP)) && !(c->flags & CONN_PAUSED) && ws->state != WS_DONE)
-        ws_read(ws);
-    if (CONN_GONE(c))
-        return;
-    ws->flags &= ~WS_IN_IO;
-    ws_advance(ws);
+    if (ws->state == WS_DONE)
+        call_on_close(ws);
 }
 
+/* The idle timer: a ping after silence, a Close after more of it; and
+ * giving up on a peer that does not read or does not answer our Close. */
 static void ws_on_timer(petrel__timer_t *t)
 {
-    petrel__conn_t *c = container_of(t, petrel__conn_t, timer);
-    if (CONN_GONE(c) || c->proto == NULL) {
-        petrel__conn_close(c); /* the end of lingering */
-        return;
-    }
-    petrel_ws_t *ws = c->proto;
-    if (c->out || ws->state != WS_OPEN) {
+    petrel_ws_t *ws = container_of(t, petrel_ws_t, timer);
+    bool stuck = ws->out_hint && ws->cops->queued(ws->t) > 0;
+    if (stuck || ws->state != WS_OPEN) {
         /* the peer does not read (send timeout), or does not answer our
          * Close: give up on it */
         if (ws->state != WS_DONE) {
             ws->state = WS_DONE;
             ws->cb_code = 1006;
             snprintf(ws->cb_reason, sizeof(ws->cb_reason), "%s",
-                     c->out ? "send timeout" : "no close frame in time");
+                     stuck ? "send timeout" : "no close frame in time");
         }
-        if (ws->flags & WS_OPENED && !(ws->flags & WS_CLOSE_CB)) {
-            ws->flags |= WS_CLOSE_CB;
-            if (ws->route->h.on_close)
-                ws->route->h.on_close(ws, ws->cb_code, ws->cb_reason);
-        }
-        if (!CONN_GONE(c))
-            petrel__conn_close(c);
+        call_on_close(ws);
+        ws->cops->abort(ws->t); /* the carrier lets go of ws */
         return;
     }
     if (!(ws->flags & WS_PING_SENT)) {
@@ -925,348 +831,69 @@ static void ws_on_timer(petrel__timer_t *t)
         ws->flags |= WS_PING_SENT;
         wslay_event_queue_msg(ws->wslay, &m);
         wslay_event_send(ws->wslay);
-        petrel__timer_arm(petrel__loop, &c->timer, &idle_q);
+        petrel__timer_arm(petrel__loop, &ws->timer, &idle_q);
     } else {
         ws_finish(ws, 1006, "idle timeout", 1001);
     }
-    ws_advance(ws);
-}
-
-static void ws_on_pending(petrel__pending_t *p)
-{
-    petrel_ws_t *ws = (petrel_ws_t *)p;
-    if (!(ws->flags & WS_STARTED))
-        ws_begin(ws);
-    else
-        ws_advance(ws);
+    ws_kick(ws);
 }
 
 /* ------------------------------------------------------------------------ */
 /* Life cycle                                                               */
 
-static void ws_free(petrel_ws_t *ws)
+void petrel__ws_free(petrel_ws_t *ws)
 {
     list_unlink(&ws->pending.node);
+    petrel__timer_disarm(&ws->timer);
     if (ws->wslay)
         wslay_event_context_free(ws->wslay);
     free(ws);
 }
 
-/* The connection is closing (petrel__conn_close, or our own lingering). */
-static void ws_cleanup(void *p)
+void petrel__ws_gone(petrel_ws_t *ws)
 {
-    petrel_ws_t *ws = p;
-    ws->state = WS_DONE; /* sends from on_close fail */
-    if ((ws->flags & WS_OPENED) && !(ws->flags & WS_CLOSE_CB)) {
-        ws->flags |= WS_CLOSE_CB;
-        if (ws->route->h.on_close)
-            ws->route->h.on_close(ws, 1006, "connection closed");
+    if (ws->state != WS_DONE) {
+        ws->state = WS_DONE; /* sends from on_close fail */
+        ws->cb_code = 1006;
+        snprintf(ws->cb_reason, sizeof(ws->cb_reason), "connection closed");
     }
-    ws->c->proto = NULL;
-    ws_free(ws);
+    call_on_close(ws);
+    petrel__ws_free(ws);
 }
 
-static void ws_conn_closed(petrel__conn_t *c)
-{
-    ws_cleanup(c->proto);
-}
-
-/* End of the upgrade request's scope.  On the way to ws_start() http1.c has
- * cleared c->on_upgrade; when it is still set, the connection closes before
- * the 101 was written: the WebSocket never starts.  When c->proto is not
- * ours, the handshake failed before the 101 was queued. */
-static void ws_req_cleanup(void *p)
-{
-    petrel_ws_t *ws = p;
-    petrel__conn_t *c = ws->c;
-    if (c->on_upgrade == ws_start) {
-        c->on_upgrade = NULL;
-        ws_cleanup(ws);
-    } else if (c->proto != ws) {
-        ws_free(ws);
-    }
-}
-
-static petrel__tq_t *idle_queue(petrel_server_t *srv)
+static petrel__tq_t *idle_queue(const petrel__config_t *cfg)
 {
     petrel__loop_t *loop = petrel__loop;
-    for (int i = 0; i < loop->nqueues; i++)
-        if (loop->queues[i] == &idle_q)
-            return &idle_q;
-    uint64_t ms = srv->cfg.ws_idle_timeout_ms ? srv->cfg.ws_idle_timeout_ms : WS_DEFAULT_IDLE_MS;
-    petrel__tq_init(loop, &idle_q, ms);
-    for (int i = 0; i < loop->nqueues; i++)
-        if (loop->queues[i] == &idle_q)
-            return &idle_q;
-    petrel_log(PETREL_LOG_ERROR, "websocket: no timer queue left in the loop");
-    return NULL;
+    if (petrel__tq_registered(loop, &idle_q))
+        return &idle_q;
+    uint64_t ms = cfg->ws_idle_timeout_ms ? cfg->ws_idle_timeout_ms : WS_DEFAULT_IDLE_MS;
+    return petrel__tq_init(loop, &idle_q, ms) < 0 ? NULL : &idle_q;
 }
 
-/* http1.c has written the 101 and reset the request scope: the connection
- * is ours.  Called from inside http1.c's event handling, so only the
- * switch happens here; input is handled at the end of the loop turn (or at
- * our first event), outside of http1.c. */
-static void ws_start(petrel__conn_t *c)
+petrel_ws_t *petrel__ws_new(const petrel__ws_route_t *rt, const petrel__config_t *cfg,
+                            const char *subprotocol, int deflate_bits,
+                            const petrel__ws_carrier_t *ops, void *t, petrel_arena_t *arena)
 {
-    petrel_ws_t *ws = c->proto;
-    c->on_close = ws_conn_closed;
-    c->io.cb = ws_on_io;
-    c->timer.cb = ws_on_timer;
-    c->flags |= CONN_PAUSED; /* http1.c reads nothing more */
-    c->flags &= ~(CONN_KEEPALIVE | CONN_HEAD_DONE | CONN_IN_VALUE | CONN_CONTINUE);
-    /* messages are assembled in the arena: room for the largest, growing */
-    /* room for the largest message growing, and for its inflated form */
-    size_t lim = ws->max_message > (SIZE_MAX - (1 << 20)) / 5 ? 0 : 5 * ws->max_message + (1 << 20);
-    if (c->arena.limit && (lim == 0 || lim > c->arena.limit))
-        c->arena.limit = lim;
-    petrel__timer_arm(petrel__loop, &c->timer, &idle_q);
-    if (list_empty(&ws->pending.node))
-        list_append(&petrel__loop->pending, &ws->pending.node);
-}
-
-static void ws_begin(petrel_ws_t *ws)
-{
-    petrel__conn_t *c = ws->c;
-    list_unlink(&ws->pending.node);
-    ws->flags |= WS_STARTED | WS_IN_IO;
-    c->flags &= ~CONN_PAUSED;
-    if (ws->state == WS_OPENING)
-        ws->state = WS_OPEN;
-    if (c->srv->draining && ws->state == WS_OPEN) {
-        send_close(ws, 1001, "server shutting down");
-        ws->state = WS_CLOSING;
-    }
-    if (c->rbuf && c->rpos < c->rlen)
-        ws_input(ws); /* frames that came with the handshake */
-    if (CONN_GONE(c))
-        return;
-    ws->flags &= ~WS_IN_IO;
-    ws_advance(ws);
-}
-
-bool petrel__ws_drain(petrel__conn_t *c)
-{
-    if (c->io.cb != ws_on_io || c->proto == NULL)
-        return false;
-    petrel_ws_t *ws = c->proto;
-    if (ws->state == WS_OPEN) {
-        send_close(ws, 1001, "server shutting down");
-        ws->state = WS_CLOSING;
-        petrel__timer_arm(petrel__loop, &c->timer, &idle_q);
-        ws_kick(ws);
-    }
-    return true;
-}
-
-/* ------------------------------------------------------------------------ */
-/* The opening handshake (§4.2)                                             */
-
-/* Does a comma-separated header list (any of the fields `name`) hold `tok`? */
-static bool header_has_token(const petrel_req_t *req, const char *name, const char *tok)
-{
-    size_t nl = strlen(name), tl = strlen(tok);
-    for (size_t i = 0; i < req->nheaders; i++) {
-        const petrel_header_t *h = &req->headers[i];
-        if (!petrel__str_ieq(h->name.ptr, h->name.len, name, nl))
-            continue;
-        const char *s = h->value.ptr, *end = s + h->value.len;
-        while (s < end) {
-            while (s < end && (*s == ' ' || *s == '\t' || *s == ','))
-                s++;
-            const char *b = s;
-            while (s < end && *s != ',')
-                s++;
-            const char *e = s;
-            while (e > b && (e[-1] == ' ' || e[-1] == '\t'))
-                e--;
-            if (petrel__str_ieq(b, (size_t)(e - b), tok, tl))
-                return true;
-        }
-    }
-    return false;
-}
-
-static size_t header_count(const petrel_req_t *req, const char *name)
-{
-    size_t n = 0, nl = strlen(name);
-    for (size_t i = 0; i < req->nheaders; i++)
-        if (petrel__str_ieq(req->headers[i].name.ptr, req->headers[i].name.len, name, nl))
-            n++;
-    return n;
-}
-
-/* The first of the server's subprotocols that the client offers. */
-static const char *pick_subprotocol(const petrel_req_t *req, const char *const *ours)
-{
-    if (ours == NULL)
+    if (idle_queue(cfg) == NULL)
         return NULL;
-    for (; *ours; ours++)
-        if (header_has_token(req, "sec-websocket-protocol", *ours))
-            return *ours;
-    return NULL;
-}
-
-/* One offer of Sec-WebSocket-Extensions, [b, e): "permessage-deflate" with
- * parameters we can honour (RFC 7692 §7.1)?  Returns our window bits (9-15)
- * and appends the answer's parameters to `ans`, or returns 0. */
-static int deflate_offer(const char *b, const char *e, char *ans, size_t cap)
-{
-    bool seen[4] = {false, false, false, false};
-    int sbits = 15;
-    const char *s = b;
-    for (int i = 0; s < e; i++) {
-        const char *x = s;
-        while (x < e && *x != ';')
-            x++;
-        const char *pb = s, *pe = x;
-        while (pb < pe && (*pb == ' ' || *pb == '\t'))
-            pb++;
-        while (pe > pb && (pe[-1] == ' ' || pe[-1] == '\t'))
-            pe--;
-        s = x < e ? x + 1 : e;
-        if (i == 0) {
-            if (!petrel__str_ieq(pb, (size_t)(pe - pb), "permessage-deflate", 18))
-                return 0;
-            continue;
-        }
-        const char *eq = memchr(pb, '=', (size_t)(pe - pb));
-        const char *ne = eq ? eq : pe, *vb = eq ? eq + 1 : pe, *ve = pe;
-        while (ne > pb && (ne[-1] == ' ' || ne[-1] == '\t'))
-            ne--;
-        while (vb < ve && (*vb == ' ' || *vb == '\t'))
-            vb++;
-        if (ve - vb >= 2 && *vb == '"' && ve[-1] == '"') {
-            vb++;
-            ve--;
-        }
-        static const char *const names[] = {"server_no_context_takeover",
-                                            "client_no_context_takeover", "server_max_window_bits",
-                                            "client_max_window_bits"};
-        int k = 0;
-        while (k < 4 && !petrel__str_ieq(pb, (size_t)(ne - pb), names[k], strlen(names[k])))
-            k++;
-        if (k == 4 || seen[k])
-            return 0; /* unknown or repeated: decline this offer (§7.1) */
-        seen[k] = true;
-        int v = 0;
-        if (eq) {
-            if (k < 2 || ve - vb < 1 || ve - vb > 2 || *vb == '0')
-                return 0;
-            for (const char *d = vb; d < ve; d++) {
-                if (*d < '0' || *d > '9')
-                    return 0;
-                v = v * 10 + (*d - '0');
-            }
-            if (v < 8 || v > 15)
-                return 0;
-        } else if (k == 2) {
-            return 0; /* server_max_window_bits needs a value */
-        }
-        if (k == 2) {
-            if (v < 9)
-                return 0; /* zlib cannot make a raw deflate stream with 256-byte windows */
-            sbits = v;
-        }
-    }
-    /* no context takeover either way: every message stands alone */
-    int n = seen[2] ? snprintf(ans, cap,
-                               "permessage-deflate; server_no_context_takeover; "
-                               "client_no_context_takeover; server_max_window_bits=%d",
-                               sbits)
-                    : snprintf(ans, cap,
-                               "permessage-deflate; server_no_context_takeover; "
-                               "client_no_context_takeover");
-    return n > 0 && (size_t)n < cap ? sbits : 0;
-}
-
-/* The first acceptable permessage-deflate offer of the request. */
-static int negotiate_deflate(const petrel_req_t *req, char *ans, size_t cap)
-{
-    for (size_t i = 0; i < req->nheaders; i++) {
-        const petrel_header_t *h = &req->headers[i];
-        if (!petrel__str_ieq(h->name.ptr, h->name.len, "sec-websocket-extensions", 24))
-            continue;
-        const char *s = h->value.ptr, *end = s + h->value.len;
-        while (s < end) {
-            const char *x = s;
-            bool q = false;
-            while (x < end && (q || *x != ',')) {
-                if (*x == '"')
-                    q = !q;
-                x++;
-            }
-            int bits = deflate_offer(s, x, ans, cap);
-            if (bits)
-                return bits;
-            s = x < end ? x + 1 : end;
-        }
-    }
-    return 0;
-}
-
-static int bad_request(petrel_req_t *req, const char *why)
-{
-    petrel_log(PETREL_LOG_DEBUG, "request %llu: websocket handshake refused: %s",
-               (unsigned long long)req->id, why);
-    char *body = petrel_arena_printf(req->arena, "400 Bad Request: %s\n", why);
-    if (body == NULL)
-        return 400;
-    return petrel_send(req, 400, "text/plain", body, strlen(body));
-}
-
-static int ws_handshake(petrel_req_t *req, void *data)
-{
-    const ws_route_t *rt = data;
-    petrel__conn_t *c = req->_conn;
-    petrel_server_t *srv = req->server;
-    if (req->version != 11)
-        return bad_request(req, req->version == 20 ? "WebSocket over HTTP/2 is not supported"
-                                                   : "WebSocket needs HTTP/1.1");
-    if (req->method != PETREL_GET)
-        return bad_request(req, "the handshake is a GET");
-    if (!header_has_token(req, "upgrade", "websocket"))
-        return bad_request(req, "no Upgrade: websocket");
-    if (!header_has_token(req, "connection", "upgrade"))
-        return bad_request(req, "no Connection: Upgrade");
-    const char *key = petrel_req_header(req, "sec-websocket-key");
-    uint8_t raw[18];
-    if (key == NULL || header_count(req, "sec-websocket-key") != 1 ||
-        petrel__base64_decode(key, strlen(key), raw, sizeof(raw)) != 16)
-        return bad_request(req, "Sec-WebSocket-Key is not 16 bytes in base64");
-    const char *ver = petrel_req_header(req, "sec-websocket-version");
-    if (ver == NULL || strcmp(ver, "13") != 0 || header_count(req, "sec-websocket-version") != 1) {
-        /* §4.2.2: the versions we speak */
-        petrel_resp_header(req, "Sec-WebSocket-Version", "13");
-        return petrel_send_text(req, 426, "text/plain",
-                                "426 Upgrade Required: Sec-WebSocket-Version 13\n");
-    }
-    if (srv->draining)
-        return 503;
-    if (rt->h.check_origin) {
-        int st = rt->h.check_origin(req, petrel_req_header(req, "origin"), rt->data);
-        if (st)
-            return st >= 400 && st <= 599 ? st : 403;
-    }
-    if (idle_queue(srv) == NULL)
-        return 503;
-
     petrel_ws_t *ws = calloc(1, sizeof(*ws));
     if (ws == NULL)
-        return 503;
+        return NULL;
     list_init(&ws->pending.node);
-    ws->pending.cb = ws_on_pending;
-    ws->c = c;
+    list_init(&ws->timer.node);
+    ws->timer.cb = ws_on_timer;
+    ws->cops = ops;
+    ws->t = t;
+    ws->arena = arena;
     ws->route = rt;
     ws->data = rt->data;
     ws->state = WS_OPENING;
-    ws->max_message = rt->h.max_message_size         ? rt->h.max_message_size
-                      : srv->cfg.ws_max_message_size ? srv->cfg.ws_max_message_size
-                                                     : WS_DEFAULT_MAX_MESSAGE;
-    ws->send_limit = srv->cfg.ws_send_limit ? srv->cfg.ws_send_limit : WS_DEFAULT_SEND_LIMIT;
-    ws->subprotocol = pick_subprotocol(req, rt->h.subprotocols);
-    char ext[160];
-    ws->deflate_bits =
-        (uint8_t)(rt->h.no_compression ? 0 : negotiate_deflate(req, ext, sizeof(ext)));
+    ws->max_message = rt->h.max_message_size    ? rt->h.max_message_size
+                      : cfg->ws_max_message_size ? cfg->ws_max_message_size
+                                                 : WS_DEFAULT_MAX_MESSAGE;
+    ws->send_limit = cfg->ws_send_limit ? cfg->ws_send_limit : WS_DEFAULT_SEND_LIMIT;
+    ws->subprotocol = subprotocol;
+    ws->deflate_bits = (uint8_t)deflate_bits;
     static const struct wslay_event_callbacks cbs = {
         .recv_callback = cb_recv,
         .send_callback = cb_send,
@@ -1274,74 +901,53 @@ static int ws_handshake(petrel_req_t *req, void *data)
     };
     if (wslay_event_context_server_init(&ws->wslay, &cbs, ws) != 0) {
         free(ws);
-        return 503;
+        return NULL;
     }
     wslay_event_config_set_no_buffering(ws->wslay, 1);
     /* petrel checks sizes itself (scan_header, msg_inflate) */
     wslay_event_config_set_max_recv_msg_length(ws->wslay, UINT64_MAX >> 1);
     if (ws->deflate_bits)
         wslay_event_config_set_allowed_rsv_bits(ws->wslay, WSLAY_RSV1_BIT);
-    if (petrel_arena_defer(req->arena, ws_req_cleanup, ws) < 0) {
-        ws_free(ws);
-        return 503;
-    }
-
-    /* §4.2.2: Sec-WebSocket-Accept = base64(SHA-1(key + GUID)) */
-    char accept[PETREL__WS_ACCEPT_LEN + 1];
-    petrel__ws_accept(key, strlen(key), accept);
-    char head[512];
-    int n = snprintf(head, sizeof(head),
-                     "HTTP/1.1 101 Switching Protocols\r\n"
-                     "Server: petrel\r\n"
-                     "Date: %.29s\r\n"
-                     "Upgrade: websocket\r\n"
-                     "Connection: Upgrade\r\n"
-                     "Sec-WebSocket-Accept: %s\r\n"
-                     "%s%s%s"
-                     "%s%s%s"
-                     "\r\n",
-                     petrel__loop->date, accept, ws->subprotocol ? "Sec-WebSocket-Protocol: " : "",
-                     ws->subprotocol ? ws->subprotocol : "", ws->subprotocol ? "\r\n" : "",
-                     ws->deflate_bits ? "Sec-WebSocket-Extensions: " : "",
-                     ws->deflate_bits ? ext : "", ws->deflate_bits ? "\r\n" : "");
-    if (n < 0 || (size_t)n >= sizeof(head) || petrel__out_copy(c, head, (size_t)n) < 0)
-        return PETREL_ENOMEM; /* ws_req_cleanup frees ws: c->proto is not ours */
-    req->_resp->status = 101;
-    req->_resp->sent = req->_resp->ended = true;
-    c->proto = ws;
-    c->on_upgrade = ws_start;
-    ws->flags |= WS_OPENED;
-    if (rt->h.on_open)
-        rt->h.on_open(ws, req);
-    return 0;
+    return ws;
 }
+
+void petrel__ws_opened(petrel_ws_t *ws) { ws->flags |= WS_OPENED; }
+
+void petrel__ws_start(petrel_ws_t *ws, bool draining)
+{
+    petrel_arena_t *a = ws->arena;
+    ws->flags |= WS_STARTED;
+    /* room for the largest message growing, and for its inflated form */
+    size_t lim = ws->max_message > (SIZE_MAX - (1 << 20)) / 5 ? 0 : 5 * ws->max_message + (1 << 20);
+    if (a->limit && (lim == 0 || lim > a->limit))
+        a->limit = lim;
+    if (ws->state == WS_OPENING)
+        ws->state = WS_OPEN;
+    petrel__timer_arm(petrel__loop, &ws->timer, &idle_q);
+    if (draining)
+        petrel__ws_drain(ws);
+}
+
+void petrel__ws_drain(petrel_ws_t *ws)
+{
+    if (ws->state == WS_OPEN) {
+        send_close(ws, 1001, "server shutting down");
+        ws->state = WS_CLOSING;
+        petrel__timer_arm(petrel__loop, &ws->timer, &idle_q);
+        ws_kick(ws);
+    }
+}
+
+petrel__pending_t *petrel__ws_pending(petrel_ws_t *ws) { return &ws->pending; }
+unsigned *petrel__ws_carrier_flags(petrel_ws_t *ws) { return &ws->carrier_flags; }
+petrel_ws_t *petrel__ws_of_pending(petrel__pending_t *p)
+{
+    return container_of(p, petrel_ws_t, pending);
+}
+void *petrel__ws_carrier(const petrel_ws_t *ws) { return ws->t; }
 
 /* ------------------------------------------------------------------------ */
 /* API                                                                      */
-
-int petrel_ws_route_add(petrel_server_t *srv, const char *pattern,
-                        const petrel_ws_handler_t *handler, void *data)
-{
-    if (srv == NULL || pattern == NULL || handler == NULL)
-        return PETREL_EINVAL;
-    if (handler->subprotocols)
-        for (const char *const *s = handler->subprotocols; *s; s++)
-            if (**s == '\0' || strpbrk(*s, " \t,\r\n"))
-                return PETREL_EINVAL;
-    ws_route_t *rt = calloc(1, sizeof(*rt));
-    if (rt == NULL)
-        return PETREL_ENOMEM;
-    rt->h = *handler;
-    rt->data = data;
-    int rc = petrel_route_add(srv, PETREL_GET, pattern, ws_handshake, rt);
-    if (rc < 0) {
-        free(rt);
-        return rc;
-    }
-    rt->next = routes;
-    routes = rt;
-    return 0;
-}
 
 int petrel_ws_send_text(petrel_ws_t *ws, const char *text, size_t len)
 {
@@ -1367,7 +973,7 @@ int petrel_ws_close(petrel_ws_t *ws, int code, const char *reason)
     send_close(ws, (unsigned)code, reason);
     ws->state = WS_CLOSING;
     if (ws->flags & WS_STARTED)
-        petrel__timer_arm(petrel__loop, &ws->c->timer, &idle_q);
+        petrel__timer_arm(petrel__loop, &ws->timer, &idle_q);
     ws_kick(ws);
     return 0;
 }

@@ -6,7 +6,8 @@
  * The heap hook of check_util.h counts heap calls and injects failures; it is
  * compiled out under AddressSanitizer, where the heap counts are skipped.
  */
-#include "petrel-int.h"
+#include "arena.h"
+#include "list.h"
 
 #include "check_util.h"
 

@@ -15,7 +15,8 @@
  */
 #include "grpcwire.h"
 #include "bench/bench.h"
-#include "petrel-int.h"
+#include "arena.h"
+#include "proto.h"
 
 #include <check.h>
 #include <stdio.h>

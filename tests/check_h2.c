@@ -4,7 +4,8 @@
  * adopted on the other end, the worker's loop turned by hand.  No sleeps:
  * each pump turns the loop with a zero timeout and moves the client's bytes.
  */
-#include "petrel-int.h"
+#include "server.h"
+#include "h2.h"
 
 #include <check.h>
 #include <errno.h>
@@ -265,7 +266,7 @@ static int socketpair_adopt(void)
 {
     int sv[2];
     ck_assert_int_eq(socketpair(AF_UNIX, SOCK_STREAM, 0, sv), 0);
-    ck_assert_int_eq(petrel__conn_adopt(srv, sv[0]), 0);
+    ck_assert_int_eq(petrel__conn_adopt(&srv->conns, sv[0]), 0);
     fcntl(sv[1], F_SETFL, fcntl(sv[1], F_GETFL) | O_NONBLOCK);
     return sv[1];
 }
@@ -863,9 +864,8 @@ START_TEST(server_drain)
     ck_assert_ptr_nonnull(held);
     /* the idle client (an nghttp2 client with no stream open) does not
      * answer the PING: the final GOAWAY follows at the linger timeout */
-    srv->tq_linger.timeout_ms = 0;
-    srv->draining = true;
-    petrel__conn_close_idle(srv);
+    srv->conns.tq_linger.timeout_ms = 0;
+    petrel__conns_drain(&srv->conns, true);
     pump(idle, 5);
     ck_assert(idle->goaway);
     ck_assert_uint_eq(idle->goaway_error, NGHTTP2_NO_ERROR);
@@ -888,7 +888,7 @@ START_TEST(server_drain)
     ck_assert(r->closed);
     ck_assert_str_eq(r->body, "part1;end");
     ck_assert(busy->eof);
-    ck_assert_uint_eq(srv->nconns, 0);
+    ck_assert_uint_eq(srv->conns.n, 0);
     client_free(idle);
     client_free(busy);
 }
@@ -896,7 +896,7 @@ END_TEST
 
 START_TEST(idle_timeout)
 {
-    srv->tq_keepalive.timeout_ms = 0; /* expire at the next turn */
+    srv->conns.tq_keepalive.timeout_ms = 0; /* expire at the next turn */
     client_t *cl = client_new(NULL, 0);
     resp_t *r = request(cl, "GET", "/hello", NULL, 0);
     pump_all(cl);

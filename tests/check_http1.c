@@ -18,7 +18,9 @@
  *
  * RFC references: RFC 9112 (HTTP/1.1 message syntax), RFC 9110 (semantics).
  */
-#include "petrel-int.h"
+#include "server.h"
+#include "log.h"
+#include "http1.h"
 
 #include "check_util.h"
 
@@ -169,7 +171,7 @@ static client_t *client_open(void)
     ck_assert_int_lt(nclients, (int)(sizeof(clients) / sizeof(clients[0])));
     int fds[2];
     ck_assert_int_eq(socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, fds), 0);
-    ck_assert_int_eq(petrel__conn_adopt(srv, fds[0]), 0);
+    ck_assert_int_eq(petrel__conn_adopt(&srv->conns, fds[0]), 0);
     ck_assert_int_eq(fcntl(fds[1], F_SETFL, fcntl(fds[1], F_GETFL) | O_NONBLOCK), 0);
     client_t *c = &clients[nclients++];
     c->fd = fds[1];
@@ -1596,11 +1598,11 @@ static void zero_malloc(int batch)
 
     uint64_t calls0 = ck_heap.calls, pool0 = petrel__pool.mallocs;
     int64_t live0 = ck_heap.live;
-    uint64_t ids0 = srv->next_req_id;
+    uint64_t ids0 = srv->conns.next_req_id;
     int errors = serve_hellos(c, 10000, batch, resp_len);
     uint64_t calls1 = ck_heap.calls, pool1 = petrel__pool.mallocs;
     int64_t live1 = ck_heap.live;
-    uint64_t ids1 = srv->next_req_id;
+    uint64_t ids1 = srv->conns.next_req_id;
 
     ck_assert_msg(errors == 0, "%s", err);
     ck_assert_uint_eq(ids1 - ids0, 10000);
@@ -1724,7 +1726,7 @@ static void walk_once(walk_t *w, uint64_t n)
     c->len = c->off = 0;
     if (n)
         ck_heap_arm(n, false);
-    if (petrel__conn_adopt(srv, fds[0]) < 0) {
+    if (petrel__conn_adopt(&srv->conns, fds[0]) < 0) {
         close(fds[0]);
         w->adopt_failed = true;
     } else if (client_write(c, walk_req, walk_len)) {
@@ -1770,10 +1772,10 @@ static void walk_once(walk_t *w, uint64_t n)
     /* close our end: the server sees EOF and lets go of the connection */
     close(fds[1]);
     c->fd = -1;
-    for (int i = 0; i < 20 && srv->nconns; i++)
+    for (int i = 0; i < 20 && srv->conns.n; i++)
         turn(0);
     turn(0);
-    w->nconns = srv->nconns;
+    w->nconns = srv->conns.n;
     w->pool_live = petrel__pool.live;
     w->leaked = ck_heap.live - live0;
 }

@@ -8,7 +8,8 @@
  * tested against the real binary (tests/integration/test_mod_*.sh).
  */
 #define PETREL_BUILTIN_MODULE 1 /* descriptors of this file go in a table */
-#include "petrel-int.h"
+#include "server.h"
+#include "log.h"
 
 #include <check.h>
 #include <stdio.h>

@@ -3,7 +3,8 @@
  * percent-decoding, methods, case-insensitive comparison, and of the
  * reason phrases of src/response.c.
  */
-#include "petrel-int.h"
+#include "arena.h"
+#include "proto.h"
 
 #include <check.h>
 #include <stdio.h>
@@ -12,7 +13,7 @@
 
 static char out[1024];
 
-/* Normalise `in`; returns the length (or -1), the result in `out`. */
+/* Normalise `in`; returns the length (or PETREL_EINVAL), the result in `out`. */
 static ssize_t norm(const char *in)
 {
     size_t n = strlen(in);
@@ -32,7 +33,7 @@ static ssize_t norm(const char *in)
 #define ck_norm_refused(in)                                                                     \
     do {                                                                                        \
         ssize_t n_ = norm(in);                                                                  \
-        ck_assert_msg(n_ == -1, "'%s' not refused: '%s'", in, n_ >= 0 ? out : "");             \
+        ck_assert_msg(n_ == PETREL_EINVAL, "'%s' not refused: '%s'", in, n_ >= 0 ? out : "");             \
     } while (0)
 
 /* ------------------------------------------------------------------------ */
@@ -129,7 +130,7 @@ START_TEST(test_norm_refused)
     ck_norm_refused("/%g0");
     ck_norm_refused("/%0g");
     /* only `len` bytes are read */
-    ck_assert_int_eq(petrel__path_normalize("/ab%41", 4, out), -1);
+    ck_assert_int_eq(petrel__path_normalize("/ab%41", 4, out), PETREL_EINVAL);
     ck_assert_int_eq(petrel__path_normalize("/abc", 3, out), 3);
     ck_assert_str_eq(out, "/ab");
 }
@@ -186,13 +187,13 @@ END_TEST
 
 START_TEST(test_pct_decode_bad)
 {
-    ck_assert_int_eq(dec("%", false), -1);
-    ck_assert_int_eq(dec("%2", false), -1);
-    ck_assert_int_eq(dec("a%2", true), -1);
-    ck_assert_int_eq(dec("%zz", false), -1);
-    ck_assert_int_eq(dec("%2z", false), -1);
-    ck_assert_int_eq(dec("%-1", false), -1);
-    ck_assert_int_eq(dec("%%41", false), -1);
+    ck_assert_int_eq(dec("%", false), PETREL_EINVAL);
+    ck_assert_int_eq(dec("%2", false), PETREL_EINVAL);
+    ck_assert_int_eq(dec("a%2", true), PETREL_EINVAL);
+    ck_assert_int_eq(dec("%zz", false), PETREL_EINVAL);
+    ck_assert_int_eq(dec("%2z", false), PETREL_EINVAL);
+    ck_assert_int_eq(dec("%-1", false), PETREL_EINVAL);
+    ck_assert_int_eq(dec("%%41", false), PETREL_EINVAL);
 }
 END_TEST
 

@@ -6,7 +6,8 @@
  * percent-decoded (check_request.c tests that; check_http1.c tests a decoded
  * parameter end to end), so the paths below are decoded paths.
  */
-#include "petrel-int.h"
+#include "server.h"
+#include "proto.h"
 
 #include <check.h>
 #include <stdio.h>

@@ -9,7 +9,7 @@
  */
 #include "check_util.h"
 
-#include "petrel-int.h"
+#include "server.h"
 #include "static-int.h"
 
 #include <dirent.h>
@@ -464,7 +464,7 @@ static void server_setup(const petrel_static_opts_t *o)
     ck_assert_int_eq(petrel__worker_init(srv), 0);
     int sv[2];
     ck_assert_int_eq(socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv), 0);
-    ck_assert_int_eq(petrel__conn_adopt(srv, sv[0]), 0);
+    ck_assert_int_eq(petrel__conn_adopt(&srv->conns, sv[0]), 0);
     cli = sv[1];
     fcntl(cli, F_SETFL, O_NONBLOCK);
 }

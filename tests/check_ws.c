@@ -9,7 +9,11 @@
  * RFC references: RFC 6455 (the protocol), RFC 3174 (SHA-1 test vectors),
  * RFC 4648 (base64 test vectors), RFC 3629 (UTF-8).
  */
-#include "petrel-int.h"
+#include "server.h"
+#include "log.h"
+#include "ws.h"
+#include "wskey.h"
+#include "proto.h"
 
 #include "check_util.h"
 
@@ -163,7 +167,7 @@ static client_t *client_open(void)
     ck_assert_int_lt(nclients, 3);
     int fds[2];
     ck_assert_int_eq(socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, fds), 0);
-    ck_assert_int_eq(petrel__conn_adopt(srv, fds[0]), 0);
+    ck_assert_int_eq(petrel__conn_adopt(&srv->conns, fds[0]), 0);
     ck_assert_int_eq(fcntl(fds[1], F_SETFL, fcntl(fds[1], F_GETFL) | O_NONBLOCK), 0);
     client_t *c = &clients[nclients++];
     c->fd = fds[1];
@@ -175,8 +179,8 @@ static client_t *client_open(void)
 /* The server side of the newest connection. */
 static petrel__conn_t *server_conn(void)
 {
-    ck_assert(!list_empty(&srv->conns));
-    return container_of(srv->conns.prev, petrel__conn_t, link);
+    ck_assert(!list_empty(&srv->conns.all));
+    return container_of(srv->conns.all.prev, petrel__conn_t, link);
 }
 
 static size_t client_pull(client_t *c)
@@ -958,7 +962,7 @@ START_TEST(test_peer_vanishes)
         turn(0);
     ck_assert_int_eq(n_close, 1);
     ck_assert_int_eq(last_code, 1006);
-    ck_assert(list_empty(&srv->conns));
+    ck_assert(list_empty(&srv->conns.all));
 }
 END_TEST
 
@@ -1133,22 +1137,21 @@ START_TEST(test_drain_sends_1001)
     client_t *c = ws_open("/t");
     send_frame(c, 0x81, "x", 1);
     expect_frame(c, 1, "x", 1);
-    srv->draining = true;
-    petrel__conn_close_idle(srv);
+    petrel__conns_drain(&srv->conns, true);
     frame_t f;
     ck_assert(read_frame(c, &f));
     ck_assert_int_eq(f.op, 8);
     ck_assert_int_eq(f.data[0] << 8 | f.data[1], 1001);
-    ck_assert_int_eq(srv->nconns, 1);
+    ck_assert_int_eq(srv->conns.n, 1);
     send_frame(c, 0x88, "\x03\xe9", 2);
     expect_eof(c);
     ck_assert_int_eq(last_code, 1001);
     /* the server half-closed first; the client's close ends it */
     close(c->fd);
     c->fd = -1;
-    for (int i = 0; i < 100 && srv->nconns; i++)
+    for (int i = 0; i < 100 && srv->conns.n; i++)
         turn(0);
-    ck_assert_int_eq(srv->nconns, 0);
+    ck_assert_int_eq(srv->conns.n, 0);
     ck_assert(srv->loop.stop);
 }
 END_TEST

@@ -16,7 +16,9 @@
  *     catches any read past the end, by the normaliser or by the router,
  *     which is also given the raw, un-normalised bytes.
  */
-#include "petrel-int.h"
+#include "arena.h"
+#include "router.h"
+#include "proto.h"
 
 #include <stdio.h>
 #include <stdlib.h>

@@ -20,7 +20,7 @@
  *   - the Location encoder stays within 3 * len bytes, only emitting
  *     allowed characters.
  */
-#include "petrel-int.h"
+#include "petrel.h"
 
 #include "static-int.h"
 

@@ -1,7 +1,9 @@
 /*
  * fuzz_server.c -- see fuzz_server.h.
  */
-#include "petrel-int.h"
+#include "server.h"
+#include "log.h"
+#include "h2.h"
 
 #include "fuzz_server.h"
 
@@ -512,7 +514,7 @@ void fuzz_server_run(const void *head, size_t head_len, const uint8_t *data, siz
     int fds[2];
     if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, fds) < 0)
         die("socketpair");
-    if (fcntl(fds[1], F_SETFL, O_NONBLOCK) < 0 || petrel__conn_adopt(srv, fds[0]) < 0)
+    if (fcntl(fds[1], F_SETFL, O_NONBLOCK) < 0 || petrel__conn_adopt(&srv->conns, fds[0]) < 0)
         die("adopt");
     int fd = fds[1];
     bool eof = false, open = true;

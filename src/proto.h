@@ -1,0 +1,156 @@
+/*
+ * proto.h -- the contract between the protocols (http1.c, h2.c, ws.c) and
+ * the framework above them (request.c, response.c, router.c, accesslog.c).
+ *
+ * A protocol builds a petrel_req_t (in an arena scope of its own), hands it
+ * to petrel__req_dispatch() and reports its end to petrel__req_finished();
+ * the request API answers through req->_proto, the protocol's response
+ * operations.  Handlers never learn which protocol carried a request.
+ */
+#ifndef PETREL_PROTO_H
+#define PETREL_PROTO_H
+
+#include "log.h"
+#include "petrel.h"
+
+#include <stdbool.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+/* ------------------------------------------------------------------------ */
+/* The response of a request                                                */
+
+typedef struct petrel__rheader {
+    struct petrel__rheader *next;
+    petrel_str_t name, value;
+} petrel__rheader_t;
+
+enum { BODY_NONE, BODY_MEM, BODY_FD, BODY_STREAM };
+
+struct petrel_resp {
+    int status;
+    const char *type;
+    petrel__rheader_t *headers, **headers_tail;
+    petrel__rheader_t *trailers, **trailers_tail;
+    int body_kind;
+    const void *body;
+    size_t len;
+    int fd;
+    off_t offset;
+    bool close_fd;
+    bool sent;  /* headers handed to the protocol */
+    bool ended; /* the whole response handed over */
+};
+
+/* Reset a response before its request is dispatched. */
+static inline void petrel__resp_init(petrel_resp_t *r)
+{
+    r->status = 0;
+    r->type = NULL;
+    r->body_kind = BODY_NONE;
+    r->sent = r->ended = false;
+    r->headers = r->trailers = NULL;
+    r->headers_tail = &r->headers;
+    r->trailers_tail = &r->trailers;
+}
+
+/* What a protocol does with a response; the request API calls these. */
+struct petrel_proto {
+    const char *name;
+    /* Headers and, unless BODY_STREAM, the whole body: frame and queue. */
+    int (*send)(petrel_req_t *req, petrel_resp_t *resp);
+    int (*stream_write)(petrel_req_t *req, const void *data, size_t len);
+    int (*stream_end)(petrel_req_t *req, petrel_resp_t *resp);
+    /* The peer's address as text, in the request arena. */
+    const char *(*peer)(petrel_req_t *req);
+};
+
+/* ------------------------------------------------------------------------ */
+/* What the framework does for a protocol                                   */
+
+/* Route and run the handler for a request whose head and body are
+ * complete.  When it returns, the response may be complete, streaming, or
+ * (a handler error) have been completed with 500. */
+void petrel__req_dispatch(petrel_req_t *req);
+/* The access log line of a request (accesslog.c). */
+void petrel__req_log(petrel_req_t *req, uint64_t bytes);
+/* The response of `req` is complete (queued whole), with `bytes` of body. */
+static inline void petrel__req_finished(petrel_req_t *req, uint64_t bytes)
+{
+    if (petrel__alog_on)
+        petrel__req_log(req, bytes);
+}
+
+/* ------------------------------------------------------------------------ */
+/* HTTP helpers shared by the protocols and the framework (request.c,       */
+/* response.c)                                                              */
+
+/* Map a method name to a PETREL_* bit; 0 for any other. */
+int petrel__method_from_name(const char *s, size_t len);
+/* Comma-separated list of methods for an Allow header, into `buf`. */
+size_t petrel__methods_format(int methods, char *buf, size_t len);
+/*
+ * Percent-decode `in` and remove dot-segments into `out` (capacity len + 1,
+ * NUL-terminated).  Returns the length, or PETREL_EINVAL for a path that is
+ * not acceptable (not starting with '/', %00, bad escape, climbing above
+ * the root).
+ */
+ssize_t petrel__path_normalize(const char *in, size_t len, char *out);
+/* Percent-decode (with '+' as space when `plus`); returns the length or
+ * PETREL_EINVAL. */
+ssize_t petrel__pct_decode(const char *in, size_t len, char *out, bool plus);
+bool petrel__str_ieq(const char *a, size_t alen, const char *b, size_t blen);
+/* Is `tok` (any case) one of the comma-separated tokens of [s, s + n)? */
+bool petrel__list_has_token(const char *s, size_t n, const char *tok, size_t tlen);
+/* 1 for the bytes of a token (RFC 9110 §5.6.2 tchar) */
+extern const uint8_t petrel__tchar[256];
+
+/* RFC 9110 §6.4.1, §15.3.5, §15.4.5: 1xx, 204 and 304 carry no content. */
+static inline bool petrel__status_has_body(int status)
+{
+    return !(status < 200 || status == 204 || status == 304);
+}
+/* The default body for a status: "404 Not Found\n". */
+size_t petrel__status_body(int status, char *buf, size_t len);
+/* "HTTP/1.1 404 Not Found\r\n" for known statuses, formatted otherwise. */
+size_t petrel__status_line(int status, char *buf, size_t len);
+
+/* `v` in decimal at p (no NUL); returns the end. */
+static inline char *petrel__put_u64(char *p, uint64_t v)
+{
+    char tmp[24];
+    int n = 0;
+    do {
+        tmp[n++] = (char)('0' + v % 10);
+        v /= 10;
+    } while (v);
+    while (n)
+        *p++ = tmp[--n];
+    return p;
+}
+
+/* One pass over an origin-form request target [t, end) (HTTP/1.1 and h2):
+ * sets r->query when there is a '?', returns the path's length, and tells
+ * in *clean whether the path can be used as it is (no '%', "/." or "//" to
+ * decode or resolve). */
+static inline size_t petrel__target_split(petrel_req_t *r, const char *t, const char *end,
+                                          bool *clean)
+{
+    const char *q = NULL;
+    *clean = true;
+    for (const char *x = t; x < end; x++) {
+        if (*x == '?') {
+            q = x;
+            break;
+        }
+        if (*x == '%' || (*x == '/' && x + 1 < end && (x[1] == '.' || x[1] == '/')))
+            *clean = false;
+    }
+    if (q) {
+        r->query.ptr = q + 1;
+        r->query.len = (size_t)(end - q - 1);
+    }
+    return (size_t)((q ? q : end) - t);
+}
+
+#endif /* PETREL_PROTO_H */

@@ -1,0 +1,44 @@
+/*
+ * router.h -- routes: method + path pattern -> handler (router.c).
+ */
+#ifndef PETREL_ROUTER_H
+#define PETREL_ROUTER_H
+
+#include "petrel.h"
+
+#include <stddef.h>
+
+typedef struct petrel__router petrel__router_t;
+
+typedef struct petrel__match {
+    petrel_handler_t handler;
+    void *data;
+    int allowed; /* methods the path has, when the method does not match */
+    petrel_param_t *params;
+    size_t nparams;
+} petrel__match_t;
+
+petrel__router_t *petrel__router_new(void);
+void petrel__router_free(petrel__router_t *r);
+int petrel__router_add(petrel__router_t *r, int methods, const char *pattern,
+                       petrel_handler_t handler, void *data);
+/*
+ * Match a normalised path.  Returns 0 with m->handler set, 404 when no route
+ * has the path, 405 with m->allowed when the path exists for other methods.
+ * Parameters are allocated from `a`.  HEAD falls back to GET.
+ */
+int petrel__router_match(const petrel__router_t *r, int method, const char *path, size_t len,
+                         petrel_arena_t *a, petrel__match_t *m);
+
+/* The routes of a server (server.c). */
+const petrel__router_t *petrel__server_routes(const petrel_server_t *srv);
+/* petrel_route_add() whose `data` the server's router owns: freed with
+ * `free_data` when the router goes (a reload drops the old generation's),
+ * whether the route could be added or not. */
+int petrel__route_add_owned(petrel_server_t *srv, int methods, const char *pattern,
+                            petrel_handler_t handler, void *data, void (*free_data)(void *));
+/* The router frees `data` with `free_data` when it goes.  0, or
+ * PETREL_ENOMEM (then `data` is freed at once). */
+int petrel__router_own(petrel__router_t *r, void *data, void (*free_data)(void *));
+
+#endif /* PETREL_ROUTER_H */

@@ -1,0 +1,48 @@
+/*
+ * settings.h -- the settings of a server (server.c fills them from the command
+ * line or an embedder).  Plain data: every layer reads it, none writes it
+ * after start-up.
+ */
+#ifndef PETREL_SETTINGS_H
+#define PETREL_SETTINGS_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+typedef struct petrel__config {
+    size_t max_header_size; /* whole request head, bytes */
+    size_t max_uri_size;
+    size_t max_body_size;
+    size_t max_connections; /* per worker */
+    uint64_t header_timeout_ms;
+    uint64_t keepalive_timeout_ms;
+    uint64_t send_timeout_ms;
+    uint64_t drain_timeout_ms;
+    int workers;
+    int log_level;
+    const char *access_log; /* NULL: off */
+    const char *root;
+    /* HTTP/2 (h2.c); 0 means the default */
+    uint32_t h2_max_concurrent_streams; /* SETTINGS_MAX_CONCURRENT_STREAMS (128) */
+    uint32_t h2_initial_window_size;    /* SETTINGS_INITIAL_WINDOW_SIZE (1 MiB) */
+    size_t h2_max_header_list_size;     /* SETTINGS_MAX_HEADER_LIST_SIZE (max_header_size) */
+    /* WebSocket (ws.c); 0 means the default */
+    size_t ws_max_message_size;  /* larger messages: close 1009 (16 MiB) */
+    uint64_t ws_idle_timeout_ms; /* silence before a ping, then a close (30 s) */
+    size_t ws_send_limit;        /* output queued past this: close 1008 (4 MiB) */
+    bool dev; /* --dev: build .c modules, rebuild and reload on change */
+} petrel__config_t;
+
+void petrel__config_defaults(petrel__config_t *cfg);
+
+/* The memory budget of a connection (HTTP/1.1: its arena limit, which
+ * queued output counts toward) and of an h2 stream's arena, and the cap of
+ * the streamed output an h2 connection may hold: twice --max-body-size plus
+ * twice --max-header-size plus 1 MiB. */
+static inline size_t petrel__conn_budget(const petrel__config_t *cfg)
+{
+    return 2 * cfg->max_body_size + 2 * cfg->max_header_size + (1 << 20);
+}
+
+#endif /* PETREL_SETTINGS_H */

@@ -1,0 +1,93 @@
+/*
+ * ws.h -- the WebSocket engine (ws.c, on wslay) and what carries it.
+ *
+ * The engine speaks RFC 6455 over a byte stream it does not own: its
+ * carrier.  Bytes come in through petrel__ws_input(), go out through the
+ * carrier's operations, and the engine keeps its own timer and assembles
+ * messages in the carrier's arena.  Today's carrier is an HTTP/1.1
+ * connection after its 101 (ws-http1.c); an HTTP/2 stream opened with
+ * Extended CONNECT (RFC 8441) is the same interface.
+ */
+#ifndef PETREL_WS_H
+#define PETREL_WS_H
+
+#include "settings.h"
+#include "loop.h"
+#include "petrel.h"
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+/* A registered endpoint (petrel_ws_route_add): the handler and its data,
+ * owned by the router that holds the route. */
+typedef struct petrel__ws_route {
+    petrel_ws_handler_t h;
+    void *data;
+} petrel__ws_route_t;
+
+/* What carries a WebSocket.  `t` is the carrier's own pointer. */
+typedef struct petrel__ws_carrier {
+    /* Queue a frame: `hl` header bytes, then `len` payload bytes (both
+     * copied).  0, PETREL_ENOMEM or PETREL_EIO. */
+    int (*write)(void *t, const void *h, size_t hl, const void *data, size_t len);
+    /* Bytes queued and not written yet (exact: a walk, called rarely). */
+    size_t (*queued)(void *t);
+    /* Come back: write what is queued, end the stream if the engine is
+     * done -- at the end of the carrier's own event handling, or of the
+     * loop turn; never from inside this call. */
+    void (*kick)(void *t);
+    /* Give up at once (a send timeout, no Close in time): close now; the
+     * carrier calls petrel__ws_gone() (on_close has run). */
+    void (*abort)(void *t);
+} petrel__ws_carrier_t;
+
+/* A new engine for an accepted handshake, on carrier `ops`/`t`, assembling
+ * messages in `arena`.  Sends are allowed from here on (on_open may send:
+ * the frames follow the handshake's answer) and written once the carrier
+ * starts it.  NULL when out of memory. */
+petrel_ws_t *petrel__ws_new(const petrel__ws_route_t *rt, const petrel__config_t *cfg,
+                            const char *subprotocol, int deflate_bits,
+                            const petrel__ws_carrier_t *ops, void *t, petrel_arena_t *arena);
+/* Free an engine that never started (the handshake failed after it was
+ * made); on_close is not called. */
+void petrel__ws_free(petrel_ws_t *ws);
+/* on_open has been called: on_close will be. */
+void petrel__ws_opened(petrel_ws_t *ws);
+/* The stream is live (the carrier is switched): timers run, the arena's
+ * limit is lowered to what the largest message needs.  `draining`: the
+ * server is shutting down (Close 1001 at once). */
+void petrel__ws_start(petrel_ws_t *ws, bool draining);
+/* Bytes from the peer: returns how many were consumed (the rest is an
+ * incomplete frame header; offer it again with more).  Messages are
+ * delivered, pings answered, the Close handshake run from here.  Never
+ * frees the engine (sends are written by the carrier, later). */
+size_t petrel__ws_input(petrel_ws_t *ws, const char *p, size_t n);
+/* The peer ended its side without a Close (1006). */
+void petrel__ws_eof(petrel_ws_t *ws);
+/* The carrier's queue is empty; `after_wait`: it had waited for the peer
+ * (the idle timer starts over). */
+void petrel__ws_written(petrel_ws_t *ws, bool after_wait);
+/* Whether the engine still reads (its Close handshake is not over).  A
+ * carrier whose engine is done ends the stream once its output is
+ * written, then calls petrel__ws_gone(). */
+bool petrel__ws_reading(const petrel_ws_t *ws);
+/* Graceful shutdown: Close 1001, wait for the peer's Close. */
+void petrel__ws_drain(petrel_ws_t *ws);
+/* Run on_close if it is due: after input, before the carrier writes. */
+void petrel__ws_advance(petrel_ws_t *ws);
+/* The carrier lets go (closed, reset, finished): on_close (1006 when it had
+ * not run), and the engine is freed. */
+void petrel__ws_gone(petrel_ws_t *ws);
+/* For the carrier's use: an entry for the end of the loop turn and a few
+ * flags, kept in the engine so that a carrier needs no state of its own. */
+petrel__pending_t *petrel__ws_pending(petrel_ws_t *ws);
+unsigned *petrel__ws_carrier_flags(petrel_ws_t *ws);
+petrel_ws_t *petrel__ws_of_pending(petrel__pending_t *p);
+void *petrel__ws_carrier(const petrel_ws_t *ws);
+
+/* UTF-8 validator (RFC 3629) over pieces: *st starts at 0 and is 0 again at a
+ * character boundary; returns how many bytes were valid (n when all). */
+size_t petrel__utf8_scan(uint32_t *st, const void *data, size_t n);
+
+#endif /* PETREL_WS_H */
