@@ -48,6 +48,7 @@
 #include "h2.h"
 
 #include "http1.h"
+#include "sizeclass.h"
 
 #include <arpa/inet.h>
 #include <errno.h>
@@ -150,131 +151,48 @@ static const petrel_proto_t h2_proto;
 static void h2_flush(h2conn_t *h);
 
 /* ------------------------------------------------------------------------ */
-/* nghttp2's allocator: counted, with a size-class free list                */
+/* nghttp2's allocator                                                      */
 
-/*
- * nghttp2 allocates and frees a few small blocks per stream (the stream,
- * outbound items, the copied header array, HPACK entries).  A per-worker
- * free list per size class (64 B to 2 KiB) in front of malloc makes them
- * recycled, like the chunk pool: after warm-up the h2 request path makes no
- * heap call.  Each block carries a 16-byte header naming its class.
- */
-#define MEM_HDR 16
-#define MEM_NCLASS 6        /* 64, 128, 256, 512, 1024, 2048 (with the header) */
-#define MEM_MIN_SHIFT 6
-#define MEM_KEPT 1024       /* free blocks kept per class */
-#define MEM_LARGE 0xff
-
-typedef union memblk {
-    union memblk *next;     /* when free */
-    struct {
-        uint8_t cls;
-        size_t size; /* bytes of the block, header included */
-    } h;
-    max_align_t _align;
-} memblk_t;
-
-static petrel__h2_stats_t stats;
-static memblk_t *mem_free_list[MEM_NCLASS];
-static uint32_t mem_nfree[MEM_NCLASS];
-
-static inline int mem_class(size_t size)
-{
-    size_t need = size + MEM_HDR;
-    if (need > ((size_t)1 << (MEM_MIN_SHIFT + MEM_NCLASS - 1)))
-        return MEM_LARGE;
-    int c = 0;
-    while (((size_t)1 << (MEM_MIN_SHIFT + c)) < need)
-        c++;
-    return c;
-}
-
+/* nghttp2 allocates and frees a few small blocks per stream (the stream,
+ * outbound items, the copied header array, HPACK entries): the size-class
+ * free lists of sizeclass.c recycle them, like the chunk pool, so that
+ * after warm-up the h2 request path makes no heap call. */
 static void *mem_malloc(size_t size, void *ud)
 {
     (void)ud;
-    int c = mem_class(size);
-    memblk_t *b;
-    stats.ng_ops++;
-    if (c != MEM_LARGE && (b = mem_free_list[c]) != NULL) {
-        mem_free_list[c] = b->next;
-        mem_nfree[c]--;
-    } else {
-        b = malloc(c == MEM_LARGE ? size + MEM_HDR : (size_t)1 << (MEM_MIN_SHIFT + c));
-        if (b == NULL)
-            return NULL;
-        stats.ng_calls++;
-    }
-    b->h.cls = (uint8_t)c;
-    b->h.size = c == MEM_LARGE ? size + MEM_HDR : (size_t)1 << (MEM_MIN_SHIFT + c);
-    stats.ng_bytes += b->h.size;
-    return (char *)b + MEM_HDR;
+    return petrel__sc_malloc(size);
 }
 
 static void mem_free(void *p, void *ud)
 {
     (void)ud;
-    if (p == NULL)
-        return;
-    memblk_t *b = (memblk_t *)((char *)p - MEM_HDR);
-    int c = b->h.cls;
-    stats.ng_ops++;
-    stats.ng_bytes -= b->h.size;
-    if (c == MEM_LARGE || mem_nfree[c] >= MEM_KEPT) {
-        stats.ng_calls++;
-        free(b);
-        return;
-    }
-    b->next = mem_free_list[c];
-    mem_free_list[c] = b;
-    mem_nfree[c]++;
+    petrel__sc_free(p);
 }
 
 static void *mem_calloc(size_t n, size_t size, void *ud)
 {
-    if (size && n > SIZE_MAX / size)
-        return NULL;
-    void *p = mem_malloc(n * size, ud);
-    if (p)
-        memset(p, 0, n * size);
-    return p;
+    (void)ud;
+    return petrel__sc_calloc(n, size);
 }
 
 static void *mem_realloc(void *p, size_t size, void *ud)
 {
-    if (p == NULL)
-        return mem_malloc(size, ud);
-    if (size == 0) {
-        mem_free(p, ud);
-        return NULL;
-    }
-    memblk_t *b = (memblk_t *)((char *)p - MEM_HDR);
-    int c = b->h.cls;
-    if (c == MEM_LARGE) {
-        stats.ng_ops++;
-        stats.ng_calls++;
-        memblk_t *nb = realloc(b, size + MEM_HDR);
-        if (nb == NULL)
-            return NULL;
-        stats.ng_bytes += size + MEM_HDR - nb->h.size;
-        nb->h.size = size + MEM_HDR;
-        return (char *)nb + MEM_HDR;
-    }
-    size_t cap = ((size_t)1 << (MEM_MIN_SHIFT + c)) - MEM_HDR;
-    if (size <= cap)
-        return p;
-    void *q = mem_malloc(size, ud);
-    if (q) {
-        memcpy(q, p, cap);
-        mem_free(p, ud);
-    }
-    return q;
+    (void)ud;
+    return petrel__sc_realloc(p, size);
 }
 
 static nghttp2_mem h2_mem = {NULL, mem_malloc, mem_free, mem_calloc, mem_realloc};
 
+static petrel__h2_stats_t stats;
+
 void petrel__h2_stats(petrel__h2_stats_t *st)
 {
+    petrel__sc_stats_t sc;
+    petrel__sc_stats(&sc);
     *st = stats;
+    st->ng_ops = sc.ops;
+    st->ng_calls = sc.calls;
+    st->ng_bytes = sc.bytes;
     st->conn_bytes = sizeof(h2conn_t);
 }
 
