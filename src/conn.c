@@ -24,6 +24,9 @@
 
 /* Connection structs kept for reuse beyond the live ones. */
 #define CONN_FREE_MAX 1024
+/* Lingering: bytes dropped per read, reads per readiness. */
+#define LINGER_BUF 4096
+#define LINGER_READS 16
 
 /* ------------------------------------------------------------------------ */
 /* Output queue: segments and copied bytes share pool chunks.              */
@@ -438,8 +441,8 @@ void petrel__conn_switch(petrel__conn_t *c, const petrel__proto_ops_t *ops, void
 
 static void linger_read(petrel__conn_t *c)
 {
-    char buf[4096];
-    for (int i = 0; i < 16; i++) {
+    char buf[LINGER_BUF];
+    for (int i = 0; i < LINGER_READS; i++) {
         ssize_t n = read(c->io.fd, buf, sizeof(buf));
         if (n > 0)
             continue;

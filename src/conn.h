@@ -113,6 +113,10 @@ struct petrel__conns {
     void (*on_gone)(petrel__conns_t *cs);
 };
 
+/* Reads of one connection per readiness while each fills the read buffer:
+ * then the other connections of the loop get their turn. */
+#define PETREL__READS_PER_EVENT 4
+
 /* How long a closing connection reads what its peer still sends. */
 #define PETREL__LINGER_MS 2000
 

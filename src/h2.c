@@ -1119,7 +1119,7 @@ static int feed(h2conn_t *h, const char *p, size_t n)
 static void h2_read(h2conn_t *h)
 {
     petrel__conn_t *c = h->c;
-    for (int turn = 0; turn < 4; turn++) {
+    for (int turn = 0; turn < PETREL__READS_PER_EVENT; turn++) {
         int n = petrel__conn_read(c);
         if (n < 0) {
             petrel__conn_close(c);

@@ -934,7 +934,7 @@ static void h1_read(petrel__conn_t *c)
         h1_events(h1);
         return;
     }
-    for (int turn = 0; turn < 4; turn++) {
+    for (int turn = 0; turn < PETREL__READS_PER_EVENT; turn++) {
         if (c->rbuf && c->rlen == c->rcap) {
             int st = rbuf_make_room(h1);
             if (st) {

@@ -114,7 +114,7 @@ static void wc_read(petrel__conn_t *c)
     petrel_ws_t *ws = c->proto;
     unsigned *f = petrel__ws_carrier_flags(ws);
     *f |= WC_IN_IO;
-    for (int turn = 0; turn < 4 && !(c->flags & CONN_PAUSED) && petrel__ws_reading(ws); turn++) {
+    for (int turn = 0; turn < PETREL__READS_PER_EVENT && !(c->flags & CONN_PAUSED) && petrel__ws_reading(ws); turn++) {
         petrel__conn_compact(c);
         int n = petrel__conn_read(c);
         if (n < 0) {

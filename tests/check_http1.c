@@ -77,6 +77,23 @@ static int h_fail(petrel_req_t *req, void *data)
     return PETREL_EINVAL;
 }
 
+/* Returns a status it may not send. */
+static int h_status42(petrel_req_t *req, void *data)
+{
+    (void)req;
+    (void)data;
+    return 42;
+}
+
+/* Starts a streamed response, then returns a status as if it had not. */
+static int h_stream_then_404(petrel_req_t *req, void *data)
+{
+    (void)data;
+    if (petrel_stream_begin(req, 200, "text/plain") < 0 || petrel_stream_write(req, "part", 4) < 0)
+        return PETREL_ENOMEM;
+    return 404;
+}
+
 /* What the request looked like to a handler. */
 static int h_info(petrel_req_t *req, void *data)
 {
@@ -121,6 +138,8 @@ static void setup(void)
     ck_assert_int_eq(petrel_route_add(srv, PETREL_GET | PETREL_POST, "/info", h_info, NULL), 0);
     ck_assert_int_eq(petrel_route_add(srv, PETREL_GET, "/kv/:key", h_info, NULL), 0);
     ck_assert_int_eq(petrel_route_add(srv, PETREL_GET, "/big", h_big, NULL), 0);
+    ck_assert_int_eq(petrel_route_add(srv, PETREL_GET, "/status42", h_status42, NULL), 0);
+    ck_assert_int_eq(petrel_route_add(srv, PETREL_GET, "/stream404", h_stream_then_404, NULL), 0);
     started = false;
     held = NULL;
 }
@@ -753,6 +772,73 @@ START_TEST(test_handler_error_500)
     ck_assert_int_eq(R[0].status, 500);
     ck_assert_str_eq(body_str(0), "500 Internal Server Error\n");
     check_date(&R[0]);
+    roundtrip(c, GET_HELLO);
+    check_hello(&R[0]);
+}
+END_TEST
+
+/* The error log (stderr) of what runs between log_capture() and
+ * log_captured(), at level info. */
+static int log_saved = -1;
+static FILE *log_file;
+
+static void log_capture(void)
+{
+    fflush(stderr);
+    log_file = tmpfile();
+    ck_assert_ptr_nonnull(log_file);
+    log_saved = dup(STDERR_FILENO);
+    ck_assert_int_ge(dup2(fileno(log_file), STDERR_FILENO), 0);
+    petrel__log_level = PETREL_LOG_INFO;
+}
+
+/* The lines captured, NUL-terminated, in `buf`; returns their number. */
+static int log_captured(char *buf, size_t cap)
+{
+    petrel__log_level = -1;
+    dup2(log_saved, STDERR_FILENO);
+    close(log_saved);
+    rewind(log_file);
+    size_t n = fread(buf, 1, cap - 1, log_file);
+    buf[n] = '\0';
+    fclose(log_file);
+    int lines = 0;
+    for (size_t i = 0; i < n; i++)
+        lines += buf[i] == '\n';
+    return lines;
+}
+
+/* A handler returning what is not a status it may send (42) is a handler
+ * error: 500, and one log line that says so. */
+START_TEST(test_handler_invalid_status)
+{
+    client_t *c = client_open();
+    log_capture();
+    roundtrip(c, "GET /status42 HTTP/1.1\r\nHost: x\r\n\r\n");
+    char log[4096];
+    int lines = log_captured(log, sizeof(log));
+    ck_assert_int_eq(R[0].status, 500);
+    ck_assert_msg(lines == 1, "%d log lines: %s", lines, log);
+    ck_assert_msg(strstr(log, "returned 42") && strstr(log, "not a status"), "log: %s", log);
+    roundtrip(c, GET_HELLO);
+    check_hello(&R[0]);
+}
+END_TEST
+
+/* A handler that started a streamed response and then returns a status:
+ * the response is ended as it is, and the handler error is logged. */
+START_TEST(test_handler_status_after_stream)
+{
+    client_t *c = client_open();
+    log_capture();
+    roundtrip(c, "GET /stream404 HTTP/1.1\r\nHost: x\r\n\r\n");
+    char log[4096];
+    int lines = log_captured(log, sizeof(log));
+    ck_assert_int_eq(R[0].status, 200);
+    ck_assert(R[0].chunked);
+    ck_assert_str_eq(body_str(0), "part");
+    ck_assert_msg(lines == 1, "%d log lines: %s", lines, log);
+    ck_assert_msg(strstr(log, "returned 404 after starting its response"), "log: %s", log);
     roundtrip(c, GET_HELLO);
     check_hello(&R[0]);
 }
@@ -1490,6 +1576,30 @@ START_TEST(test_header_timeout)
 }
 END_TEST
 
+/* The 408 is written like every error response (RFC 9112 §9.6): a
+ * half-close after it, then the server still reads and drops what the
+ * client sends, so that the client reads the 408 and not a reset. */
+START_TEST(test_header_timeout_lingers)
+{
+    srv->cfg.header_timeout_ms = 50;
+    client_t *c = client_open();
+    client_send(c, "GET /hello HTTP/1.1\r\nHo");
+    ck_assert_msg(client_wait_eof(c, 200, 20), "not half-closed");
+    ck_assert_int_eq(client_wait(c, 1), 1);
+    ck_assert_int_eq(R[0].status, 408);
+    /* the server side is open for reading: no EPIPE, no reset */
+    ck_assert_int_eq(write(c->fd, "st: x\r\n\r\n", 9), 9);
+    turn(10);
+    ck_assert_int_eq(write(c->fd, "more", 4), 4);
+    turn(10);
+    ck_assert_uint_eq(srv->conns.n, 1);
+    client_close(c);
+    for (int i = 0; i < 20 && srv->conns.n; i++)
+        turn(10);
+    ck_assert_uint_eq(srv->conns.n, 0);
+}
+END_TEST
+
 /* The same for a body that stops coming. */
 START_TEST(test_body_timeout)
 {
@@ -1848,6 +1958,8 @@ static Suite *http1_suite(void)
     tcase_add_test(tc, test_404);
     tcase_add_test(tc, test_405_allow);
     tcase_add_test(tc, test_handler_error_500);
+    tcase_add_test(tc, test_handler_invalid_status);
+    tcase_add_test(tc, test_handler_status_after_stream);
     tcase_add_test(tc, test_options_asterisk);
     tcase_add_test(tc, test_leading_crlf);
 
@@ -1893,6 +2005,7 @@ static Suite *http1_suite(void)
 
     tc = tcase(s, "timeouts", 10);
     tcase_add_test(tc, test_header_timeout);
+    tcase_add_test(tc, test_header_timeout_lingers);
     tcase_add_test(tc, test_body_timeout);
     tcase_add_test(tc, test_idle_connection_timeout);
     tcase_add_test(tc, test_keepalive_timeout);

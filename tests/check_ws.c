@@ -1132,6 +1132,28 @@ START_TEST(test_idle_ping_then_close)
 }
 END_TEST
 
+/* A reload registers every endpoint again, in the routes of the new
+ * generation, and drops the old generation's routes: the endpoints go with
+ * them (they used to stay in the master for the life of the process). */
+START_TEST(test_endpoints_freed_with_their_routes)
+{
+#if CK_HEAP_HOOK
+    petrel__router_t *keep = srv->router;
+    int64_t live0 = ck_heap.live;
+    int rc = 0;
+    for (int i = 0; i < 50 && rc == 0; i++) {
+        srv->router = petrel__router_new();
+        rc = srv->router ? petrel_ws_route_add(srv, "/gen", &t_handler, NULL) : PETREL_ENOMEM;
+        petrel__router_free(srv->router);
+    }
+    srv->router = keep;
+    int64_t grown = ck_heap.live - live0;
+    ck_assert_int_eq(rc, 0);
+    ck_assert_msg(grown == 0, "%lld heap blocks left by 50 generations", (long long)grown);
+#endif
+}
+END_TEST
+
 START_TEST(test_drain_sends_1001)
 {
     client_t *c = ws_open("/t");
@@ -1757,6 +1779,7 @@ static Suite *ws_suite(void)
     tc = tcase(s, "timers", 10);
     tcase_add_test(tc, test_idle_ping_then_close);
     tcase_add_test(tc, test_drain_sends_1001);
+    tcase_add_test(tc, test_endpoints_freed_with_their_routes);
     tcase_add_test(tc, test_shutdown_calls_on_close);
 
     tc = tcase(s, "memory", 60);

@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # WebSocket and the server's life: SIGTERM sends Close 1001 to every open
 # WebSocket, waits for the answers and exits 0 at once (not at the drain
-# timeout); a client that never answers is cut at --drain-timeout; an idle
+# timeout); so does a reload (SIGHUP) to the WebSockets of the workers it
+# retires, while new ones open on the new workers; a client that never
+# answers is cut at --drain-timeout; an idle
 # connection is pinged after --ws-idle-timeout and closed when it stays
 # silent; a client that answers pings stays.
 . "$(dirname "$0")/lib.sh"
@@ -36,6 +38,39 @@ petrel_wait_exit "$PETREL_PID" "$(bound 5)"
 expect_eq "$PETREL_RC" 0 "exit status after the drain"
 fcmp "$EXIT_SECS < $(bound 5)" || fail "the drain took ${EXIT_SECS}s: it waited for the drain timeout"
 ok "petrel exited 0 in ${EXIT_SECS}s, well before --drain-timeout 20"
+
+# --- SIGHUP: the retired worker's WebSockets get Close 1001 -------------------
+# (a reload and SIGTERM share one drain: every protocol is asked to finish)
+petrel_start --module wsecho --drain-timeout 20
+pyrun <<'PYEOF'
+import asyncio, os, signal, time
+import websockets
+from petrel_client import ok, check, bound, petrel_pid
+
+URI = "ws://127.0.0.1:%s/ws" % os.environ["PORT"]
+
+
+async def main():
+    conns = [await websockets.connect(URI, ping_interval=None) for _ in range(5)]
+    for ws in conns:
+        await ws.send("hi")
+        check(await ws.recv() == "hi", "echo before the reload")
+    t0 = time.monotonic()
+    os.kill(petrel_pid(), signal.SIGHUP)
+    for ws in conns:
+        await asyncio.wait_for(ws.wait_closed(), bound(10))
+        check(ws.close_code == 1001,
+              "close code when the worker retires: %r (1006: cut without a Close)" % ws.close_code)
+    secs = time.monotonic() - t0
+    check(secs < bound(5), "Close 1001 came after %.2fs, not at once" % secs)
+    async with websockets.connect(URI, ping_interval=None) as ws:
+        await ws.send("again")
+        check(await ws.recv() == "again", "a new WebSocket on the new worker")
+    ok("SIGHUP: every WebSocket of the retired worker got Close 1001 after %.2fs" % secs)
+
+asyncio.run(main())
+PYEOF
+petrel_stop
 
 # --- a client that does not answer the Close: cut at the drain timeout ---------
 petrel_start --module wsecho --drain-timeout 1
