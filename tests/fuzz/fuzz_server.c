@@ -5,6 +5,8 @@
 #include "log.h"
 #include "h2.h"
 
+#include <llhttp.h>
+
 #include "fuzz_server.h"
 
 #include <errno.h>
@@ -579,18 +581,18 @@ void fuzz_server_run(const void *head, size_t head_len, const uint8_t *data, siz
         check_h2_frames(expect == FUZZ_EXPECT_H2_101, memmem(data, len, id5, 2) != NULL);
     }
     close(fd);
-    for (int i = 0; i < CLOSE_TURNS && srv->nconns > 0; i++)
+    for (int i = 0; i < CLOSE_TURNS && srv->conns.n > 0; i++)
         turn();
     turn();                      /* the turn's end frees what was closed during it */
     for (int i = 0; i < nq; i++) /* the queues are empty again: no order to keep */
         loop->queues[i]->timeout_ms = saved[i];
     petrel__h2_stats_t st;
     petrel__h2_stats(&st);
-    if (srv->nconns != 0 || st.sessions != 0 || st.streams != 0 || petrel__pool.live != live0) {
+    if (srv->conns.n != 0 || st.sessions != 0 || st.streams != 0 || petrel__pool.live != live0) {
         fprintf(stderr,
                 "fuzz_server: connection not released: %zu conns, %zu h2 sessions, %zu h2 "
                 "streams, %zu pool chunks live (%zu before)\n",
-                srv->nconns, st.sessions, st.streams, petrel__pool.live, live0);
+                srv->conns.n, st.sessions, st.streams, petrel__pool.live, live0);
         abort();
     }
 }
