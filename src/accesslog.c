@@ -11,6 +11,17 @@
 #include <stdio.h>
 #include <string.h>
 
+/* Lines are written within a second, even when the server goes quiet
+ * (the worker also flushes once a second while it is busy). */
+static bool flush_armed;
+
+static void flush_soon(void *data)
+{
+    (void)data;
+    flush_armed = false;
+    petrel__alog_flush();
+}
+
 /* The widest each field of a line may grow to (escaped), so that a line of
  * any request fits LINE_MAX with room for the fixed parts. */
 #define LINE_MAX 4096
@@ -85,5 +96,6 @@ void petrel__req_log(petrel_req_t *req, uint64_t bytes)
     p = esc_str(p, AGENT_MAX, petrel_req_header(req, "user-agent"));
     *p++ = '"';
     *p++ = '\n';
-    petrel__alog_write(line, (size_t)(p - line));
+    if (petrel__alog_write(line, (size_t)(p - line)) && !flush_armed)
+        flush_armed = petrel_timer_start(1000, flush_soon, NULL) != NULL;
 }

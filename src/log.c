@@ -51,14 +51,6 @@ void petrel_log(int level, const char *fmt, ...)
 static int alog_fd = -1;
 static char alog_buf[ALOG_SIZE];
 static size_t alog_len;
-static bool alog_timer_armed;
-
-static void alog_timer(void *data)
-{
-    (void)data;
-    alog_timer_armed = false;
-    petrel__alog_flush();
-}
 
 int petrel__alog_open(const char *path)
 {
@@ -73,18 +65,16 @@ int petrel__alog_open(const char *path)
     return 0;
 }
 
-void petrel__alog_write(const char *line, size_t n)
+bool petrel__alog_write(const char *line, size_t n)
 {
     if (alog_len + n > ALOG_SIZE)
         petrel__alog_flush();
     if (n > ALOG_SIZE)
         n = ALOG_SIZE;
-    if (alog_len == 0 && !alog_timer_armed) {
-        /* written within a second even if the server goes quiet */
-        alog_timer_armed = petrel_timer_start(1000, alog_timer, NULL) != NULL;
-    }
+    bool first = alog_len == 0;
     memcpy(alog_buf + alog_len, line, n);
     alog_len += n;
+    return first;
 }
 
 void petrel__alog_flush(void)

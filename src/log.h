@@ -16,9 +16,10 @@ extern int petrel__log_level;
 int petrel__alog_open(const char *path);
 /* Whether an access log is open. */
 extern bool petrel__alog_on;
-/* Append one line (buffered: written when the buffer fills, at the latest
- * a second later, and by petrel__alog_flush). */
-void petrel__alog_write(const char *line, size_t len);
+/* Append one line (buffered: written when the buffer fills, and by
+ * petrel__alog_flush).  Returns true when the buffer was empty before: the
+ * caller has it flushed soon. */
+bool petrel__alog_write(const char *line, size_t len);
 void petrel__alog_flush(void);
 
 #endif /* PETREL_LOG_H */

@@ -1,0 +1,244 @@
+/*
+ * syntax.c -- HTTP syntax shared by every protocol and the framework
+ * (RFC 9110): tokens and lists of them, method names, percent-decoding and
+ * path normalisation, status codes and status lines.  Depends on nothing
+ * but the C library.
+ */
+#include "proto.h"
+
+#include <stdio.h>
+#include <string.h>
+
+/* RFC 9110 §5.6.2 tchar */
+const uint8_t petrel__tchar[256] = {
+    ['a' ... 'z'] = 1, ['A' ... 'Z'] = 1, ['0' ... '9'] = 1, ['!'] = 1, ['#'] = 1, ['$'] = 1,
+    ['%'] = 1, ['&'] = 1, ['\''] = 1, ['*'] = 1, ['+'] = 1, ['-'] = 1, ['.'] = 1, ['^'] = 1,
+    ['_'] = 1, ['`'] = 1, ['|'] = 1, ['~'] = 1,
+};
+
+static const struct {
+    const char *name;
+    size_t len;
+    int bit;
+} methods[] = {
+    {"GET", 3, PETREL_GET},       {"HEAD", 4, PETREL_HEAD},   {"POST", 4, PETREL_POST},
+    {"PUT", 3, PETREL_PUT},       {"DELETE", 6, PETREL_DELETE}, {"PATCH", 5, PETREL_PATCH},
+    {"OPTIONS", 7, PETREL_OPTIONS},
+};
+
+int petrel__method_from_name(const char *s, size_t len)
+{
+    if (len == 3 && s[0] == 'G' && s[1] == 'E' && s[2] == 'T')
+        return PETREL_GET;
+    for (size_t i = 1; i < sizeof(methods) / sizeof(methods[0]); i++)
+        if (methods[i].len == len && memcmp(methods[i].name, s, len) == 0)
+            return methods[i].bit;
+    return 0;
+}
+
+size_t petrel__methods_format(int bits, char *buf, size_t len)
+{
+    size_t n = 0;
+    if (len == 0)
+        return 0;
+    buf[0] = '\0';
+    for (size_t i = 0; i < sizeof(methods) / sizeof(methods[0]); i++) {
+        if (!(bits & methods[i].bit))
+            continue;
+        size_t need = methods[i].len + (n ? 2 : 0);
+        if (n + need + 1 > len)
+            break;
+        if (n) {
+            memcpy(buf + n, ", ", 2);
+            n += 2;
+        }
+        memcpy(buf + n, methods[i].name, methods[i].len);
+        n += methods[i].len;
+        buf[n] = '\0';
+    }
+    return n;
+}
+
+bool petrel__str_ieq(const char *a, size_t alen, const char *b, size_t blen)
+{
+    if (alen != blen)
+        return false;
+    for (size_t i = 0; i < alen; i++) {
+        unsigned char x = (unsigned char)a[i], y = (unsigned char)b[i];
+        if (x != y && (x | 0x20) != (y | 0x20))
+            return false;
+        if (x != y && !((x | 0x20) >= 'a' && (x | 0x20) <= 'z'))
+            return false;
+    }
+    return true;
+}
+
+static int hexval(char c)
+{
+    if (c >= '0' && c <= '9')
+        return c - '0';
+    c |= 0x20;
+    if (c >= 'a' && c <= 'f')
+        return c - 'a' + 10;
+    return -1;
+}
+
+ssize_t petrel__pct_decode(const char *in, size_t len, char *out, bool plus)
+{
+    size_t o = 0;
+    for (size_t i = 0; i < len; i++) {
+        char c = in[i];
+        if (c == '%') {
+            int h, l;
+            if (i + 2 >= len || (h = hexval(in[i + 1])) < 0 || (l = hexval(in[i + 2])) < 0)
+                return PETREL_EINVAL;
+            c = (char)(h << 4 | l);
+            i += 2;
+        } else if (c == '+' && plus) {
+            c = ' ';
+        }
+        out[o++] = c;
+    }
+    out[o] = '\0';
+    return (ssize_t)o;
+}
+
+/*
+ * Decode, then resolve "." and ".." segments (RFC 3986 §5.2.4) and merge
+ * repeated slashes.  A path that would climb above the root, or that holds a
+ * NUL byte once decoded, is refused: no route and no file may be reached by
+ * spelling a path differently.
+ */
+ssize_t petrel__path_normalize(const char *in, size_t len, char *out)
+{
+    if (len == 0 || in[0] != '/')
+        return PETREL_EINVAL;
+    ssize_t n = petrel__pct_decode(in, len, out, false);
+    if (n < 0 || memchr(out, '\0', (size_t)n))
+        return PETREL_EINVAL;
+    size_t r = 0, w = 0, end = (size_t)n;
+    while (r < end) {
+        /* out[r] == '/' here */
+        size_t s = r + 1;
+        while (s < end && out[s] == '/')
+            s++; /* merge slashes */
+        size_t e = s;
+        while (e < end && out[e] != '/')
+            e++;
+        size_t seg = e - s;
+        if (seg == 1 && out[s] == '.') {
+            if (e == end)
+                out[w++] = '/';
+        } else if (seg == 2 && out[s] == '.' && out[s + 1] == '.') {
+            if (w == 0)
+                return PETREL_EINVAL; /* above the root */
+            while (w > 0 && out[--w] != '/')
+                ;
+            if (e == end)
+                out[w++] = '/';
+        } else {
+            out[w++] = '/';
+            memmove(out + w, out + s, seg);
+            w += seg;
+        }
+        r = e;
+    }
+    if (w == 0)
+        out[w++] = '/';
+    out[w] = '\0';
+    return (ssize_t)w;
+}
+
+bool petrel__list_has_token(const char *s, size_t n, const char *tok, size_t tlen)
+{
+    const char *end = s + n;
+    while (s < end) {
+        while (s < end && (*s == ' ' || *s == '\t' || *s == ','))
+            s++;
+        const char *b = s;
+        while (s < end && *s != ',')
+            s++;
+        const char *e = s;
+        while (e > b && (e[-1] == ' ' || e[-1] == '\t'))
+            e--;
+        if (petrel__str_ieq(b, (size_t)(e - b), tok, tlen))
+            return true;
+    }
+    return false;
+}
+
+static const struct {
+    int status;
+    const char *reason;
+} reasons[] = {
+    {100, "Continue"},
+    {101, "Switching Protocols"},
+    {200, "OK"},
+    {201, "Created"},
+    {202, "Accepted"},
+    {203, "Non-Authoritative Information"},
+    {204, "No Content"},
+    {205, "Reset Content"},
+    {206, "Partial Content"},
+    {300, "Multiple Choices"},
+    {301, "Moved Permanently"},
+    {302, "Found"},
+    {303, "See Other"},
+    {304, "Not Modified"},
+    {307, "Temporary Redirect"},
+    {308, "Permanent Redirect"},
+    {400, "Bad Request"},
+    {401, "Unauthorized"},
+    {403, "Forbidden"},
+    {404, "Not Found"},
+    {405, "Method Not Allowed"},
+    {406, "Not Acceptable"},
+    {408, "Request Timeout"},
+    {409, "Conflict"},
+    {410, "Gone"},
+    {411, "Length Required"},
+    {412, "Precondition Failed"},
+    {413, "Content Too Large"},
+    {414, "URI Too Long"},
+    {415, "Unsupported Media Type"},
+    {416, "Range Not Satisfiable"},
+    {417, "Expectation Failed"},
+    {421, "Misdirected Request"},
+    {422, "Unprocessable Content"},
+    {426, "Upgrade Required"},
+    {428, "Precondition Required"},
+    {429, "Too Many Requests"},
+    {431, "Request Header Fields Too Large"},
+    {500, "Internal Server Error"},
+    {501, "Not Implemented"},
+    {502, "Bad Gateway"},
+    {503, "Service Unavailable"},
+    {504, "Gateway Timeout"},
+    {505, "HTTP Version Not Supported"},
+};
+
+const char *petrel_status_reason(int status)
+{
+    for (size_t i = 0; i < sizeof(reasons) / sizeof(reasons[0]); i++)
+        if (reasons[i].status == status)
+            return reasons[i].reason;
+    return "";
+}
+
+size_t petrel__status_line(int status, char *buf, size_t len)
+{
+    if (status == 200 && len >= 17) {
+        memcpy(buf, "HTTP/1.1 200 OK\r\n", 17);
+        return 17;
+    }
+    const char *r = petrel_status_reason(status);
+    int n = snprintf(buf, len, "HTTP/1.1 %03d %s\r\n", status, r);
+    return n < 0 ? 0 : (size_t)n < len ? (size_t)n : len - 1;
+}
+
+size_t petrel__status_body(int status, char *buf, size_t len)
+{
+    int n = snprintf(buf, len, "%d %s\n", status, petrel_status_reason(status));
+    return n < 0 ? 0 : (size_t)n < len ? (size_t)n : len - 1;
+}
+
