@@ -22,6 +22,12 @@
  * connection's handler) put the connection on loop->pending, flushed once at
  * the end of the turn (worker.c's on_tick).
  *
+ * Why this file is over 1,000 lines: it is the one file that touches
+ * nghttp2 -- the session callbacks, the request's head and body, the
+ * response's data providers, framing and flushing, graceful shutdown and
+ * the h2c upgrade -- and splitting it would spread nghttp2 over several.
+ * What does not need nghttp2 lives elsewhere (sizeclass.c, syntax.c).
+ *
  * Memory:
  *   - h2conn_t is malloc'ed when the connection turns to h2 and freed, with
  *     the session, when the connection closes (h2_on_close): the

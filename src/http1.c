@@ -18,6 +18,14 @@
  * Every protocol switch (`Upgrade: h2c`, WebSocket) goes through
  * petrel__http1_upgrade(): one place writes the 101 and hands the connection
  * on, with the bytes already read.
+ *
+ * Why this file is over 1,000 lines: it is all of HTTP/1.1 -- the parser
+ * callbacks with the checks llhttp 8.1 leaves to us, the request life cycle,
+ * the upgrades and the response framing -- around one private state (h1_t)
+ * that embeds llhttp's parser.  Splitting it would put that state, and so
+ * llhttp, into a second file.  Sections, in order: states, spans of the
+ * read buffer, parser callbacks, request life cycle, the protocol's
+ * operations, upgrades, responses.
  */
 #include "http1.h"
 
