@@ -7,6 +7,8 @@
 #include "server.h"
 #include "h2.h"
 
+#include "check_client.h"
+
 #include <check.h>
 #include <errno.h>
 #include <fcntl.h>
@@ -262,14 +264,7 @@ static int cl_frame(nghttp2_session *s, const nghttp2_frame *f, void *ud)
     return 0;
 }
 
-static int socketpair_adopt(void)
-{
-    int sv[2];
-    ck_assert_int_eq(socketpair(AF_UNIX, SOCK_STREAM, 0, sv), 0);
-    ck_assert_int_eq(petrel__conn_adopt(&srv->conns, sv[0]), 0);
-    fcntl(sv[1], F_SETFL, fcntl(sv[1], F_GETFL) | O_NONBLOCK);
-    return sv[1];
-}
+static int socketpair_adopt(void) { return ck_conn_open(srv); }
 
 static client_t *client_new(const nghttp2_settings_entry *iv, size_t niv)
 {

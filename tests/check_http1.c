@@ -22,6 +22,7 @@
 #include "log.h"
 #include "http1.h"
 
+#include "check_client.h"
 #include "check_util.h"
 
 #include <fcntl.h>
@@ -159,96 +160,41 @@ static void start(void)
 
 #define CLIENT_BUF (512u << 10)
 
-typedef struct client {
-    int fd;
-    bool eof;
-    size_t len; /* bytes in buf */
-    size_t off; /* bytes of buf taken by responses parsed */
-    char buf[CLIENT_BUF];
-} client_t;
+typedef ck_client_t client_t;
 
 static client_t clients[3];
 static int nclients;
 
 static void teardown(void)
 {
-    for (int i = 0; i < nclients; i++)
-        if (clients[i].fd >= 0)
-            close(clients[i].fd);
+    for (int i = 0; i < 3; i++) {
+        if (i < nclients)
+            ck_client_close(&clients[i]);
+        free(clients[i].buf);
+        clients[i].buf = NULL;
+    }
     nclients = 0;
     if (started)
         petrel__worker_fini(srv);
     petrel__server_free(srv);
 }
 
-static int turn(int wait_ms) { return petrel__loop_run_once(&srv->loop, wait_ms); }
+static int turn(int wait_ms) { return ck_turn(wait_ms); }
 
 /* A new connection: returns its client end. */
 static client_t *client_open(void)
 {
     start();
     ck_assert_int_lt(nclients, (int)(sizeof(clients) / sizeof(clients[0])));
-    int fds[2];
-    ck_assert_int_eq(socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, fds), 0);
-    ck_assert_int_eq(petrel__conn_adopt(&srv->conns, fds[0]), 0);
-    ck_assert_int_eq(fcntl(fds[1], F_SETFL, fcntl(fds[1], F_GETFL) | O_NONBLOCK), 0);
     client_t *c = &clients[nclients++];
-    c->fd = fds[1];
-    c->eof = false;
-    c->len = c->off = 0;
+    ck_client_open(c, srv, CLIENT_BUF, false);
     return c;
 }
 
-static void client_close(client_t *c)
-{
-    close(c->fd);
-    c->fd = -1;
-}
-
-/* Read what the server wrote; returns the number of bytes read. */
-static size_t client_pull(client_t *c)
-{
-    size_t got = 0;
-    while (!c->eof && c->len < CLIENT_BUF) {
-        ssize_t n = read(c->fd, c->buf + c->len, CLIENT_BUF - c->len);
-        if (n > 0) {
-            c->len += (size_t)n;
-            got += (size_t)n;
-        } else if (n == 0) {
-            c->eof = true;
-        } else {
-            if (errno == ECONNRESET)
-                c->eof = true;
-            break;
-        }
-    }
-    return got;
-}
-
-/* Write all of `data`, turning the loop (and reading) when the socket is
- * full.  Returns false when the server has closed the connection.  No Check
- * call: it runs while heap calls are counted. */
-static bool client_write(client_t *c, const void *data, size_t len)
-{
-    const char *p = data;
-    int stuck = 0;
-    while (len > 0) {
-        ssize_t n = write(c->fd, p, len);
-        if (n > 0) {
-            p += n;
-            len -= (size_t)n;
-            stuck = 0;
-            continue;
-        }
-        if (n < 0 && errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR)
-            return false;
-        if (++stuck > 10000)
-            return false;
-        turn(0);
-        client_pull(c);
-    }
-    return true;
-}
+#define client_close ck_client_close
+#define client_pull ck_client_pull
+#define client_write(c, data, len) ck_client_write(c, data, len, 10000)
+#define client_wait_eof ck_client_wait_eof
 
 static void client_send(client_t *c, const char *s)
 {
@@ -451,17 +397,6 @@ static int client_wait_flags(client_t *c, int n, const bool *head_req, bool head
 }
 
 static int client_wait(client_t *c, int n) { return client_wait_flags(c, n, NULL, false); }
-
-/* Turn the loop, waiting up to `ms` per turn, until the server closes the
- * connection; false when it did not within `turns` turns. */
-static bool client_wait_eof(client_t *c, int turns, int ms)
-{
-    for (int i = 0; i < turns && !c->eof; i++) {
-        turn(ms);
-        client_pull(c);
-    }
-    return c->eof;
-}
 
 /* The body of R[i] as a NUL-terminated string (bodies in tests are text). */
 static const char *body_str(int i)
@@ -1823,14 +1758,18 @@ typedef struct walk {
 static void walk_once(walk_t *w, uint64_t n)
 {
     memset(w, 0, sizeof(*w));
+    client_t *c = &clients[2];
+    if (c->buf == NULL) {
+        c->buf = malloc(CLIENT_BUF); /* kept across walks: not counted */
+        c->cap = CLIENT_BUF;
+    }
     int64_t live0 = ck_heap.live;
     int fds[2];
-    if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, fds) < 0) {
+    if (c->buf == NULL || socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, fds) < 0) {
         w->bad = 100;
         return;
     }
     fcntl(fds[1], F_SETFL, fcntl(fds[1], F_GETFL) | O_NONBLOCK);
-    client_t *c = &clients[2];
     c->fd = fds[1];
     c->eof = false;
     c->len = c->off = 0;

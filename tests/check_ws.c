@@ -15,6 +15,7 @@
 #include "wskey.h"
 #include "proto.h"
 
+#include "check_client.h"
 #include "check_util.h"
 
 #include <fcntl.h>
@@ -135,46 +136,41 @@ static void start(void)
 
 #define CLIENT_BUF (3u << 20)
 
-typedef struct client {
-    int fd;
-    bool eof;
-    size_t len, off;
-    char buf[CLIENT_BUF];
-} client_t;
+typedef ck_client_t client_t;
 
 static client_t clients[3];
 static int nclients;
 
 static void teardown(void)
 {
-    for (int i = 0; i < nclients; i++)
-        if (clients[i].fd >= 0)
-            close(clients[i].fd);
+    for (int i = 0; i < 3; i++) {
+        if (i < nclients)
+            ck_client_close(&clients[i]);
+        free(clients[i].buf);
+        clients[i].buf = NULL;
+    }
     nclients = 0;
     if (started)
         petrel__worker_fini(srv);
     petrel__server_free(srv);
 }
 
-static int turn(int wait_ms)
-{
-    return petrel__loop_run_once(&srv->loop, wait_ms);
-}
+static int turn(int wait_ms) { return ck_turn(wait_ms); }
 
 static client_t *client_open(void)
 {
     start();
     ck_assert_int_lt(nclients, 3);
-    int fds[2];
-    ck_assert_int_eq(socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, fds), 0);
-    ck_assert_int_eq(petrel__conn_adopt(&srv->conns, fds[0]), 0);
-    ck_assert_int_eq(fcntl(fds[1], F_SETFL, fcntl(fds[1], F_GETFL) | O_NONBLOCK), 0);
     client_t *c = &clients[nclients++];
-    c->fd = fds[1];
-    c->eof = false;
-    c->len = c->off = 0;
+    ck_client_open(c, srv, CLIENT_BUF, true);
     return c;
 }
+
+#define client_pull ck_client_pull
+/* No Check call: runs while heap calls are counted. */
+#define client_write(c, data, len) ck_client_write(c, data, len, 100000)
+/* Turn the loop until the client has `n` unread bytes or the server closed. */
+#define client_wait(c, n) ck_client_wait(c, n, 200000)
 
 /* The server side of the newest connection. */
 static petrel__conn_t *server_conn(void)
@@ -183,61 +179,6 @@ static petrel__conn_t *server_conn(void)
     return container_of(srv->conns.all.prev, petrel__conn_t, link);
 }
 
-static size_t client_pull(client_t *c)
-{
-    size_t got = 0;
-    if (c->off == c->len)
-        c->off = c->len = 0;
-    while (!c->eof && c->len < CLIENT_BUF) {
-        ssize_t n = read(c->fd, c->buf + c->len, CLIENT_BUF - c->len);
-        if (n > 0) {
-            c->len += (size_t)n;
-            got += (size_t)n;
-        } else if (n == 0) {
-            c->eof = true;
-        } else {
-            if (errno == ECONNRESET)
-                c->eof = true;
-            break;
-        }
-    }
-    return got;
-}
-
-/* No Check call: runs while heap calls are counted. */
-static bool client_write(client_t *c, const void *data, size_t len)
-{
-    const char *p = data;
-    int stuck = 0;
-    while (len > 0) {
-        ssize_t n = write(c->fd, p, len);
-        if (n > 0) {
-            p += n;
-            len -= (size_t)n;
-            stuck = 0;
-            continue;
-        }
-        if (n < 0 && errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR)
-            return false;
-        if (++stuck > 100000)
-            return false;
-        turn(0);
-        client_pull(c);
-    }
-    return true;
-}
-
-/* Turn the loop until the client has `n` unread bytes or the server closed. */
-static bool client_wait(client_t *c, size_t n)
-{
-    for (int i = 0; i < 200000 && c->len - c->off < n; i++) {
-        turn(0);
-        client_pull(c);
-        if (c->eof && c->len - c->off < n)
-            return false;
-    }
-    return c->len - c->off >= n;
-}
 
 /* The server closes: turn until EOF. */
 static void expect_eof(client_t *c)
