@@ -284,9 +284,16 @@ PETREL_API const char *petrel_status_reason(int status);
 /* Router and modules                                                        */
 
 /**
+ * Returned by a handler that will respond later, from a callback (a watched
+ * descriptor, a timer, another request's handler): see "Waiting" below.
+ */
+#define PETREL_LATER 1
+
+/**
  * A handler.  Return 0 when it responded (or started a stream), a status
- * 100-599 to have petrel send that status with a default body, or a negative
- * PETREL_E* code (logged; the client gets 500).
+ * 200-599 to have petrel send that status with a default body, PETREL_LATER
+ * when it will respond later, or a negative PETREL_E* code (logged; the
+ * client gets 500).  Any other value is logged as a handler error (500).
  */
 typedef int (*petrel_handler_t)(petrel_req_t *req, void *data);
 
@@ -440,6 +447,92 @@ PETREL_API void petrel_static_opts_init(petrel_static_opts_t *opts);
  */
 PETREL_API int petrel_static_mount(petrel_server_t *srv, const char *prefix, const char *dir,
                                    const petrel_static_opts_t *opts);
+
+/* ------------------------------------------------------------------------ */
+/* Waiting: handlers that respond later                                      */
+
+/**
+ * A handler that must wait for something (a database, another service, a
+ * timer) starts that work, registers an abort callback and returns
+ * PETREL_LATER; it responds later, from a callback in the same worker, with
+ * the usual petrel_send*() or petrel_stream_*() calls.  Its worker serves
+ * every other connection meanwhile.  Over HTTP/1.1 the responses of
+ * pipelined requests still go out in request order (a later request that
+ * is answered first waits for the ones before it); over HTTP/2 every stream
+ * waits on its own; a WebSocket handler sends whenever it likes
+ * (petrel_ws_send_*()) until its on_close.
+ *
+ * The request, its arena and everything in it stay valid until the
+ * response is complete (the petrel_send*() or petrel_stream_end() call that
+ * completes it has returned) -- or, when the request is aborted, until the
+ * handler's next petrel_send*(), petrel_stream_begin() or
+ * petrel_stream_end() call, which returns PETREL_EIO and lets it go, or at
+ * the latest --handler-timeout after the abort.  A request waits at most
+ * --handler-timeout (default 30 s): then petrel answers 504 and aborts it.
+ * Graceful shutdown and reloads wait for waiting requests, up to
+ * --drain-timeout.  No heap allocation is made for a waiting request by
+ * petrel itself.
+ */
+
+/**
+ * The abort callback of a request: the response will never reach the
+ * client.  Called once, from the worker's loop, when the client went away
+ * (the connection closed or was reset, RST_STREAM), when --handler-timeout
+ * passed (petrel has answered 504), or when the worker stops at its drain
+ * timeout.  Cancel the work started for the request; `req` is still valid
+ * during the call and until the handler's next sending call (which returns
+ * PETREL_EIO), and every sending call fails with PETREL_EIO.
+ */
+typedef void (*petrel_abort_cb)(petrel_req_t *req, void *data);
+
+/**
+ * Register the abort callback of `req` (one per request: a second call
+ * replaces the first).  Returns 0, or PETREL_ESTATE when the response is
+ * already complete or the request already aborted (the callback will not
+ * be called).
+ */
+PETREL_API int petrel_req_on_abort(petrel_req_t *req, petrel_abort_cb cb, void *data);
+
+/** 1 when `req` was aborted (its sending calls fail with PETREL_EIO), else 0. */
+PETREL_API int petrel_req_aborted(const petrel_req_t *req);
+
+/** A watched file descriptor (opaque): petrel_watch_start(). */
+typedef struct petrel_watch petrel_watch_t;
+
+/** Events of a watched descriptor. */
+enum {
+    PETREL_WATCH_READ = 1,  /**< readable, or the other end hung up, or an error */
+    PETREL_WATCH_WRITE = 2  /**< writable */
+};
+
+/**
+ * Called from the worker's loop when `fd` is ready for `events`
+ * (PETREL_WATCH_* bits; readiness is level-triggered: a descriptor that
+ * stays readable is reported again at the next turn).  The callback may
+ * change the events, stop the watch (also its own) and close the
+ * descriptor after stopping it.
+ */
+typedef void (*petrel_watch_cb)(petrel_watch_t *w, int fd, int events, void *data);
+
+/**
+ * Watch `fd` (non-blocking; the caller keeps owning it) for `events` in the
+ * calling worker's event loop: enough for any asynchronous client library
+ * (libpq, hiredis, c-ares, libcurl's multi interface).  Call from a
+ * module's worker_init, a handler or a callback.  Returns a handle, valid
+ * until petrel_watch_stop(); NULL when out of memory, outside a worker, or
+ * when the descriptor cannot be watched (errno says why).
+ */
+PETREL_API petrel_watch_t *petrel_watch_start(int fd, int events, petrel_watch_cb cb, void *data);
+
+/** Change the events of a watch (0: none for now).  0, or PETREL_EIO. */
+PETREL_API int petrel_watch_set(petrel_watch_t *w, int events);
+
+/**
+ * Stop watching and free the handle (its callback will not run again, not
+ * even for events already reported in this loop turn).  Stop a watch
+ * before closing its descriptor.
+ */
+PETREL_API void petrel_watch_stop(petrel_watch_t *w);
 
 /* ------------------------------------------------------------------------ */
 /* Timers                                                                    */

@@ -102,13 +102,6 @@ void petrel__chunk_put(petrel__pool_t *p, void *data)
         chunk_put(p, (petrel__chunk_t *)((char *)data - HDR_SIZE));
 }
 
-void petrel__arena_init(petrel_arena_t *a, petrel__pool_t *pool, size_t limit)
-{
-    memset(a, 0, sizeof(*a));
-    a->pool = pool;
-    a->limit = limit;
-}
-
 static void *alloc_large(petrel_arena_t *a, size_t size, size_t align)
 {
     if (size > SIZE_MAX - sizeof(large_t) - align)
@@ -270,7 +263,7 @@ void *petrel__arena_alloc_buf(petrel_arena_t *a, size_t *size)
     return petrel_arena_alloc(a, *size, 1);
 }
 
-void petrel__arena_clear(petrel_arena_t *a)
+void petrel__arena_clear_all(petrel_arena_t *a)
 {
     petrel_arena_mark_t empty = {NULL, NULL, NULL, NULL, 0};
     petrel_arena_reset(a, empty);

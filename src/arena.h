@@ -50,9 +50,17 @@ void petrel__pool_fini(petrel__pool_t *p);
 void *petrel__chunk_get(petrel__pool_t *p);
 void petrel__chunk_put(petrel__pool_t *p, void *data);
 
-void petrel__arena_init(petrel_arena_t *a, petrel__pool_t *pool, size_t limit);
+static inline void petrel__arena_init(petrel_arena_t *a, petrel__pool_t *pool, size_t limit)
+{
+    *a = (petrel_arena_t){.pool = pool, .limit = limit};
+}
 /* Runs every cleanup and gives all memory back: the arena is empty again. */
-void petrel__arena_clear(petrel_arena_t *a);
+void petrel__arena_clear_all(petrel_arena_t *a);
+static inline void petrel__arena_clear(petrel_arena_t *a)
+{
+    if (a->chunk || a->large || a->defer)
+        petrel__arena_clear_all(a);
+}
 /* A buffer of at least *size bytes in the current scope of `a`, for data
  * that grows (a request body, a WebSocket message).  A size the arena would
  * malloc (over a quarter of a chunk) but a pool chunk holds takes a whole

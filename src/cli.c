@@ -43,10 +43,12 @@ static void usage(FILE *f)
             "  --max-uri-size BYTES    request target limit (default 8k) -> 414\n"
             "  --max-body-size BYTES   request body limit (default 16m) -> 413\n"
             "  --max-connections N     connections per worker (default 10000)\n"
+            "  --max-pipelined N       HTTP/1.1 requests of a connection handled at once (default 16)\n"
             "  --header-timeout SEC    time to receive a request head (default 10)\n"
             "  --keepalive-timeout SEC idle time between requests (default 60)\n"
             "  --send-timeout SEC      time without write progress (default 60)\n"
             "  --drain-timeout SEC     graceful shutdown limit (default 10)\n"
+            "  --handler-timeout SEC   time a request waits for its handler (default 30) -> 504\n"
             "  --h2-max-concurrent-streams N\n"
             "                          HTTP/2 streams per connection (default 128)\n"
             "  --h2-initial-window-size BYTES\n"
@@ -104,7 +106,7 @@ static bool parse_secs(const char *s, uint64_t *ms)
 enum {
     OPT_LISTEN = 256, OPT_ROOT, OPT_MODULE, OPT_WORKERS, OPT_LOG_LEVEL, OPT_ACCESS_LOG,
     OPT_MAX_HEADER, OPT_MAX_URI, OPT_MAX_BODY, OPT_MAX_CONN, OPT_HEADER_TO, OPT_KEEPALIVE_TO,
-    OPT_SEND_TO, OPT_DRAIN_TO, OPT_HELP, OPT_VERSION,
+    OPT_SEND_TO, OPT_DRAIN_TO, OPT_HANDLER_TO, OPT_MAX_PIPELINED, OPT_HELP, OPT_VERSION,
     OPT_H2_STREAMS, OPT_H2_WINDOW, OPT_H2_HEADER_LIST
 };
 
@@ -133,10 +135,12 @@ static const struct option opts[] = {
     {"max-uri-size", required_argument, NULL, OPT_MAX_URI},
     {"max-body-size", required_argument, NULL, OPT_MAX_BODY},
     {"max-connections", required_argument, NULL, OPT_MAX_CONN},
+    {"max-pipelined", required_argument, NULL, OPT_MAX_PIPELINED},
     {"header-timeout", required_argument, NULL, OPT_HEADER_TO},
     {"keepalive-timeout", required_argument, NULL, OPT_KEEPALIVE_TO},
     {"send-timeout", required_argument, NULL, OPT_SEND_TO},
     {"drain-timeout", required_argument, NULL, OPT_DRAIN_TO},
+    {"handler-timeout", required_argument, NULL, OPT_HANDLER_TO},
     {"h2-max-concurrent-streams", required_argument, NULL, OPT_H2_STREAMS},
     {"h2-initial-window-size", required_argument, NULL, OPT_H2_WINDOW},
     {"h2-max-header-list-size", required_argument, NULL, OPT_H2_HEADER_LIST},
@@ -303,6 +307,15 @@ int petrel_main(int argc, char **argv, const petrel_module_t *const *builtins)
                 cfg->max_body_size = v;
             break;
         }
+        case OPT_MAX_PIPELINED: {
+            size_t v;
+            if (!parse_size(optarg, &v) || v == 0 || v > 1024) {
+                rc = bad(flag, optarg, "a number of requests from 1 to 1024");
+                goto out;
+            }
+            cfg->max_pipelined = (unsigned)v;
+            break;
+        }
         case OPT_MAX_CONN: {
             size_t v;
             if (!parse_size(optarg, &v) || v == 0 || v > 10000000) {
@@ -315,7 +328,8 @@ int petrel_main(int argc, char **argv, const petrel_module_t *const *builtins)
         case OPT_HEADER_TO:
         case OPT_KEEPALIVE_TO:
         case OPT_SEND_TO:
-        case OPT_DRAIN_TO: {
+        case OPT_DRAIN_TO:
+        case OPT_HANDLER_TO: {
             uint64_t ms;
             if (!parse_secs(optarg, &ms)) {
                 rc = bad(flag, optarg, "a number of seconds greater than 0 (e.g. 10 or 0.5)");
@@ -327,6 +341,8 @@ int petrel_main(int argc, char **argv, const petrel_module_t *const *builtins)
                 cfg->keepalive_timeout_ms = ms;
             else if (o == OPT_SEND_TO)
                 cfg->send_timeout_ms = ms;
+            else if (o == OPT_HANDLER_TO)
+                cfg->handler_timeout_ms = ms;
             else
                 cfg->drain_timeout_ms = ms;
             break;

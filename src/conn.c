@@ -53,43 +53,43 @@ struct petrel__outq {
     char data[];
 };
 
-static petrel__outq_t *outq_new(petrel__conn_t *c)
+static petrel__outq_t *outq_new(petrel__outbuf_t *ob)
 {
     petrel__outq_t *q = petrel__chunk_get(&petrel__pool);
     if (q == NULL)
         return NULL;
     q->next = NULL;
-    q->seq = c->out_tail ? c->out_tail->seq + 1 : 0;
+    q->seq = ob->tail ? ob->tail->seq + 1 : 0;
     q->first = q->nseg = 0;
     q->used = 0;
     q->cap = PETREL_CHUNK_SIZE - (uint32_t)sizeof(*q);
-    if (c->out_tail)
-        c->out_tail->next = q;
+    if (ob->tail)
+        ob->tail->next = q;
     else
-        c->out = q;
-    c->out_tail = q;
+        ob->head = q;
+    ob->tail = q;
     return q;
 }
 
-static petrel__outq_t *outq_tail_with(petrel__conn_t *c, uint32_t bytes)
+static petrel__outq_t *outq_tail_with(petrel__outbuf_t *ob, uint32_t bytes)
 {
-    petrel__outq_t *q = c->out_tail;
+    petrel__outq_t *q = ob->tail;
     if (q == NULL || q->nseg == OUT_SEGS || q->cap - q->used < bytes)
-        q = outq_new(c);
+        q = outq_new(ob);
     return q;
 }
 
-char *petrel__out_reserve(petrel__conn_t *c, size_t len)
+char *petrel__ob_reserve(petrel__conn_t *c, petrel__outbuf_t *ob, size_t len)
 {
     if (len > PETREL_CHUNK_SIZE - sizeof(petrel__outq_t) || (c->flags & CONN_CLOSED))
         return NULL;
-    petrel__outq_t *q = outq_tail_with(c, (uint32_t)len);
+    petrel__outq_t *q = outq_tail_with(ob, (uint32_t)len);
     return q ? q->data + q->used : NULL;
 }
 
-void petrel__out_commit(petrel__conn_t *c, size_t len)
+void petrel__ob_commit(petrel__outbuf_t *ob, size_t len)
 {
-    petrel__outq_t *q = c->out_tail;
+    petrel__outq_t *q = ob->tail;
     char *p = q->data + q->used;
     petrel__oseg_t *last = q->nseg > q->first ? &q->seg[q->nseg - 1] : NULL;
     if (last && last->kind == SEG_MEM && last->ptr + last->len == p) {
@@ -103,18 +103,27 @@ void petrel__out_commit(petrel__conn_t *c, size_t len)
     q->used += (uint32_t)len;
 }
 
+/* Chunks of `ob`, from the sequence numbers of its ends. */
+static size_t ob_chunks(const petrel__outbuf_t *ob)
+{
+    return ob->head ? (size_t)ob->tail->seq - ob->head->seq + 1 : 0;
+}
+
 /* Copies queued on a connection count toward its memory budget, the
  * arena's limit (from --max-body-size and --max-header-size): a streamed
  * response produced faster than the peer reads -- or not read at all --
  * fails with PETREL_ENOMEM there instead of growing without bound.  (h2 and
- * WebSocket bound their own output: flow control, --ws-send-limit.) */
-static bool out_over_budget(petrel__conn_t *c)
+ * WebSocket bound their own output: flow control, --ws-send-limit.)  Output
+ * held back for a later turn (`ob` is not the connection's queue) counts
+ * with the queue. */
+static bool out_over_budget(petrel__conn_t *c, const petrel__outbuf_t *ob)
 {
-    size_t limit = c->arena.limit;
-    if (limit == 0 || c->ops->bounds_output || c->out == NULL)
+    if (c->ops->bounds_output || ob->head == NULL)
         return false;
-    size_t queued = ((size_t)c->out_tail->seq - c->out->seq + 2) * PETREL_CHUNK_SIZE;
-    if (queued + c->arena.bytes <= limit)
+    size_t limit = petrel__conn_budget(c->cs->cfg);
+    size_t queued = (ob_chunks(ob) + 1 + (ob == &c->out ? 0 : ob_chunks(&c->out))) *
+                    PETREL_CHUNK_SIZE;
+    if (queued <= limit)
         return false;
     petrel_log(PETREL_LOG_WARN, "%zu bytes of output queued for a peer that does not read "
                                 "them (limit %zu, see --max-body-size): closing",
@@ -122,32 +131,33 @@ static bool out_over_budget(petrel__conn_t *c)
     return true;
 }
 
-int petrel__out_copy(petrel__conn_t *c, const void *data, size_t len)
+int petrel__ob_copy(petrel__conn_t *c, petrel__outbuf_t *ob, const void *data, size_t len)
 {
     const char *d = data;
     if (c->flags & CONN_CLOSED)
         return PETREL_EIO; /* a streamed response whose peer is gone */
     while (len > 0) {
-        petrel__outq_t *q = c->out_tail;
+        petrel__outq_t *q = ob->tail;
         if (q == NULL || q->nseg == OUT_SEGS || q->used == q->cap)
-            if (out_over_budget(c) || (q = outq_new(c)) == NULL)
+            if (out_over_budget(c, ob) || (q = outq_new(ob)) == NULL)
                 return PETREL_ENOMEM;
         size_t n = q->cap - q->used;
         if (n > len)
             n = len;
         memcpy(q->data + q->used, d, n);
-        petrel__out_commit(c, n);
+        petrel__ob_commit(ob, n);
         d += n;
         len -= n;
     }
     return 0;
 }
 
-static int out_seg(petrel__conn_t *c, int kind, const void *ptr, size_t len, int fd, off_t off)
+static int out_seg(petrel__conn_t *c, petrel__outbuf_t *ob, int kind, const void *ptr, size_t len,
+                   int fd, off_t off)
 {
     if (c->flags & CONN_CLOSED)
         return PETREL_EIO;
-    petrel__outq_t *q = outq_tail_with(c, 0);
+    petrel__outq_t *q = outq_tail_with(ob, 0);
     if (q == NULL)
         return PETREL_ENOMEM;
     petrel__oseg_t *s = &q->seg[q->nseg++];
@@ -159,31 +169,52 @@ static int out_seg(petrel__conn_t *c, int kind, const void *ptr, size_t len, int
     return 0;
 }
 
-int petrel__out_ref(petrel__conn_t *c, const void *data, size_t len)
+int petrel__ob_ref(petrel__conn_t *c, petrel__outbuf_t *ob, const void *data, size_t len)
 {
-    return len ? out_seg(c, SEG_MEM, data, len, -1, 0) : 0;
+    return len ? out_seg(c, ob, SEG_MEM, data, len, -1, 0) : 0;
 }
 
-int petrel__out_fd(petrel__conn_t *c, int fd, off_t off, size_t len)
+int petrel__ob_fd(petrel__conn_t *c, petrel__outbuf_t *ob, int fd, off_t off, size_t len)
 {
-    return len ? out_seg(c, SEG_FD, NULL, len, fd, off) : 0;
+    return len ? out_seg(c, ob, SEG_FD, NULL, len, fd, off) : 0;
 }
 
-static void out_release(petrel__conn_t *c)
+void petrel__ob_release(petrel__outbuf_t *ob)
 {
-    while (c->out) {
-        petrel__outq_t *q = c->out;
-        c->out = q->next;
+    while (ob->head) {
+        petrel__outq_t *q = ob->head;
+        ob->head = q->next;
         petrel__chunk_put(&petrel__pool, q);
     }
-    c->out_tail = NULL;
+    ob->tail = NULL;
 }
+
+void petrel__ob_splice(petrel__conn_t *c, petrel__outbuf_t *ob)
+{
+    if (ob->head == NULL)
+        return;
+    if (c->flags & CONN_CLOSED) {
+        petrel__ob_release(ob);
+        return;
+    }
+    uint32_t seq = c->out.tail ? c->out.tail->seq + 1 : 0;
+    for (petrel__outq_t *q = ob->head; q; q = q->next)
+        q->seq = seq++;
+    if (c->out.tail)
+        c->out.tail->next = ob->head;
+    else
+        c->out.head = ob->head;
+    c->out.tail = ob->tail;
+    ob->head = ob->tail = NULL;
+}
+
+static void out_release(petrel__conn_t *c) { petrel__ob_release(&c->out); }
 
 /* Drop `n` written bytes from the head of the queue. */
 static void out_advance(petrel__conn_t *c, size_t n)
 {
-    while (n > 0 && c->out) {
-        petrel__outq_t *q = c->out;
+    while (n > 0 && c->out.head) {
+        petrel__outq_t *q = c->out.head;
         petrel__oseg_t *s = &q->seg[q->first];
         if (n < s->len) {
             s->len -= n;
@@ -195,9 +226,9 @@ static void out_advance(petrel__conn_t *c, size_t n)
         }
         n -= s->len;
         if (++q->first == q->nseg) {
-            c->out = q->next;
-            if (c->out == NULL)
-                c->out_tail = NULL;
+            c->out.head = q->next;
+            if (c->out.head == NULL)
+                c->out.tail = NULL;
             petrel__chunk_put(&petrel__pool, q);
         }
     }
@@ -234,8 +265,8 @@ int petrel__conn_flush(petrel__conn_t *c)
 {
     if (c->flags & CONN_CLOSED)
         return PETREL_EIO;
-    while (c->out) {
-        petrel__outq_t *q = c->out;
+    while (c->out.head) {
+        petrel__outq_t *q = c->out.head;
         petrel__oseg_t *s = &q->seg[q->first];
         ssize_t w;
         size_t want;
@@ -287,7 +318,7 @@ int petrel__conn_flush(petrel__conn_t *c)
         if ((size_t)w < want)
             break; /* the socket buffer is full: wait for EPOLLOUT */
     }
-    if (c->out) {
+    if (c->out.head) {
         if (!(c->flags & CONN_WANT_WRITE)) {
             c->flags |= CONN_WANT_WRITE;
             set_events(c);
@@ -306,7 +337,7 @@ int petrel__conn_flush(petrel__conn_t *c)
 size_t petrel__out_bytes(const petrel__conn_t *c)
 {
     size_t n = 0;
-    for (const petrel__outq_t *q = c->out; q; q = q->next)
+    for (const petrel__outq_t *q = c->out.head; q; q = q->next)
         for (uint32_t i = q->first; i < q->nseg; i++)
             n += q->seg[i].len;
     return n;
@@ -406,7 +437,7 @@ static void on_io(petrel__io_t *io, uint32_t events)
             petrel__conn_close(c);
             return;
         }
-        if (c->out == NULL && c->ops->on_written)
+        if (c->out.head == NULL && c->ops->on_written)
             c->ops->on_written(c);
         if (c->flags & CONN_CLOSED)
             return;
@@ -479,7 +510,6 @@ void petrel__conn_linger(petrel__conn_t *c)
     }
     c->ops = &linger_ops;
     c->proto = NULL;
-    petrel__arena_clear(&c->arena);
     out_release(c);
     rbuf_release(c);
     c->flags |= CONN_LINGER;
@@ -515,17 +545,14 @@ void petrel__conn_close(petrel__conn_t *c)
     /* no EPOLL_CTL_DEL: closing the only descriptor of the socket removes it */
     close(c->io.fd);
     c->io.fd = -1;
-    /* the protocol gives back its state; an orphan keeps struct and arena
-     * (a handler still streams into them: writes fail with PETREL_EIO) */
-    bool orphan = c->ops->on_close && c->ops->on_close(c);
+    /* the protocol gives back its state */
+    if (c->ops->on_close)
+        c->ops->on_close(c);
     out_release(c);
     rbuf_release(c);
     list_unlink(&c->link);
     cs->n--;
-    if (!orphan) {
-        petrel__arena_clear(&c->arena);
-        conn_bury(c);
-    }
+    conn_bury(c);
     if (cs->on_gone)
         cs->on_gone(cs);
 }
@@ -537,11 +564,6 @@ void petrel__conn_end(petrel__conn_t *c)
     petrel__conn_close(c);
 }
 
-void petrel__conn_release(petrel__conn_t *c)
-{
-    petrel__arena_clear(&c->arena);
-    conn_bury(c);
-}
 
 void petrel__conns_reap(void)
 {
@@ -574,6 +596,10 @@ int petrel__conns_init(petrel__conns_t *cs, const petrel__config_t *cfg,
         (rc = petrel__tq_init(petrel__loop, &cs->tq_send, cfg->send_timeout_ms)) < 0 ||
         (rc = petrel__tq_init(petrel__loop, &cs->tq_linger, PETREL__LINGER_MS)) < 0)
         return rc;
+    uint64_t ka = cfg->keepalive_timeout_ms, idle = ka < PETREL__IDLE_MS ? ka : PETREL__IDLE_MS;
+    if ((rc = petrel__tq_init(petrel__loop, &cs->tq_idle, idle)) < 0 ||
+        (rc = petrel__tq_init(petrel__loop, &cs->tq_keepalive_rest, ka - idle)) < 0)
+        return rc;
     return 0;
 }
 
@@ -596,7 +622,6 @@ static petrel__conn_t *conn_new(petrel__conns_t *cs, int fd)
     list_init(&c->timer.node);
     c->cs = cs;
     c->ops = cs->first;
-    petrel__arena_init(&c->arena, &petrel__pool, petrel__conn_budget(cs->cfg));
     list_append(&cs->all, &c->link);
     cs->n++;
     petrel__timer_arm(petrel__loop, &c->timer, &cs->tq_header);

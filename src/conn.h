@@ -26,6 +26,14 @@
 
 typedef struct petrel__conn petrel__conn_t;
 typedef struct petrel__outq petrel__outq_t;
+
+/* Output: a chain of pool chunks holding segments (copied bytes, references
+ * to memory, file ranges).  A connection has one, written to its socket;
+ * a protocol may fill others and splice them in later (a pipelined
+ * response whose turn has not come yet). */
+typedef struct petrel__outbuf {
+    petrel__outq_t *head, *tail;
+} petrel__outbuf_t;
 typedef struct petrel__conns petrel__conns_t;
 
 /*
@@ -52,11 +60,10 @@ typedef struct petrel__proto_ops {
      * Called for every connection, once per drain. */
     void (*drain)(petrel__conn_t *c, bool close_idle);
     /* The socket is closed (petrel__conn_close): give back c->proto.
-     * Returns true when the protocol keeps the connection struct and its
-     * arena for a while (a handler still streams into it: the connection
-     * is an orphan); it calls petrel__conn_release() when done.  NULL:
-     * nothing to give back. */
-    bool (*on_close)(petrel__conn_t *c);
+     * Requests whose handlers still hold them are detached from the
+     * connection by their protocol (petrel.h, "Waiting").  NULL: nothing
+     * to give back. */
+    void (*on_close)(petrel__conn_t *c);
     /* The protocol bounds its own output (flow control, a send limit):
      * queued copies do not count toward the connection's arena limit. */
     bool bounds_output;
@@ -87,9 +94,7 @@ struct petrel__conn {
      * petrel__conn_input()/petrel__conn_consume(). */
     char *rbuf;
     uint32_t rcap, rlen, rpos;
-    /* output */
-    petrel__outq_t *out, *out_tail;
-    petrel_arena_t arena;
+    petrel__outbuf_t out; /* written to the socket in order */
     union {
         struct sockaddr sa;
         struct sockaddr_in in;
@@ -106,6 +111,9 @@ struct petrel__conns {
     struct petrel_server *srv;        /* opaque here; requests carry it */
     const petrel__proto_ops_t *first; /* the protocol of a new connection */
     petrel__tq_t tq_header, tq_keepalive, tq_send, tq_linger;
+    /* a kept-alive connection idle PETREL__IDLE_MS gives back its protocol
+     * state (tq_idle), then waits out the rest of the keep-alive timeout */
+    petrel__tq_t tq_idle, tq_keepalive_rest;
     bool draining;
     uint64_t next_req_id; /* requests of this worker are numbered from 1 */
     /* A connection went away: the server layer may accept again, or end
@@ -116,6 +124,10 @@ struct petrel__conns {
 /* Reads of one connection per readiness while each fills the read buffer:
  * then the other connections of the loop get their turn. */
 #define PETREL__READS_PER_EVENT 4
+
+/* How long a kept-alive HTTP/1.1 connection stays idle before it gives back
+ * its protocol state (an idle connection is then its struct alone). */
+#define PETREL__IDLE_MS 200
 
 /* How long a closing connection reads what its peer still sends. */
 #define PETREL__LINGER_MS 2000
@@ -180,24 +192,51 @@ static inline void petrel__conn_pause(petrel__conn_t *c, bool paused)
     }
 }
 
-/* Output.  Segments and copied bytes share pool chunks.  Every call returns
- * 0, PETREL_ENOMEM, or PETREL_EIO when the connection is closed. */
-int petrel__out_copy(petrel__conn_t *c, const void *data, size_t len);
-/* Reserve `len` bytes in the output buffer to format into; NULL on failure. */
-char *petrel__out_reserve(petrel__conn_t *c, size_t len);
-void petrel__out_commit(petrel__conn_t *c, size_t len);
+/* Output into `ob` (the connection's own, &c->out, or one held back).
+ * Every call returns 0, PETREL_ENOMEM (past the connection's budget: its
+ * arena limit counts queued and held copies), or PETREL_EIO when the
+ * connection is closed. */
+int petrel__ob_copy(petrel__conn_t *c, petrel__outbuf_t *ob, const void *data, size_t len);
+/* Reserve `len` bytes to format into; NULL on failure. */
+char *petrel__ob_reserve(petrel__conn_t *c, petrel__outbuf_t *ob, size_t len);
+void petrel__ob_commit(petrel__outbuf_t *ob, size_t len);
 /* A reference to memory that stays valid until it is written. */
-int petrel__out_ref(petrel__conn_t *c, const void *data, size_t len);
-int petrel__out_fd(petrel__conn_t *c, int fd, off_t off, size_t len);
+int petrel__ob_ref(petrel__conn_t *c, petrel__outbuf_t *ob, const void *data, size_t len);
+int petrel__ob_fd(petrel__conn_t *c, petrel__outbuf_t *ob, int fd, off_t off, size_t len);
+/* Append held output to the connection's queue (`ob` is empty after). */
+void petrel__ob_splice(petrel__conn_t *c, petrel__outbuf_t *ob);
+/* Drop held output. */
+void petrel__ob_release(petrel__outbuf_t *ob);
+
+/* The same into the connection's own queue. */
+static inline int petrel__out_copy(petrel__conn_t *c, const void *data, size_t len)
+{
+    return petrel__ob_copy(c, &c->out, data, len);
+}
+static inline char *petrel__out_reserve(petrel__conn_t *c, size_t len)
+{
+    return petrel__ob_reserve(c, &c->out, len);
+}
+static inline void petrel__out_commit(petrel__conn_t *c, size_t len)
+{
+    petrel__ob_commit(&c->out, len);
+}
+static inline int petrel__out_ref(petrel__conn_t *c, const void *data, size_t len)
+{
+    return petrel__ob_ref(c, &c->out, data, len);
+}
+static inline int petrel__out_fd(petrel__conn_t *c, int fd, off_t off, size_t len)
+{
+    return petrel__ob_fd(c, &c->out, fd, off, len);
+}
 /* Write what is queued.  0 (the rest waits for EPOLLOUT, with the send
  * timeout armed), or PETREL_EIO when the connection must close. */
 int petrel__conn_flush(petrel__conn_t *c);
-static inline bool petrel__conn_out_empty(const petrel__conn_t *c) { return c->out == NULL; }
+static inline bool petrel__conn_out_empty(const petrel__conn_t *c) { return c->out.head == NULL; }
 /* Bytes queued and not yet written (a walk of the queue). */
 size_t petrel__out_bytes(const petrel__conn_t *c);
 
-/* Close now.  The struct is freed at the end of the loop turn (or when the
- * protocol releases an orphan). */
+/* Close now.  The struct is freed at the end of the loop turn. */
 void petrel__conn_close(petrel__conn_t *c);
 /* Close after the response: half-close, then read and drop what the peer
  * still sends for a short while, so that it reads our response instead of a
@@ -207,8 +246,6 @@ void petrel__conn_linger(petrel__conn_t *c);
 /* Close after a last write: half-close first, so that the peer reads what
  * was written (an h2 GOAWAY) before it sees the end. */
 void petrel__conn_end(petrel__conn_t *c);
-/* An orphan (on_close returned true) is done with the struct. */
-void petrel__conn_release(petrel__conn_t *c);
 
 /* The peer's address as text ("192.0.2.1", "2001:db8::1", "unix"). */
 const char *petrel__conn_peer_text(const petrel__conn_t *c, char *buf, size_t len);

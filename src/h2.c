@@ -86,6 +86,7 @@ enum {
     S_DISCARD = 1 << 7,    /* ignore the rest of the request body */
     S_READY = 1 << 8,      /* on h->ready */
     S_RESET = 1 << 9,      /* reset by us for output over the budget: writes fail */
+    S_ABORTING = 1 << 10,  /* its abort callback is running: not freed under it */
 };
 
 /* connection flags */
@@ -241,8 +242,7 @@ static h2stream_t *stream_new(h2conn_t *h, int32_t id)
     r->_proto = &h2_proto;
     r->_conn = h->c;
     r->_resp = &s->resp;
-    s->resp.headers_tail = &s->resp.headers;
-    s->resp.trailers_tail = &s->resp.trailers;
+    petrel__resp_init(&s->resp, r);
     return s;
 }
 
@@ -676,11 +676,20 @@ static int on_stream_close(nghttp2_session *ngh, int32_t id, uint32_t error_code
     s->flags &= ~S_READY;
     if (h->cur == s)
         h->cur = NULL;
-    if (s->resp.sent)
+    if ((s->flags & S_DISPATCHED) && !s->resp.ended && !s->resp.sent)
+        s->resp.status = 499; /* the client left before the response: as nginx logs it */
+    if (s->resp.sent || (s->flags & S_DISPATCHED))
         petrel__req_finished(&s->req, s->bytes_out);
-    if (s->resp.sent && !s->resp.ended) {
-        s->flags |= S_DEAD; /* its handler still streams: freed by petrel_stream_end */
-        return 0;
+    if (s->flags & S_DISPATCHED) {
+        /* a handler still at work (waiting, streaming): it is told, and the
+         * slot stays until it lets go (h2_release) */
+        s->flags |= S_ABORTING;
+        bool held = petrel__req_abort(&s->req);
+        s->flags &= ~S_ABORTING;
+        if (held || (s->flags & S_IN_HANDLER)) {
+            s->flags |= S_DEAD;
+            return 0;
+        }
     }
     if ((s->flags & S_REFS) && !petrel__conn_out_empty(h->c)) {
         list_unlink(&s->link);
@@ -957,11 +966,8 @@ static int h2_stream_end(petrel_req_t *req, petrel_resp_t *r)
 {
     (void)r;
     h2stream_t *s = container_of(req, h2stream_t, req);
-    if (s->flags & S_DEAD) {
-        if (!(s->flags & S_IN_HANDLER))
-            stream_free(s);
+    if (s->flags & S_DEAD)
         return PETREL_EIO;
-    }
     nghttp2_session_resume_data(s->h->ngh, s->id);
     schedule(s->h);
     return 0;
@@ -975,8 +981,32 @@ static const char *h2_peer(petrel_req_t *req)
     return petrel_arena_strndup(req->arena, p, strlen(p));
 }
 
+/* The handler let go of an abandoned request (petrel.h, "Waiting"). */
+static void h2_release(petrel_req_t *req)
+{
+    h2stream_t *s = container_of(req, h2stream_t, req);
+    if ((s->flags & S_DEAD) && !(s->flags & (S_IN_HANDLER | S_ABORTING)))
+        stream_free(s);
+    /* else the stream is still open, or its handler is running: freed
+     * when nghttp2 closes it, or when the handler returns */
+}
+
+/* The handler failed after starting its response: RST_STREAM
+ * (RFC 9113 §8.1: a response that cannot complete), so that the client
+ * never takes it for a whole one. */
+static void h2_broken(petrel_req_t *req)
+{
+    h2stream_t *s = container_of(req, h2stream_t, req);
+    if (s->flags & (S_DEAD | S_RESET))
+        return;
+    s->flags |= S_RESET;
+    sbuf_free_all(s);
+    nghttp2_submit_rst_stream(s->h->ngh, NGHTTP2_FLAG_NONE, s->id, NGHTTP2_INTERNAL_ERROR);
+    schedule(s->h);
+}
+
 static const petrel_proto_t h2_proto = {
-    "h2", h2_send, h2_stream_write, h2_stream_end, h2_peer,
+    "h2", h2_send, h2_stream_write, h2_stream_end, h2_peer, h2_release, h2_broken,
 };
 
 /* Run the handlers of the requests that are complete. */
@@ -996,7 +1026,7 @@ static void dispatch_ready(h2conn_t *h)
         else
             petrel__req_dispatch(r);
         s->flags &= ~S_IN_HANDLER;
-        if ((s->flags & S_DEAD) && s->resp.ended)
+        if ((s->flags & S_DEAD) && !s->resp.holds)
             stream_free(s); /* the stream was reset while its handler ran */
     }
 }
@@ -1183,19 +1213,34 @@ static void h2_on_timeout(petrel__conn_t *c)
 
 /* The connection closes: streams whose handler still streams become
  * orphans, the others go back, the session and the h2conn_t go. */
-static bool h2_on_close(petrel__conn_t *c)
+static void h2_on_close(petrel__conn_t *c)
 {
     h2conn_t *h = c->proto;
     if (h == NULL)
-        return false;
+        return;
     list_unlink(&h->pending.node);
     zombies_release(h);
     while (!list_empty(&h->streams)) {
         h2stream_t *s = container_of(h->streams.next, h2stream_t, link);
-        if ((s->flags & S_DISPATCHED) && s->resp.sent && !s->resp.ended) {
+        if ((s->flags & S_DISPATCHED) && !(s->flags & S_DEAD)) {
+            /* a handler still at work: it is told (petrel.h, "Waiting") */
+            if (!s->resp.ended && !s->resp.sent) {
+                s->resp.status = 499;
+                petrel__req_finished(&s->req, s->bytes_out);
+            } else if (!s->resp.ended) {
+                petrel__req_finished(&s->req, s->bytes_out);
+            }
+            s->flags |= S_ABORTING;
+            bool held = petrel__req_abort(&s->req);
+            s->flags &= ~S_ABORTING;
+            if (held) {
+                s->flags |= S_DEAD;
+            }
+        }
+        if (s->flags & S_DEAD && s->resp.holds) {
+            /* detached: freed when its handler lets go (h2_release) */
             list_unlink(&s->link);
             list_unlink(&s->rlink);
-            s->flags |= S_DEAD;
             s->h = NULL;
             s->req._conn = NULL;
             sbuf_free_all(s);
@@ -1207,7 +1252,6 @@ static bool h2_on_close(petrel__conn_t *c)
     stats.sessions--;
     c->proto = NULL;
     free(h);
-    return false;
 }
 
 static void h2_drain(petrel__conn_t *c, bool close_idle)

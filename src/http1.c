@@ -38,29 +38,59 @@
 #define REQ_TE_TRAILERS 2u
 #define MAX_HEADERS 128
 #define COPY_BODY_MAX 4096 /* smaller bodies are copied next to the headers */
-#define H1_FREE_MAX 1024   /* free states kept for reuse */
+#define H1_FREE_MAX 1024   /* free states and request slots kept for reuse */
 
-/* Flags of the exchange in progress (h1->flags). */
+/* Flags of a connection's HTTP/1.1 exchange (h1->flags). */
 enum {
-    H1_KEEPALIVE = 1 << 0,  /* the current request allows another one */
-    H1_CLOSING = 1 << 1,    /* close once the output is written */
-    H1_WAIT = 1 << 2,       /* parsing waits for the output or a streamed response */
+    H1_KEEPALIVE = 1 << 0,  /* the request being parsed allows another one */
+    H1_CLOSING = 1 << 1,    /* close once the requests in flight are answered */
     H1_IN_PROCESS = 1 << 3, /* inside process(): it flushes at its end */
-    H1_OUT_REFS = 1 << 4,   /* the output refers to request-scope memory */
-    H1_HEAD_DONE = 1 << 5,  /* headers of the current request complete */
+    H1_HEAD_DONE = 1 << 5,  /* headers of the request being parsed complete */
     H1_IN_VALUE = 1 << 6,   /* the parser is inside a header value */
     H1_CONTINUE = 1 << 7,   /* 100 Continue may be sent for this request */
     H1_ERROR = 1 << 8,      /* closing after an error response */
-    H1_ORPHAN = 1 << 9      /* the connection closed under a streamed response */
+    H1_LAST = 1 << 9,       /* parse no more requests (Connection: close, an upgrade) */
+    H1_IDLE = 1 << 10       /* kept-alive and idle: the state goes at the idle timer */
 };
+
+/* A request and its response: a slot of its own, so that a request may wait
+ * for its handler (PETREL_LATER) while the ones after it are read and
+ * answered; responses still leave in request order. */
+typedef struct h1req {
+    struct h1req *next;  /* the connection's in-flight list, or the free list */
+    petrel__list_t link; /* h1->zombies or h1->held */
+    struct h1 *h1;       /* NULL once detached from its connection */
+    unsigned flags;      /* R_* */
+    uint64_t bytes_out;  /* body bytes of the response, for the log */
+    petrel__outbuf_t held_out; /* its output while an earlier request is in flight */
+    petrel_arena_t arena;      /* the request scope */
+    petrel_req_t req;
+    petrel_resp_t resp;
+    petrel_header_t headers[16];
+} h1req_t;
+
+enum {
+    R_FIFO = 1 << 0,    /* dispatched, on h1's in-flight list */
+    R_DONE = 1 << 1,    /* its response is queued whole (and logged) */
+    R_REFS = 1 << 2,    /* its output refers to its memory */
+    R_CLOSE = 1 << 3,   /* the connection ends after its response */
+    R_ZOMBIE = 1 << 4,  /* answered; its output still refers to its memory */
+    R_HELD = 1 << 5,    /* answered or abandoned; its handler still holds it */
+    R_UPGRADE = 1 << 6, /* answered with 101: the protocol switches after it */
+    R_COPIED = 1 << 7   /* its head was copied out of the read buffer */
+};
+
+#define SLOT(r) container_of(r, h1req_t, req)
 
 typedef struct h1 {
     struct h1 *next_free;
     petrel__conn_t *c;
     unsigned flags;
-    petrel_req_t *req; /* the request being parsed or answered */
-    petrel_arena_mark_t req_mark;
-    uint32_t head_start; /* rbuf offset of the current request's head */
+    petrel_req_t *req;        /* the request being parsed (its slot: SLOT(req)) */
+    h1req_t *first, *last;    /* dispatched and not yet answered, in order */
+    unsigned inflight;        /* slots on that list */
+    petrel__list_t zombies;   /* answered, their output not written yet */
+    uint32_t head_start; /* rbuf offset of the head of the request being parsed */
     uint32_t hdr_bytes;  /* header section bytes so far */
     uint32_t body_end;   /* rbuf offset after the last body bytes, or UINT32_MAX */
     uint16_t err_status; /* status for an HPE_USER error */
@@ -68,8 +98,7 @@ typedef struct h1 {
     uint8_t host_count;
     uint8_t te_chunked;
     size_t body_cap;
-    uint64_t bytes_out; /* body bytes of the current response, for the log */
-    /* a protocol switch waiting for the request's handling to return */
+    /* a protocol switch for after the upgrade request's response */
     const petrel__proto_ops_t *up_ops;
     void *up_state;
     llhttp_t parser;
@@ -80,12 +109,16 @@ static const llhttp_settings_t settings;
 static void process(h1_t *h1);
 static void after_output(h1_t *h1);
 static void h1_written(petrel__conn_t *c);
+static void slot_free(h1req_t *s);
 
 /* ------------------------------------------------------------------------ */
-/* States: a per-worker free list (doc/architecture.md, "Processes")       */
+/* States and slots: per-worker free lists (doc/architecture.md,           */
+/* "Processes")                                                             */
 
 static h1_t *h1_free;
 static size_t h1_nfree;
+static h1req_t *slot_free_list;
+static size_t slot_nfree;
 static petrel__http1_stats_t stats;
 static petrel__http1_upgrade_hook_t upgrade_hook;
 
@@ -114,6 +147,9 @@ static h1_t *h1_get(petrel__conn_t *c)
     h1->c = c;
     h1->flags = 0;
     h1->req = NULL;
+    h1->first = h1->last = NULL;
+    h1->inflight = 0;
+    list_init(&h1->zombies);
     h1->head_start = 0;
     h1->up_ops = NULL;
     h1->parser = parser_template;
@@ -134,9 +170,18 @@ static void h1_put(h1_t *h1)
     }
 }
 
-/* The connection is idle (no request, nothing buffered either way): it
- * gives back its read buffer and its HTTP/1.1 state. */
-static void h1_idle(h1_t *h1)
+/* Nothing of the exchange is left: no request parsed, in flight, held or
+ * waiting for its output. */
+static bool h1_empty(const h1_t *h1)
+{
+    return h1->req == NULL && h1->first == NULL && list_empty(&h1->zombies);
+}
+
+/* A kept-alive connection that stayed idle PETREL__IDLE_MS gives back its
+ * HTTP/1.1 state (its read buffer went back as soon as it was empty): an
+ * idle connection is the transport's struct alone, while one that is busy
+ * keeps its state from one request to the next. */
+static void h1_idle_release(h1_t *h1)
 {
     petrel__conn_t *c = h1->c;
     petrel__conn_idle(c);
@@ -150,11 +195,20 @@ void petrel__http1_stats(petrel__http1_stats_t *st) { *st = stats; }
 
 void petrel__http1_set_upgrade_hook(petrel__http1_upgrade_hook_t hook) { upgrade_hook = hook; }
 
-/* Input is wanted unless the exchange waits or is closing. */
-static void h1_events(h1_t *h1)
+/* Input is wanted unless the exchange is closing (or takes no new request
+ * and none is arriving), waits for output that refers to request memory,
+ * or has as many requests in flight as allowed. */
+static inline bool want_input(const h1_t *h1)
 {
-    petrel__conn_pause(h1->c, (h1->flags & (H1_WAIT | H1_CLOSING)) != 0);
+    if (likely(h1->inflight == 0 && !(h1->flags & (H1_CLOSING | H1_LAST)) &&
+               list_empty(&h1->zombies)))
+        return true;
+    if ((h1->flags & H1_CLOSING) || ((h1->flags & H1_LAST) && h1->req == NULL))
+        return false;
+    return list_empty(&h1->zombies) && h1->inflight < h1->c->cs->cfg->max_pipelined;
 }
+
+static void h1_events(h1_t *h1) { petrel__conn_pause(h1->c, !want_input(h1)); }
 
 /* ------------------------------------------------------------------------ */
 /* Spans of the read buffer                                                 */
@@ -194,11 +248,15 @@ static void rebase(void *arg, const char *lo, const char *hi, ptrdiff_t d)
     }
 }
 
-/* Make room at the end of a full read buffer.  Returns 0, or a status. */
+/* Make room at the end of a full read buffer.  Returns 0, a status, or -1
+ * when it cannot move: requests in flight (or an answered one whose output
+ * refers to its head) keep their heads there until they are done. */
 static int rbuf_make_room(h1_t *h1)
 {
     petrel__conn_t *c = h1->c;
     const petrel__config_t *cfg = c->cs->cfg;
+    if (h1->first || !list_empty(&h1->zombies))
+        return -1;
     if (h1->req == NULL) {
         petrel__conn_compact(c);
         h1->head_start = 0;
@@ -627,30 +685,120 @@ static const llhttp_settings_t settings = {
 };
 
 /* ------------------------------------------------------------------------ */
+/* Request slots                                                            */
+
+static h1req_t *slot_get(h1_t *h1)
+{
+    h1req_t *s = slot_free_list;
+    if (s) {
+        slot_free_list = s->next;
+        slot_nfree--;
+    } else if ((s = malloc(sizeof(*s))) != NULL) {
+        stats.slot_mallocs++;
+    } else {
+        return NULL;
+    }
+    stats.slots++;
+    petrel__conns_t *cs = h1->c->cs;
+    s->next = NULL;
+    list_init(&s->link);
+    s->h1 = h1;
+    s->flags = 0;
+    s->bytes_out = 0;
+    s->held_out.head = s->held_out.tail = NULL;
+    petrel__arena_init(&s->arena, &petrel__pool, petrel__conn_budget(cs->cfg));
+    petrel_req_t *r = &s->req;
+    memset(r, 0, sizeof(*r));
+    r->headers = s->headers;
+    r->arena = &s->arena;
+    r->server = cs->srv;
+    r->id = ++cs->next_req_id;
+    r->_proto = &h1_proto;
+    r->_conn = s;
+    r->_resp = &s->resp;
+    petrel__resp_init(&s->resp, r);
+    return s;
+}
+
+static void slot_free(h1req_t *s)
+{
+    petrel__arena_clear(&s->arena); /* cleanups first: a file is closed there */
+    if (unlikely(s->held_out.head != NULL))
+        petrel__ob_release(&s->held_out);
+    list_unlink(&s->link);
+    stats.slots--;
+    if (slot_nfree < H1_FREE_MAX) {
+        s->next = slot_free_list;
+        slot_free_list = s;
+        slot_nfree++;
+    } else {
+        free(s);
+    }
+}
+
+/* Where the response of `s` goes: the connection's queue when its turn has
+ * come (every request before it answered), else held back. */
+static petrel__outbuf_t *slot_ob(h1req_t *s)
+{
+    return s == s->h1->first ? &s->h1->c->out : &s->held_out;
+}
+
+static void str_out(petrel_arena_t *a, petrel_str_t *str, const char *lo, const char *hi)
+{
+    if (str->ptr && str->ptr >= lo && str->ptr < hi) {
+        char *p = petrel_arena_strndup(a, str->ptr, str->len);
+        str->ptr = p ? p : "";
+        str->len = p ? str->len : 0;
+    }
+}
+
+/* The handler holds `s` beyond the connection's care (petrel.h, "Waiting":
+ * it was aborted, or answered 504 by petrel): its head is copied out of the
+ * read buffer, which goes on without it, and it is freed by ops->release. */
+static void slot_hold(h1req_t *s)
+{
+    petrel__conn_t *c = s->h1->c;
+    if (c->rbuf && !(s->flags & R_COPIED)) {
+        const char *lo = c->rbuf, *hi = c->rbuf + c->rcap;
+        petrel_req_t *r = &s->req;
+        str_out(r->arena, &r->method_name, lo, hi);
+        str_out(r->arena, &r->target, lo, hi);
+        str_out(r->arena, &r->path, lo, hi);
+        str_out(r->arena, &r->query, lo, hi);
+        str_out(r->arena, &r->authority, lo, hi);
+        for (size_t i = 0; i < r->nheaders; i++) {
+            str_out(r->arena, &r->headers[i].name, lo, hi);
+            str_out(r->arena, &r->headers[i].value, lo, hi);
+        }
+        for (size_t i = 0; i < r->nparams; i++)
+            str_out(r->arena, &r->params[i].value, lo, hi);
+        s->flags |= R_COPIED;
+    }
+    list_unlink(&s->link);
+    s->flags = (s->flags & ~(R_FIFO | R_ZOMBIE)) | R_HELD;
+    petrel__ob_release(&s->held_out);
+    s->h1 = NULL;
+}
+
+/* The handler let go of an abandoned request, or its time is up. */
+static void h1_release(petrel_req_t *req)
+{
+    h1req_t *s = SLOT(req);
+    if (s->h1 == NULL)
+        slot_free(s);
+    /* else it is still on its connection's list: freed at its turn */
+}
+
+/* ------------------------------------------------------------------------ */
 /* Request life cycle                                                       */
 
 static petrel_req_t *req_begin(h1_t *h1)
 {
     petrel__conn_t *c = h1->c;
-    h1->req_mark = petrel_arena_mark(&c->arena);
-    struct {
-        petrel_req_t req;
-        petrel_resp_t resp;
-        petrel_header_t headers[16];
-    } *m = petrel_arena_alloc(&c->arena, sizeof(*m), 16);
-    if (m == NULL)
+    h1req_t *s = slot_get(h1);
+    if (s == NULL)
         return NULL;
-    petrel_req_t *r = &m->req;
-    memset(r, 0, sizeof(*r));
-    r->headers = m->headers;
-    r->arena = &c->arena;
-    r->server = c->cs->srv;
-    r->id = ++c->cs->next_req_id;
-    r->_proto = &h1_proto;
-    r->_conn = h1;
-    r->_resp = &m->resp;
-    petrel__resp_init(&m->resp);
-    h1->req = r;
+    h1->req = &s->req;
     h1->hdr_cap = 16;
     h1->body_cap = 0;
     h1->body_end = UINT32_MAX;
@@ -658,57 +806,144 @@ static petrel_req_t *req_begin(h1_t *h1)
     h1->host_count = 0;
     h1->te_chunked = 0;
     h1->err_status = 0;
-    h1->bytes_out = 0;
     h1->head_start = c->rpos;
-    h1->flags = (h1->flags & ~(H1_HEAD_DONE | H1_IN_VALUE | H1_CONTINUE | H1_OUT_REFS)) |
-                H1_KEEPALIVE;
+    h1->flags = (h1->flags & ~(H1_HEAD_DONE | H1_IN_VALUE | H1_CONTINUE | H1_IDLE)) | H1_KEEPALIVE;
     petrel__timer_arm(petrel__loop, &c->timer, &c->cs->tq_header);
-    return r;
+    return &s->req;
 }
 
-/* The response has been written (or dropped): end the request scope. */
-static void req_end(h1_t *h1)
+/* The request being parsed joins the in-flight list: its response goes out
+ * after the ones before it. */
+static h1req_t *fifo_push(h1_t *h1)
 {
+    h1req_t *s = SLOT(h1->req);
     h1->req = NULL;
-    h1->flags &= ~(H1_OUT_REFS | H1_WAIT);
-    petrel_arena_reset(&h1->c->arena, h1->req_mark);
+    s->flags |= R_FIFO;
+    if (!(h1->flags & H1_KEEPALIVE) || h1->c->cs->draining)
+        s->flags |= R_CLOSE;
+    if (h1->last)
+        h1->last->next = s;
+    else
+        h1->first = s;
+    h1->last = s;
+    h1->inflight++;
+    return s;
 }
 
-/* A streamed response whose connection closed under it has ended: the
- * state and the connection struct it kept go. */
-static void orphan_end(h1_t *h1)
+static void switch_protocol(h1_t *h1)
 {
     petrel__conn_t *c = h1->c;
-    petrel__req_finished(h1->req, h1->bytes_out);
-    req_end(h1);
+    const petrel__proto_ops_t *ops = h1->up_ops;
+    void *state = h1->up_state;
+    c->proto = NULL;
     h1_put(h1);
-    petrel__conn_release(c);
+    petrel__timer_disarm(&c->timer);
+    petrel__conn_switch(c, ops, state);
 }
 
-/* The whole response is queued. */
-static void request_done(h1_t *h1)
+/* The requests from `from` to the end of the in-flight list will not be
+ * answered on this connection (it ends before them): abandoned, their
+ * abort callbacks run (petrel.h, "Waiting"). */
+static void abandon_from(h1_t *h1, h1req_t *from)
 {
-    petrel_req_t *r = h1->req;
-    petrel__req_finished(r, h1->bytes_out);
-    if (!(h1->flags & H1_KEEPALIVE) || h1->c->cs->draining)
-        h1->flags |= H1_CLOSING;
-    if (h1->flags & H1_OUT_REFS)
-        h1->flags |= H1_WAIT; /* the output still reads request memory */
-    else
-        req_end(h1);
+    h1req_t **pp = &h1->first, *prev = NULL;
+    while (*pp && *pp != from) {
+        prev = *pp;
+        pp = &(*pp)->next;
+    }
+    *pp = NULL;
+    h1->last = prev;
+    while (from) {
+        h1req_t *s = from;
+        from = s->next;
+        h1->inflight--;
+        s->flags &= ~R_FIFO;
+        if (!(s->flags & R_DONE)) {
+            if (!s->resp.sent)
+                s->resp.status = 499; /* the client left first: as nginx logs it */
+            petrel__req_finished(&s->req, s->bytes_out);
+        }
+        if (petrel__req_abort(&s->req))
+            slot_hold(s);
+        else
+            slot_free(s);
+    }
 }
 
-/* Send an error status for a request that failed to parse, then close. */
+/* Answered requests at the head of the list leave it, in order; the next
+ * one's held output joins the queue.  Returns false when the connection
+ * is no longer HTTP/1.1's (an upgrade switched it). */
+static __attribute__((noinline)) bool advance_slow(h1_t *h1)
+{
+    petrel__conn_t *c = h1->c;
+    h1req_t *s;
+    while ((s = h1->first) != NULL && (s->flags & R_DONE)) {
+        h1->first = s->next;
+        if (h1->first == NULL)
+            h1->last = NULL;
+        h1->inflight--;
+        s->flags &= ~R_FIFO;
+        bool last = s->flags & R_CLOSE;
+        if (s->flags & R_REFS) {
+            s->flags |= R_ZOMBIE; /* freed once the output is written */
+            list_append(&h1->zombies, &s->link);
+        } else if (s->resp.holds) {
+            slot_hold(s);
+        } else {
+            slot_free(s);
+        }
+        if (last) {
+            /* the connection ends after this response: nothing follows it */
+            h1->flags |= H1_CLOSING;
+            if (h1->first)
+                abandon_from(h1, h1->first);
+            break;
+        }
+        if (h1->first)
+            petrel__ob_splice(c, &h1->first->held_out);
+    }
+    if (h1->up_ops && h1->first == NULL && h1->req == NULL && list_empty(&h1->zombies)) {
+        switch_protocol(h1);
+        return false;
+    }
+    return true;
+}
+
+static inline bool advance(h1_t *h1)
+{
+    h1req_t *s = h1->first;
+    if (likely(h1->up_ops == NULL)) {
+        if (s == NULL)
+            return true;
+        /* the common case: the one request in flight, answered by copies */
+        if (likely(s->next == NULL && (s->flags & (R_DONE | R_REFS | R_CLOSE)) == R_DONE &&
+                   !s->resp.holds)) {
+            h1->first = h1->last = NULL;
+            h1->inflight = 0;
+            slot_free(s);
+            return true;
+        }
+    }
+    return advance_slow(h1);
+}
+
+/* The response of `s` is queued whole.  Returns false when the connection
+ * is no longer HTTP/1.1's. */
+static bool request_done(h1req_t *s)
+{
+    s->flags |= R_DONE;
+    petrel__req_finished(&s->req, s->bytes_out);
+    return advance(s->h1);
+}
+
+/* Send an error status for the request being parsed, after the ones in
+ * flight, then close. */
 static void send_error(h1_t *h1, int status)
 {
     petrel__conn_t *c = h1->c;
     petrel_req_t *r = h1->req;
     h1->flags &= ~H1_KEEPALIVE;
-    h1->flags |= H1_ERROR;
-    if (r->_resp->sent) {
-        h1->flags |= H1_CLOSING;
-        return;
-    }
+    h1->flags |= H1_ERROR | H1_LAST;
     if (r->version == 0)
         r->version = 11;
     if (!(h1->flags & H1_HEAD_DONE)) {
@@ -727,16 +962,16 @@ static void send_error(h1_t *h1, int status)
         const char *te = sp2 ? sp2 : (eol > t && eol[-1] == '\r' ? eol - 1 : eol);
         size_t ml = (size_t)(sp1 - s) > 32 ? 32 : (size_t)(sp1 - s);
         size_t tl = (size_t)(te - t) > 1024 ? 1024 : (size_t)(te - t);
-        r->method_name.ptr = petrel_arena_strndup(&c->arena, s, ml);
+        r->method_name.ptr = petrel_arena_strndup(r->arena, s, ml);
         r->method_name.len = r->method_name.ptr ? ml : 0;
-        r->target.ptr = petrel_arena_strndup(&c->arena, t, tl);
+        r->target.ptr = petrel_arena_strndup(r->arena, t, tl);
         r->target.len = r->target.ptr ? tl : 0;
         r->nheaders = 0;
         r->method = 0; /* a HEAD that failed mid-head still gets a body */
     }
+    fifo_push(h1);
     if (petrel_send_status(r, status) < 0)
         h1->flags |= H1_CLOSING;
-    request_done(h1);
 }
 
 static int status_for_error(h1_t *h1, llhttp_errno_t e)
@@ -777,63 +1012,45 @@ static int status_for_error(h1_t *h1, llhttp_errno_t e)
     }
 }
 
-/* The request switched protocols (petrel__http1_upgrade): its scope ends
- * and the connection, with the bytes after the request, goes on. */
-static void switch_protocol(h1_t *h1)
-{
-    petrel__conn_t *c = h1->c;
-    const petrel__proto_ops_t *ops = h1->up_ops;
-    void *state = h1->up_state;
-    req_end(h1);
-    h1_put(h1);
-    petrel__timer_disarm(&c->timer);
-    petrel__conn_switch(c, ops, state);
-}
-
 /* A complete request: run it.  Returns false when the connection is no
  * longer HTTP/1.1's (switched, or closed). */
 static bool request_ready(h1_t *h1)
 {
     petrel__conn_t *c = h1->c;
     petrel_req_t *r = h1->req;
-    if (unlikely(h1->parser.upgrade) && upgrade_hook) {
-        /* `Upgrade: h2c` (RFC 7540 §3.2) is the hook's, and switches */
+    h1req_t *s = fifo_push(h1);
+    if (unlikely(h1->parser.upgrade) && upgrade_hook && h1->first == s) {
+        /* `Upgrade: h2c` (RFC 7540 §3.2) is the hook's: it answers 101 and
+         * the request is answered (and logged) on the new side */
         int rc = upgrade_hook(r);
         if (rc != PETREL_ENOTFOUND) {
             if (rc < 0) {
                 petrel__conn_close(c);
                 return false;
             }
-            switch_protocol(h1); /* the request is answered (and logged) on the new side */
-            return false;
+            s->flags |= R_DONE;
+            return advance(h1);
         }
     }
-    if (c->cs->draining)
-        h1->flags &= ~H1_KEEPALIVE;
     petrel__timer_disarm(&c->timer); /* the head timeout is over; writes have their own */
     r->_flags |= REQ_IN_HANDLER;
     petrel__req_dispatch(r);
-    r->_flags &= ~REQ_IN_HANDLER;
     if (c->flags & CONN_CLOSED)
         return false;
-    if (h1->up_ops) {
-        petrel__req_finished(r, 0);
-        switch_protocol(h1);
-        return false;
-    }
+    r->_flags &= ~REQ_IN_HANDLER;
     if (r->_resp->ended)
-        request_done(h1);
-    else
-        h1->flags |= H1_WAIT; /* a streamed response: wait for its end */
-    return true;
+        return request_done(s);
+    return true; /* waiting, or streaming: the handler answers later */
 }
 
 static void process(h1_t *h1)
 {
     petrel__conn_t *c = h1->c;
     h1->flags |= H1_IN_PROCESS;
-    while (!(h1->flags & (H1_WAIT | H1_CLOSING)) && c->rpos < c->rlen) {
+    while (c->rpos < c->rlen && !(h1->flags & H1_CLOSING)) {
         if (h1->req == NULL) {
+            if (!want_input(h1))
+                break;
             /* skip the empty lines RFC 9112 §2.2 allows before a request */
             while (c->rpos < c->rlen && (c->rbuf[c->rpos] == '\r' || c->rbuf[c->rpos] == '\n'))
                 c->rpos++;
@@ -852,14 +1069,17 @@ static void process(h1_t *h1)
         }
         if (e == HPE_PAUSED || e == HPE_PAUSED_UPGRADE) {
             c->rpos = (uint32_t)(llhttp_get_error_pos(&h1->parser) - c->rbuf);
-            if (e == HPE_PAUSED)
+            if (e == HPE_PAUSED) {
                 llhttp_resume(&h1->parser);
-            else
-                h1->flags &= ~H1_KEEPALIVE; /* see on_headers_complete */
+            } else {
+                /* the bytes after an upgrade request are another
+                 * protocol's if it switches (petrel__http1_upgrade), else
+                 * the connection closes after it: read no more requests */
+                h1->flags &= ~H1_KEEPALIVE;
+                h1->flags |= H1_LAST;
+            }
             if (!request_ready(h1))
                 return; /* h1 is gone */
-            if (e == HPE_PAUSED_UPGRADE)
-                break;
             continue;
         }
         int status = status_for_error(h1, e);
@@ -868,6 +1088,8 @@ static void process(h1_t *h1)
                    llhttp_get_error_reason(&h1->parser), status);
         c->rpos = c->rlen;
         send_error(h1, status);
+        if (c->proto != h1)
+            return;
         break;
     }
     h1->flags &= ~H1_IN_PROCESS;
@@ -887,28 +1109,52 @@ static void after_output(h1_t *h1)
     h1_written(c);
 }
 
+/* Close after the requests in flight: half-close first so the peer reads
+ * the whole response (RFC 9112 §9.6); linger when it may still be sending
+ * (an error cut its request short, or more requests are buffered). */
+static void h1_close_now(h1_t *h1)
+{
+    petrel__conn_t *c = h1->c;
+    bool linger = (h1->flags & H1_ERROR) || c->rpos < c->rlen || h1->req;
+    if (h1->req) {
+        slot_free(SLOT(h1->req)); /* a request after the last: not answered */
+        h1->req = NULL;
+    }
+    c->proto = NULL;
+    h1_put(h1);
+    if (linger)
+        petrel__conn_linger(c);
+    else
+        petrel__conn_close(c); /* nothing unread: close sends FIN */
+}
+
 static void h1_written(petrel__conn_t *c)
 {
     h1_t *h1 = c->proto;
     if (h1 == NULL)
         return;
-    if ((h1->flags & H1_WAIT) && h1->req && h1->req->_resp->ended)
-        req_end(h1);
+    /* the output referring to answered requests' memory is written */
+    while (!list_empty(&h1->zombies)) {
+        h1req_t *s = container_of(h1->zombies.next, h1req_t, link);
+        list_unlink(&s->link);
+        s->flags &= ~R_ZOMBIE;
+        if (s->resp.holds)
+            slot_hold(s);
+        else
+            slot_free(s);
+    }
+    if (!advance(h1))
+        return;
+    if (h1->first != NULL) {
+        /* requests in flight: read on (pipelined ones) unless at the limit */
+        h1_events(h1);
+        if (h1->req == NULL && c->rpos < c->rlen && want_input(h1) &&
+            !(h1->flags & H1_IN_PROCESS))
+            process(h1);
+        return;
+    }
     if (h1->flags & H1_CLOSING) {
-        if (h1->req == NULL || h1->req->_resp->ended) {
-            /* RFC 9112 §9.6: half-close first so the peer reads the whole
-             * response; linger when it may still be sending (an error cut
-             * its request short, or more requests are buffered). */
-            bool linger = (h1->flags & H1_ERROR) || c->rpos < c->rlen;
-            if (h1->req)
-                req_end(h1);
-            c->proto = NULL;
-            h1_put(h1);
-            if (linger)
-                petrel__conn_linger(c);
-            else
-                petrel__conn_close(c); /* nothing unread: close sends FIN */
-        }
+        h1_close_now(h1);
         return;
     }
     if (h1->req == NULL) {
@@ -920,13 +1166,13 @@ static void h1_written(petrel__conn_t *c)
             petrel__conn_close(c);
             return;
         }
-        petrel__timer_arm(petrel__loop, &c->timer, &c->cs->tq_keepalive);
+        h1->flags |= H1_IDLE;
+        petrel__timer_arm(petrel__loop, &c->timer, &c->cs->tq_idle);
         c->flags &= ~CONN_PAUSED;
-        if (!(h1->flags & H1_IN_PROCESS))
-            h1_idle(h1);
+        petrel__conn_idle(c); /* an empty read buffer goes back at once */
         petrel__conn_update_events(c);
-    } else if ((h1->flags & H1_HEAD_DONE) && !(h1->flags & H1_WAIT)) {
-        h1_events(h1);
+    } else {
+        h1_events(h1); /* a request still arriving */
     }
 }
 
@@ -937,18 +1183,25 @@ static void h1_read(petrel__conn_t *c)
         petrel__conn_close(c);
         return;
     }
-    if (h1->flags & (H1_WAIT | H1_CLOSING)) {
-        /* not now: stop polling for input until the output is written */
+    if (!want_input(h1)) {
+        /* not now: stop polling for input until requests are answered */
         h1_events(h1);
         return;
     }
     for (int turn = 0; turn < PETREL__READS_PER_EVENT; turn++) {
         if (c->rbuf && c->rlen == c->rcap) {
             int st = rbuf_make_room(h1);
+            if (st < 0) {
+                /* full, and requests in flight read their heads from it:
+                 * read on once they are answered */
+                petrel__conn_pause(c, true);
+                return;
+            }
             if (st) {
                 c->rpos = c->rlen;
                 send_error(h1, st);
-                after_output(h1);
+                if (c->proto == h1)
+                    after_output(h1);
                 return;
             }
         }
@@ -959,18 +1212,26 @@ static void h1_read(petrel__conn_t *c)
         }
         if (n == 0) {
             if (!(c->flags & CONN_EOF)) {
-                if (h1->req == NULL)
-                    h1_idle(h1); /* EAGAIN: do not hold an empty buffer */
+                if (h1_empty(h1))
+                    petrel__conn_idle(c); /* EAGAIN: do not hold an empty buffer */
                 return;
             }
             /* The peer is done sending.  A request cut short is dropped;
-             * answers already queued are still written. */
-            if (h1->req && !h1->req->_resp->sent) {
-                petrel__conn_close(c);
-                return;
+             * requests waiting for their handler are abandoned (a client
+             * that shuts down its side has gone, for an HTTP server, as
+             * nginx sees it); responses begun or queued are still written,
+             * then we close. */
+            if (h1->req) {
+                slot_free(SLOT(h1->req));
+                h1->req = NULL;
             }
+            h1req_t *w = h1->first;
+            while (w && w->resp.sent)
+                w = w->next;
+            if (w)
+                abandon_from(h1, w);
             h1->flags |= H1_CLOSING;
-            if (h1->req == NULL && petrel__conn_out_empty(c)) {
+            if (h1->first == NULL && petrel__conn_out_empty(c)) {
                 petrel__conn_close(c);
                 return;
             }
@@ -981,8 +1242,8 @@ static void h1_read(petrel__conn_t *c)
             petrel__timer_arm(petrel__loop, &c->timer, &c->cs->tq_header); /* body progress */
         process(h1);
         /* a read that did not fill the buffer got everything there was */
-        if (c->proto != h1 || (c->flags & CONN_CLOSED) || (h1->flags & (H1_WAIT | H1_CLOSING)) ||
-            c->rbuf == NULL || c->rlen < c->rcap)
+        if (c->proto != h1 || (c->flags & CONN_CLOSED) || !want_input(h1) || c->rbuf == NULL ||
+            c->rlen < c->rcap)
             return;
     }
 }
@@ -1006,13 +1267,21 @@ static void h1_start(petrel__conn_t *c)
 static void h1_timeout(petrel__conn_t *c)
 {
     h1_t *h1 = c->proto;
-    if (h1 && h1->req && !h1->req->_resp->sent && petrel__conn_out_empty(c)) {
+    if (h1 && (h1->flags & H1_IDLE) && h1_empty(h1)) {
+        /* idle for PETREL__IDLE_MS: the state goes; the rest of the
+         * keep-alive timeout follows */
+        h1_idle_release(h1);
+        petrel__timer_arm(petrel__loop, &c->timer, &c->cs->tq_keepalive_rest);
+        return;
+    }
+    if (h1 && h1->req && petrel__conn_out_empty(c)) {
         /* RFC 9110 §15.5.9: 408 for a request that did not arrive in time;
          * written, then closed as after any error response (lingering, so
          * that the client reads it rather than a reset) */
         c->rpos = c->rlen;
         send_error(h1, 408);
-        after_output(h1);
+        if (c->proto == h1)
+            after_output(h1);
         return;
     }
     petrel__conn_close(c);
@@ -1021,7 +1290,8 @@ static void h1_timeout(petrel__conn_t *c)
 static void h1_drain(petrel__conn_t *c, bool close_idle)
 {
     h1_t *h1 = c->proto;
-    if (h1 == NULL || (h1->req == NULL && petrel__conn_out_empty(c) && c->rpos == c->rlen)) {
+    if (h1 == NULL ||
+        (h1->req == NULL && h1->first == NULL && petrel__conn_out_empty(c) && c->rpos == c->rlen)) {
         /* idle: close now (SIGTERM), or answer one more request with
          * Connection: close, or close at the keep-alive timeout (a reload:
          * the client may be sending its next request right now) */
@@ -1029,27 +1299,40 @@ static void h1_drain(petrel__conn_t *c, bool close_idle)
             petrel__conn_close(c);
         return;
     }
-    h1->flags &= ~H1_KEEPALIVE;
+    /* no new requests: the last one in progress says Connection: close */
+    h1->flags = (h1->flags & ~H1_KEEPALIVE) | H1_LAST;
+    if (h1->req == NULL) {
+        if (h1->last && !h1->last->resp.sent)
+            h1->last->flags |= R_CLOSE;
+        else
+            h1->flags |= H1_CLOSING;
+    }
 }
 
-static bool h1_closed(petrel__conn_t *c)
+/* The connection is closing: the requests in flight are abandoned (their
+ * abort callbacks run); those their handlers still hold are detached and
+ * freed when the handlers let go. */
+static void h1_closed(petrel__conn_t *c)
 {
     h1_t *h1 = c->proto;
     if (h1 == NULL)
-        return false;
-    petrel_req_t *r = h1->req;
-    if (r && r->_resp->body_kind == BODY_STREAM && r->_resp->sent && !r->_resp->ended) {
-        /* A streamed response cut short (the peer reset, a send timeout):
-         * its handler still holds the request and may write from a timer,
-         * so the state, the connection struct and its arena stay until the
-         * handler ends the stream; writes fail with PETREL_EIO meanwhile
-         * (the same contract as an orphaned h2 stream). */
-        h1->flags |= H1_ORPHAN;
-        return true;
+        return;
+    if (h1->req) {
+        slot_free(SLOT(h1->req));
+        h1->req = NULL;
+    }
+    h1req_t *s;
+    if (h1->first)
+        abandon_from(h1, h1->first);
+    while (!list_empty(&h1->zombies)) {
+        s = container_of(h1->zombies.next, h1req_t, link);
+        if (s->resp.holds)
+            slot_hold(s);
+        else
+            slot_free(s);
     }
     c->proto = NULL;
     h1_put(h1);
-    return false;
 }
 
 const petrel__proto_ops_t petrel__http1_ops = {
@@ -1069,8 +1352,8 @@ petrel__conn_t *petrel__http1_conn(const petrel_req_t *req)
 {
     if (req->_proto != &h1_proto)
         return NULL;
-    h1_t *h1 = req->_conn;
-    return (h1->flags & H1_ORPHAN) ? NULL : h1->c;
+    h1req_t *s = SLOT(req);
+    return s->h1 ? s->h1->c : NULL;
 }
 
 static char *put(char *p, const char *s, size_t n)
@@ -1085,7 +1368,10 @@ int petrel__http1_upgrade(petrel_req_t *req, const char *protocol, const petrel_
 {
     if (req->_proto != &h1_proto || req->version != 11 || req->_resp->sent)
         return PETREL_ESTATE;
-    h1_t *h1 = req->_conn;
+    h1req_t *s = SLOT(req);
+    h1_t *h1 = s->h1;
+    if (h1 == NULL || h1->up_ops || !(s->flags & R_FIFO))
+        return PETREL_ESTATE;
     size_t pl = strlen(protocol), need = 64 + 48 + 40 + 24 + pl;
     for (size_t i = 0; i < nfields; i++)
         need += fields[i].name.len + fields[i].value.len + 4;
@@ -1106,10 +1392,13 @@ int petrel__http1_upgrade(petrel_req_t *req, const char *protocol, const petrel_
         p = PUT_LIT(p, "\r\n");
     }
     p = PUT_LIT(p, "\r\n");
-    if (petrel__out_copy(h1->c, buf, (size_t)(p - buf)) < 0)
+    if (petrel__ob_copy(h1->c, slot_ob(s), buf, (size_t)(p - buf)) < 0)
         return PETREL_ENOMEM;
     req->_resp->status = 101;
     req->_resp->sent = req->_resp->ended = true;
+    s->flags |= R_UPGRADE;
+    /* the bytes after it are the next protocol's: no more requests */
+    h1->flags = (h1->flags & ~H1_KEEPALIVE) | H1_LAST;
     h1->up_ops = ops;
     h1->up_state = state;
     return 0;
@@ -1124,32 +1413,46 @@ static int broken(h1_t *h1, int rc)
 {
     if (rc < 0) {
         h1->flags &= ~H1_KEEPALIVE;
-        h1->flags |= H1_CLOSING | H1_ERROR;
+        h1->flags |= H1_CLOSING | H1_ERROR | H1_LAST;
     }
     return rc;
 }
 
+/* Outside the handler's own call: the response is complete (or has more
+ * to write now): write it. */
+static void answered(h1req_t *s, bool complete)
+{
+    h1_t *h1 = s->h1;
+    if (complete && !request_done(s))
+        return; /* switched */
+    if (!(h1->flags & H1_IN_PROCESS))
+        after_output(h1);
+}
+
 static int h1_send(petrel_req_t *req, petrel_resp_t *r)
 {
-    h1_t *h1 = req->_conn;
+    h1req_t *s = SLOT(req);
+    h1_t *h1 = s->h1;
     petrel__conn_t *c = h1->c;
+    petrel__outbuf_t *ob = slot_ob(s);
     petrel__loop_t *loop = petrel__loop;
     bool stream = r->body_kind == BODY_STREAM;
     bool body_allowed = petrel__status_has_body(r->status);
-    if (c->cs->draining)
-        h1->flags &= ~H1_KEEPALIVE;
+    /* draining: the last request in progress says Connection: close */
+    if (c->cs->draining && s == h1->last && h1->req == NULL)
+        s->flags |= R_CLOSE;
     if (stream && req->version == 10)
-        h1->flags &= ~H1_KEEPALIVE; /* the body ends when the connection does */
-    bool keep = (h1->flags & H1_KEEPALIVE) != 0;
+        s->flags |= R_CLOSE; /* the body ends when the connection does */
+    bool keep = !(s->flags & R_CLOSE);
 
     size_t tlen = r->type ? strlen(r->type) : 0;
     size_t need = 64 + 48 + 16 + tlen + 24 + 40 + 32;
     for (petrel__rheader_t *h = r->headers; h; h = h->next)
         need += h->name.len + h->value.len + 4;
-    char *buf = petrel__out_reserve(c, need);
+    char *buf = petrel__ob_reserve(c, ob, need);
     char *heap = NULL;
     if (buf == NULL) {
-        buf = heap = petrel_arena_alloc(&c->arena, need, 1);
+        buf = heap = petrel_arena_alloc(req->arena, need, 1);
         if (buf == NULL)
             return broken(h1, PETREL_ENOMEM);
     }
@@ -1183,99 +1486,111 @@ static int h1_send(petrel_req_t *req, petrel_resp_t *r)
         p = PUT_LIT(p, "Connection: keep-alive\r\n");
     p = PUT_LIT(p, "\r\n");
     if (heap) {
-        if (petrel__out_copy(c, heap, (size_t)(p - heap)) < 0)
+        if (petrel__ob_copy(c, ob, heap, (size_t)(p - heap)) < 0)
             return broken(h1, PETREL_ENOMEM);
     } else {
-        petrel__out_commit(c, (size_t)(p - buf));
+        petrel__ob_commit(ob, (size_t)(p - buf));
     }
 
     bool send_body = body_allowed && req->method != PETREL_HEAD;
     if (!stream && send_body && r->len) {
         int rc;
         if (r->body_kind == BODY_FD) {
-            rc = petrel__out_fd(c, r->fd, r->offset, r->len);
-            h1->flags |= H1_OUT_REFS;
+            rc = petrel__ob_fd(c, ob, r->fd, r->offset, r->len);
+            s->flags |= R_REFS;
         } else if (r->len <= COPY_BODY_MAX) {
-            rc = petrel__out_copy(c, r->body, r->len);
+            rc = petrel__ob_copy(c, ob, r->body, r->len);
         } else {
-            rc = petrel__out_ref(c, r->body, r->len);
-            h1->flags |= H1_OUT_REFS;
+            rc = petrel__ob_ref(c, ob, r->body, r->len);
+            s->flags |= R_REFS;
         }
         if (rc < 0)
             return broken(h1, rc);
-        h1->bytes_out = r->len;
+        s->bytes_out = r->len;
     }
+    if (!(req->_flags & REQ_IN_HANDLER))
+        answered(s, !stream); /* a waiting request answered from a callback */
     return 0;
 }
 
 static int h1_stream_write(petrel_req_t *req, const void *data, size_t len)
 {
-    h1_t *h1 = req->_conn;
+    h1req_t *s = SLOT(req);
+    h1_t *h1 = s->h1;
     petrel__conn_t *c = h1->c;
-    if (h1->flags & H1_ORPHAN)
-        return PETREL_EIO;
+    petrel__outbuf_t *ob = slot_ob(s);
     if (req->method == PETREL_HEAD || !petrel__status_has_body(req->_resp->status) || len == 0)
         return 0;
     int rc;
     if (req->version == 11) {
         char hdr[24];
         int n = snprintf(hdr, sizeof(hdr), "%zx\r\n", len);
-        if ((rc = petrel__out_copy(c, hdr, (size_t)n)) < 0 ||
-            (rc = petrel__out_copy(c, data, len)) < 0 || (rc = petrel__out_copy(c, "\r\n", 2)) < 0)
+        if ((rc = petrel__ob_copy(c, ob, hdr, (size_t)n)) < 0 ||
+            (rc = petrel__ob_copy(c, ob, data, len)) < 0 ||
+            (rc = petrel__ob_copy(c, ob, "\r\n", 2)) < 0)
             return broken(h1, rc);
-    } else if ((rc = petrel__out_copy(c, data, len)) < 0) {
+    } else if ((rc = petrel__ob_copy(c, ob, data, len)) < 0) {
         return broken(h1, rc);
     }
-    h1->bytes_out += len;
-    if (!(h1->flags & H1_IN_PROCESS) && !(req->_flags & REQ_IN_HANDLER))
-        after_output(h1);
+    s->bytes_out += len;
+    if (!(req->_flags & REQ_IN_HANDLER) && s == h1->first)
+        answered(s, false);
     return 0;
 }
 
 static int h1_stream_end(petrel_req_t *req, petrel_resp_t *r)
 {
-    h1_t *h1 = req->_conn;
+    h1req_t *s = SLOT(req);
+    h1_t *h1 = s->h1;
     petrel__conn_t *c = h1->c;
-    if (h1->flags & H1_ORPHAN) {
-        orphan_end(h1);
-        return PETREL_EIO;
-    }
+    petrel__outbuf_t *ob = slot_ob(s);
     int rc = 0;
     if (req->version == 11 && req->method != PETREL_HEAD && petrel__status_has_body(r->status)) {
-        rc = petrel__out_copy(c, "0\r\n", 3);
+        rc = petrel__ob_copy(c, ob, "0\r\n", 3);
         if (rc == 0 && (req->_flags & REQ_TE_TRAILERS)) {
             /* RFC 9112 §7.1.2: trailers only to a client that said TE: trailers */
             for (petrel__rheader_t *h = r->trailers; h && rc == 0; h = h->next) {
-                rc = petrel__out_copy(c, h->name.ptr, h->name.len);
+                rc = petrel__ob_copy(c, ob, h->name.ptr, h->name.len);
                 if (rc == 0)
-                    rc = petrel__out_copy(c, ": ", 2);
+                    rc = petrel__ob_copy(c, ob, ": ", 2);
                 if (rc == 0)
-                    rc = petrel__out_copy(c, h->value.ptr, h->value.len);
+                    rc = petrel__ob_copy(c, ob, h->value.ptr, h->value.len);
                 if (rc == 0)
-                    rc = petrel__out_copy(c, "\r\n", 2);
+                    rc = petrel__ob_copy(c, ob, "\r\n", 2);
             }
         }
         if (rc == 0)
-            rc = petrel__out_copy(c, "\r\n", 2);
+            rc = petrel__ob_copy(c, ob, "\r\n", 2);
     }
     if (rc < 0)
         broken(h1, rc);
     if (req->_flags & REQ_IN_HANDLER)
         return rc; /* request_ready() finishes it */
-    request_done(h1);
-    if (!(h1->flags & H1_IN_PROCESS))
-        after_output(h1);
-    return broken(h1, rc);
+    answered(s, true);
+    return rc;
+}
+
+/* The handler failed after starting its response: no terminating chunk,
+ * and the connection ends after what was sent, so that the client sees the
+ * response is incomplete (RFC 9112 §8). */
+static void h1_broken(petrel_req_t *req)
+{
+    h1req_t *s = SLOT(req);
+    h1_t *h1 = s->h1;
+    s->flags |= R_CLOSE;
+    h1->flags |= H1_ERROR | H1_LAST;
+    if (!(req->_flags & REQ_IN_HANDLER))
+        answered(s, true);
 }
 
 static const char *h1_peer(petrel_req_t *req)
 {
-    h1_t *h1 = req->_conn;
+    h1req_t *s = SLOT(req);
     char buf[64];
-    const char *s = petrel__conn_peer_text(h1->c, buf, sizeof(buf));
-    return petrel_arena_strndup(req->arena, s, strlen(s));
+    const char *p = s->h1 ? petrel__conn_peer_text(s->h1->c, buf, sizeof(buf)) : "-";
+    return petrel_arena_strndup(req->arena, p, strlen(p));
 }
 
 static const petrel_proto_t h1_proto = {
-    "http/1.1", h1_send, h1_stream_write, h1_stream_end, h1_peer,
+    "http/1.1", h1_send, h1_stream_write, h1_stream_end, h1_peer, h1_release, h1_broken,
 };

@@ -40,8 +40,10 @@ petrel__conn_t *petrel__http1_conn(const petrel_req_t *req);
 
 /* Counters of this worker's HTTP/1.1 side, for tests and benchmarks. */
 typedef struct petrel__http1_stats {
-    size_t states;        /* HTTP/1.1 states in use (connections with a request) */
+    size_t states;          /* HTTP/1.1 states in use (connections with a request) */
     uint64_t state_mallocs; /* states malloc'ed (the free list was empty) */
+    size_t slots;           /* request slots in use (parsed, in flight, held) */
+    uint64_t slot_mallocs;  /* slots malloc'ed (the free list was empty) */
 } petrel__http1_stats_t;
 void petrel__http1_stats(petrel__http1_stats_t *st);
 

@@ -51,12 +51,16 @@ int petrel__loop_init(petrel__loop_t *loop)
         return PETREL_EIO;
     list_init(&loop->pending);
     list_init(&loop->user_timers);
+    list_init(&loop->dead_watches);
     petrel__loop_update_time(loop);
     return 0;
 }
 
+static void watches_reap(petrel__loop_t *loop);
+
 void petrel__loop_fini(petrel__loop_t *loop)
 {
+    watches_reap(loop);
     if (loop->epfd >= 0)
         close(loop->epfd);
     loop->epfd = -1;
@@ -158,6 +162,97 @@ void petrel_timer_stop(petrel_timer_t *t)
     }
 }
 
+/* ------------------------------------------------------------------------ */
+/* Watched descriptors (petrel.h)                                           */
+
+struct petrel_watch {
+    petrel__io_t io;
+    petrel__list_t dead; /* on loop->dead_watches once stopped */
+    bool stopped;
+    petrel_watch_cb cb;
+    void *data;
+};
+
+static uint32_t epoll_events(int events)
+{
+    return ((events & PETREL_WATCH_READ) ? EPOLLIN : 0) |
+           ((events & PETREL_WATCH_WRITE) ? EPOLLOUT : 0);
+}
+
+static void watch_io(petrel__io_t *io, uint32_t ev)
+{
+    petrel_watch_t *w = container_of(io, petrel_watch_t, io);
+    if (w->stopped)
+        return; /* stopped earlier in this turn */
+    int events = ((ev & (EPOLLIN | EPOLLHUP | EPOLLERR)) ? PETREL_WATCH_READ : 0) |
+                 ((ev & EPOLLOUT) ? PETREL_WATCH_WRITE : 0);
+    /* a hang-up or an error while only writing is watched: let the
+     * callback find out by writing */
+    if ((ev & (EPOLLHUP | EPOLLERR)) && !(io->events & EPOLLIN))
+        events |= PETREL_WATCH_WRITE;
+    w->cb(w, io->fd, events, w->data);
+}
+
+petrel_watch_t *petrel_watch_start(int fd, int events, petrel_watch_cb cb, void *data)
+{
+    petrel__loop_t *loop = petrel__loop;
+    if (loop == NULL || cb == NULL || fd < 0) {
+        errno = EINVAL;
+        return NULL;
+    }
+    petrel_watch_t *w = calloc(1, sizeof(*w));
+    if (w == NULL)
+        return NULL;
+    w->io.fd = fd;
+    w->io.cb = watch_io;
+    w->cb = cb;
+    w->data = data;
+    list_init(&w->dead);
+    /* registered even with no events, so that petrel_watch_set() is a MOD */
+    struct epoll_event ev = {.events = epoll_events(events), .data.ptr = &w->io};
+    if (epoll_ctl(loop->epfd, EPOLL_CTL_ADD, fd, &ev) < 0) {
+        int e = errno;
+        free(w);
+        errno = e;
+        return NULL;
+    }
+    w->io.events = ev.events;
+    return w;
+}
+
+int petrel_watch_set(petrel_watch_t *w, int events)
+{
+    if (w == NULL || w->stopped)
+        return PETREL_EINVAL;
+    uint32_t ev = epoll_events(events);
+    if (ev == w->io.events)
+        return 0;
+    struct epoll_event e = {.events = ev, .data.ptr = &w->io};
+    if (epoll_ctl(petrel__loop->epfd, EPOLL_CTL_MOD, w->io.fd, &e) < 0)
+        return PETREL_EIO;
+    w->io.events = ev;
+    return 0;
+}
+
+void petrel_watch_stop(petrel_watch_t *w)
+{
+    if (w == NULL || w->stopped)
+        return;
+    w->stopped = true;
+    epoll_ctl(petrel__loop->epfd, EPOLL_CTL_DEL, w->io.fd, NULL);
+    /* an event for it may still be in this turn's batch: freed at its end */
+    list_append(&petrel__loop->dead_watches, &w->dead);
+}
+
+static void watches_reap(petrel__loop_t *loop)
+{
+    while (!list_empty(&loop->dead_watches)) {
+        petrel_watch_t *w = container_of(loop->dead_watches.next, petrel_watch_t, dead);
+        list_unlink(&w->dead);
+        free(w);
+    }
+}
+
 /* Milliseconds until the earliest deadline, -1 if none. */
 static int next_timeout(petrel__loop_t *loop)
 {
@@ -230,6 +325,7 @@ int petrel__loop_run_once(petrel__loop_t *loop, int max_wait_ms)
     }
     if (loop->on_tick)
         loop->on_tick(loop);
+    watches_reap(loop);
     return n < 0 ? 0 : n;
 }
 

@@ -61,6 +61,7 @@ struct petrel__loop {
     void (*on_tick)(petrel__loop_t *loop); /* once per loop turn, after the pending work */
     petrel__list_t pending;                /* petrel__pending_t, for the end of the turn */
     petrel__list_t user_timers;            /* petrel_timer_start(), by deadline */
+    petrel__list_t dead_watches;           /* petrel_watch_stop() this turn: freed at its end */
 };
 
 int petrel__loop_init(petrel__loop_t *loop);

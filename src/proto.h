@@ -11,7 +11,9 @@
 #define PETREL_PROTO_H
 
 #include "log.h"
+#include "loop.h"
 #include "petrel.h"
+#include "settings.h"
 
 #include <stdbool.h>
 #include <stdint.h>
@@ -40,18 +42,33 @@ struct petrel_resp {
     bool close_fd;
     bool sent;  /* headers handed to the protocol */
     bool ended; /* the whole response handed over */
+    /* waiting (petrel.h, "Waiting") */
+    bool holds;     /* the handler holds the request beyond its return */
+    bool abandoned; /* aborted: nothing more goes to the client */
+    bool timed_out; /* petrel answered 504 for a handler that did not */
+    petrel_abort_cb on_abort;
+    void *abort_data;
+    petrel_req_t *req;     /* the request it answers */
+    petrel__timer_t timer; /* --handler-timeout: while waiting, then after an abort */
+    petrel__list_t held;   /* the worker's abandoned requests the handler still holds */
 };
 
 /* Reset a response before its request is dispatched. */
-static inline void petrel__resp_init(petrel_resp_t *r)
+static inline void petrel__resp_init(petrel_resp_t *r, petrel_req_t *req)
 {
+    r->req = req;
     r->status = 0;
     r->type = NULL;
     r->body_kind = BODY_NONE;
     r->sent = r->ended = false;
+    r->holds = r->abandoned = r->timed_out = false;
+    r->on_abort = NULL;
     r->headers = r->trailers = NULL;
     r->headers_tail = &r->headers;
     r->trailers_tail = &r->trailers;
+    r->timer.q = NULL;
+    list_init(&r->timer.node);
+    list_init(&r->held);
 }
 
 /* What a protocol does with a response; the request API calls these. */
@@ -63,15 +80,38 @@ struct petrel_proto {
     int (*stream_end)(petrel_req_t *req, petrel_resp_t *resp);
     /* The peer's address as text, in the request arena. */
     const char *(*peer)(petrel_req_t *req);
+    /* The handler let go of an abandoned request (or its time to do so is
+     * up): the protocol frees it once its own work with it is done. */
+    void (*release)(petrel_req_t *req);
+    /* The handler failed after starting a streamed response: end it so
+     * that the client sees it incomplete (never as a complete message). */
+    void (*broken)(petrel_req_t *req);
 };
 
 /* ------------------------------------------------------------------------ */
 /* What the framework does for a protocol                                   */
 
 /* Route and run the handler for a request whose head and body are
- * complete.  When it returns, the response may be complete, streaming, or
- * (a handler error) have been completed with 500. */
+ * complete.  When it returns, the response may be complete, streaming,
+ * waiting (resp->holds: the handler answers later), or (a handler error)
+ * have been completed with 500. */
 void petrel__req_dispatch(petrel_req_t *req);
+/* The client of a dispatched request is gone (the connection closed or
+ * was reset, RST_STREAM) before its response was complete: it is
+ * abandoned and its abort callback runs.  Returns true when the handler
+ * still holds the request: the protocol keeps it (detached from the
+ * connection) until ops->release; false when it may free it now. */
+bool petrel__req_abort(petrel_req_t *req);
+/* The handler returned PETREL_LATER: the request waits, within
+ * --handler-timeout. */
+void petrel__req_wait(petrel_req_t *req);
+/* The handler let go of an abandoned request, or its time to do so is
+ * up: ops->release. */
+void petrel__req_release(petrel_req_t *req);
+/* Per worker: register the handler-timeout queue (0, or PETREL_ELIMIT);
+ * at the end, release every abandoned request a handler still holds. */
+int petrel__req_worker_init(const petrel__config_t *cfg);
+void petrel__req_worker_fini(void);
 /* The access log line of a request (accesslog.c). */
 void petrel__req_log(petrel_req_t *req, uint64_t bytes);
 /* The response of `req` is complete (queued whole), with `bytes` of body. */

@@ -82,8 +82,15 @@ void petrel__req_dispatch(petrel_req_t *req)
     req->route_data = m.data;
     int rc = m.handler(req, m.data);
     petrel_resp_t *resp = req->_resp;
-    if (rc == 0 && resp->sent)
-        return; /* answered, or streaming (ended by the handler, later) */
+    if ((rc == 0 || rc == PETREL_LATER) && resp->sent) {
+        /* answered, or streaming: the handler ends the stream later */
+        resp->holds = !resp->ended;
+        return;
+    }
+    if (rc == PETREL_LATER) {
+        petrel__req_wait(req); /* it answers later, within --handler-timeout */
+        return;
+    }
     if (rc >= 200 && rc <= 599 && !resp->sent) {
         petrel_send_status(req, rc);
         return;
@@ -103,10 +110,15 @@ void petrel__req_dispatch(petrel_req_t *req)
     else
         petrel_log(PETREL_LOG_ERROR,
                    "request %llu %s %s: handler returned %d, which is not a status it may "
-                   "send (200-599)",
+                   "send (200-599) nor PETREL_LATER",
                    id, m_, p_, rc);
-    if (!resp->sent)
+    if (!resp->sent) {
         petrel_send_status(req, 500);
-    else if (!resp->ended)
+    } else if (!resp->ended && rc < 0) {
+        resp->ended = true;
+        req->_proto->broken(req);
+    } else if (!resp->ended) {
         petrel_stream_end(req);
+    }
 }
+

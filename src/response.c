@@ -1,7 +1,9 @@
 /*
  * response.c -- the protocol-neutral response API.  It records status,
  * headers and body on the request, then hands them to the protocol module
- * that carried the request (req->_proto: http1.c or h2.c).
+ * that carried the request (req->_proto: http1.c or h2.c).  Also the
+ * waiting of requests whose handler answers later (petrel.h, "Waiting"):
+ * the handler timeout, aborts, and the requests a handler still holds.
  */
 #include "proto.h"
 
@@ -78,9 +80,21 @@ int petrel_resp_trailer(petrel_req_t *req, const char *name, const char *value)
     return add_field(req, &req->_resp->trailers_tail, name, value);
 }
 
+void petrel__req_release(petrel_req_t *req);
+
+/* A sending call on an abandoned request (petrel.h, "Waiting"): the
+ * handler lets go of it. */
+static int gone(petrel_req_t *req)
+{
+    petrel__req_release(req);
+    return PETREL_EIO;
+}
+
 static int start(petrel_req_t *req, int status, const char *type, int kind)
 {
     petrel_resp_t *r = req->_resp;
+    if (r->abandoned)
+        return gone(req);
     if (r->sent)
         return PETREL_ESTATE;
     if (status < 200 || status > 599)
@@ -89,6 +103,7 @@ static int start(petrel_req_t *req, int status, const char *type, int kind)
     r->type = type;
     r->body_kind = kind;
     r->sent = true;
+    petrel__timer_disarm(&r->timer); /* no longer waiting */
     return 0;
 }
 
@@ -101,6 +116,7 @@ int petrel_send(petrel_req_t *req, int status, const char *type, const void *bod
     r->body = body;
     r->len = len;
     r->ended = true;
+    r->holds = r->timed_out; /* after a 504 of its own, petrel keeps it for the handler */
     return req->_proto->send(req, r);
 }
 
@@ -112,6 +128,8 @@ int petrel_send_text(petrel_req_t *req, int status, const char *type, const char
 int petrel_send_copy(petrel_req_t *req, int status, const char *type, const void *body,
                      size_t len)
 {
+    if (req->_resp->abandoned)
+        return gone(req);
     void *p = petrel_arena_alloc(req->arena, len ? len : 1, 1);
     if (p == NULL)
         return PETREL_ENOMEM;
@@ -124,6 +142,11 @@ static void close_fd(void *p) { close((int)(intptr_t)p); }
 int petrel_send_fd(petrel_req_t *req, int status, const char *type, int fd, off_t offset,
                    size_t len, int close_when_done)
 {
+    if (req->_resp->abandoned) {
+        if (close_when_done)
+            close(fd);
+        return gone(req);
+    }
     if (close_when_done && petrel_arena_defer(req->arena, close_fd, (void *)(intptr_t)fd) < 0) {
         close(fd);
         return PETREL_ENOMEM;
@@ -137,6 +160,7 @@ int petrel_send_fd(petrel_req_t *req, int status, const char *type, int fd, off_
     r->len = len;
     r->close_fd = close_when_done != 0;
     r->ended = true;
+    r->holds = r->timed_out; /* after a 504 of its own, petrel keeps it for the handler */
     return req->_proto->send(req, r);
 }
 
@@ -160,6 +184,8 @@ int petrel_stream_begin(petrel_req_t *req, int status, const char *type)
 int petrel_stream_write(petrel_req_t *req, const void *data, size_t len)
 {
     petrel_resp_t *r = req->_resp;
+    if (r->abandoned)
+        return PETREL_EIO; /* the handler lets go with petrel_stream_end() */
     if (!r->sent || r->ended || r->body_kind != BODY_STREAM)
         return PETREL_ESTATE;
     return req->_proto->stream_write(req, data, len);
@@ -168,8 +194,105 @@ int petrel_stream_write(petrel_req_t *req, const void *data, size_t len)
 int petrel_stream_end(petrel_req_t *req)
 {
     petrel_resp_t *r = req->_resp;
+    if (r->abandoned)
+        return gone(req);
     if (!r->sent || r->ended || r->body_kind != BODY_STREAM)
         return PETREL_ESTATE;
     r->ended = true;
+    r->holds = r->timed_out; /* after a 504 of its own, petrel keeps it for the handler */
     return req->_proto->stream_end(req, r);
 }
+
+/* ------------------------------------------------------------------------ */
+/* Waiting (petrel.h, "Waiting"): the handler timeout, aborts, and the      */
+/* requests a handler still holds after an abort.  Per worker process.      */
+
+/* Per worker process (doc/architecture.md, "Processes"). */
+static petrel__tq_t handler_q; /* --handler-timeout */
+static petrel__list_t held;    /* abandoned requests their handler still holds */
+
+static void on_handler_timer(petrel__timer_t *t)
+{
+    petrel_resp_t *r = container_of(t, petrel_resp_t, timer);
+    petrel_req_t *req = r->req;
+    if (r->abandoned) {
+        /* the handler had its time to let go of an aborted request */
+        petrel__req_release(req);
+        return;
+    }
+    /* a waiting request past --handler-timeout: 504 (RFC 9110 §15.6.5),
+     * then it is aborted like one whose client left */
+    petrel_log(PETREL_LOG_WARN, "request %llu %s %s: no response from its handler within "
+                                "--handler-timeout: 504",
+               (unsigned long long)req->id, req->method_name.ptr, req->path.ptr);
+    r->timed_out = true; /* the handler still has it: its next call lets go */
+    petrel_send_status(req, 504);
+    petrel__req_abort(req);
+}
+
+void petrel__req_wait(petrel_req_t *req)
+{
+    petrel_resp_t *r = req->_resp;
+    r->holds = true;
+    r->timer.cb = on_handler_timer;
+    petrel__timer_arm(petrel__loop, &r->timer, &handler_q);
+}
+
+int petrel__req_worker_init(const petrel__config_t *cfg)
+{
+    list_init(&held);
+    return petrel__tq_init(petrel__loop, &handler_q, cfg->handler_timeout_ms);
+}
+
+bool petrel__req_abort(petrel_req_t *req)
+{
+    petrel_resp_t *r = req->_resp;
+    if (!r->holds)
+        return false; /* complete, or the handler returned without holding it */
+    if (!r->abandoned) {
+        r->abandoned = true;
+        petrel__timer_disarm(&r->timer);
+        petrel_abort_cb cb = r->on_abort;
+        r->on_abort = NULL;
+        if (cb)
+            cb(req, r->abort_data);
+        if (!r->holds)
+            return false; /* it let go from its abort callback */
+    }
+    /* kept until the handler's next sending call, or --handler-timeout */
+    if (list_empty(&r->held)) {
+        r->timer.cb = on_handler_timer;
+        petrel__timer_arm(petrel__loop, &r->timer, &handler_q);
+        list_append(&held, &r->held);
+    }
+    return true;
+}
+
+void petrel__req_release(petrel_req_t *req)
+{
+    petrel_resp_t *r = req->_resp;
+    r->holds = false;
+    petrel__timer_disarm(&r->timer);
+    list_unlink(&r->held);
+    req->_proto->release(req);
+}
+
+void petrel__req_worker_fini(void)
+{
+    if (held.next == NULL)
+        return;
+    while (!list_empty(&held))
+        petrel__req_release(container_of(held.next, petrel_resp_t, held)->req);
+}
+
+int petrel_req_on_abort(petrel_req_t *req, petrel_abort_cb cb, void *data)
+{
+    petrel_resp_t *r = req->_resp;
+    if (r->abandoned || (r->ended && !r->holds))
+        return PETREL_ESTATE;
+    r->on_abort = cb;
+    r->abort_data = data;
+    return 0;
+}
+
+int petrel_req_aborted(const petrel_req_t *req) { return req->_resp->abandoned; }

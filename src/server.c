@@ -18,10 +18,12 @@ void petrel__config_defaults(petrel__config_t *cfg)
     cfg->max_uri_size = 8192;
     cfg->max_body_size = 16u << 20;
     cfg->max_connections = 10000;
+    cfg->max_pipelined = 16;
     cfg->header_timeout_ms = 10000;
     cfg->keepalive_timeout_ms = 60000;
     cfg->send_timeout_ms = 60000;
     cfg->drain_timeout_ms = 10000;
+    cfg->handler_timeout_ms = 30000;
     cfg->workers = 1;
     cfg->log_level = PETREL_LOG_INFO;
 }

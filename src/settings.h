@@ -15,10 +15,12 @@ typedef struct petrel__config {
     size_t max_uri_size;
     size_t max_body_size;
     size_t max_connections; /* per worker */
+    unsigned max_pipelined; /* HTTP/1.1 requests of a connection handled at once */
     uint64_t header_timeout_ms;
     uint64_t keepalive_timeout_ms;
     uint64_t send_timeout_ms;
     uint64_t drain_timeout_ms;
+    uint64_t handler_timeout_ms; /* a request waits this long for its handler: then 504 */
     int workers;
     int log_level;
     const char *access_log; /* NULL: off */

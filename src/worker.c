@@ -13,6 +13,7 @@
 #include "server.h"
 
 #include "log.h"
+#include "proto.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -142,7 +143,8 @@ int petrel__worker_init(petrel_server_t *srv)
     petrel__loop = &srv->loop;
     petrel__entry_init();
     int rc = petrel__conns_init(&srv->conns, &srv->cfg, srv, &petrel__entry_ops);
-    if (rc < 0 || (rc = petrel__tq_init(&srv->loop, &srv->tq_drain, srv->cfg.drain_timeout_ms)) < 0)
+    if (rc < 0 || (rc = petrel__tq_init(&srv->loop, &srv->tq_drain, srv->cfg.drain_timeout_ms)) < 0 ||
+        (rc = petrel__req_worker_init(&srv->cfg)) < 0)
         return rc;
     srv->conns.on_gone = on_conn_gone;
     list_init(&drain_timer.node);
@@ -183,6 +185,7 @@ int petrel__worker_run(petrel_server_t *srv)
 void petrel__worker_fini(petrel_server_t *srv)
 {
     petrel__conns_close_all(&srv->conns);
+    petrel__req_worker_fini(); /* requests their handlers still held */
     petrel__conns_reap();
     for (int i = srv->nmodules - 1; i >= 0; i--)
         if (srv->modules[i]->worker_fini)

@@ -146,13 +146,12 @@ static void wc_drain(petrel__conn_t *c, bool close_idle)
     petrel__ws_drain(c->proto);
 }
 
-static bool wc_closed(petrel__conn_t *c)
+static void wc_closed(petrel__conn_t *c)
 {
     if (c->proto) {
         petrel__ws_gone(c->proto);
         c->proto = NULL;
     }
-    return false;
 }
 
 /* HTTP/1.1 switched the connection (its 101 is queued, the request scope
@@ -360,7 +359,7 @@ static int ws_handshake(petrel_req_t *req, void *data)
     const char *sub = pick_subprotocol(req, rt->h.subprotocols);
     char ext[160];
     int bits = rt->h.no_compression ? 0 : negotiate_deflate(req, ext, sizeof(ext));
-    petrel_ws_t *ws = petrel__ws_new(rt, c->cs->cfg, sub, bits, &wc_carrier, c, &c->arena);
+    petrel_ws_t *ws = petrel__ws_new(rt, c->cs->cfg, sub, bits, &wc_carrier, c);
     if (ws == NULL)
         return 503;
 

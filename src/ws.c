@@ -84,7 +84,7 @@ enum {
 struct petrel_ws {
     const petrel__ws_carrier_t *cops;
     void *t;                /* the carrier's own pointer */
-    petrel_arena_t *arena;  /* the carrier's: messages are assembled here */
+    petrel_arena_t arena;   /* messages are assembled here, a scope each */
     petrel__timer_t timer;  /* idle ping, Close wait, no progress on output */
     petrel__pending_t pending; /* for the carrier (ws.h) */
     unsigned carrier_flags;    /* for the carrier (ws.h) */
@@ -412,7 +412,7 @@ enum { SCAN_MORE, SCAN_FRAME, SCAN_STOP };
 static char *msg_alloc(petrel_ws_t *ws, size_t *cap)
 {
     size_t size = *cap + 1;
-    char *p = petrel__arena_alloc_buf(ws->arena, &size);
+    char *p = petrel__arena_alloc_buf(&ws->arena, &size);
     if (p)
         *cap = size - 1;
     return p;
@@ -615,7 +615,7 @@ static int scan_header(petrel_ws_t *ws)
             ws->utf8 = 0;
             ws->msg = NULL;
             ws->msg_len = ws->msg_cap = 0;
-            ws->msg_mark = petrel_arena_mark(ws->arena);
+            ws->msg_mark = petrel_arena_mark(&ws->arena);
         }
         /* a compressed message may be a little larger than the limit as it
          * came (deflate adds 5 bytes per stored block when it cannot
@@ -726,7 +726,7 @@ static void dispatch(petrel_ws_t *ws)
         ws->route->h.on_message(ws, !text, m, ws->msg_len);
     }
     /* the message scope ends */
-    petrel_arena_reset(ws->arena, ws->msg_mark);
+    petrel_arena_reset(&ws->arena, ws->msg_mark);
     ws->msg = NULL;
     ws->msg_len = ws->msg_cap = 0;
 }
@@ -843,6 +843,7 @@ static void ws_on_timer(petrel__timer_t *t)
 
 void petrel__ws_free(petrel_ws_t *ws)
 {
+    petrel__arena_clear(&ws->arena);
     list_unlink(&ws->pending.node);
     petrel__timer_disarm(&ws->timer);
     if (ws->wslay)
@@ -872,7 +873,7 @@ static petrel__tq_t *idle_queue(const petrel__config_t *cfg)
 
 petrel_ws_t *petrel__ws_new(const petrel__ws_route_t *rt, const petrel__config_t *cfg,
                             const char *subprotocol, int deflate_bits,
-                            const petrel__ws_carrier_t *ops, void *t, petrel_arena_t *arena)
+                            const petrel__ws_carrier_t *ops, void *t)
 {
     if (idle_queue(cfg) == NULL)
         return NULL;
@@ -884,7 +885,6 @@ petrel_ws_t *petrel__ws_new(const petrel__ws_route_t *rt, const petrel__config_t
     ws->timer.cb = ws_on_timer;
     ws->cops = ops;
     ws->t = t;
-    ws->arena = arena;
     ws->route = rt;
     ws->data = rt->data;
     ws->state = WS_OPENING;
@@ -892,6 +892,9 @@ petrel_ws_t *petrel__ws_new(const petrel__ws_route_t *rt, const petrel__config_t
                       : cfg->ws_max_message_size ? cfg->ws_max_message_size
                                                  : WS_DEFAULT_MAX_MESSAGE;
     ws->send_limit = cfg->ws_send_limit ? cfg->ws_send_limit : WS_DEFAULT_SEND_LIMIT;
+    /* room for the largest message growing, and for its inflated form */
+    size_t lim = ws->max_message > (SIZE_MAX - (1 << 20)) / 5 ? 0 : 5 * ws->max_message + (1 << 20);
+    petrel__arena_init(&ws->arena, &petrel__pool, lim);
     ws->subprotocol = subprotocol;
     ws->deflate_bits = (uint8_t)deflate_bits;
     static const struct wslay_event_callbacks cbs = {
@@ -915,12 +918,7 @@ void petrel__ws_opened(petrel_ws_t *ws) { ws->flags |= WS_OPENED; }
 
 void petrel__ws_start(petrel_ws_t *ws, bool draining)
 {
-    petrel_arena_t *a = ws->arena;
     ws->flags |= WS_STARTED;
-    /* room for the largest message growing, and for its inflated form */
-    size_t lim = ws->max_message > (SIZE_MAX - (1 << 20)) / 5 ? 0 : 5 * ws->max_message + (1 << 20);
-    if (a->limit && (lim == 0 || lim > a->limit))
-        a->limit = lim;
     if (ws->state == WS_OPENING)
         ws->state = WS_OPEN;
     petrel__timer_arm(petrel__loop, &ws->timer, &idle_q);
@@ -945,6 +943,7 @@ petrel_ws_t *petrel__ws_of_pending(petrel__pending_t *p)
     return container_of(p, petrel_ws_t, pending);
 }
 void *petrel__ws_carrier(const petrel_ws_t *ws) { return ws->t; }
+petrel_arena_t *petrel__ws_arena(petrel_ws_t *ws) { return &ws->arena; }
 
 /* ------------------------------------------------------------------------ */
 /* API                                                                      */

@@ -4,7 +4,7 @@
  * The engine speaks RFC 6455 over a byte stream it does not own: its
  * carrier.  Bytes come in through petrel__ws_input(), go out through the
  * carrier's operations, and the engine keeps its own timer and assembles
- * messages in the carrier's arena.  Today's carrier is an HTTP/1.1
+ * messages in an arena of its own.  Today's carrier is an HTTP/1.1
  * connection after its 101 (ws-http1.c); an HTTP/2 stream opened with
  * Extended CONNECT (RFC 8441) is the same interface.
  */
@@ -42,21 +42,20 @@ typedef struct petrel__ws_carrier {
     void (*abort)(void *t);
 } petrel__ws_carrier_t;
 
-/* A new engine for an accepted handshake, on carrier `ops`/`t`, assembling
- * messages in `arena`.  Sends are allowed from here on (on_open may send:
- * the frames follow the handshake's answer) and written once the carrier
- * starts it.  NULL when out of memory. */
+/* A new engine for an accepted handshake, on carrier `ops`/`t`.  Sends are
+ * allowed from here on (on_open may send: the frames follow the
+ * handshake's answer) and written once the carrier starts it.  NULL when
+ * out of memory. */
 petrel_ws_t *petrel__ws_new(const petrel__ws_route_t *rt, const petrel__config_t *cfg,
                             const char *subprotocol, int deflate_bits,
-                            const petrel__ws_carrier_t *ops, void *t, petrel_arena_t *arena);
+                            const petrel__ws_carrier_t *ops, void *t);
 /* Free an engine that never started (the handshake failed after it was
  * made); on_close is not called. */
 void petrel__ws_free(petrel_ws_t *ws);
 /* on_open has been called: on_close will be. */
 void petrel__ws_opened(petrel_ws_t *ws);
-/* The stream is live (the carrier is switched): timers run, the arena's
- * limit is lowered to what the largest message needs.  `draining`: the
- * server is shutting down (Close 1001 at once). */
+/* The stream is live (the carrier is switched): timers run.  `draining`:
+ * the server is shutting down (Close 1001 at once). */
 void petrel__ws_start(petrel_ws_t *ws, bool draining);
 /* Bytes from the peer: returns how many were consumed (the rest is an
  * incomplete frame header; offer it again with more).  Messages are
@@ -85,6 +84,8 @@ petrel__pending_t *petrel__ws_pending(petrel_ws_t *ws);
 unsigned *petrel__ws_carrier_flags(petrel_ws_t *ws);
 petrel_ws_t *petrel__ws_of_pending(petrel__pending_t *p);
 void *petrel__ws_carrier(const petrel_ws_t *ws);
+/* Its message arena (for tests). */
+petrel_arena_t *petrel__ws_arena(petrel_ws_t *ws);
 
 /* UTF-8 validator (RFC 3629) over pieces: *st starts at 0 and is 0 again at a
  * character boundary; returns how many bytes were valid (n when all). */

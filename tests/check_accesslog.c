@@ -17,7 +17,7 @@ static const char *fake_peer(petrel_req_t *r)
     return "192.0.2.1";
 }
 
-static const petrel_proto_t fake_proto = {"fake", NULL, NULL, NULL, fake_peer};
+static const petrel_proto_t fake_proto = {"fake", NULL, NULL, NULL, fake_peer, NULL, NULL};
 
 static char log_path[64];
 
@@ -47,7 +47,7 @@ static size_t read_log(char *buf, size_t cap)
 static void req_init(petrel_req_t *r, petrel_resp_t *resp, petrel_header_t *h, size_t nh)
 {
     memset(r, 0, sizeof(*r));
-    petrel__resp_init(resp);
+    petrel__resp_init(resp, r);
     resp->status = 200;
     r->_resp = resp;
     r->_proto = &fake_proto;

@@ -95,6 +95,68 @@ static int h_stream_then_404(petrel_req_t *req, void *data)
     return 404;
 }
 
+/* A backend for handlers that wait: a socketpair, one end watched in the
+ * worker's loop (what a database client does with its socket).  GET /wait
+ * sends its request's number to the backend and returns PETREL_LATER; the
+ * test plays the backend, answering numbers in the order it likes; the
+ * watch callback answers the requests. */
+#define WAIT_MAX 64
+static int be_fd[2] = {-1, -1};
+static petrel_watch_t *be_watch;
+static petrel_req_t *waiting[WAIT_MAX];
+static int nwait_sent;  /* numbers given out */
+static int aborts;      /* abort callbacks run */
+static int late_rc;     /* what the last late answer returned */
+
+static void wait_aborted(petrel_req_t *req, void *data)
+{
+    (void)req;
+    aborts++;
+    (void)data;
+}
+
+static void be_reply(petrel_watch_t *w, int fd, int events, void *data)
+{
+    (void)w, (void)data;
+    if (!(events & PETREL_WATCH_READ))
+        return; /* no Check call here: it runs while heap calls are counted */
+    unsigned char ids[64];
+    ssize_t n = read(fd, ids, sizeof(ids));
+    for (ssize_t i = 0; i < n; i++) {
+        petrel_req_t *req = waiting[ids[i]];
+        waiting[ids[i]] = NULL;
+        if (req == NULL)
+            continue;
+        char body[32];
+        int len = snprintf(body, sizeof(body), "reply %u", ids[i]);
+        late_rc = petrel_send_copy(req, 200, "text/plain", body, (size_t)len);
+    }
+}
+
+static int h_wait(petrel_req_t *req, void *data)
+{
+    (void)data;
+    if (be_watch == NULL) {
+        ck_assert_int_eq(socketpair(AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK, 0, be_fd), 0);
+        be_watch = petrel_watch_start(be_fd[0], PETREL_WATCH_READ, be_reply, NULL);
+        ck_assert_ptr_nonnull(be_watch);
+    }
+    unsigned char id = (unsigned char)nwait_sent++;
+    waiting[id] = req;
+    if (petrel_req_on_abort(req, wait_aborted, NULL) < 0 || write(be_fd[0], &id, 1) != 1)
+        return 500;
+    return PETREL_LATER;
+}
+
+/* The test, as the backend: take the numbers sent so far, answer `id`. */
+static void backend_answer(unsigned char id)
+{
+    unsigned char junk[64];
+    while (read(be_fd[1], junk, sizeof(junk)) > 0)
+        ;
+    ck_assert_int_eq(write(be_fd[1], &id, 1), 1);
+}
+
 /* What the request looked like to a handler. */
 static int h_info(petrel_req_t *req, void *data)
 {
@@ -140,6 +202,10 @@ static void setup(void)
     ck_assert_int_eq(petrel_route_add(srv, PETREL_GET, "/kv/:key", h_info, NULL), 0);
     ck_assert_int_eq(petrel_route_add(srv, PETREL_GET, "/big", h_big, NULL), 0);
     ck_assert_int_eq(petrel_route_add(srv, PETREL_GET, "/status42", h_status42, NULL), 0);
+    ck_assert_int_eq(petrel_route_add(srv, PETREL_GET, "/wait", h_wait, NULL), 0);
+    be_watch = NULL;
+    nwait_sent = aborts = late_rc = 0;
+    memset(waiting, 0, sizeof(waiting));
     ck_assert_int_eq(petrel_route_add(srv, PETREL_GET, "/stream404", h_stream_then_404, NULL), 0);
     started = false;
     held = NULL;
@@ -174,6 +240,13 @@ static void teardown(void)
         clients[i].buf = NULL;
     }
     nclients = 0;
+    if (be_watch)
+        petrel_watch_stop(be_watch);
+    be_watch = NULL;
+    for (int i = 0; i < 2; i++)
+        if (be_fd[i] >= 0)
+            close(be_fd[i]);
+    be_fd[0] = be_fd[1] = -1;
     if (started)
         petrel__worker_fini(srv);
     petrel__server_free(srv);
@@ -397,6 +470,20 @@ static int client_wait_flags(client_t *c, int n, const bool *head_req, bool head
 }
 
 static int client_wait(client_t *c, int n) { return client_wait_flags(c, n, NULL, false); }
+
+/* Wait for `n` responses for up to `turns` turns of up to `ms` each. */
+static int client_wait_flags_ms(client_t *c, int n, int ms, int turns_max)
+{
+    int got = 0;
+    for (int i = 0; i < turns_max && got < n; i++) {
+        turn(ms);
+        client_pull(c);
+        got = client_wait(c, n);
+        if (got < 0 || c->eof)
+            break;
+    }
+    return got;
+}
 
 /* The body of R[i] as a NUL-terminated string (bodies in tests are text). */
 static const char *body_str(int i)
@@ -776,6 +863,143 @@ START_TEST(test_handler_status_after_stream)
     ck_assert_msg(strstr(log, "returned 404 after starting its response"), "log: %s", log);
     roundtrip(c, GET_HELLO);
     check_hello(&R[0]);
+}
+END_TEST
+
+/* ------------------------------------------------------------------------ */
+/* Handlers that wait (petrel.h, "Waiting")                                 */
+
+static void turns(int n)
+{
+    for (int i = 0; i < n; i++)
+        turn(0);
+}
+
+/* Pipelined requests whose handlers answer out of order: the responses
+ * still go out in request order (RFC 9112 §9.3.2), and the request after a
+ * waiting one is read and answered meanwhile (held until its turn). */
+START_TEST(test_wait_pipelined_order)
+{
+    client_t *c = client_open();
+    client_send(c, "GET /wait HTTP/1.1\r\nHost: x\r\n\r\n" GET_HELLO
+                   "GET /wait HTTP/1.1\r\nHost: x\r\n\r\n");
+    turns(5);
+    ck_assert_int_eq(nwait_sent, 2); /* both dispatched, the /hello answered (held) */
+    client_pull(c);
+    ck_assert_uint_eq(c->len, 0);
+    backend_answer(1); /* the last one first */
+    turns(5);
+    client_pull(c);
+    ck_assert_uint_eq(c->len, 0); /* still nothing: the first one waits */
+    backend_answer(0);
+    ck_assert_int_eq(client_wait(c, 3), 3);
+    ck_assert_int_eq(R[0].status, 200);
+    ck_assert_str_eq(body_str(0), "reply 0");
+    check_hello(&R[1]);
+    ck_assert_str_eq(body_str(2), "reply 1");
+    ck_assert_int_eq(aborts, 0);
+    /* the connection goes on */
+    roundtrip(c, GET_HELLO);
+    check_hello(&R[0]);
+    petrel__http1_stats_t st;
+    petrel__http1_stats(&st);
+    ck_assert_uint_eq(st.slots, 0);
+}
+END_TEST
+
+/* The client goes away while its request waits: the abort callback runs,
+ * the late answer returns PETREL_EIO and lets go of the request (nothing
+ * leaks, nothing is written anywhere). */
+START_TEST(test_wait_abort_on_close)
+{
+    client_t *c = client_open();
+    client_send(c, "GET /wait HTTP/1.1\r\nHost: x\r\n\r\n");
+    turns(3);
+    ck_assert_int_eq(nwait_sent, 1);
+    client_close(c);
+    turns(3);
+    ck_assert_int_eq(aborts, 1);
+    ck_assert_uint_eq(srv->conns.n, 0);
+    petrel__http1_stats_t st;
+    petrel__http1_stats(&st);
+    ck_assert_uint_eq(st.slots, 1); /* held for its handler */
+    backend_answer(0);
+    turns(3);
+    ck_assert_int_eq(late_rc, PETREL_EIO);
+    petrel__http1_stats(&st);
+    ck_assert_uint_eq(st.slots, 0);
+    check_new_connection_works();
+}
+END_TEST
+
+/* --handler-timeout: 504 (RFC 9110 §15.6.5) and the abort callback; the
+ * connection goes on; the late answer returns PETREL_EIO. */
+START_TEST(test_wait_timeout_504)
+{
+    srv->cfg.handler_timeout_ms = 30;
+    client_t *c = client_open();
+    client_send(c, "GET /wait HTTP/1.1\r\nHost: x\r\n\r\n");
+    ck_assert_int_eq(client_wait_flags_ms(c, 1, 10, 100), 1);
+    ck_assert_int_eq(R[0].status, 504);
+    ck_assert_int_eq(aborts, 1);
+    roundtrip(c, GET_HELLO);
+    check_hello(&R[0]);
+    backend_answer(0);
+    turns(3);
+    ck_assert_int_eq(late_rc, PETREL_EIO);
+    petrel__http1_stats_t st;
+    petrel__http1_stats(&st);
+    ck_assert_uint_eq(st.slots, 0);
+}
+END_TEST
+
+/* `n` waiting requests one after the other on `c`, each answered by the
+ * backend; returns the number that went wrong.  No Check call (heap
+ * counting). */
+static int wait_rounds(client_t *c, int n)
+{
+    int bad = 0;
+    for (int i = 0; i < n; i++) {
+        nwait_sent = 0;
+        static const char wreq[] = "GET /wait HTTP/1.1\r\nHost: x\r\n\r\n";
+        bad += !client_write(c, wreq, sizeof(wreq) - 1);
+        turns(2);
+        unsigned char id = 0, junk[8];
+        while (read(be_fd[1], junk, sizeof(junk)) > 0)
+            ;
+        bad += write(be_fd[1], &id, 1) != 1;
+        for (int t = 0; t < 50 && (c->len - c->off < 20 || memcmp(c->buf + c->len - 7, "reply 0", 7));
+             t++) {
+            turn(0);
+            client_pull(c);
+        }
+        bad += c->len < 7 || memcmp(c->buf + c->len - 7, "reply 0", 7) != 0;
+        c->off = c->len = 0;
+    }
+    return bad;
+}
+
+/* A request that waits makes no heap call in petrel after warm-up, and its
+ * slot and chunks go back. */
+START_TEST(test_wait_zero_malloc)
+{
+    client_t *c = client_open();
+    client_send(c, "GET /wait HTTP/1.1\r\nHost: x\r\n\r\n"); /* the backend's watch */
+    turns(2);
+    backend_answer(0);
+    ck_assert_int_eq(client_wait(c, 1), 1);
+    c->off = c->len = 0;
+    ck_assert_int_eq(wait_rounds(c, 20), 0); /* warm-up */
+    uint64_t calls0 = ck_heap.calls, pool0 = petrel__pool.mallocs;
+    size_t live0 = petrel__pool.live;
+    int bad = wait_rounds(c, 200);
+    uint64_t calls1 = ck_heap.calls, pool1 = petrel__pool.mallocs;
+    ck_assert_int_eq(bad, 0);
+    ck_assert_uint_eq(pool1, pool0);
+    ck_assert_uint_eq(petrel__pool.live, live0);
+    if (CK_HEAP_HOOK)
+        ck_assert_msg(calls1 == calls0, "%llu heap calls for 200 waiting requests",
+                      (unsigned long long)(calls1 - calls0));
 }
 END_TEST
 
@@ -1897,6 +2121,10 @@ static Suite *http1_suite(void)
     tcase_add_test(tc, test_404);
     tcase_add_test(tc, test_405_allow);
     tcase_add_test(tc, test_handler_error_500);
+    tcase_add_test(tc, test_wait_pipelined_order);
+    tcase_add_test(tc, test_wait_abort_on_close);
+    tcase_add_test(tc, test_wait_timeout_504);
+    tcase_add_test(tc, test_wait_zero_malloc);
     tcase_add_test(tc, test_handler_invalid_status);
     tcase_add_test(tc, test_handler_status_after_stream);
     tcase_add_test(tc, test_options_asterisk);

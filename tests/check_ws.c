@@ -575,12 +575,12 @@ START_TEST(test_payload_sizes)
         echo_size(c, 1, sizes[i]);
     }
     /* a long life does not grow the connection: its arena is empty again */
-    petrel__conn_t *sc = server_conn();
+    petrel_arena_t *a = petrel__ws_arena(server_conn()->proto);
     petrel_arena_stats_t st;
-    petrel_arena_stats(&sc->arena, &st);
+    petrel_arena_stats(a, &st);
     ck_assert_uint_eq(st.chunks, 0);
     ck_assert_uint_eq(st.bytes, 0);
-    ck_assert(petrel__arena_is_empty(&sc->arena));
+    ck_assert(petrel__arena_is_empty(a));
 }
 END_TEST
 
@@ -1212,9 +1212,10 @@ START_TEST(test_idle_memory)
         turn(0);
     petrel__conn_t *sc = server_conn();
     ck_assert_ptr_null(sc->rbuf); /* the read buffer went back */
-    ck_assert_ptr_null(sc->out);
-    ck_assert(petrel__arena_is_empty(&sc->arena));
-    ck_assert_ptr_null(sc->arena.large);
+    ck_assert_ptr_null(sc->out.head);
+    petrel_arena_t *a = petrel__ws_arena(sc->proto);
+    ck_assert(petrel__arena_is_empty(a));
+    ck_assert_ptr_null(a->large);
 }
 END_TEST
 
