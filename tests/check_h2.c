@@ -8,6 +8,7 @@
 #include "h2.h"
 
 #include "check_client.h"
+#include "check_wait.h"
 
 #include <check.h>
 #include <errno.h>
@@ -116,6 +117,8 @@ static void setup(void)
     petrel_route_add(srv, PETREL_GET, "/small-file", small_file_handler, NULL);
     petrel_route_add(srv, PETREL_GET, "/stream", stream_handler, NULL);
     petrel_route_add(srv, PETREL_POST, "/grpc", grpc_handler, NULL);
+    petrel_route_add(srv, PETREL_GET, "/wait", h_wait, NULL);
+    wait_setup();
     petrel_route_add(srv, PETREL_GET | PETREL_POST | PETREL_OPTIONS, "/info/*", head_info, NULL);
     srv->cfg.max_body_size = 1 << 20;
     ck_assert_int_eq(petrel__worker_init(srv), 0);
@@ -130,7 +133,13 @@ static void setup(void)
     nheld = 0;
 }
 
-static void teardown(void) {}
+static void teardown(void)
+{
+    wait_teardown();
+    petrel__worker_fini(srv);
+    petrel__server_free(srv);
+    close(big_fd);
+}
 
 /* ------------------------------------------------------------------------ */
 /* The client                                                               */
@@ -1057,6 +1066,122 @@ START_TEST(header_list_too_large)
 }
 END_TEST
 
+/* ------------------------------------------------------------------------ */
+/* Handlers that wait (petrel.h, "Waiting")                                 */
+
+/* 100 streams waiting at once on one connection, answered in reverse
+ * order: each stream waits on its own. */
+START_TEST(wait_streams)
+{
+    client_t *cl = client_new(NULL, 0);
+    resp_t *r[100];
+    for (int i = 0; i < 100; i++)
+        r[i] = request(cl, "GET", "/wait", NULL, 0);
+    pump(cl, 5);
+    ck_assert_int_eq(nwait_sent, 100);
+    for (int i = 0; i < 100; i++)
+        ck_assert(!r[i]->closed);
+    /* the handlers' numbers follow the streams' order */
+    for (int i = 99; i >= 0; i--) {
+        backend_answer((unsigned char)i);
+        pump(cl, 2);
+        ck_assert_msg(r[i]->closed && r[i]->status == 200, "stream %d", i);
+        char want[16];
+        snprintf(want, sizeof(want), "reply %d", i);
+        ck_assert_uint_eq(r[i]->len, strlen(want));
+        ck_assert(memcmp(r[i]->body, want, r[i]->len) == 0);
+        if (i > 0)
+            ck_assert(!r[i - 1]->closed);
+    }
+    ck_assert_int_eq(aborts, 0);
+    petrel__h2_stats_t st;
+    petrel__h2_stats(&st);
+    ck_assert_uint_eq(st.streams, 0);
+    client_free(cl);
+}
+END_TEST
+
+/* RST_STREAM of a waiting stream: its abort callback runs, the other
+ * streams go on, the late answer returns PETREL_EIO and frees the slot. */
+START_TEST(wait_rst_stream)
+{
+    client_t *cl = client_new(NULL, 0);
+    resp_t *a = request(cl, "GET", "/wait", NULL, 0);
+    resp_t *b = request(cl, "GET", "/wait", NULL, 0);
+    pump(cl, 5);
+    ck_assert_int_eq(nwait_sent, 2);
+    nghttp2_submit_rst_stream(cl->ngh, NGHTTP2_FLAG_NONE, a->id, NGHTTP2_CANCEL);
+    pump(cl, 3);
+    ck_assert_int_eq(aborts, 1);
+    backend_answer(0);
+    pump(cl, 3);
+    ck_assert_int_eq(late_rc, PETREL_EIO);
+    backend_answer(1);
+    pump(cl, 3);
+    ck_assert(b->closed);
+    ck_assert_int_eq(b->status, 200);
+    petrel__h2_stats_t st;
+    petrel__h2_stats(&st);
+    ck_assert_uint_eq(st.streams, 0);
+    client_free(cl);
+}
+END_TEST
+
+/* The connection goes away under waiting streams: every one is aborted,
+ * the slots go back once their handlers answer. */
+START_TEST(wait_connection_closed)
+{
+    client_t *cl = client_new(NULL, 0);
+    for (int i = 0; i < 5; i++)
+        request(cl, "GET", "/wait", NULL, 0);
+    pump(cl, 5);
+    ck_assert_int_eq(nwait_sent, 5);
+    close(cl->fd);
+    cl->fd = socket(AF_UNIX, SOCK_STREAM, 0); /* for client_free */
+    for (int i = 0; i < 5; i++)
+        petrel__loop_run_once(&srv->loop, 0);
+    ck_assert_int_eq(aborts, 5);
+    ck_assert_uint_eq(srv->conns.n, 0);
+    for (int i = 0; i < 5; i++) {
+        backend_answer((unsigned char)i);
+        petrel__loop_run_once(&srv->loop, 10);
+        ck_assert_int_eq(late_rc, PETREL_EIO);
+    }
+    petrel__h2_stats_t st;
+    petrel__h2_stats(&st);
+    ck_assert_uint_eq(st.streams, 0);
+    client_free(cl);
+}
+END_TEST
+
+/* --handler-timeout over h2: 504, the abort callback, the connection
+ * goes on. */
+START_TEST(wait_timeout_504)
+{
+    petrel__req_worker_fini();
+    srv->cfg.handler_timeout_ms = 30;
+    ck_assert_int_eq(petrel__req_worker_init(&srv->cfg), 0);
+    client_t *cl = client_new(NULL, 0);
+    resp_t *r = request(cl, "GET", "/wait", NULL, 0);
+    for (int i = 0; i < 40 && !r->closed; i++) {
+        petrel__loop_run_once(&srv->loop, 10);
+        pump(cl, 1);
+    }
+    ck_assert_int_eq(r->status, 504);
+    ck_assert_int_eq(aborts, 1);
+    resp_t *h = request(cl, "GET", "/hello", NULL, 0);
+    pump_all(cl);
+    ck_assert_int_eq(h->status, 200);
+    backend_answer(0);
+    pump(cl, 3);
+    ck_assert_int_eq(late_rc, PETREL_EIO);
+    petrel__h2_stats_t st;
+    petrel__h2_stats(&st);
+    ck_assert_uint_eq(st.streams, 0);
+    client_free(cl);
+}
+END_TEST
+
 /* After warm-up, petrel's side of a request allocates nothing from the
  * heap, and nghttp2's allocator calls are served by the size-class lists. */
 START_TEST(no_heap_after_warmup)
@@ -1313,6 +1438,10 @@ static Suite *suite(void)
     tcase_add_test(t, lower_stream_id);
     tcase_add_test(t, header_list_too_large);
     tcase_add_test(t, no_heap_after_warmup);
+    tcase_add_test(t, wait_streams);
+    tcase_add_test(t, wait_rst_stream);
+    tcase_add_test(t, wait_connection_closed);
+    tcase_add_test(t, wait_timeout_504);
     tcase_add_test(t, no_heap_for_bodies);
     tcase_add_test(t, idle_connection_memory);
     tcase_add_test(t, h2c_upgrade);

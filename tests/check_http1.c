@@ -23,6 +23,7 @@
 #include "http1.h"
 
 #include "check_client.h"
+#include "check_wait.h"
 #include "check_util.h"
 
 #include <fcntl.h>
@@ -95,68 +96,6 @@ static int h_stream_then_404(petrel_req_t *req, void *data)
     return 404;
 }
 
-/* A backend for handlers that wait: a socketpair, one end watched in the
- * worker's loop (what a database client does with its socket).  GET /wait
- * sends its request's number to the backend and returns PETREL_LATER; the
- * test plays the backend, answering numbers in the order it likes; the
- * watch callback answers the requests. */
-#define WAIT_MAX 64
-static int be_fd[2] = {-1, -1};
-static petrel_watch_t *be_watch;
-static petrel_req_t *waiting[WAIT_MAX];
-static int nwait_sent;  /* numbers given out */
-static int aborts;      /* abort callbacks run */
-static int late_rc;     /* what the last late answer returned */
-
-static void wait_aborted(petrel_req_t *req, void *data)
-{
-    (void)req;
-    aborts++;
-    (void)data;
-}
-
-static void be_reply(petrel_watch_t *w, int fd, int events, void *data)
-{
-    (void)w, (void)data;
-    if (!(events & PETREL_WATCH_READ))
-        return; /* no Check call here: it runs while heap calls are counted */
-    unsigned char ids[64];
-    ssize_t n = read(fd, ids, sizeof(ids));
-    for (ssize_t i = 0; i < n; i++) {
-        petrel_req_t *req = waiting[ids[i]];
-        waiting[ids[i]] = NULL;
-        if (req == NULL)
-            continue;
-        char body[32];
-        int len = snprintf(body, sizeof(body), "reply %u", ids[i]);
-        late_rc = petrel_send_copy(req, 200, "text/plain", body, (size_t)len);
-    }
-}
-
-static int h_wait(petrel_req_t *req, void *data)
-{
-    (void)data;
-    if (be_watch == NULL) {
-        ck_assert_int_eq(socketpair(AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK, 0, be_fd), 0);
-        be_watch = petrel_watch_start(be_fd[0], PETREL_WATCH_READ, be_reply, NULL);
-        ck_assert_ptr_nonnull(be_watch);
-    }
-    unsigned char id = (unsigned char)nwait_sent++;
-    waiting[id] = req;
-    if (petrel_req_on_abort(req, wait_aborted, NULL) < 0 || write(be_fd[0], &id, 1) != 1)
-        return 500;
-    return PETREL_LATER;
-}
-
-/* The test, as the backend: take the numbers sent so far, answer `id`. */
-static void backend_answer(unsigned char id)
-{
-    unsigned char junk[64];
-    while (read(be_fd[1], junk, sizeof(junk)) > 0)
-        ;
-    ck_assert_int_eq(write(be_fd[1], &id, 1), 1);
-}
-
 /* What the request looked like to a handler. */
 static int h_info(petrel_req_t *req, void *data)
 {
@@ -203,9 +142,7 @@ static void setup(void)
     ck_assert_int_eq(petrel_route_add(srv, PETREL_GET, "/big", h_big, NULL), 0);
     ck_assert_int_eq(petrel_route_add(srv, PETREL_GET, "/status42", h_status42, NULL), 0);
     ck_assert_int_eq(petrel_route_add(srv, PETREL_GET, "/wait", h_wait, NULL), 0);
-    be_watch = NULL;
-    nwait_sent = aborts = late_rc = 0;
-    memset(waiting, 0, sizeof(waiting));
+    wait_setup();
     ck_assert_int_eq(petrel_route_add(srv, PETREL_GET, "/stream404", h_stream_then_404, NULL), 0);
     started = false;
     held = NULL;
@@ -240,13 +177,7 @@ static void teardown(void)
         clients[i].buf = NULL;
     }
     nclients = 0;
-    if (be_watch)
-        petrel_watch_stop(be_watch);
-    be_watch = NULL;
-    for (int i = 0; i < 2; i++)
-        if (be_fd[i] >= 0)
-            close(be_fd[i]);
-    be_fd[0] = be_fd[1] = -1;
+    wait_teardown();
     if (started)
         petrel__worker_fini(srv);
     petrel__server_free(srv);
