@@ -910,6 +910,30 @@ static int wait_rounds(client_t *c, int n)
     return bad;
 }
 
+/* A graceful shutdown waits for a waiting request: it is answered (with
+ * Connection: close), then the connection closes. */
+START_TEST(test_wait_drain)
+{
+    client_t *c = client_open();
+    client_t *idle = client_open();
+    roundtrip(idle, GET_HELLO);
+    client_send(c, "GET /wait HTTP/1.1\r\nHost: x\r\n\r\n");
+    turns(3);
+    ck_assert_int_eq(nwait_sent, 1);
+    petrel__conns_drain(&srv->conns, true);
+    turns(3);
+    ck_assert_msg(ck_client_wait_eof(idle, 20, 0), "the idle connection stays");
+    ck_assert(!c->eof);
+    ck_assert_uint_eq(srv->conns.n, 1);
+    backend_answer(0);
+    ck_assert_int_eq(client_wait(c, 1), 1);
+    ck_assert_str_eq(body_str(0), "reply 0");
+    check_header(&R[0], "Connection", "close");
+    ck_assert_msg(client_wait_eof(c, 50, 0), "not closed after the answer");
+    ck_assert_int_eq(aborts, 0);
+}
+END_TEST
+
 /* A request that waits makes no heap call in petrel after warm-up, and its
  * slot and chunks go back. */
 START_TEST(test_wait_zero_malloc)
@@ -2055,6 +2079,7 @@ static Suite *http1_suite(void)
     tcase_add_test(tc, test_wait_pipelined_order);
     tcase_add_test(tc, test_wait_abort_on_close);
     tcase_add_test(tc, test_wait_timeout_504);
+    tcase_add_test(tc, test_wait_drain);
     tcase_add_test(tc, test_wait_zero_malloc);
     tcase_add_test(tc, test_handler_invalid_status);
     tcase_add_test(tc, test_handler_status_after_stream);
