@@ -9,11 +9,16 @@
 # killed and its temporary directory removed when it exits, however it exits.
 # Background helpers a test starts itself go in LIB_BG to be killed too.
 #
-# Exit status of a test: 0 pass, 77 skip, anything else fail.
+# Exit status of a test: 0 pass, 77 skip (with a line "skip: REASON": see
+# skip), anything else fail.  `make check` runs each test as an entry of its
+# own through driver.sh; one by hand, after a build:
+#   make check TESTS=tests/integration/test_h1_curl.sh   (output: its .log)
+#   tests/integration/test_h1_curl.sh                    (output: the terminal)
 #
 # The environment (set by `make check`, see Makefile.am, or by run.sh):
-#   PETREL             the petrel binary (default: $top_builddir/src/petrel,
-#                      else ../../build/src/petrel from this directory)
+#   PETREL             the petrel binary (default: $top_builddir/src/petrel)
+#   top_builddir       the build tree (default: the source tree when it holds
+#                      a build, as after the README's commands, else its build/)
 #   PETREL_SANITIZERS  yes under ASan/UBSan: time bounds are multiplied by 3
 #   PETREL_PYTHON      the Python 3 to use (default /usr/bin/python3)
 #   KEEP_TMP=1         keep the temporary directory (its path is printed)
@@ -40,12 +45,18 @@ shopt -s nullglob
 
 LIB_DIR=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 : "${top_srcdir:=$(cd "$LIB_DIR/../.." && pwd)}"
+# Run by hand (not by make): the build tree is the source tree after the
+# README's in-tree build, else build/ in it.
+if [[ -z ${top_builddir:-} ]]; then
+    for d in "$top_srcdir" "$top_srcdir/build"; do
+        if [[ -f $d/Makefile && -x $d/src/petrel ]]; then
+            top_builddir=$d
+            break
+        fi
+    done
+fi
 if [[ -z ${PETREL:-} ]]; then
-    if [[ -n ${top_builddir:-} ]]; then
-        PETREL=$top_builddir/src/petrel
-    else
-        PETREL=$LIB_DIR/../../build/src/petrel
-    fi
+    PETREL=${top_builddir:-$top_srcdir}/src/petrel
 fi
 [[ $PETREL == /* ]] || PETREL=$PWD/$PETREL
 : "${PETREL_SANITIZERS:=no}"
@@ -54,6 +65,7 @@ if [[ -z ${PETREL_PYTHON:-} ]]; then
 fi
 PY=$PETREL_PYTHON
 export PETREL PETREL_SANITIZERS PETREL_PYTHON top_srcdir
+[[ -z ${top_builddir:-} ]] || export top_builddir
 
 LIB_SCALE=1
 [[ $PETREL_SANITIZERS == yes ]] && LIB_SCALE=3

@@ -7,11 +7,14 @@
 #   integration: N passed, M failed, K skipped
 # Exit status: 0 when none failed, 1 otherwise.
 #
-# `make check` runs it with PETREL, top_srcdir, top_builddir and
-# PETREL_SANITIZERS set (see Makefile.am).  By hand:
+# `make check` runs each test as an entry of its own (Makefile.am,
+# driver.sh); this runs several of them in one go, by hand or under
+# valgrind (`make check-valgrind-integration` runs it with PETREL,
+# top_srcdir, top_builddir and PETREL_SANITIZERS set).  By hand:
 #   tests/integration/run.sh                   # all of them
 #   tests/integration/run.sh h1_errors cli     # the tests whose names contain these
-# Environment: PETREL (default ../../build/src/petrel from here),
+# Environment: PETREL (default: src/petrel of the build tree, which is the
+# source tree after the README's in-tree build, else its build/),
 # INTEGRATION_TIMEOUT (seconds per test, default 120, tripled under the
 # sanitizers), PETREL_PYTHON (default /usr/bin/python3), KEEP_TMP=1,
 # VERBOSE=1 (print the output of passing tests too).
@@ -22,13 +25,15 @@ shopt -s nullglob
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 
 : "${top_srcdir:=$(cd "$here/../.." && pwd)}"
-if [[ -z ${PETREL:-} ]]; then
-    if [[ -n ${top_builddir:-} ]]; then
-        PETREL=$top_builddir/src/petrel
-    else
-        PETREL=$here/../../build/src/petrel
-    fi
+if [[ -z ${top_builddir:-} ]]; then
+    for d in "$top_srcdir" "$top_srcdir/build"; do
+        if [[ -f $d/Makefile && -x $d/src/petrel ]]; then
+            top_builddir=$d
+            break
+        fi
+    done
 fi
+: "${PETREL:=${top_builddir:-$top_srcdir}/src/petrel}"
 [[ $PETREL == /* ]] || PETREL=$PWD/$PETREL
 : "${PETREL_SANITIZERS:=no}"
 if [[ -z ${PETREL_PYTHON:-} ]]; then
@@ -94,7 +99,7 @@ for f in "${tests[@]}"; do
         ;;
     77)
         skipped=$((skipped + 1))
-        echo "SKIP: $name ($(grep -m1 '^skip:' "$log" | sed 's/^skip: *//'))"
+        echo "SKIP: $name ($(grep -m1 -E '^(skip|SKIP):' "$log" | sed -E 's/^(skip|SKIP): *//'))"
         ;;
     *)
         failed=$((failed + 1))
