@@ -1,0 +1,178 @@
+#!/usr/bin/env bash
+# An installed petrel works wherever its tree is, and right after the
+# install:
+#  - `make install prefix=DIR` (GNU's install-time prefix, no DESTDIR):
+#    petrel.pc names DIR's directories (its paths are relative to itself),
+#    petrel-mod builds against DIR's header, a program linked through
+#    pkg-config links and runs, a module built with petrel-mod loads into
+#    DIR's petrel; DIR is not in the loader's path, so no ldconfig runs;
+#  - the same tree moved elsewhere: the same, from the new place (petrel-mod
+#    run starts the petrel beside it);
+#  - into /usr/local, a directory of the dynamic loader's path (in a private
+#    mount namespace: a tmpfs on /usr/local and a copy of /etc, so nothing
+#    of the machine changes): make install runs ldconfig, and a program
+#    linked with `pkg-config --cflags --libs petrel` runs at once; with the
+#    loader's cache of before the install it does not (the test can fail);
+#    with DESTDIR, no ldconfig;
+#  - the README's list of what `make install` installs names every program
+#    and manual page installed.
+. "$(dirname "$0")/lib.sh"
+. "$(dirname "$0")/mod_lib.sh"
+
+[[ -n ${top_builddir:-} && -f $top_builddir/Makefile ]] ||
+    skip "no build tree to install from (top_builddir is not set)"
+command -v cc >/dev/null || skip "no C compiler (cc)"
+command -v pkg-config >/dev/null || skip "no pkg-config"
+unset PKG_CONFIG_PATH PKG_CONFIG_SYSROOT_DIR CFLAGS LDFLAGS LIBS CC
+san=()
+[[ $PETREL_SANITIZERS != yes ]] || san=(-fsanitize=address,undefined)
+
+cat >"$LIB_TMP/prog.c" <<'EOF'
+/* A program linked with libpetrel: it calls into the library. */
+#include <petrel.h>
+#include <stdio.h>
+
+int main(void)
+{
+    printf("libpetrel says: %s\n", petrel_strerror(PETREL_ENOTFOUND));
+    return 0;
+}
+EOF
+cp "$top_srcdir/modules/hello.c" "$LIB_TMP/hello.c"
+
+# check_tree DIR WHAT: the installed tree DIR works from where it is
+check_tree() {
+    local dir=$1 what=$2 pc pcdir inc libdir out w
+    pc=$(find "$dir" -name petrel.pc -path '*/pkgconfig/*' | head -n 1)
+    [[ -n $pc ]] || fail "$what: no petrel.pc under $dir"
+    pcdir=${pc%/*}
+    inc=$(PKG_CONFIG_PATH=$pcdir pkg-config --variable=includedir petrel)
+    libdir=$(PKG_CONFIG_PATH=$pcdir pkg-config --variable=libdir petrel)
+    [[ -f $inc/petrel.h ]] || fail "$what: petrel.pc's includedir $inc has no petrel.h"
+    [[ -f $libdir/libpetrel.so.0 ]] || fail "$what: petrel.pc's libdir $libdir has no libpetrel.so.0"
+    [[ $(cd "$inc" && pwd -P) == "$(cd "$dir" && pwd -P)"/* ]] ||
+        fail "$what: petrel.pc's includedir $inc is not in $dir"
+
+    # a program linked through pkg-config (DIR is not in the loader's path:
+    # an rpath, as libtool's note after the install says)
+    # shellcheck disable=SC2046 # pkg-config prints word lists
+    cc "${san[@]}" -o "$LIB_TMP/prog" "$LIB_TMP/prog.c" \
+        $(PKG_CONFIG_PATH=$pcdir pkg-config --cflags --libs petrel) -Wl,-rpath,"$libdir" ||
+        fail "$what: cc prog.c \$(pkg-config --cflags --libs petrel) failed"
+    out=$("$LIB_TMP/prog" 2>&1) || fail "$what: the program linked with libpetrel: $out"
+    expect_eq "$out" "libpetrel says: not found" "$what: the program's output"
+
+    # petrel-mod of the tree: its header, its petrel
+    out=$(cd "$LIB_TMP" && "$dir/bin/petrel-mod" flags) || fail "$what: petrel-mod flags: $out"
+    w=$(sed -n 's/^-I\([^ ]*\).*/\1/p' <<<"$out")
+    [[ -n $w && $(cd "$w" && pwd -P) == "$(cd "$inc" && pwd -P)" ]] ||
+        fail "$what: petrel-mod flags says '$out', not the tree's include directory $inc"
+    (cd "$LIB_TMP" && "$dir/bin/petrel-mod" build -o hello-tree.so hello.c) >"$LIB_TMP/pm.out" 2>&1 ||
+        fail "$what: petrel-mod build hello.c: $(cat "$LIB_TMP/pm.out")"
+    PETREL=$dir/bin/petrel petrel_start --module "$LIB_TMP/hello-tree.so"
+    expect_eq "$(curl_ "$BASE/hello")" "Hello World!" "$what: GET /hello from a module built by petrel-mod"
+    petrel_stop
+
+    # petrel-mod run: the petrel of the same tree (exec: same pid)
+    local port pid exe
+    port=$(free_port)
+    (cd "$LIB_TMP" && exec "$dir/bin/petrel-mod" run hello.c --listen "127.0.0.1:$port") \
+        >"$LIB_TMP/run.out" 2>"$LIB_TMP/run.err" &
+    pid=$!
+    LIB_PIDS+=("$pid")
+    wait_port "$port"
+    exe=$(readlink "/proc/$pid/exe")
+    [[ $exe == "$(cd "$dir/bin" && pwd -P)/petrel" ]] ||
+        fail "$what: petrel-mod run started $exe, not the tree's petrel"
+    expect_eq "$(curl_ "http://127.0.0.1:$port/hello")" "Hello World!" "$what: petrel-mod run hello.c"
+    kill -TERM "$pid"
+    petrel_wait_exit "$pid" "$(bound 15)"
+    [[ $PETREL_RC -eq 0 ]] || fail "$what: petrel-mod run: exit status $PETREL_RC after SIGTERM"
+}
+
+# --- make install prefix=DIR, then the tree moved --------------------------
+tree=$LIB_TMP/p1
+mod_make install prefix="$tree" >"$LIB_TMP/install-prefix.log" 2>&1 ||
+    fail "make install prefix=$tree: $(tail -n 20 "$LIB_TMP/install-prefix.log")"
+! grep -q "dynamic loader's path" "$LIB_TMP/install-prefix.log" ||
+    fail "make install prefix=$tree ran ldconfig: $(grep ldconfig "$LIB_TMP/install-prefix.log")"
+check_tree "$tree" "make install prefix=DIR"
+ok "make install prefix=DIR: petrel.pc, petrel-mod, petrel and a program linked through pkg-config use DIR"
+
+mkdir -p "$LIB_TMP/elsewhere"
+mv "$tree" "$LIB_TMP/elsewhere/moved"
+check_tree "$LIB_TMP/elsewhere/moved" "the moved tree"
+ok "the installed tree moved elsewhere works from there"
+
+# --- the README lists what make install installs ---------------------------
+readme=$(awk '/^`make install` installs/ { p = 1 } p && /^$/ { exit } p' "$top_srcdir/README.md")
+[[ -n $readme ]] || fail "README.md has no paragraph beginning '\`make install\` installs'"
+readme=$(tr '\n' ' ' <<<"$readme")
+for f in "$LIB_TMP/elsewhere/moved"/bin/*; do
+    [[ $readme == *"\`${f##*/}\`"* ]] || fail "README's list of what make install installs omits ${f##*/}"
+done
+for f in "$LIB_TMP/elsewhere/moved"/share/man/man1/*.1; do
+    n=${f##*/}
+    [[ $readme == *"${n%.1}(1)"* ]] || fail "README's list of what make install installs omits ${n%.1}(1)"
+done
+for w in libpetrel petrel.h petrel.pc 'libpetrel(3)'; do
+    [[ $readme == *"$w"* ]] || fail "README's list of what make install installs omits $w"
+done
+ok "README's list of what make install installs names every program and man page"
+
+# --- into the loader's path: ldconfig, in a private mount namespace -------
+ns=()
+if unshare --mount --propagation private true 2>/dev/null; then
+    ns=(unshare --mount --propagation private)
+elif unshare --user --map-root-user --mount --propagation private true 2>/dev/null; then
+    ns=(unshare --user --map-root-user --mount --propagation private)
+else
+    skip "cannot make a private mount namespace (unshare --mount, as root or in a user namespace) to install into /usr/local without changing this machine"
+fi
+[[ -d /usr/local ]] || skip "no /usr/local to mount a tmpfs on"
+
+cat >"$LIB_TMP/in-ns.sh" <<'EOF'
+set -eu
+T=$1
+PATH=$PATH:/sbin:/usr/sbin
+# nothing of the machine changes: /usr/local is a tmpfs, /etc a copy (the
+# loader's cache /etc/ld.so.cache is replaced by a rename, so its directory
+# must be writable), and ldconfig's aux cache a scratch directory
+mount -t tmpfs petrel-test /usr/local
+mkdir -p "$T/etc" "$T/ldconfig-aux"
+cp -a /etc/. "$T/etc/" 2>/dev/null || true
+mount --bind "$T/etc" /etc
+if [ -d /var/cache/ldconfig ]; then mount --bind "$T/ldconfig-aux" /var/cache/ldconfig; fi
+ldconfig
+cp /etc/ld.so.cache "$T/cache-before"
+
+# DESTDIR staging: no ldconfig
+mod_make install prefix=/usr/local DESTDIR="$T/stage" >"$T/install-destdir.log" 2>&1
+if grep -q "dynamic loader's path" "$T/install-destdir.log"; then
+    echo "error: make install DESTDIR=... ran ldconfig" >&2
+    exit 1
+fi
+
+mod_make install prefix=/usr/local >"$T/install.log" 2>&1
+grep "dynamic loader's path" "$T/install.log" ||
+    { echo "error: make install into /usr/local ran no ldconfig" >&2; exit 1; }
+# shellcheck disable=SC2046
+cc $SAN -o "$T/prog-usr" "$T/prog.c" $(pkg-config --cflags --libs petrel)
+echo "pkg-config --libs petrel: $(pkg-config --libs petrel)"
+"$T/prog-usr"
+# the loader's cache of before the install: the program cannot start
+cp "$T/cache-before" /etc/ld.so.cache
+if "$T/prog-usr" >"$T/before.out" 2>&1; then
+    echo "error: the program runs with the loader's cache of before the install" >&2
+    exit 1
+fi
+echo "with the cache of before: $(cat "$T/before.out")"
+EOF
+export -f mod_make
+out=$(SAN="${san[*]}" "${ns[@]}" bash "$LIB_TMP/in-ns.sh" "$LIB_TMP" 2>&1) ||
+    fail "make install into /usr/local (in a mount namespace): $out
+$(tail -n 20 "$LIB_TMP/install.log" 2>/dev/null)"
+sed 's/^/    /' <<<"$out"
+expect_match "$out" 'libpetrel says: not found' "the program linked through pkg-config, right after the install"
+expect_match "$out" 'libpetrel.so.0: cannot open shared object file' "the same program with the cache of before"
+ok "make install into /usr/local runs ldconfig: a program linked through pkg-config runs at once (not with DESTDIR)"
