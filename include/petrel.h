@@ -747,16 +747,19 @@ PETREL_API int petrel_send_status(petrel_req_t *req, int status);
  * call.
  *
  * Example:
+ *   #include <string.h>
+ *
  *   static int numbers(petrel_req_t *req, void *data)
  *   {
  *       (void)data;
+ *       static const char *const words[] = {"one\n", "two\n", "three\n"};
  *       int rc = petrel_stream_begin(req, 200, "text/plain");
- *       for (int i = 1; rc == 0 && i <= 3; i++)
- *           rc = petrel_stream_write(req, i == 1 ? "one\n" : i == 2 ? "two\n" : "three\n",
- *                                    i == 3 ? 6 : 4);
- *       if (rc == PETREL_EINVAL || rc == PETREL_ESTATE)
+ *       if (rc < 0)
  *           return rc;
- *       return petrel_stream_end(req) == PETREL_ESTATE ? PETREL_ESTATE : 0;
+ *       for (int i = 0; i < 3 && rc == 0; i++)
+ *           rc = petrel_stream_write(req, words[i], strlen(words[i]));
+ *       petrel_stream_end(req); // after a failed write too
+ *       return 0;
  *   }
  */
 PETREL_API int petrel_stream_begin(petrel_req_t *req, int status, const char *type);
