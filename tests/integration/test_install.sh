@@ -8,12 +8,7 @@
 #    DIR's petrel; DIR is not in the loader's path, so no ldconfig runs;
 #  - the same tree moved elsewhere: the same, from the new place (petrel-mod
 #    run starts the petrel beside it);
-#  - into /usr/local, a directory of the dynamic loader's path (in a private
-#    mount namespace: a tmpfs on /usr/local and a copy of /etc, so nothing
-#    of the machine changes): make install runs ldconfig, and a program
-#    linked with `pkg-config --cflags --libs petrel` runs at once; with the
-#    loader's cache of before the install it does not (the test can fail);
-#    with DESTDIR, no ldconfig;
+#  (into the loader's path, with ldconfig: test_install_ldconfig.sh)
 #  - the README's list of what `make install` installs names every program
 #    and manual page installed.
 . "$(dirname "$0")/lib.sh"
@@ -119,60 +114,3 @@ for w in libpetrel petrel.h petrel.pc 'libpetrel(3)'; do
     [[ $readme == *"$w"* ]] || fail "README's list of what make install installs omits $w"
 done
 ok "README's list of what make install installs names every program and man page"
-
-# --- into the loader's path: ldconfig, in a private mount namespace -------
-ns=()
-if unshare --mount --propagation private true 2>/dev/null; then
-    ns=(unshare --mount --propagation private)
-elif unshare --user --map-root-user --mount --propagation private true 2>/dev/null; then
-    ns=(unshare --user --map-root-user --mount --propagation private)
-else
-    skip "cannot make a private mount namespace (unshare --mount, as root or in a user namespace) to install into /usr/local without changing this machine"
-fi
-[[ -d /usr/local ]] || skip "no /usr/local to mount a tmpfs on"
-
-cat >"$LIB_TMP/in-ns.sh" <<'EOF'
-set -eu
-T=$1
-PATH=$PATH:/sbin:/usr/sbin
-# nothing of the machine changes: /usr/local is a tmpfs, /etc a copy (the
-# loader's cache /etc/ld.so.cache is replaced by a rename, so its directory
-# must be writable), and ldconfig's aux cache a scratch directory
-mount -t tmpfs petrel-test /usr/local
-mkdir -p "$T/etc" "$T/ldconfig-aux"
-cp -a /etc/. "$T/etc/" 2>/dev/null || true
-mount --bind "$T/etc" /etc
-if [ -d /var/cache/ldconfig ]; then mount --bind "$T/ldconfig-aux" /var/cache/ldconfig; fi
-ldconfig
-cp /etc/ld.so.cache "$T/cache-before"
-
-# DESTDIR staging: no ldconfig
-mod_make install prefix=/usr/local DESTDIR="$T/stage" >"$T/install-destdir.log" 2>&1
-if grep -q "dynamic loader's path" "$T/install-destdir.log"; then
-    echo "error: make install DESTDIR=... ran ldconfig" >&2
-    exit 1
-fi
-
-mod_make install prefix=/usr/local >"$T/install.log" 2>&1
-grep "dynamic loader's path" "$T/install.log" ||
-    { echo "error: make install into /usr/local ran no ldconfig" >&2; exit 1; }
-# shellcheck disable=SC2046
-cc $SAN -o "$T/prog-usr" "$T/prog.c" $(pkg-config --cflags --libs petrel)
-echo "pkg-config --libs petrel: $(pkg-config --libs petrel)"
-"$T/prog-usr"
-# the loader's cache of before the install: the program cannot start
-cp "$T/cache-before" /etc/ld.so.cache
-if "$T/prog-usr" >"$T/before.out" 2>&1; then
-    echo "error: the program runs with the loader's cache of before the install" >&2
-    exit 1
-fi
-echo "with the cache of before: $(cat "$T/before.out")"
-EOF
-export -f mod_make
-out=$(SAN="${san[*]}" "${ns[@]}" bash "$LIB_TMP/in-ns.sh" "$LIB_TMP" 2>&1) ||
-    fail "make install into /usr/local (in a mount namespace): $out
-$(tail -n 20 "$LIB_TMP/install.log" 2>/dev/null)"
-sed 's/^/    /' <<<"$out"
-expect_match "$out" 'libpetrel says: not found' "the program linked through pkg-config, right after the install"
-expect_match "$out" 'libpetrel.so.0: cannot open shared object file' "the same program with the cache of before"
-ok "make install into /usr/local runs ldconfig: a program linked through pkg-config runs at once (not with DESTDIR)"
