@@ -69,9 +69,9 @@ timeout -k 10 "$limit" "$@" </dev/null >>"$log" 2>&1
 rc=$?
 secs=$(awk -v a="$t0" -v b="$EPOCHREALTIME" 'BEGIN { printf "%.1f", b - a }')
 
-# the first line of the log that says why (at most 160 characters)
+# the first line of the log that says why (at most 240 characters)
 first_line() {
-    grep -m 1 -E "$1" "$log" | sed -E "s/$1//" | cut -c 1-160
+    grep -m 1 -E "$1" "$log" | sed -E "s/$1//" | cut -c 1-240
 }
 
 why=

@@ -44,7 +44,7 @@ if unshare --mount --propagation private true 2>"$LIB_TMP/unshare.err"; then
 elif unshare --user --map-root-user --mount --propagation private true 2>>"$LIB_TMP/unshare.err"; then
     ns=(unshare --user --map-root-user --mount --propagation private)
 else
-    skip "cannot make a private mount namespace to install into /usr/local without changing this machine: $(paste -sd";" "$LIB_TMP/unshare.err")"
+    skip "no private mount namespace (to install into /usr/local, not the machine's): $(paste -sd";" "$LIB_TMP/unshare.err")"
 fi
 [[ -d /usr/local ]] || skip "no /usr/local to mount a tmpfs on"
 
