@@ -44,28 +44,8 @@ shopt -s inherit_errexit
 shopt -s nullglob
 
 LIB_DIR=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
-: "${top_srcdir:=$(cd "$LIB_DIR/../.." && pwd)}"
-# Run by hand (not by make): the build tree is the source tree after the
-# README's in-tree build, else build/ in it.
-if [[ -z ${top_builddir:-} ]]; then
-    for d in "$top_srcdir" "$top_srcdir/build"; do
-        if [[ -f $d/Makefile && -x $d/src/petrel ]]; then
-            top_builddir=$d
-            break
-        fi
-    done
-fi
-if [[ -z ${PETREL:-} ]]; then
-    PETREL=${top_builddir:-$top_srcdir}/src/petrel
-fi
-[[ $PETREL == /* ]] || PETREL=$PWD/$PETREL
-: "${PETREL_SANITIZERS:=no}"
-if [[ -z ${PETREL_PYTHON:-} ]]; then
-    if [[ -x /usr/bin/python3 ]]; then PETREL_PYTHON=/usr/bin/python3; else PETREL_PYTHON=python3; fi
-fi
+. "$LIB_DIR/env.sh"
 PY=$PETREL_PYTHON
-export PETREL PETREL_SANITIZERS PETREL_PYTHON top_srcdir
-[[ -z ${top_builddir:-} ]] || export top_builddir
 
 LIB_SCALE=1
 [[ $PETREL_SANITIZERS == yes ]] && LIB_SCALE=3

@@ -9,6 +9,12 @@
 #                 STAGE_LIB, STAGE_MAN and PETREL (the installed petrel).
 #                 Skips the test (77) when there is no build tree to install
 #                 from, no cc or no pkg-config.
+#   mod_needs     skip the test (77) when there is no build tree to install
+#                 from, no cc or no pkg-config; clear the compiler and
+#                 pkg-config variables of the environment
+#   mod_prog      write $LIB_TMP/prog.c, a program that calls into libpetrel
+#                 (it prints "libpetrel says: not found"), and set SAN, the
+#                 flags to link it under the sanitizers (or none)
 #   mod_make ARG...  make -C $top_builddir ARG..., on its own (not a part of
 #                 the make running the tests), one at a time (a lock in the
 #                 build tree: tests install from it side by side)
@@ -16,11 +22,32 @@
 #                 petrel with these arguments exits with status 1 at start-up
 #                 and its standard error matches OUT-PATTERN (an ERE).
 
-mod_install() {
+mod_needs() {
     [[ -n ${top_builddir:-} && -f $top_builddir/Makefile ]] ||
         skip "no build tree to install from (top_builddir is not set)"
     command -v cc >/dev/null || skip "no C compiler (cc)"
     command -v pkg-config >/dev/null || skip "no pkg-config"
+    unset CFLAGS LDFLAGS LIBS CC PKG_CONFIG_PATH PKG_CONFIG_SYSROOT_DIR
+}
+
+mod_prog() {
+    SAN=
+    [[ $PETREL_SANITIZERS != yes ]] || SAN=-fsanitize=address,undefined
+    cat >"$LIB_TMP/prog.c" <<'EOF'
+/* A program linked with libpetrel: it calls into the library. */
+#include <petrel.h>
+#include <stdio.h>
+
+int main(void)
+{
+    printf("libpetrel says: %s\n", petrel_strerror(PETREL_ENOTFOUND));
+    return 0;
+}
+EOF
+}
+
+mod_install() {
+    mod_needs
     local stage=$LIB_TMP/stage prefix pc
     mod_make install DESTDIR="$stage" >"$LIB_TMP/install.log" 2>&1 ||
         fail "make install DESTDIR=$stage failed: $(tail -n 20 "$LIB_TMP/install.log")"
@@ -40,7 +67,6 @@ mod_install() {
     MANPATH=$STAGE_MAN
     PETREL=$STAGE_BIN/petrel
     export PATH PKG_CONFIG_PATH MANPATH PETREL
-    unset CFLAGS LDFLAGS LIBS CC PKG_CONFIG_SYSROOT_DIR
 }
 
 mod_make() {

@@ -24,23 +24,7 @@ shopt -s nullglob
 
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 
-: "${top_srcdir:=$(cd "$here/../.." && pwd)}"
-if [[ -z ${top_builddir:-} ]]; then
-    for d in "$top_srcdir" "$top_srcdir/build"; do
-        if [[ -f $d/Makefile && -x $d/src/petrel ]]; then
-            top_builddir=$d
-            break
-        fi
-    done
-fi
-: "${PETREL:=${top_builddir:-$top_srcdir}/src/petrel}"
-[[ $PETREL == /* ]] || PETREL=$PWD/$PETREL
-: "${PETREL_SANITIZERS:=no}"
-if [[ -z ${PETREL_PYTHON:-} ]]; then
-    if [[ -x /usr/bin/python3 ]]; then PETREL_PYTHON=/usr/bin/python3; else PETREL_PYTHON=python3; fi
-fi
-export PETREL PETREL_SANITIZERS PETREL_PYTHON top_srcdir
-[[ -n ${top_builddir:-} ]] && export top_builddir
+. "$here/env.sh"
 
 limit=${INTEGRATION_TIMEOUT:-120}
 [[ $PETREL_SANITIZERS == yes ]] && limit=$((limit * 3))

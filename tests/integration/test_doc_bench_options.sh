@@ -13,26 +13,13 @@ BENCH=${PETREL_BENCH:-${PETREL%/*}/bench/petrel-bench}
 [[ -x $BENCH ]] || skip "no petrel-bench at $BENCH"
 "$BENCH" --help >"$LIB_TMP/help.txt" || fail "petrel-bench --help: exit status $?"
 
-pyrun "$LIB_TMP/help.txt" "$man" <<'PYEOF'
+PYTHONPATH=$LIB_DIR pyrun "$LIB_TMP/help.txt" "$man" <<'PYEOF'
 import re
 import sys
 from petrel_client import *
+from petrel_roff import roff_line, sections as man_sections
 
 help_text, man = (open(p, encoding="utf-8").read() for p in sys.argv[1:3])
-
-
-def roff_line(ln):
-    """Text of one roff line (the font macros join their arguments)."""
-    m = re.match(r"^\.(B|I|BI|BR|IB|IR|RB|RI)(?:\s+(.*))?$", ln)
-    if m:
-        args = re.findall(r'"([^"]*)"|(\S+)', m.group(2) or "")
-        ln = "".join(a or b for a, b in args)
-    elif ln.startswith("."):
-        return ""
-    ln = re.sub(r"\\f[BIRP]", "", ln)
-    for a, b in (("\\-", "-"), ("\\&", ""), ("\\%", ""), ("\\c", ""), ("\\e", "\\")):
-        ln = ln.replace(a, b)
-    return re.sub(r"\\\(..", "", ln)
 
 
 skip_names = {"--help", "--version"}
@@ -48,7 +35,7 @@ for ln in help_text.split("\n"):
             helps.setdefault(n, set()).add(short if n == long_ else long_ if n == short else None)
 check(len(helps) > 20, "only %d option names found in petrel-bench --help" % len(helps))
 
-sections = {s.split("\n", 1)[0].strip(): s for s in re.split(r"^\.SH ", man, flags=re.M)}
+sections = man_sections(man)
 check("OPTIONS" in sections and "SYNOPSIS" in sections, "petrel-bench(1) has no OPTIONS or SYNOPSIS")
 mans = {}
 for e in re.split(r"^\.TP\n", sections["OPTIONS"], flags=re.M)[1:]:

@@ -19,28 +19,13 @@ for f in "$man" "$readme" "$cli"; do
 done
 "$PETREL" --help >"$LIB_TMP/help.txt" || fail "petrel --help: exit status $?"
 
-pyrun "$LIB_TMP/help.txt" "$man" "$readme" "$cli" <<'EOF'
+PYTHONPATH=$LIB_DIR pyrun "$LIB_TMP/help.txt" "$man" "$readme" "$cli" <<'EOF'
 import re
 import sys
 from petrel_client import *
+from petrel_roff import roff_line, sections as man_sections
 
 help_text, man, readme, cli = (open(p, encoding="utf-8").read() for p in sys.argv[1:5])
-
-
-def roff_line(ln):
-    """Text of one roff line: the font macros (.B .I .BI .BR .IR .RB .RI
-    .IB) join their arguments, as man does; escapes for fonts and hyphens
-    go."""
-    m = re.match(r"^\.(B|I|BI|BR|IB|IR|RB|RI)(?:\s+(.*))?$", ln)
-    if m:
-        args = re.findall(r'"([^"]*)"|(\S+)', m.group(2) or "")
-        ln = "".join(a or b for a, b in args)
-    elif ln.startswith("."):
-        return ""
-    ln = re.sub(r"\\f[BIRP]", "", ln)
-    ln = ln.replace("\\-", "-").replace("\\&", "").replace("\\c", "").replace("\\e", "\\")
-    ln = re.sub(r"\\\(..", "", ln)
-    return ln
 
 
 def bracket_options(text):
@@ -90,8 +75,7 @@ for i, ln in enumerate(lines):
         hdefault[m.group(1)] = d.group(1)
 
 # --- doc/petrel.1 -----------------------------------------------------------------
-sections = re.split(r"^\.SH ", man, flags=re.M)
-sect = {s.split("\n", 1)[0].strip(): s for s in sections}
+sect = man_sections(man)
 check("OPTIONS" in sect and "SYNOPSIS" in sect, "petrel(1) has no OPTIONS or SYNOPSIS section")
 mans, mdefault = {}, {}
 entries = re.split(r"^\.TP\n", sect["OPTIONS"], flags=re.M)[1:]

@@ -14,25 +14,8 @@
 . "$(dirname "$0")/lib.sh"
 . "$(dirname "$0")/mod_lib.sh"
 
-[[ -n ${top_builddir:-} && -f $top_builddir/Makefile ]] ||
-    skip "no build tree to install from (top_builddir is not set)"
-command -v cc >/dev/null || skip "no C compiler (cc)"
-command -v pkg-config >/dev/null || skip "no pkg-config"
-unset PKG_CONFIG_PATH PKG_CONFIG_SYSROOT_DIR CFLAGS LDFLAGS LIBS CC
-san=()
-[[ $PETREL_SANITIZERS != yes ]] || san=(-fsanitize=address,undefined)
-
-cat >"$LIB_TMP/prog.c" <<'EOF'
-/* A program linked with libpetrel: it calls into the library. */
-#include <petrel.h>
-#include <stdio.h>
-
-int main(void)
-{
-    printf("libpetrel says: %s\n", petrel_strerror(PETREL_ENOTFOUND));
-    return 0;
-}
-EOF
+mod_needs
+mod_prog
 cp "$top_srcdir/modules/hello.c" "$LIB_TMP/hello.c"
 
 # check_tree DIR WHAT: the installed tree DIR works from where it is
@@ -51,7 +34,7 @@ check_tree() {
     # a program linked through pkg-config (DIR is not in the loader's path:
     # an rpath, as libtool's note after the install says)
     # shellcheck disable=SC2046 # pkg-config prints word lists
-    cc "${san[@]}" -o "$LIB_TMP/prog" "$LIB_TMP/prog.c" \
+    cc $SAN -o "$LIB_TMP/prog" "$LIB_TMP/prog.c" \
         $(PKG_CONFIG_PATH=$pcdir pkg-config --cflags --libs petrel) -Wl,-rpath,"$libdir" ||
         fail "$what: cc prog.c \$(pkg-config --cflags --libs petrel) failed"
     out=$("$LIB_TMP/prog" 2>&1) || fail "$what: the program linked with libpetrel: $out"

@@ -17,25 +17,8 @@
 . "$(dirname "$0")/lib.sh"
 . "$(dirname "$0")/mod_lib.sh"
 
-[[ -n ${top_builddir:-} && -f $top_builddir/Makefile ]] ||
-    skip "no build tree to install from (top_builddir is not set)"
-command -v cc >/dev/null || skip "no C compiler (cc)"
-command -v pkg-config >/dev/null || skip "no pkg-config"
-unset PKG_CONFIG_PATH PKG_CONFIG_SYSROOT_DIR CFLAGS LDFLAGS LIBS CC
-san=()
-[[ $PETREL_SANITIZERS != yes ]] || san=(-fsanitize=address,undefined)
-
-cat >"$LIB_TMP/prog.c" <<'EOF'
-/* A program linked with libpetrel: it calls into the library. */
-#include <petrel.h>
-#include <stdio.h>
-
-int main(void)
-{
-    printf("libpetrel says: %s\n", petrel_strerror(PETREL_ENOTFOUND));
-    return 0;
-}
-EOF
+mod_needs
+mod_prog
 
 # --- into the loader's path: ldconfig, in a private mount namespace -------
 ns=()
@@ -86,7 +69,7 @@ fi
 echo "with the cache of before: $(cat "$T/before.out")"
 EOF
 export -f mod_make
-out=$(SAN="${san[*]}" "${ns[@]}" bash "$LIB_TMP/in-ns.sh" "$LIB_TMP" 2>&1) ||
+out=$(SAN=$SAN "${ns[@]}" bash "$LIB_TMP/in-ns.sh" "$LIB_TMP" 2>&1) ||
     fail "make install into /usr/local (in a mount namespace): $out
 $(tail -n 20 "$LIB_TMP/install.log" 2>/dev/null)"
 sed 's/^/    /' <<<"$out"
