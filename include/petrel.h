@@ -34,14 +34,25 @@ extern "C" {
 #define PETREL_PRINTF(f, a)
 #endif
 
-/** Version of the module ABI: the layout of the types below and the module
- *  descriptor.  A module built against another ABI version is refused. */
+/**
+ * The version of the module ABI.
+ *
+ * It covers the layout of the types below and of the module descriptor.
+ * A module built against another ABI version is refused at load time, with
+ * a message naming both versions: rebuild it against this header.
+ */
 #define PETREL_ABI_VERSION 1
 
 /* ------------------------------------------------------------------------ */
 /* Errors                                                                    */
 
-/** Error codes: library calls return 0 or one of these (negative). */
+/**
+ * Error codes: PETREL_OK and the negative PETREL_E* codes.
+ *
+ * Library calls that can fail return 0 or one of these negative codes;
+ * petrel_strerror() turns one into a message.  A handler may return one
+ * too: it is logged and the client gets 500.
+ */
 enum {
     PETREL_OK = 0,
     PETREL_ENOMEM = -1,   /**< out of memory, or an arena over its limit */
@@ -52,23 +63,56 @@ enum {
     PETREL_ELIMIT = -6     /**< a configured limit was reached */
 };
 
-/** A static, human-readable message for a PETREL_E* code. */
+/**
+ * The message of an error code.
+ *
+ * Returns: a human-readable message for `err`, one of the PETREL_E* codes
+ * or 0 ("success"); "unknown error" for any other value.
+ *
+ * Errors: none.
+ *
+ * Lifetime: the string is static: never free it, keep it as long as you
+ * like.
+ *
+ * Example:
+ *   static int tagged(petrel_req_t *req, void *data)
+ *   {
+ *       (void)data;
+ *       int rc = petrel_resp_header(req, "X-Tag", "a\nb"); // refused: a newline
+ *       if (rc < 0)
+ *           petrel_log(PETREL_LOG_WARN, "X-Tag: %s", petrel_strerror(rc));
+ *       return petrel_send_text(req, 200, "text/plain", "ok\n");
+ *   }
+ */
 PETREL_API const char *petrel_strerror(int err);
 
 /* ------------------------------------------------------------------------ */
 /* Arena                                                                     */
 
 /**
- * A bump allocator over a list of chunks taken from the worker's chunk pool.
- * No per-object free: memory is returned by petrel_arena_reset() to a mark,
- * or when the arena's owner (a connection, a stream) goes away.
- * A block larger than a quarter of a chunk that does not fit in the current
- * chunk gets a heap block of its own, freed by the reset that unwinds it.  An arena has a byte limit: past it,
- * allocations return NULL (a request then gets 413/431/503, never a crash).
+ * A bump allocator over chunks of the worker's chunk pool.
+ *
+ * There is no per-object free: memory goes back all at once, by
+ * petrel_arena_reset() to a mark, or when the arena's owner (a connection,
+ * a stream) goes away.  A block larger than a quarter of a chunk that does
+ * not fit in the current chunk gets a heap block of its own, freed by the
+ * reset that unwinds it.  An arena has a byte limit: past it, allocations
+ * return NULL (a request then gets 413, 431 or 503, never a crash).
+ *
+ * Lifetime: handlers get one in `req->arena`, owned by petrel and valid
+ * until the request's response has been written; there is no call to make
+ * or free an arena of your own.
  */
 typedef struct petrel_arena petrel_arena_t;
 
-/** A position in an arena, from petrel_arena_mark().  Plain value. */
+/**
+ * A position in an arena, from petrel_arena_mark().
+ *
+ * A plain value (copy it freely); its fields are private.
+ *
+ * Lifetime: valid while the arena lives and has not been reset to a mark
+ * taken before this one.
+ */
 typedef struct petrel_arena_mark {
     void *_chunk;
     char *_pos;
@@ -77,7 +121,7 @@ typedef struct petrel_arena_mark {
     size_t _bytes;
 } petrel_arena_mark_t;
 
-/** Counters of an arena (and of the pool under it). */
+/** Counters of an arena and of the pool under it, from petrel_arena_stats(). */
 typedef struct petrel_arena_stats {
     size_t chunks;        /**< chunks this arena holds now */
     size_t bytes;         /**< bytes handed out since the arena was empty */
@@ -87,55 +131,245 @@ typedef struct petrel_arena_stats {
 } petrel_arena_stats_t;
 
 /**
- * Allocate `size` bytes aligned to `align` (a power of two, at most 64; 0
- * means pointer alignment).  The block lives until the arena is reset to a
- * mark taken before this call.  Returns NULL when out of memory or over the
- * arena's limit.
+ * Allocate memory from an arena.
+ *
+ * Allocates `size` bytes aligned to `align` (a power of two, at most 64; 0
+ * means pointer alignment).  The memory is not zeroed (petrel_arena_calloc()
+ * and petrel_arena_new() zero it).  Most allocations are a pointer bump in
+ * the current chunk, without a heap call.
+ *
+ * Returns: the block, or NULL.
+ *
+ * Errors: NULL when the system is out of memory, when the arena would go
+ * over its byte limit, or when `align` is not a power of two of at most 64.
+ * A handler usually answers NULL with `return PETREL_ENOMEM;` (the client
+ * gets 500) or a status of its own (413, 503).
+ *
+ * Lifetime: the block belongs to the arena: never free it.  It lives until
+ * the arena is reset to a mark taken before this call, or goes away with
+ * its owner (for `req->arena`: when the response has been written).
+ *
+ * Example:
+ *   static int upper(petrel_req_t *req, void *data)
+ *   {
+ *       (void)data;
+ *       char *out = petrel_arena_alloc(req->arena, req->body.len, 1);
+ *       if (out == NULL && req->body.len)
+ *           return PETREL_ENOMEM;
+ *       for (size_t i = 0; i < req->body.len; i++)
+ *           out[i] = (char)(req->body.ptr[i] >= 'a' && req->body.ptr[i] <= 'z'
+ *                               ? req->body.ptr[i] - 32 : req->body.ptr[i]);
+ *       return petrel_send(req, 200, "text/plain", out, req->body.len);
+ *   }
  */
 PETREL_API void *petrel_arena_alloc(petrel_arena_t *a, size_t size, size_t align);
 
-/** Typed, overflow-checked allocation of `n` objects of `type`, zeroed. */
+/**
+ * Allocate `n` zeroed objects of a type from an arena.
+ *
+ * A macro over petrel_arena_calloc(): typed, and checked for overflow of
+ * `n * sizeof(type)`.
+ *
+ * Returns: a `type *` to `n` zeroed objects, or NULL.
+ *
+ * Errors: NULL on overflow, when out of memory or over the arena's limit.
+ *
+ * Lifetime: as petrel_arena_alloc(): the arena's, never freed by hand.
+ *
+ * Example:
+ *   typedef struct job {
+ *       petrel_req_t *req;
+ *       int left;
+ *   } job_t;
+ *
+ *   static job_t *job_new(petrel_req_t *req)
+ *   {
+ *       job_t *j = petrel_arena_new(req->arena, job_t, 1);
+ *       if (j != NULL)
+ *           j->req = req;
+ *       return j;
+ *   }
+ */
 #define petrel_arena_new(a, type, n) ((type *)petrel_arena_calloc((a), (n), sizeof(type)))
 
-/** Zeroed allocation of n * size bytes; NULL on overflow or out of memory. */
+/**
+ * Allocate `n * size` zeroed bytes from an arena.
+ *
+ * The block is aligned for any object of `size` (16 bytes for sizes of 16
+ * and more, pointer alignment below).
+ *
+ * Returns: the zeroed block, or NULL.
+ *
+ * Errors: NULL when `n * size` overflows, when out of memory or over the
+ * arena's limit.
+ *
+ * Lifetime: as petrel_arena_alloc(): the arena's, never freed by hand.
+ */
 PETREL_API void *petrel_arena_calloc(petrel_arena_t *a, size_t n, size_t size);
 
-/** Copy `n` bytes of `s` into the arena and NUL-terminate; NULL on failure. */
+/**
+ * Copy a string into an arena.
+ *
+ * Copies exactly `n` bytes of `s` (which may hold NUL bytes and need not be
+ * NUL-terminated) and adds a NUL.
+ *
+ * Returns: the copy, `n + 1` bytes, or NULL.
+ *
+ * Errors: NULL when out of memory or over the arena's limit.
+ *
+ * Lifetime: `s` is only read during the call.  The copy is the arena's
+ * (see petrel_arena_alloc()).
+ */
 PETREL_API char *petrel_arena_strndup(petrel_arena_t *a, const char *s, size_t n);
 
-/** printf into the arena; NULL on failure. */
+/**
+ * Format a string into an arena, as printf(3) does.
+ *
+ * The string takes exactly the bytes it needs (the format is run twice: to
+ * measure, then to write).
+ *
+ * Returns: the NUL-terminated string, or NULL.
+ *
+ * Errors: NULL when out of memory, over the arena's limit, or when the
+ * format fails (an encoding error).
+ *
+ * Lifetime: the arguments are only read during the call; the string is the
+ * arena's (see petrel_arena_alloc()).
+ *
+ * Example:
+ *   static int hello_name(petrel_req_t *req, void *data)
+ *   {
+ *       (void)data;
+ *       const char *name = petrel_req_param(req, "name");
+ *       char *body = petrel_arena_printf(req->arena, "Hello, %s!\n", name);
+ *       if (body == NULL)
+ *           return PETREL_ENOMEM;
+ *       return petrel_send_text(req, 200, "text/plain", body);
+ *   }
+ */
 PETREL_API char *petrel_arena_printf(petrel_arena_t *a, const char *fmt, ...) PETREL_PRINTF(2, 3);
 
 /**
- * Register `fn(data)` to run when the arena is reset past this point or
- * destroyed.  Cleanups run in reverse order of registration.
- * Returns 0 or PETREL_ENOMEM (then `fn` is not registered and not called).
+ * Register a cleanup with an arena.
+ *
+ * `fn(data)` runs when the arena is reset to a mark taken before this call,
+ * or goes away with its owner; cleanups run newest first, before the
+ * memory of their scope goes back, so `fn` may still read it.  For
+ * `req->arena`, that is when the response has been written, or when the
+ * connection or stream is gone: the way to release what a request holds
+ * (a file, a reference count, a slot of your own).
+ *
+ * Returns: 0, or a negative PETREL_E* code.
+ *
+ * Errors:
+ *   PETREL_ENOMEM  out of memory or over the arena's limit: `fn` is not
+ *                  registered and will not be called (release `data` now)
+ *
+ * Lifetime: `data` must stay valid until `fn` has run; `fn` runs once.
+ *
+ * Example:
+ *   #include <stdio.h>
+ *
+ *   static void close_file(void *data)
+ *   {
+ *       fclose(data);
+ *   }
+ *
+ *   static FILE *open_for_request(petrel_req_t *req, const char *path)
+ *   {
+ *       FILE *f = fopen(path, "r");
+ *       if (f != NULL && petrel_arena_defer(req->arena, close_file, f) < 0) {
+ *           fclose(f);
+ *           return NULL;
+ *       }
+ *       return f;
+ *   }
  */
 PETREL_API int petrel_arena_defer(petrel_arena_t *a, void (*fn)(void *), void *data);
 
-/** The current position: pass it to petrel_arena_reset() later. */
+/**
+ * Take a mark: the current position of an arena.
+ *
+ * Pass it to petrel_arena_reset() to give back, at once, everything
+ * allocated and deferred after it: scratch memory inside one handler, the
+ * work of one loop iteration.
+ *
+ * Returns: the mark (a plain value).
+ *
+ * Errors: none.
+ *
+ * Lifetime: the mark is valid while the arena lives and has not been reset
+ * to an earlier mark.
+ *
+ * Example:
+ *   static size_t scratch_work(petrel_arena_t *a)
+ *   {
+ *       petrel_arena_mark_t m = petrel_arena_mark(a);
+ *       char *tmp = petrel_arena_alloc(a, 4096, 0);
+ *       size_t n = tmp ? 4096 : 0;
+ *       petrel_arena_reset(a, m); // tmp is gone
+ *       return n;
+ *   }
+ */
 PETREL_API petrel_arena_mark_t petrel_arena_mark(const petrel_arena_t *a);
 
 /**
- * Unwind everything allocated and deferred since `m`: run the cleanups
- * (newest first), free large blocks, give chunks back to the pool.
+ * Reset an arena to a mark, freeing everything allocated after it.
+ *
+ * Runs the cleanups registered since `m` (newest first), frees the large
+ * blocks, gives the chunks back to the worker's pool and moves the bump
+ * pointer back to `m`.
+ *
+ * Returns: nothing.
+ *
+ * Errors: none (a mark that was not taken from this arena, or one already
+ * unwound by an earlier reset, is undefined behaviour).
+ *
+ * Lifetime: every pointer into memory allocated after `m` is invalid after
+ * the call.  Never reset `req->arena` to a mark taken before the handler
+ * was called: the request itself lives there.
  */
 PETREL_API void petrel_arena_reset(petrel_arena_t *a, petrel_arena_mark_t m);
 
-/** Fill `st` with the arena's counters. */
+/**
+ * Read the counters of an arena.
+ *
+ * Fills `st` (see petrel_arena_stats_t): the chunks the arena holds, the
+ * bytes handed out and their high-water mark, and the heap calls made for
+ * it and by the worker's pool; for tests and instrumentation.
+ *
+ * Returns: nothing.
+ *
+ * Errors: none.
+ *
+ * Lifetime: `st` is the caller's; it is written during the call only.
+ */
 PETREL_API void petrel_arena_stats(const petrel_arena_t *a, petrel_arena_stats_t *st);
 
 /* ------------------------------------------------------------------------ */
 /* Requests                                                                  */
 
-/** A byte string that is not owned: pointer and length; NUL-terminated
- *  wherever petrel documents it. */
+/**
+ * A byte string that is not owned: a pointer and a length.
+ *
+ * The bytes are NUL-terminated (at `ptr[len]`) wherever petrel documents
+ * it: every string field of petrel_req_t is.
+ *
+ * Lifetime: the bytes belong to whoever made the string; those of a
+ * request live in its arena.
+ */
 typedef struct petrel_str {
     const char *ptr;
     size_t len;
 } petrel_str_t;
 
-/** Methods.  Bit flags, so a route can name several. */
+/**
+ * Request methods, as bit flags.
+ *
+ * A route names a set of them (`PETREL_GET | PETREL_HEAD`, or `PETREL_ANY`);
+ * `req->method` is one of them, or 0 for a method outside the set (read its
+ * name in `req->method_name`).  A GET route also answers HEAD.
+ */
 enum {
     PETREL_GET = 1 << 0,
     PETREL_HEAD = 1 << 1,
@@ -147,35 +381,54 @@ enum {
     PETREL_ANY = 0x7f
 };
 
-/** A request header field.  Name and value are NUL-terminated; the value has
- *  no leading or trailing whitespace.  Valid for the request's lifetime. */
+/**
+ * A request header field.
+ *
+ * Name and value are NUL-terminated; the name is as the client sent it
+ * (HTTP/2: lower case), the value has no leading or trailing whitespace.
+ *
+ * Lifetime: valid until the request's response has been written.
+ */
 typedef struct petrel_header {
     petrel_str_t name;
     petrel_str_t value;
 } petrel_header_t;
 
-/** A path parameter bound by the router (`:name` or the `*` wildcard). */
+/**
+ * A path parameter bound by the router, from `:name` or the `*` wildcard.
+ *
+ * Lifetime: valid until the request's response has been written.
+ */
 typedef struct petrel_param {
     petrel_str_t name;
     petrel_str_t value; /**< percent-decoded, NUL-terminated */
 } petrel_param_t;
 
 /**
- * The server: configuration, routes and modules.  Opaque.  One per process;
- * a module gets it in its init (in the master, before the workers fork) and
- * worker_init, and a handler finds it in req->server.  Valid for as long as
- * the process runs.
+ * The server: its configuration, routes and modules (opaque).
+ *
+ * There is one per process; a module gets it in its init (in the master,
+ * before the workers fork) and worker_init, and a handler finds it in
+ * `req->server`.
+ *
+ * Lifetime: valid for as long as the process runs; never freed by a module.
  */
 typedef struct petrel_server petrel_server_t;
-/** The response being built for a request (private: use petrel_send*()). */
+/** The response being built for a request (private: use petrel_send()). */
 typedef struct petrel_resp petrel_resp_t;
 /** The protocol that carried a request (private: HTTP/1.1 or HTTP/2). */
 typedef struct petrel_proto petrel_proto_t;
 
 /**
- * A request, the same whatever protocol carried it.  Every field is read-only
- * for handlers; every string is NUL-terminated and valid until the response
- * has been written (it lives in `arena`).
+ * A request, the same whatever protocol carried it.
+ *
+ * Every field is read-only for handlers; every string is NUL-terminated.
+ * The whole body has arrived before the handler runs (up to
+ * --max-body-size: a larger one is answered 413 without calling it).
+ *
+ * Lifetime: the request and everything it points to live in `arena`,
+ * until its response has been written: after petrel_send(), or after
+ * petrel_stream_end() for a streamed response.  Copy what must outlive it.
  */
 typedef struct petrel_req {
     int method;               /**< one PETREL_* method bit, 0 if none of them */
@@ -202,82 +455,370 @@ typedef struct petrel_req {
     unsigned _flags;
 } petrel_req_t;
 
-/** The value of the first header called `name` (any case), or NULL. */
+/**
+ * Look up a request header field by name.
+ *
+ * The name is compared without regard to case ("content-type" finds
+ * `Content-Type`); when the field appears more than once, the first one is
+ * returned (walk `req->headers` for all of them).
+ *
+ * Returns: the field's value (NUL-terminated, without surrounding
+ * whitespace), or NULL when the request has no such field.
+ *
+ * Errors: none.
+ *
+ * Lifetime: the value lives in the request's arena, until the response has
+ * been written.
+ *
+ * Example:
+ *   #include <string.h>
+ *
+ *   static int needs_json(petrel_req_t *req, void *data)
+ *   {
+ *       (void)data;
+ *       const char *type = petrel_req_header(req, "content-type");
+ *       if (type == NULL || strncmp(type, "application/json", 16) != 0)
+ *           return 415;
+ *       return petrel_send(req, 200, "application/json", req->body.ptr, req->body.len);
+ *   }
+ */
 PETREL_API const char *petrel_req_header(const petrel_req_t *req, const char *name);
 
-/** The value of path parameter `name`, or NULL. */
+/**
+ * The value of a path parameter of the matched route.
+ *
+ * For a route "/kv/:key", `petrel_req_param(req, "key")`; for a trailing
+ * wildcard, the name is "*".  The value is percent-decoded
+ * ("/kv/caf%C3%A9" gives "café").
+ *
+ * Returns: the value (NUL-terminated), or NULL when the route has no
+ * parameter of that name.
+ *
+ * Errors: none.
+ *
+ * Lifetime: the value lives in the request's arena, until the response has
+ * been written.
+ */
 PETREL_API const char *petrel_req_param(const petrel_req_t *req, const char *name);
 
 /**
- * The percent-decoded value of query parameter `name` (first occurrence), in
- * the request arena; "" for `?name`, NULL when absent.
+ * The value of a query parameter.
+ *
+ * Finds the first `name=value` (or `name` alone) in the query string; the
+ * key and the value are percent-decoded, `+` as a space.
+ *
+ * Returns: the decoded value, "" for `?name` or `?name=`, or NULL.
+ *
+ * Errors: NULL when the parameter is absent, when its value is not valid
+ * percent-encoding, or when out of memory (each call decodes into the
+ * arena).
+ *
+ * Lifetime: the value lives in the request's arena, until the response has
+ * been written.
+ *
+ * Example:
+ *   #include <stdlib.h>
+ *
+ *   static int page(petrel_req_t *req, void *data)
+ *   {
+ *       (void)data;
+ *       const char *n = petrel_req_query(req, "page"); // GET /list?page=2
+ *       long page = n ? strtol(n, NULL, 10) : 1;
+ *       if (page < 1)
+ *           return 400;
+ *       return petrel_send_text(req, 200, "text/plain", page == 1 ? "first\n" : "later\n");
+ *   }
  */
 PETREL_API const char *petrel_req_query(petrel_req_t *req, const char *name);
 
-/** The peer address as text ("127.0.0.1", "::1"), in the request arena. */
+/**
+ * The address of the client, as text.
+ *
+ * "127.0.0.1", "::1"; "unix" for a Unix socket.
+ *
+ * Returns: the address, or NULL.
+ *
+ * Errors: NULL when out of memory (it is written into the arena).
+ *
+ * Lifetime: the text lives in the request's arena, until the response has
+ * been written.
+ */
 PETREL_API const char *petrel_req_peer(petrel_req_t *req);
 
 /* ------------------------------------------------------------------------ */
 /* Responses                                                                 */
 
 /**
- * Add a response header.  Name and value are copied into the request arena.
- * Date, Server, Content-Length, Transfer-Encoding and Connection are petrel's
- * own and are refused (PETREL_EINVAL), as are names or values with CR, LF or
- * NUL.  Call before petrel_send*() / petrel_stream_begin().
+ * Add a header field to the response.
+ *
+ * Call it before the response starts (petrel_send() and the other send
+ * calls, petrel_stream_begin()); fields go out in the order they were
+ * added, after petrel's own.  Content-Type is better given to the send
+ * call.
+ *
+ * Returns: 0, or a negative PETREL_E* code.
+ *
+ * Errors:
+ *   PETREL_EINVAL  `name` or `value` is NULL, the name is not a token, the
+ *                  value holds CR or LF, or the field is one petrel writes
+ *                  itself: Date, Server, Content-Length, Transfer-Encoding,
+ *                  Connection, Keep-Alive, Upgrade
+ *   PETREL_ESTATE  the response has started already
+ *   PETREL_ENOMEM  out of memory or over the arena's limit
+ *
+ * Lifetime: `name` and `value` are copied into the request's arena; yours
+ * may go away after the call.
+ *
+ * Example:
+ *   static int created(petrel_req_t *req, void *data)
+ *   {
+ *       (void)data;
+ *       int rc = petrel_resp_header(req, "Location", "/items/1");
+ *       if (rc < 0)
+ *           return rc;
+ *       return petrel_send_text(req, 201, "application/json", "{\"id\":1}\n");
+ *   }
  */
 PETREL_API int petrel_resp_header(petrel_req_t *req, const char *name, const char *value);
 
 /**
- * Add a trailer field, sent after a streamed body (HTTP/1.1 chunked trailers
- * when the client sent `TE: trailers`, a trailing HEADERS frame on HTTP/2).
- * Copied into the request arena.  Call before petrel_stream_end().
+ * Add a trailer field, sent after a streamed body.
+ *
+ * Trailers go out at petrel_stream_end(): over HTTP/1.1 in the last chunk,
+ * only to a client that sent `TE: trailers` (RFC 9112 §7.1.2); over HTTP/2
+ * in a trailing HEADERS frame.  A response that is not streamed sends none.
+ *
+ * Returns: 0, or a negative PETREL_E* code.
+ *
+ * Errors:
+ *   PETREL_EINVAL  as petrel_resp_header()
+ *   PETREL_ESTATE  the response has ended already
+ *   PETREL_ENOMEM  out of memory or over the arena's limit
+ *
+ * Lifetime: `name` and `value` are copied into the request's arena.
  */
 PETREL_API int petrel_resp_trailer(petrel_req_t *req, const char *name, const char *value);
 
 /**
- * Send a whole response.  `body` is NOT copied when it is large: it must stay
- * valid until the response is written -- static storage or the request arena.
- * `type` may be NULL (no Content-Type).  HEAD requests get the same headers
- * and no body.  Returns 0, PETREL_ESTATE if a response was already sent, or
- * PETREL_ENOMEM.
+ * Send a whole response: status, Content-Type and body.
+ *
+ * `status` is 200 to 599 (1xx responses are petrel's own); `type` may be
+ * NULL (no Content-Type).  Content-Length is set from `len`; a HEAD request
+ * gets the same header fields and no body, and so do 204 and 304.  The
+ * response is queued: the handler returns 0 after it.
+ *
+ * Returns: 0, or a negative PETREL_E* code.
+ *
+ * Errors:
+ *   PETREL_EINVAL  `status` is not 200 to 599
+ *   PETREL_ESTATE  a response was sent or started already
+ *   PETREL_ENOMEM  out of memory, or the connection's output budget is
+ *                  exhausted (the connection is closed)
+ *   PETREL_EIO     the connection is gone
+ *
+ * Lifetime: `body` is not copied when it is large (over 4 KiB): it must
+ * stay valid until the response has been written, so give static storage
+ * or memory of the request's arena, never a stack buffer (for that, see
+ * petrel_send_copy()).  `type` is read during the call.
+ *
+ * Example:
+ *   static const char page[] = "<!doctype html><title>hi</title>\n";
+ *
+ *   static int home(petrel_req_t *req, void *data)
+ *   {
+ *       (void)data;
+ *       return petrel_send(req, 200, "text/html", page, sizeof(page) - 1);
+ *   }
  */
 PETREL_API int petrel_send(petrel_req_t *req, int status, const char *type, const void *body,
                            size_t len);
 
-/** petrel_send() with a NUL-terminated body. */
+/**
+ * Send a whole response whose body is a NUL-terminated string.
+ *
+ * The same as `petrel_send(req, status, type, text, strlen(text))`.
+ *
+ * Returns: 0, or a negative PETREL_E* code.
+ *
+ * Errors: as petrel_send().
+ *
+ * Lifetime: as petrel_send(): `text` must stay valid until the response
+ * has been written (static, or the request's arena).
+ */
 PETREL_API int petrel_send_text(petrel_req_t *req, int status, const char *type, const char *text);
 
-/** petrel_send() after copying `body` into the request arena: for stack data. */
+/**
+ * Send a whole response with a copy of the body.
+ *
+ * Copies `body` into the request's arena, then calls petrel_send(): for a
+ * body in a stack buffer, or in memory you free or change after the call.
+ *
+ * Returns: 0, or a negative PETREL_E* code.
+ *
+ * Errors: as petrel_send(); PETREL_ENOMEM also when the copy does not fit
+ * in the arena.
+ *
+ * Lifetime: `body` is read during the call only.
+ *
+ * Example:
+ *   #include <stdio.h>
+ *
+ *   static int sum(petrel_req_t *req, void *data)
+ *   {
+ *       (void)data;
+ *       char buf[64];
+ *       int n = snprintf(buf, sizeof(buf), "%d\n", 2 + 2);
+ *       return petrel_send_copy(req, 200, "text/plain", buf, (size_t)n);
+ *   }
+ */
 PETREL_API int petrel_send_copy(petrel_req_t *req, int status, const char *type,
                                 const void *body, size_t len);
 
 /**
- * Send `len` bytes of file `fd` from `offset` (sendfile on HTTP/1.1).  The fd
- * must stay open until the response is written; with `close_fd` set, petrel
- * closes it then (and on every error path).
+ * Send a whole response whose body is a part of a file.
+ *
+ * Sends `len` bytes of the open file `fd` from `offset` (with sendfile(2)
+ * over HTTP/1.1; read into DATA frames over HTTP/2).  The file must hold
+ * those bytes until they are sent.
+ *
+ * Returns: 0, or a negative PETREL_E* code.
+ *
+ * Errors: as petrel_send().  With `close_fd` set, `fd` is closed on every
+ * error too.
+ *
+ * Lifetime: `fd` must stay open until the response has been written.  With
+ * `close_fd` set, petrel owns it from the call on and closes it then;
+ * without, it is yours to close after the request (petrel_arena_defer() on
+ * `req->arena` runs at the right time).
+ *
+ * Example:
+ *   #include <fcntl.h>
+ *   #include <sys/stat.h>
+ *   #include <unistd.h>
+ *
+ *   static int motd(petrel_req_t *req, void *data)
+ *   {
+ *       (void)data;
+ *       int fd = open("/etc/motd", O_RDONLY | O_CLOEXEC);
+ *       struct stat st;
+ *       if (fd < 0)
+ *           return 404;
+ *       if (fstat(fd, &st) < 0) {
+ *           close(fd);
+ *           return 500;
+ *       }
+ *       return petrel_send_fd(req, 200, "text/plain", fd, 0, (size_t)st.st_size, 1);
+ *   }
  */
 PETREL_API int petrel_send_fd(petrel_req_t *req, int status, const char *type, int fd,
                               off_t offset, size_t len, int close_fd);
 
-/** Send `status` with a short default text body ("404 Not Found\n"). */
+/**
+ * Send a status with a short default body.
+ *
+ * The body is the status and its reason phrase ("404 Not Found\n", as
+ * text/plain); 204 and 304 get none.  Returning the status from a handler
+ * (`return 404;`) does the same.
+ *
+ * Returns: 0, or a negative PETREL_E* code.
+ *
+ * Errors: as petrel_send().
+ *
+ * Lifetime: nothing to keep: the body is copied.
+ */
 PETREL_API int petrel_send_status(petrel_req_t *req, int status);
 
 /**
- * Start a streamed response of unknown length (chunked on HTTP/1.1, DATA
- * frames on HTTP/2).  Then petrel_stream_write() any number of times and
- * petrel_stream_end() once, from the handler or later (the request stays
- * alive until the end).
+ * Start a streamed response, whose body is written in parts.
+ *
+ * Sends the status and the header fields (with chunked transfer coding
+ * over HTTP/1.1; DATA frames follow over HTTP/2).  Then call
+ * petrel_stream_write() any number of times and petrel_stream_end() once,
+ * from the handler or later: from a timer, from another request's handler,
+ * when a result arrives.  The handler returns 0 after starting the stream;
+ * a handler that returns without ending it leaves the response open.
+ *
+ * Returns: 0, or a negative PETREL_E* code.
+ *
+ * Errors: as petrel_send().
+ *
+ * Lifetime: the request, and everything in its arena, stays valid until
+ * petrel_stream_end() (even when the client goes away: the writes then
+ * fail); after it, `req` must not be used.  `type` is read during the
+ * call.
+ *
+ * Example:
+ *   #include <string.h>
+ *
+ *   static int numbers(petrel_req_t *req, void *data)
+ *   {
+ *       (void)data;
+ *       static const char *const words[] = {"one\n", "two\n", "three\n"};
+ *       int rc = petrel_stream_begin(req, 200, "text/plain");
+ *       if (rc < 0)
+ *           return rc;
+ *       for (int i = 0; i < 3 && rc == 0; i++)
+ *           rc = petrel_stream_write(req, words[i], strlen(words[i]));
+ *       petrel_stream_end(req); // after a failed write too
+ *       return 0;
+ *   }
  */
 PETREL_API int petrel_stream_begin(petrel_req_t *req, int status, const char *type);
 
-/** Queue `len` bytes of the streamed body (copied). */
+/**
+ * Write a part of a streamed response's body.
+ *
+ * Queues `len` bytes (a chunk over HTTP/1.1, DATA frames over HTTP/2, as
+ * the client's flow-control window allows); an empty write does nothing.
+ * A HEAD request, or a status without a body, discards the bytes.
+ *
+ * Returns: 0, or a negative PETREL_E* code.
+ *
+ * Errors:
+ *   PETREL_ESTATE  no stream was started, or it has ended
+ *   PETREL_EIO     the client went away (the connection closed, or the
+ *                  HTTP/2 stream was reset): stop writing, and end the
+ *                  stream with petrel_stream_end() all the same
+ *   PETREL_ENOMEM  out of memory, or more output is waiting for a client
+ *                  that does not read it than the connection's budget
+ *                  allows (see --max-body-size in petrel(1)): the stream
+ *                  is reset (HTTP/2) or the connection closed (HTTP/1.1)
+ *
+ * Lifetime: `data` is copied: it may go away after the call.
+ */
 PETREL_API int petrel_stream_write(petrel_req_t *req, const void *data, size_t len);
 
-/** End the streamed body, with the trailers added so far. */
+/**
+ * End a streamed response.
+ *
+ * Sends the end of the body, with the trailers added by
+ * petrel_resp_trailer().  Call it exactly once for every stream started,
+ * also after a write failed: it is what releases the request.
+ *
+ * Returns: 0, or a negative PETREL_E* code.
+ *
+ * Errors:
+ *   PETREL_ESTATE  no stream was started, or it has ended already
+ *   PETREL_EIO     the client went away; the request is released all the
+ *                  same
+ *   PETREL_ENOMEM  out of memory: the connection is closed, and the
+ *                  request released
+ *
+ * Lifetime: after the call `req`, its arena and everything in it may be
+ * gone at any moment: do not touch them.
+ */
 PETREL_API int petrel_stream_end(petrel_req_t *req);
 
-/** The standard reason phrase of `status` ("Not Found"), "" if unknown. */
+/**
+ * The reason phrase of a status code.
+ *
+ * Returns: the phrase of RFC 9110 ("Not Found" for 404), or "" for a code
+ * petrel does not know.
+ *
+ * Errors: none.
+ *
+ * Lifetime: the string is static.
+ */
 PETREL_API const char *petrel_status_reason(int status);
 
 /* ------------------------------------------------------------------------ */
@@ -290,19 +831,36 @@ PETREL_API const char *petrel_status_reason(int status);
 #define PETREL_LATER 1
 
 /**
- * A handler.  Return 0 when it responded (or started a stream), a status
- * 200-599 to have petrel send that status with a default body, PETREL_LATER
- * when it will respond later, or a negative PETREL_E* code (logged; the
- * client gets 500).  Any other value is logged as a handler error (500).
+ * A request handler.
+ *
+ * Called with the request and the route's `data`, in the worker's event
+ * loop: it must not block (every other connection of the worker waits).
+ * Return 0 once it responded (or started a stream), a status 200 to 599 to
+ * have petrel send that status with a short default body
+ * (petrel_send_status()), PETREL_LATER when it will respond later (see
+ * "Waiting"), or a negative PETREL_E* code: it is logged and the client
+ * gets 500.  Returning 0 without responding, or any other value, is logged
+ * as a handler error and answered 500; a handler that fails after starting
+ * a streamed response has it cut short (the client sees it incomplete).
+ *
+ * Lifetime: `req` is valid until its response has been written (see
+ * petrel_req_t; a request that waits: see "Waiting"); `data` is the
+ * route's, kept as long as the route.
  */
 typedef int (*petrel_handler_t)(petrel_req_t *req, void *data);
 
 /**
- * A route: methods (PETREL_* bits), a path pattern and a handler.
- * Patterns: exact segments ("/hello"), parameters ("/kv/:key"), and a
- * trailing wildcard ("/static/ *" without the space) that binds the rest of
- * the path to the parameter "*".  Exact beats parameter beats wildcard.
- * `data` is passed to the handler and is also req->route_data.
+ * A route: methods, a path pattern, a handler and its data.
+ *
+ * `methods` is a set of PETREL_* method bits.  Patterns are made of exact
+ * segments ("/hello"), parameters ("/kv/:key", one segment) and a trailing
+ * wildcard ("/static/ *" without the space) that binds the rest of the path
+ * to the parameter "*".  Exact beats parameter beats wildcard.  `data` is
+ * passed to the handler and is also `req->route_data`.  A module's route
+ * table ends with a zero entry.
+ *
+ * Lifetime: a table given to PETREL_MODULE() is read when the module loads;
+ * the pattern is copied, `data` is kept as it is (static storage).
  */
 typedef struct petrel_route {
     int methods;
@@ -311,13 +869,47 @@ typedef struct petrel_route {
     void *data;
 } petrel_route_t;
 
-/** Register a route.  Returns 0, PETREL_EINVAL (bad pattern) or PETREL_ESTATE
- *  (the same method and pattern registered twice). */
+/**
+ * Register a route: a handler for methods and a path pattern.
+ *
+ * For routes known only at start-up (from a module's argument); the routes
+ * of a module's table are added the same way.  Call it from a module's init,
+ * in the master, before the workers start.
+ *
+ * Returns: 0, or a negative PETREL_E* code.
+ *
+ * Errors:
+ *   PETREL_EINVAL  `pattern` does not start with '/', a parameter has no
+ *                  name, the wildcard is not last, two patterns name the
+ *                  same parameter position differently ("/a/:x" and
+ *                  "/a/:y"), more than 16 parameters, `handler` is NULL or
+ *                  `methods` is 0 or has other bits than PETREL_ANY's
+ *   PETREL_ESTATE  a method of `methods` is registered already for this
+ *                  pattern (by this module or another)
+ *   PETREL_ENOMEM  out of memory
+ *
+ * Lifetime: `pattern` is copied; `data` is kept as it is and passed to
+ * every call of `handler`: it must live as long as petrel runs.
+ *
+ * Example:
+ *   static int item(petrel_req_t *req, void *data)
+ *   {
+ *       (void)data;
+ *       return petrel_send_text(req, 200, "text/plain", petrel_req_param(req, "id"));
+ *   }
+ *
+ *   static int init(petrel_server_t *srv, const char *args)
+ *   {
+ *       (void)args;
+ *       return petrel_route_add(srv, PETREL_GET, "/items/:id", item, NULL);
+ *   }
+ */
 PETREL_API int petrel_route_add(petrel_server_t *srv, int methods, const char *pattern,
                                 petrel_handler_t handler, void *data);
 
 /**
- * A module descriptor: one per module `.c` file, made by PETREL_MODULE().
+ * A module descriptor, made by PETREL_MODULE(): one per module file.
+ *
  * The routes of `routes` are added first; then `init` runs in the master
  * before the workers start, with the module's argument string (what follows
  * the first ':' of `--module NAME:ARGS`, "" if none; it stays valid as long
@@ -364,7 +956,8 @@ typedef struct petrel_module {
 #endif
 
 /**
- * Declare the module of this file:
+ * Declare the module of this file.
+ *
  * `PETREL_MODULE(hello, routes, init, worker_init, worker_fini)`, with NULL
  * for what the module does not have.  `name` is a C identifier, the name
  * petrel reports the module by (and, for a built-in module, the NAME of
@@ -372,6 +965,20 @@ typedef struct petrel_module {
  * Built as a shared object, the file then exports `petrel_module_entry`,
  * which `--module PATH.so` looks up; built with -DPETREL_BUILTIN_MODULE, it
  * defines `petrel_module_NAME` for a table of built-in modules instead.
+ *
+ * Example:
+ *   static int hello(petrel_req_t *req, void *data)
+ *   {
+ *       (void)data;
+ *       return petrel_send(req, 200, "text/plain", "Hello World!", 12);
+ *   }
+ *
+ *   static const petrel_route_t routes[] = {
+ *       {PETREL_GET, "/hello", hello, NULL},
+ *       {0, NULL, NULL, NULL},
+ *   };
+ *
+ *   PETREL_MODULE(hello, routes, NULL, NULL, NULL)
  */
 #define PETREL_MODULE(name, routes, init, worker_init, worker_fini)                             \
     PETREL_MODULE_DESC_(name) = {                                                               \
@@ -379,10 +986,44 @@ typedef struct petrel_module {
     PETREL_MODULE_ENTRY_(name)
 
 /**
- * Run the `petrel` command: parse `argv` (see petrel(1)), load modules from
- * `builtins` (a NULL-terminated table) or from files, start the workers and
- * serve until SIGTERM/SIGINT.  Returns the process exit status.  This is how
- * a program embeds petrel with modules of its own linked in.
+ * Run the `petrel` command in a program of your own.
+ *
+ * Parses `argv` as petrel(1) does, loads modules from `builtins` (a
+ * NULL-terminated table of descriptors, named by `--module NAME`) or from
+ * files, starts the workers and serves until SIGTERM or SIGINT.  This is
+ * how a program embeds petrel with modules of its own linked in (built with
+ * -DPETREL_BUILTIN_MODULE, so that PETREL_MODULE() defines
+ * `petrel_module_NAME`).  Call it once, from main().
+ *
+ * Returns: the process's exit status, as petrel(1) documents it: 0 after a
+ * graceful shutdown, --help or --version; 1 for a start-up error; 2 for a
+ * usage error.
+ *
+ * Errors: start-up and usage errors are reported on standard error, with
+ * the cause, and in the exit status; nothing is served then.
+ *
+ * Lifetime: `argv` and `builtins` must stay valid until it returns; module
+ * arguments point into `argv`.
+ *
+ * Example:
+ *   static int ping(petrel_req_t *req, void *data)
+ *   {
+ *       (void)data;
+ *       return petrel_send_text(req, 200, "text/plain", "pong\n");
+ *   }
+ *
+ *   static const petrel_route_t ping_routes[] = {
+ *       {PETREL_GET, "/ping", ping, NULL},
+ *       {0, NULL, NULL, NULL},
+ *   };
+ *   static const petrel_module_t ping_module = {
+ *       PETREL_ABI_VERSION, "ping", ping_routes, NULL, NULL, NULL};
+ *   static const petrel_module_t *const builtins[] = {&ping_module, NULL};
+ *
+ *   int main(int argc, char **argv)
+ *   {
+ *       return petrel_main(argc, argv, builtins); // ./server --module ping
+ *   }
  */
 PETREL_API int petrel_main(int argc, char **argv, const petrel_module_t *const *builtins);
 
@@ -390,9 +1031,12 @@ PETREL_API int petrel_main(int argc, char **argv, const petrel_module_t *const *
 /* Static files (modules/static.c)                                           */
 
 /**
- * Options of a static-file mount.  Fill with petrel_static_opts_init() (the
- * defaults), then change what you need; the struct may grow fields at the
- * end in a later ABI version.  Strings are copied by petrel_static_mount().
+ * Options of a static-file mount, for petrel_static_mount().
+ *
+ * Fill with petrel_static_opts_init() (the defaults), then change what you
+ * need; the struct may grow fields at the end in a later ABI version.
+ *
+ * Lifetime: the struct and its strings are copied by petrel_static_mount().
  */
 typedef struct petrel_static_opts {
     /** Serve DIR/index.html for a request of a directory ("index.html");
@@ -425,25 +1069,55 @@ typedef struct petrel_static_opts {
     unsigned revalidate_ms;
 } petrel_static_opts_t;
 
-/** Fill `opts` with the defaults described above. */
+/**
+ * Fill static-file options with their defaults.
+ *
+ * The defaults are those of each field of petrel_static_opts_t: index.html,
+ * no listing, no Cache-Control, precompressed files, a 64 MiB cache of files
+ * up to 64 KiB, 1024 open files, revalidated every second.
+ *
+ * Returns: nothing.
+ *
+ * Errors: none.
+ *
+ * Lifetime: `opts` is the caller's; its strings then point to static
+ * storage.
+ */
 PETREL_API void petrel_static_opts_init(petrel_static_opts_t *opts);
 
 /**
- * Serve the files below directory `dir` at URL prefix `prefix` ("/",
+ * Serve the files of a directory at a URL prefix.
+ *
+ * Serves the files below directory `dir` at URL prefix `prefix` ("/",
  * "/assets/"; a missing trailing slash is added, and a request of the prefix
  * without it is redirected to it).  Registers GET and HEAD routes
  * `prefix` + "*".  Call at start-up, before the workers start (from a
- * module's init).  `opts` may be NULL (the defaults); it and the strings are
- * copied.
+ * module's init).  `opts` may be NULL (the defaults).
  *
  * Requests are resolved beneath `dir` only (openat2 RESOLVE_BENEATH, or a
  * component walk on kernels without it): symlinks are followed only while
  * they stay inside `dir`; only regular files are served.  Each worker keeps
  * a cache of open files, metadata and small files' bytes (see the options).
  *
- * Returns 0, PETREL_EINVAL (bad prefix, options), PETREL_ENOTFOUND (`dir` is
- * not a readable directory), PETREL_ESTATE (the route exists already) or
- * PETREL_ENOMEM.
+ * Returns: 0, or a negative PETREL_E* code.
+ *
+ * Errors:
+ *   PETREL_EINVAL    a bad prefix or option
+ *   PETREL_ENOTFOUND `dir` is not a readable directory
+ *   PETREL_ESTATE    the route exists already
+ *   PETREL_ENOMEM    out of memory
+ *
+ * Lifetime: `prefix`, `dir` and `opts` (with its strings) are copied.
+ *
+ * Example:
+ *   static int init(petrel_server_t *srv, const char *args)
+ *   {
+ *       (void)args;
+ *       petrel_static_opts_t o;
+ *       petrel_static_opts_init(&o);
+ *       o.cache_control = "public, max-age=3600";
+ *       return petrel_static_mount(srv, "/assets/", "/srv/assets", &o);
+ *   }
  */
 PETREL_API int petrel_static_mount(petrel_server_t *srv, const char *prefix, const char *dir,
                                    const petrel_static_opts_t *opts);
@@ -537,35 +1211,92 @@ PETREL_API void petrel_watch_stop(petrel_watch_t *w);
 /* ------------------------------------------------------------------------ */
 /* Timers                                                                    */
 
-/** A timer of petrel_timer_start() (opaque). */
+/**
+ * A timer of petrel_timer_start() (opaque).
+ *
+ * Lifetime: the handle is valid until its callback has started, or until
+ * petrel_timer_stop(); then it is freed.
+ */
 typedef struct petrel_timer petrel_timer_t;
 
 /**
- * Run `cb(data)` once, `ms` milliseconds from now, in the calling worker's
- * event loop (call it from a handler, a module's worker_init, or another
- * timer).  Re-arm from the callback for a periodic timer.  Returns a handle,
- * valid until the callback has started or petrel_timer_stop(); NULL when out
- * of memory or outside a worker.
+ * Run a function once, some milliseconds from now.
+ *
+ * Calls `cb(data)` once, `ms` milliseconds from now (0: at the end of the
+ * current loop turn), in the calling worker's event loop: call it from a
+ * handler, a module's worker_init, or another timer's callback.  For a
+ * periodic timer, start the next one from the callback.  Timers still
+ * pending when the worker exits do not run.
+ *
+ * Returns: a handle for petrel_timer_stop(), or NULL.
+ *
+ * Errors: NULL when out of memory, when `cb` is NULL, or when called
+ * outside a worker (from a module's init in the master, say): then `cb`
+ * will not run.
+ *
+ * Lifetime: the handle is valid until `cb` has started or
+ * petrel_timer_stop(); keep the newest one of a periodic timer to stop it.
+ * `data` must stay valid until `cb` runs (or the timer is stopped).
+ *
+ * Example:
+ *   static petrel_timer_t *tick_timer;
+ *   static unsigned long ticks;
+ *
+ *   static void tick(void *data)
+ *   {
+ *       ticks++;
+ *       tick_timer = petrel_timer_start(1000, tick, data); // again in 1 s
+ *   }
+ *
+ *   static int worker_init(petrel_server_t *srv)
+ *   {
+ *       (void)srv;
+ *       tick_timer = petrel_timer_start(1000, tick, NULL);
+ *       return tick_timer ? 0 : PETREL_ENOMEM;
+ *   }
+ *
+ *   static void worker_fini(petrel_server_t *srv)
+ *   {
+ *       (void)srv;
+ *       petrel_timer_stop(tick_timer);
+ *   }
  */
 PETREL_API petrel_timer_t *petrel_timer_start(uint64_t ms, void (*cb)(void *data), void *data);
 
-/** Cancel a timer that has not fired yet (the callback will not run). */
+/**
+ * Cancel a timer that has not fired yet.
+ *
+ * Its callback will not run.  NULL is accepted and does nothing.
+ *
+ * Returns: nothing.
+ *
+ * Errors: none; a handle whose callback has started (or one stopped
+ * already) is freed memory: passing it is undefined behaviour.
+ *
+ * Lifetime: the handle is freed by the call.
+ */
 PETREL_API void petrel_timer_stop(petrel_timer_t *t);
 
 /* ------------------------------------------------------------------------ */
 /* WebSocket (src/ws.c) -- begin                                             */
 
 /**
- * A WebSocket connection (RFC 6455), made by a route of
- * petrel_ws_route_add().  It belongs to the worker that accepted it: use it
- * only from that worker's thread (its callbacks, its timers, other handlers
- * of the same worker).  Valid from on_open until on_close returns; not after.
+ * A WebSocket connection (RFC 6455), made by a route of petrel_ws_route_add().
+ *
+ * It belongs to the worker process that accepted it: use it only from that
+ * worker (its callbacks, its timers, other handlers of the same worker).
+ *
+ * Lifetime: valid from on_open until on_close returns; not after.
  */
 typedef struct petrel_ws petrel_ws_t;
 
 /**
- * What a WebSocket endpoint does.  Any callback may be NULL.  The struct is
- * copied by petrel_ws_route_add(); `subprotocols` is not (static storage).
+ * What a WebSocket endpoint does: its callbacks and settings.
+ *
+ * Any callback may be NULL.
+ *
+ * Lifetime: the struct is copied by petrel_ws_route_add(); `subprotocols`
+ * is not (static storage).
  */
 typedef struct petrel_ws_handler {
     /**
@@ -618,8 +1349,10 @@ typedef struct petrel_ws_handler {
 } petrel_ws_handler_t;
 
 /**
- * Register a WebSocket endpoint: a GET route `pattern` (the syntax of
- * petrel_route_add()) that performs the opening handshake (RFC 6455 §4.2):
+ * Register a WebSocket endpoint.
+ *
+ * The endpoint is a GET route `pattern` (the syntax of petrel_route_add())
+ * that performs the opening handshake (RFC 6455 §4.2):
  * Upgrade: websocket, Connection: Upgrade, a Sec-WebSocket-Key of 16 bytes
  * in base64 and Sec-WebSocket-Version: 13, over HTTP/1.1.  A request
  * without them gets 400, another version 426 with Sec-WebSocket-Version: 13,
@@ -633,48 +1366,176 @@ typedef struct petrel_ws_handler {
  * control frames, invalid close codes: 1002; text that is not UTF-8: 1007;
  * a message over the size limit: 1009).  permessage-deflate (RFC 7692) is
  * accepted when the client offers it (browsers do), unless the handler says
- * no_compression.  At shutdown, open connections get Close 1001.  Call at start-up (from a module's init).  Returns 0,
- * PETREL_EINVAL, PETREL_ESTATE (the route exists) or PETREL_ENOMEM.
+ * no_compression.  At shutdown, open connections get Close 1001.  Call at
+ * start-up (from a module's init).
+ *
+ * Returns: 0, or a negative PETREL_E* code.
+ *
+ * Errors:
+ *   PETREL_EINVAL  `srv`, `pattern` or `handler` is NULL, a bad pattern
+ *                  (as petrel_route_add()), or a subprotocol that is empty
+ *                  or holds a space, tab, comma, CR or LF
+ *   PETREL_ESTATE  a GET route of this pattern exists already
+ *   PETREL_ENOMEM  out of memory
+ *
+ * Lifetime: `handler` is copied (its `subprotocols` array is not: static
+ * storage); `data` is kept, and is each new connection's user data.
+ *
+ * Example:
+ *   static void echo(petrel_ws_t *ws, int binary, const void *data, size_t len)
+ *   {
+ *       if (binary)
+ *           petrel_ws_send_binary(ws, data, len);
+ *       else
+ *           petrel_ws_send_text(ws, data, len);
+ *   }
+ *
+ *   static int init(petrel_server_t *srv, const char *args)
+ *   {
+ *       (void)args;
+ *       static const petrel_ws_handler_t h = {.on_message = echo};
+ *       return petrel_ws_route_add(srv, "/ws", &h, NULL);
+ *   }
  */
 PETREL_API int petrel_ws_route_add(petrel_server_t *srv, const char *pattern,
                                    const petrel_ws_handler_t *handler, void *data);
 
 /**
- * Send a text message (`text` must be UTF-8: else PETREL_EINVAL) or a
- * binary one, as one frame.  The bytes are copied into the connection's
- * output: `data` may go away after the call.  Works from any code of the
+ * Send a text message on a WebSocket.
+ *
+ * Sends `len` bytes of `text` (UTF-8) as one frame, compressed when the
+ * connection negotiated permessage-deflate.  Works from any code of the
  * connection's worker (callbacks, timers, other connections' handlers):
  * output queued outside the connection's own callbacks is written at the
  * end of the loop turn.
  *
  * Backpressure: while output waits for the socket, petrel stops reading
  * from the peer.  A send that finds more than --ws-send-limit bytes
- * (default 4 MiB) queued and unwritten is refused: the connection is closed
- * with 1008 and PETREL_EIO returned.  Returns 0, PETREL_EINVAL,
- * PETREL_ESTATE (closing or closed), PETREL_EIO or PETREL_ENOMEM.
+ * (default 4 MiB) queued and unwritten is refused, and the connection
+ * closed with 1008.
+ *
+ * Returns: 0, or a negative PETREL_E* code.
+ *
+ * Errors:
+ *   PETREL_EINVAL  `ws` is NULL, `text` is NULL with a length, or the text
+ *                  is not valid UTF-8
+ *   PETREL_ESTATE  the connection is closing or closed (after
+ *                  petrel_ws_close(), or from on_close)
+ *   PETREL_EIO     the send queue is over --ws-send-limit: the connection
+ *                  is closed with 1008
+ *   PETREL_ENOMEM  out of memory
+ *
+ * Lifetime: the bytes are copied into the connection's output: `text` may
+ * go away after the call.
+ *
+ * Example:
+ *   #include <string.h>
+ *
+ *   static void greet(petrel_ws_t *ws, petrel_req_t *req)
+ *   {
+ *       (void)req;
+ *       static const char hi[] = "welcome";
+ *       petrel_ws_send_text(ws, hi, strlen(hi));
+ *   }
  */
 PETREL_API int petrel_ws_send_text(petrel_ws_t *ws, const char *text, size_t len);
 
-/** Send a binary message; see petrel_ws_send_text(). */
+/**
+ * Send a binary message on a WebSocket.
+ *
+ * As petrel_ws_send_text(), for any bytes.
+ *
+ * Returns: 0, or a negative PETREL_E* code.
+ *
+ * Errors: as petrel_ws_send_text(), without the UTF-8 check.
+ *
+ * Lifetime: the bytes are copied: `data` may go away after the call.
+ */
 PETREL_API int petrel_ws_send_binary(petrel_ws_t *ws, const void *data, size_t len);
 
 /**
- * Start the closing handshake: send a Close frame with `code` (1000-1003,
- * 1007-1014 or 3000-4999; 0 for none, then `reason` must be NULL or "") and
- * `reason` (NULL or UTF-8 of at most 123 bytes).  Messages that arrive
- * afterwards are dropped; on_close runs with the peer's answer, or 1006
- * when none comes within --ws-idle-timeout.  Returns 0, PETREL_EINVAL or
- * PETREL_ESTATE (already closing).
+ * Close a WebSocket: start the closing handshake.
+ *
+ * Sends a Close frame with `code` (1000 to 1003, 1007 to 1014 or 3000 to
+ * 4999; 0 for none) and `reason`.  Messages that arrive afterwards are
+ * dropped; on_close runs with the peer's answer, or with 1006 when none
+ * comes within --ws-idle-timeout.
+ *
+ * Returns: 0, or a negative PETREL_E* code.
+ *
+ * Errors:
+ *   PETREL_EINVAL  `ws` is NULL, a code outside those ranges, a reason
+ *                  with code 0, or a reason that is not UTF-8 of at most
+ *                  123 bytes
+ *   PETREL_ESTATE  the connection is closing or closed already
+ *
+ * Lifetime: `reason` (NULL or "" for none) is copied.  `ws` stays valid
+ * until on_close returns.
  */
 PETREL_API int petrel_ws_close(petrel_ws_t *ws, int code, const char *reason);
 
-/** The user data of the connection (initially the route's `data`). */
+/**
+ * The user data of a WebSocket connection.
+ *
+ * Each connection has one pointer for its handler's state: initially the
+ * `data` of petrel_ws_route_add(), changed with petrel_ws_set_data().
+ *
+ * Returns: the pointer, or NULL for a NULL `ws`.
+ *
+ * Errors: none.
+ *
+ * Lifetime: the pointer is yours: petrel never frees it (free it in
+ * on_close if you allocated it).
+ */
 PETREL_API void *petrel_ws_get_data(const petrel_ws_t *ws);
 
-/** Set the user data of the connection. */
+/**
+ * Set the user data of a WebSocket connection.
+ *
+ * Returns: nothing.
+ *
+ * Errors: none (a NULL `ws` is ignored).
+ *
+ * Lifetime: `data` is kept as it is, until it is set again or the
+ * connection is over; petrel never frees it.
+ *
+ * Example:
+ *   #include <stdlib.h>
+ *
+ *   typedef struct session {
+ *       unsigned messages;
+ *   } session_t;
+ *
+ *   static void on_open(petrel_ws_t *ws, petrel_req_t *req)
+ *   {
+ *       (void)req;
+ *       session_t *s = calloc(1, sizeof(*s));
+ *       if (s == NULL)
+ *           petrel_ws_close(ws, 1011, "out of memory");
+ *       petrel_ws_set_data(ws, s);
+ *   }
+ *
+ *   static void on_close(petrel_ws_t *ws, int code, const char *reason)
+ *   {
+ *       (void)code;
+ *       (void)reason;
+ *       free(petrel_ws_get_data(ws));
+ *   }
+ */
 PETREL_API void petrel_ws_set_data(petrel_ws_t *ws, void *data);
 
-/** The subprotocol selected at the handshake, or NULL. */
+/**
+ * The subprotocol selected at the handshake.
+ *
+ * Returns: the first of the endpoint's `subprotocols` that the client
+ * offered in Sec-WebSocket-Protocol, or NULL when none was (or for a NULL
+ * `ws`).
+ *
+ * Errors: none.
+ *
+ * Lifetime: a string of the endpoint's `subprotocols` array (static
+ * storage).
+ */
 PETREL_API const char *petrel_ws_subprotocol(const petrel_ws_t *ws);
 
 /* WebSocket -- end                                                          */
@@ -682,10 +1543,35 @@ PETREL_API const char *petrel_ws_subprotocol(const petrel_ws_t *ws);
 /* ------------------------------------------------------------------------ */
 /* Logging                                                                   */
 
-/** Log levels of petrel_log(), and of --log-level error|warn|info|debug. */
+/** Log levels, of petrel_log() and of --log-level error|warn|info|debug. */
 enum { PETREL_LOG_ERROR = 0, PETREL_LOG_WARN, PETREL_LOG_INFO, PETREL_LOG_DEBUG };
 
-/** Write to the error log when `level` is at or above --log-level. */
+/**
+ * Write a line to the error log.
+ *
+ * Formats as printf(3) and writes one line to standard error, with the
+ * time, the level and the process id, when `level` is at or above
+ * --log-level (PETREL_LOG_INFO by default); a line is cut at about 2 KiB.
+ * One write(2) a line: lines of several workers do not mix.
+ *
+ * Returns: nothing.
+ *
+ * Errors: none (a failed write is ignored).
+ *
+ * Lifetime: the arguments are read during the call only.
+ *
+ * Example:
+ *   static int init(petrel_server_t *srv, const char *args)
+ *   {
+ *       (void)srv;
+ *       if (*args != '\0') {
+ *           petrel_log(PETREL_LOG_ERROR, "mymod: unknown argument '%s'", args);
+ *           return PETREL_EINVAL;
+ *       }
+ *       petrel_log(PETREL_LOG_INFO, "mymod: ready");
+ *       return 0;
+ *   }
+ */
 PETREL_API void petrel_log(int level, const char *fmt, ...) PETREL_PRINTF(2, 3);
 
 #ifdef __cplusplus

@@ -18,12 +18,21 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+/* The option summary of `petrel --help`.  README.md's synopsis and
+ * doc/petrel.1 say the same (option names, their values, defaults):
+ * tests/integration/test_doc_options.sh compares the three and the option
+ * table below. */
 static void usage(FILE *f)
 {
     fprintf(f,
             "usage: petrel [options]\n"
             "\n"
             "  --listen ADDR:PORT      listen here (repeatable; default 127.0.0.1:8080)\n"
+            "  --module NAME|PATH.so|PATH.c[:ARGS]\n"
+            "                          load a built-in module or a module file (repeatable);\n"
+            "                          PATH.c with --dev; SIGHUP loads the module files again\n"
+            "  --dev                   development: a --module PATH.c is built with cc, and a\n"
+            "                          module file that changes is rebuilt and reloaded\n"
             "  --root DIR              serve the files of DIR at /\n"
             "  --autoindex             list directories without index.html (with --root)\n"
             "  --cache-control VALUE   Cache-Control of static files (default: none)\n"
@@ -31,24 +40,25 @@ static void usage(FILE *f)
             "                          memory of the static file cache, per worker (default 64m)\n"
             "  --static-max-file-in-memory BYTES\n"
             "                          files up to this size are cached in memory (default 64k)\n"
-            "  --module NAME|PATH.so[:ARGS]\n"
-            "                          load a built-in module or a module file (repeatable);\n"
-            "                          SIGHUP loads the module files again, without a pause\n"
-            "  --dev                   development: a --module PATH.c is built with cc, and a\n"
-            "                          module file that changes is rebuilt and reloaded\n"
             "  --workers N|auto        worker processes (default 1; auto: one per CPU)\n"
-            "  --log-level LEVEL       error, warn, info (default) or debug\n"
-            "  --access-log FILE|-     write an access log in the combined format\n"
-            "  --max-header-size BYTES request header section limit (default 16k) -> 431\n"
+            "  --log-level error|warn|info|debug\n"
+            "                          what the error log says (default info)\n"
+            "  --access-log FILE|-     write an access log in the combined format (default: none)\n"
+            "  --max-header-size BYTES\n"
+            "                          request header section limit (default 16k) -> 431\n"
             "  --max-uri-size BYTES    request target limit (default 8k) -> 414\n"
             "  --max-body-size BYTES   request body limit (default 16m) -> 413\n"
             "  --max-connections N     connections per worker (default 10000)\n"
             "  --max-pipelined N       HTTP/1.1 requests of a connection handled at once (default 16)\n"
-            "  --header-timeout SEC    time to receive a request head (default 10)\n"
-            "  --keepalive-timeout SEC idle time between requests (default 60)\n"
-            "  --send-timeout SEC      time without write progress (default 60)\n"
-            "  --drain-timeout SEC     graceful shutdown limit (default 10)\n"
-            "  --handler-timeout SEC   time a request waits for its handler (default 30) -> 504\n"
+            "  --header-timeout SECONDS\n"
+            "                          time to receive a request head (default 10)\n"
+            "  --keepalive-timeout SECONDS\n"
+            "                          idle time between requests (default 60)\n"
+            "  --send-timeout SECONDS  time without write progress (default 60)\n"
+            "  --drain-timeout SECONDS\n"
+            "                          graceful shutdown limit (default 10)\n"
+            "  --handler-timeout SECONDS\n"
+            "                          time a request waits for its handler (default 30) -> 504\n"
             "  --h2-max-concurrent-streams N\n"
             "                          HTTP/2 streams per connection (default 128)\n"
             "  --h2-initial-window-size BYTES\n"
@@ -57,11 +67,12 @@ static void usage(FILE *f)
             "                          HTTP/2 request header list limit (default: --max-header-size)\n"
             "  --ws-max-message-size BYTES\n"
             "                          largest WebSocket message (default 16m) -> close 1009\n"
-            "  --ws-idle-timeout SEC   WebSocket silence before a ping, then a close (default 30)\n"
+            "  --ws-idle-timeout SECONDS\n"
+            "                          WebSocket silence before a ping, then a close (default 30)\n"
             "  --ws-send-limit BYTES   WebSocket output queued past this: close 1008 (default 4m)\n"
             "  --help, --version\n"
             "\n"
-            "Sizes take k, m or g suffixes; times may have a fraction (0.5).\n");
+            "Sizes take k, m or g suffixes; times may have a fraction (0.5).  See petrel(1).\n");
 }
 
 static int bad(const char *flag, const char *value, const char *expect)

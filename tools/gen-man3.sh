@@ -8,12 +8,29 @@
 # it: a PETREL_API function, a typedef (struct, opaque or function pointer),
 # a #define (a macro) or an enum.  Its page is OUTDIR/NAME.3 (NAME: the
 # function, type or macro; for an enum, its first constant, and the other
-# constants get pages that point to it).  Each page has the declaration
-# verbatim (struct fields with their /**< */ comments), the comment as its
-# description, and the other declarations of the same section of the header
-# (the "/* Errors */" banner lines) under SEE ALSO.  OUTDIR/libpetrel.3 is an
-# index of them all; OUTDIR/pages.list lists every page written, for
-# `make install`.  POSIX sh and awk only: it runs at build time.
+# constants get pages that point to it).  OUTDIR/libpetrel.3 is an index of
+# them all, by section of the header (the "/* Errors */" banner lines, less
+# any "(file)" or "-- begin" in them); OUTDIR/pages.list lists every page
+# written, for `make install`.  POSIX sh and awk only: it runs at build time.
+#
+# The comment, in paragraphs (blank lines between them):
+#   - the first sentence is the summary: the NAME line of the page and its
+#     line in libpetrel(3), whole (keep it short; no "e.g." in it);
+#   - paragraphs that begin with a label go to a section of their own:
+#       Returns: ...    RETURN VALUE
+#       Errors: ...     ERRORS; prose, or a list of lines
+#                         "  PETREL_EXXX  what it means" (continuation lines
+#                         indented deeper)
+#       Lifetime: ...   OWNERSHIP AND LIFETIME: who owns each pointer, what
+#                       is copied, until when a result is valid
+#       Example:        EXAMPLES: the indented lines that follow, up to the
+#                       next unindented line (blank lines kept): a whole
+#                       piece of C that compiles after #include <petrel.h>
+#                       (tests/integration/test_doc_man3.sh compiles it)
+#   - the rest is the DESCRIPTION; lines indented by two spaces or more are
+#     kept as they are (code, tables); `x` is set in bold.
+# Every function's comment has Returns:, Errors: and Lifetime: paragraphs
+# (test_doc_man3.sh checks the pages).
 set -eu
 
 if [ $# -ne 3 ]; then
@@ -44,15 +61,30 @@ function code(s,    r) {
     }
     return r s
 }
-function summary(text,    s, i) {
+function summary(text,    s, r, i) {
     s = text
     gsub(/\n/, " ", s)
     gsub(/`/, "", s)
+    gsub(/[ \t]+/, " ", s)
     s = trim(s)
-    i = match(s, /\.( |$)/)
-    if (i > 0) s = substr(s, 1, i - 1)
-    if (length(s) > 120) s = substr(s, 1, 117) "..."
-    return s
+    # the first sentence: up to a period and a space (or the end), not the
+    # one of an abbreviation
+    r = ""
+    while ((i = match(s, /\.( |$)/)) > 0) {
+        if (substr(s, 1, i) ~ /(e\.g|i\.e|etc|cf)\.$/) {
+            r = r substr(s, 1, i + 1)
+            s = substr(s, i + 2)
+            continue
+        }
+        return trim(r substr(s, 1, i - 1))
+    }
+    return trim(r s)
+}
+# a section name of the header, without file names and block markers
+function section_name(s) {
+    sub(/ *-- *(begin|end) *$/, "", s)
+    gsub(/ *\([^()]*[\/.][^()]*\)/, "", s)
+    return trim(s)
 }
 function decl_name(d, kind,    s, a) {
     s = d
@@ -113,7 +145,7 @@ BEGIN { state = "code"; nitems = 0; section = "" }
         if (line ~ /^\/\* -+ \*\/$/) { banner = 1; next }
         if (banner && line ~ /^\/\* [A-Za-z]/) {
             s = line; sub(/^\/\* /, "", s); sub(/ *\*\/$/, "", s)
-            section = trim(s); banner = 0; next
+            section = section_name(s); banner = 0; next
         }
         banner = 0
         if (line ~ /^[ \t]*\/\*\*/ && line !~ /^[ \t]*\/\*\*</) {
@@ -178,12 +210,79 @@ function finish(    name) {
     if (kind == "enum") ialias[nitems] = enum_names(decl)
     state = "code"
 }
-function write_page(i,    f, name, paras, np, k, p, lines, nl, j, see, up, pre, l) {
+# text: bold for `x`, roff-escaped, one line
+function text(l) {
+    return code(roff(trim(l)))
+}
+# split the comment of item i into the parts of its page: desc[], ret, errs[],
+# life, ex (newline-joined lines), and counts ndesc, nerrs
+function parse_comment(c,    lines, nl, j, l, mode, para, m) {
+    ndesc = 0; nerrs = 0; ret = ""; life = ""; ex = ""
+    nl = split(c, lines, "\n")
+    mode = "desc"
+    for (j = 1; j <= nl; j++) {
+        l = lines[j]
+        if (mode == "ex") {
+            if (trim(l) == "" || l ~ /^  /) { ex = ex (ex == "" && trim(l) == "" ? "" : l "\n"); continue }
+            mode = "desc"
+        }
+        if (trim(l) == "") {
+            if (mode != "errs") mode = "desc"
+            else if (j < nl && lines[j + 1] !~ /^  /) mode = "desc"
+            desc[++ndesc] = ""
+            continue
+        }
+        if (match(l, /^Returns:[ \t]*/)) { mode = "ret"; l = substr(l, RLENGTH + 1); if (trim(l) == "") continue }
+        else if (match(l, /^Errors:[ \t]*/)) { mode = "errs"; l = substr(l, RLENGTH + 1); if (trim(l) == "") continue }
+        else if (match(l, /^Lifetime:[ \t]*/)) { mode = "life"; l = substr(l, RLENGTH + 1); if (trim(l) == "") continue }
+        else if (l ~ /^Example:[ \t]*$/) { mode = "ex"; continue }
+        if (mode == "ret") ret = ret (ret == "" ? "" : "\n") l
+        else if (mode == "life") life = life (life == "" ? "" : "\n") l
+        else if (mode == "errs") {
+            if (match(l, /^  [A-Z][A-Z_0-9]*  +/) || match(l, /^  [A-Z][A-Z_0-9]* +/) && l !~ /^   /) {
+                m = trim(substr(l, 1, RLENGTH))
+                nerrs++
+                errname[nerrs] = m
+                errtext[nerrs] = trim(substr(l, RLENGTH + 1))
+            } else if (nerrs > 0 && l ~ /^   /) {
+                errtext[nerrs] = errtext[nerrs] " " trim(l)
+            } else {
+                nerrs++
+                errname[nerrs] = ""
+                errtext[nerrs] = trim(l)
+                # prose: the following lines of the paragraph join it
+                while (j < nl && trim(lines[j + 1]) != "" && lines[j + 1] !~ /^[A-Z][a-z]+:/) {
+                    j++
+                    errtext[nerrs] = errtext[nerrs] " " trim(lines[j])
+                }
+            }
+        } else desc[++ndesc] = l
+    }
+}
+# prose lines (a paragraph or several, blank lines between), as roff
+function prose(s, f,    lines, nl, j, l, pre) {
+    nl = split(s, lines, "\n")
+    pre = 0
+    for (j = 1; j <= nl; j++) {
+        l = lines[j]
+        if (trim(l) == "") { if (pre) { print ".fi" > f; pre = 0 } print ".PP" > f; continue }
+        if (l ~ /^  /) {
+            if (!pre) { print ".PP" > f; print ".nf" > f; pre = 1 }
+            print roff(l) > f
+            continue
+        }
+        if (pre) { print ".fi" > f; pre = 0 }
+        print text(l) > f
+    }
+    if (pre) print ".fi" > f
+}
+function write_page(i,    f, name, k, lines, nl, j, see, up, l, d, first, body, api) {
     name = iname[i]
     f = out "/" name ".3"
     up = toupper(name)
     print ".\\\" Generated by tools/gen-man3.sh from include/petrel.h; do not edit." > f
     print ".TH " up " 3 \"\" \"petrel " version "\" \"petrel API\"" > f
+    print ".nh" > f
     print ".SH NAME" > f
     if (ikind[i] == "enum") {
         n = split(ialias[i], a, " ")
@@ -198,32 +297,76 @@ function write_page(i,    f, name, paras, np, k, p, lines, nl, j, see, up, pre, 
     print ".B #include <petrel.h>" > f
     print ".PP" > f
     nl = split(idecl[i], lines, "\n")
+    api = 0
     for (j = 1; j <= nl; j++) {
         l = lines[j]
-        gsub(/PETREL_API /, "", l)
+        if (j == 1 && sub(/^PETREL_API /, "", l)) api = 1
+        # continuation lines were aligned after "PETREL_API "
+        else if (api) sub(/^           /, "", l)
         print roff(l) > f
     }
     print ".fi" > f
-    print ".SH DESCRIPTION" > f
-    # paragraphs: blank lines; indented lines (code, tables) kept as they are
-    nl = split(itext[i], lines, "\n")
-    pre = 0
-    for (j = 1; j <= nl; j++) {
-        l = lines[j]
-        if (trim(l) == "") { if (pre) { print ".fi" > f; pre = 0 } print ".PP" > f; continue }
-        if (l ~ /^  /) {
-            if (!pre) { print ".PP" > f; print ".nf" > f; pre = 1 }
-            print roff(l) > f
-            continue
+    parse_comment(itext[i])
+    # the description: the paragraphs of the comment, less the summary when it is
+    # a paragraph of its own and more follows
+    body = ""
+    for (k = 1; k <= ndesc; k++) body = body (k > 1 ? "\n" : "") desc[k]
+    sub(/^\n+/, "", body)
+    sub(/\n+$/, "", body)
+    first = body
+    sub(/\n\n.*$/, "", first)
+    if (first != body) {
+        d = first
+        gsub(/\n/, " ", d)
+        gsub(/[ \t]+/, " ", d)
+        gsub(/`/, "", d)
+        if (trim(d) == summary(itext[i]) ".") {
+            body = substr(body, length(first) + 1)
+            sub(/^\n+/, "", body)
         }
-        if (pre) { print ".fi" > f; pre = 0 }
-        print code(roff(trim(l))) > f
     }
-    if (pre) print ".fi" > f
+    print ".SH DESCRIPTION" > f
+    prose(body, f)
+    if (ret != "") {
+        print ".SH RETURN VALUE" > f
+        prose(ret, f)
+    }
+    if (nerrs > 0) {
+        print ".SH ERRORS" > f
+        for (k = 1; k <= nerrs; k++) {
+            if (errname[k] == "") {
+                print ".PP" > f
+                print text(errtext[k]) > f
+            } else {
+                print ".TP" > f
+                print ".B " errname[k] > f
+                print text(errtext[k]) > f
+            }
+        }
+    }
+    if (life != "") {
+        print ".SH OWNERSHIP AND LIFETIME" > f
+        prose(life, f)
+    }
+    if (ex != "") {
+        sub(/\n+$/, "", ex)
+        print ".SH EXAMPLES" > f
+        print ".PP" > f
+        print ".EX" > f
+        nl = split(ex, lines, "\n")
+        for (j = 1; j <= nl; j++) {
+            l = lines[j]
+            sub(/^  /, "", l)
+            print roff(l) > f
+        }
+        print ".EE" > f
+    }
     print ".SH SEE ALSO" > f
+    print ".ad l" > f
     see = ".BR libpetrel (3)"
+    # \% : names are not hyphenated
     for (k = 1; k <= nitems; k++)
-        if (k != i && isect[k] == isect[i]) see = see ",\n.BR " iname[k] " (3)"
+        if (k != i && isect[k] == isect[i]) see = see ",\n.BR \\%" iname[k] " (3)"
     print see > f
     close(f)
     print name ".3" > (out "/pages.list.tmp")
@@ -242,6 +385,7 @@ END {
     f = out "/libpetrel.3"
     print ".\\\" Generated by tools/gen-man3.sh from include/petrel.h; do not edit." > f
     print ".TH LIBPETREL 3 \"\" \"petrel " version "\" \"petrel API\"" > f
+    print ".nh" > f
     print ".SH NAME" > f
     print "libpetrel \\- the C API of petrel: handler modules, requests, responses, arenas" > f
     print ".SH SYNOPSIS" > f

@@ -9,11 +9,16 @@
 # killed and its temporary directory removed when it exits, however it exits.
 # Background helpers a test starts itself go in LIB_BG to be killed too.
 #
-# Exit status of a test: 0 pass, 77 skip, anything else fail.
+# Exit status of a test: 0 pass, 77 skip (with a line "skip: REASON": see
+# skip), anything else fail.  `make check` runs each test as an entry of its
+# own through driver.sh; one by hand, after a build:
+#   make check TESTS=tests/integration/test_h1_curl.sh   (output: its .log)
+#   tests/integration/test_h1_curl.sh                    (output: the terminal)
 #
 # The environment (set by `make check`, see Makefile.am, or by run.sh):
-#   PETREL             the petrel binary (default: $top_builddir/src/petrel,
-#                      else ../../build/src/petrel from this directory)
+#   PETREL             the petrel binary (default: $top_builddir/src/petrel)
+#   top_builddir       the build tree (default: the source tree when it holds
+#                      a build, as after the README's commands, else its build/)
 #   PETREL_SANITIZERS  yes under ASan/UBSan: time bounds are multiplied by 3
 #   PETREL_PYTHON      the Python 3 to use (default /usr/bin/python3)
 #   KEEP_TMP=1         keep the temporary directory (its path is printed)
@@ -39,21 +44,8 @@ shopt -s inherit_errexit
 shopt -s nullglob
 
 LIB_DIR=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
-: "${top_srcdir:=$(cd "$LIB_DIR/../.." && pwd)}"
-if [[ -z ${PETREL:-} ]]; then
-    if [[ -n ${top_builddir:-} ]]; then
-        PETREL=$top_builddir/src/petrel
-    else
-        PETREL=$LIB_DIR/../../build/src/petrel
-    fi
-fi
-[[ $PETREL == /* ]] || PETREL=$PWD/$PETREL
-: "${PETREL_SANITIZERS:=no}"
-if [[ -z ${PETREL_PYTHON:-} ]]; then
-    if [[ -x /usr/bin/python3 ]]; then PETREL_PYTHON=/usr/bin/python3; else PETREL_PYTHON=python3; fi
-fi
+. "$LIB_DIR/env.sh"
 PY=$PETREL_PYTHON
-export PETREL PETREL_SANITIZERS PETREL_PYTHON top_srcdir
 
 LIB_SCALE=1
 [[ $PETREL_SANITIZERS == yes ]] && LIB_SCALE=3

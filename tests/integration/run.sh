@@ -7,11 +7,14 @@
 #   integration: N passed, M failed, K skipped
 # Exit status: 0 when none failed, 1 otherwise.
 #
-# `make check` runs it with PETREL, top_srcdir, top_builddir and
-# PETREL_SANITIZERS set (see Makefile.am).  By hand:
+# `make check` runs each test as an entry of its own (Makefile.am,
+# driver.sh); this runs several of them in one go, by hand or under
+# valgrind (`make check-valgrind-integration` runs it with PETREL,
+# top_srcdir, top_builddir and PETREL_SANITIZERS set).  By hand:
 #   tests/integration/run.sh                   # all of them
 #   tests/integration/run.sh h1_errors cli     # the tests whose names contain these
-# Environment: PETREL (default ../../build/src/petrel from here),
+# Environment: PETREL (default: src/petrel of the build tree, which is the
+# source tree after the README's in-tree build, else its build/),
 # INTEGRATION_TIMEOUT (seconds per test, default 120, tripled under the
 # sanitizers), PETREL_PYTHON (default /usr/bin/python3), KEEP_TMP=1,
 # VERBOSE=1 (print the output of passing tests too).
@@ -21,21 +24,7 @@ shopt -s nullglob
 
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 
-: "${top_srcdir:=$(cd "$here/../.." && pwd)}"
-if [[ -z ${PETREL:-} ]]; then
-    if [[ -n ${top_builddir:-} ]]; then
-        PETREL=$top_builddir/src/petrel
-    else
-        PETREL=$here/../../build/src/petrel
-    fi
-fi
-[[ $PETREL == /* ]] || PETREL=$PWD/$PETREL
-: "${PETREL_SANITIZERS:=no}"
-if [[ -z ${PETREL_PYTHON:-} ]]; then
-    if [[ -x /usr/bin/python3 ]]; then PETREL_PYTHON=/usr/bin/python3; else PETREL_PYTHON=python3; fi
-fi
-export PETREL PETREL_SANITIZERS PETREL_PYTHON top_srcdir
-[[ -n ${top_builddir:-} ]] && export top_builddir
+. "$here/env.sh"
 
 limit=${INTEGRATION_TIMEOUT:-120}
 [[ $PETREL_SANITIZERS == yes ]] && limit=$((limit * 3))
@@ -94,7 +83,7 @@ for f in "${tests[@]}"; do
         ;;
     77)
         skipped=$((skipped + 1))
-        echo "SKIP: $name ($(grep -m1 '^skip:' "$log" | sed 's/^skip: *//'))"
+        echo "SKIP: $name ($(grep -m1 -E '^(skip|SKIP):' "$log" | sed -E 's/^(skip|SKIP): *//'))"
         ;;
     *)
         failed=$((failed + 1))

@@ -11,6 +11,12 @@ guide=$top_srcdir/doc/guide.md
 [[ -f $guide ]] || fail "no $guide"
 mod_install
 command -v curl >/dev/null || skip "no curl"
+"$PY" -c 'import websockets' 2>/dev/null ||
+    skip "python3-websockets is not installed (the guide's WebSocket client)"
+# the guide's `python3` is Debian's (with python3-websockets)
+mkdir -p "$LIB_TMP/pybin"
+ln -s "$(command -v "$PY")" "$LIB_TMP/pybin/python3"
+PATH=$LIB_TMP/pybin:$PATH
 work=$LIB_TMP/guide
 mkdir -p "$work"
 PORT=$(free_port)
@@ -69,7 +75,7 @@ server = None        # (Popen, log path, block)
 server_log_len = 0   # lines of "reload: generation N serving" seen
 dev_files = set()    # files the running --dev server watches
 dirty = set()        # C files written since they were last compiled
-ran = {"c": 0, "sh": 0, "server": 0, "console": 0, "install": 0, "text": 0}
+ran = {"c": 0, "py": 0, "sh": 0, "server": 0, "console": 0, "install": 0, "text": 0}
 
 
 def reloads():
@@ -141,6 +147,11 @@ for b in blocks:
         if name in dev_files and server and server[0].poll() is None:
             wait_reload(before, b)
         ran["c"] += 1
+    elif lang == "py":
+        check(re.match(r"^\S+\.py$", info), "%s: a Python block needs a file name (```py FILE)" % where(b))
+        with open(info, "w") as f:
+            f.write(text)
+        ran["py"] += 1
     elif lang == "sh" and info == "install":
         ran["install"] += 1  # done already: make install DESTDIR=... (mod_install)
     elif lang == "sh" and info == "server":
