@@ -825,8 +825,10 @@ PETREL_API const char *petrel_status_reason(int status);
 /* Router and modules                                                        */
 
 /**
- * Returned by a handler that will respond later, from a callback (a watched
- * descriptor, a timer, another request's handler): see "Waiting" below.
+ * What a handler returns when it will respond later.
+ *
+ * It responds from a callback: a watched descriptor, a timer, another
+ * request's handler (see "Waiting for work the handler started" below).
  */
 #define PETREL_LATER 1
 
@@ -838,14 +840,15 @@ PETREL_API const char *petrel_status_reason(int status);
  * Return 0 once it responded (or started a stream), a status 200 to 599 to
  * have petrel send that status with a short default body
  * (petrel_send_status()), PETREL_LATER when it will respond later (see
- * "Waiting"), or a negative PETREL_E* code: it is logged and the client
- * gets 500.  Returning 0 without responding, or any other value, is logged
+ * "Waiting for work the handler started"), or a negative PETREL_E* code:
+ * it is logged and the client gets 500.  Returning 0 without responding,
+ * or any other value, is logged
  * as a handler error and answered 500; a handler that fails after starting
  * a streamed response has it cut short (the client sees it incomplete).
  *
  * Lifetime: `req` is valid until its response has been written (see
- * petrel_req_t; a request that waits: see "Waiting"); `data` is the
- * route's, kept as long as the route.
+ * petrel_req_t; a request that waits: see "Waiting for work the handler
+ * started"); `data` is the route's, kept as long as the route.
  */
 typedef int (*petrel_handler_t)(petrel_req_t *req, void *data);
 
@@ -1123,9 +1126,9 @@ PETREL_API int petrel_static_mount(petrel_server_t *srv, const char *prefix, con
                                    const petrel_static_opts_t *opts);
 
 /* ------------------------------------------------------------------------ */
-/* Waiting: handlers that respond later                                      */
+/* Waiting for work the handler started                                     */
 
-/**
+/*
  * A handler that must wait for something (a database, another service, a
  * timer) starts that work, registers an abort callback and returns
  * PETREL_LATER; it responds later, from a callback in the same worker, with
@@ -1149,8 +1152,9 @@ PETREL_API int petrel_static_mount(petrel_server_t *srv, const char *prefix, con
  */
 
 /**
- * The abort callback of a request: the response will never reach the
- * client.  Called once, from the worker's loop, when the client went away
+ * The abort callback of a request: its response will never reach the client.
+ *
+ * Called once, from the worker's loop, when the client went away
  * (the connection closed or was reset, RST_STREAM), when --handler-timeout
  * passed (petrel has answered 504), or when the worker stops at its drain
  * timeout.  Cancel the work started for the request; `req` is still valid
@@ -1160,14 +1164,54 @@ PETREL_API int petrel_static_mount(petrel_server_t *srv, const char *prefix, con
 typedef void (*petrel_abort_cb)(petrel_req_t *req, void *data);
 
 /**
- * Register the abort callback of `req` (one per request: a second call
- * replaces the first).  Returns 0, or PETREL_ESTATE when the response is
- * already complete or the request already aborted (the callback will not
- * be called).
+ * Register the abort callback of a request that waits or streams.
+ *
+ * One per request: a second call replaces the first.  Register it before
+ * returning PETREL_LATER, from the handler.
+ *
+ * Returns: 0, or a negative PETREL_E* code.
+ *
+ * Errors: PETREL_ESTATE when the response is already complete or the
+ * request already aborted: the callback will not be called.
+ *
+ * Lifetime: `data` is the caller's and must stay valid until the callback
+ * has run or the response is complete.
+ *
+ * Example:
+ *     static void answer(void *data) // the work is done: respond
+ *     {
+ *         petrel_send_text(data, 200, "text/plain", "done\n");
+ *     }
+ *
+ *     static void cancel(petrel_req_t *req, void *data) // the client left
+ *     {
+ *         (void)req;
+ *         petrel_timer_stop(data);
+ *     }
+ *
+ *     static int slow(petrel_req_t *req, void *data)
+ *     {
+ *         (void)data;
+ *         petrel_timer_t *t = petrel_timer_start(100, answer, req);
+ *         if (t == NULL)
+ *             return 503;
+ *         petrel_req_on_abort(req, cancel, t);
+ *         return PETREL_LATER;
+ *     }
  */
 PETREL_API int petrel_req_on_abort(petrel_req_t *req, petrel_abort_cb cb, void *data);
 
-/** 1 when `req` was aborted (its sending calls fail with PETREL_EIO), else 0. */
+/**
+ * Whether a request was aborted (its client is gone, or petrel answered 504
+ * at --handler-timeout).
+ *
+ * Returns: 1 when `req` was aborted (its sending calls fail with
+ * PETREL_EIO), else 0.
+ *
+ * Errors: none.
+ *
+ * Lifetime: `req` must be valid (see "Waiting for work the handler started").
+ */
 PETREL_API int petrel_req_aborted(const petrel_req_t *req);
 
 /** A watched file descriptor (opaque): petrel_watch_start(). */
@@ -1180,6 +1224,8 @@ enum {
 };
 
 /**
+ * The callback of a watched descriptor.
+ *
  * Called from the worker's loop when `fd` is ready for `events`
  * (PETREL_WATCH_* bits; readiness is level-triggered: a descriptor that
  * stays readable is reported again at the next turn).  The callback may
@@ -1189,22 +1235,70 @@ enum {
 typedef void (*petrel_watch_cb)(petrel_watch_t *w, int fd, int events, void *data);
 
 /**
- * Watch `fd` (non-blocking; the caller keeps owning it) for `events` in the
- * calling worker's event loop: enough for any asynchronous client library
- * (libpq, hiredis, c-ares, libcurl's multi interface).  Call from a
- * module's worker_init, a handler or a callback.  Returns a handle, valid
- * until petrel_watch_stop(); NULL when out of memory, outside a worker, or
- * when the descriptor cannot be watched (errno says why).
+ * Watch a file descriptor in the calling worker's event loop.
+ *
+ * `fd` (non-blocking) is watched for `events` (PETREL_WATCH_* bits, 0 for
+ * none yet): `cb(w, fd, events, data)` runs when it is ready.  Enough for
+ * any asynchronous client library (libpq, hiredis, c-ares, libcurl's multi
+ * interface).  Call from a module's worker_init, a handler or a callback;
+ * one watch per descriptor.
+ *
+ * Returns: a handle, or NULL (errno says why).
+ *
+ * Errors: NULL with errno EINVAL (no callback, a negative descriptor, or
+ * outside a worker), EEXIST (the descriptor is watched already), EPERM (a
+ * regular file, which is always ready), ENOMEM.
+ *
+ * Lifetime: the caller keeps owning `fd`; the handle is valid until
+ * petrel_watch_stop().  `data` is the caller's.
+ *
+ * Example:
+ *     #include <unistd.h>
+ *
+ *     static void readable(petrel_watch_t *w, int fd, int events, void *data)
+ *     {
+ *         char buf[512];
+ *         (void)events, (void)data;
+ *         if (read(fd, buf, sizeof(buf)) <= 0) {
+ *             petrel_watch_stop(w);
+ *             close(fd);
+ *         }
+ *     }
+ *
+ *     static int watch_it(int fd) // from a module's worker_init
+ *     {
+ *         return petrel_watch_start(fd, PETREL_WATCH_READ, readable, NULL) ? 0 : PETREL_EIO;
+ *     }
  */
 PETREL_API petrel_watch_t *petrel_watch_start(int fd, int events, petrel_watch_cb cb, void *data);
 
-/** Change the events of a watch (0: none for now).  0, or PETREL_EIO. */
+/**
+ * Change the events a descriptor is watched for.
+ *
+ * `events`: PETREL_WATCH_* bits, 0 for none for now (the watch stays).
+ *
+ * Returns: 0, or a negative PETREL_E* code.
+ *
+ * Errors: PETREL_EINVAL (NULL or a stopped watch), PETREL_EIO (the kernel
+ * refused: the descriptor was closed under the watch).
+ *
+ * Lifetime: `w` must not have been stopped.
+ */
 PETREL_API int petrel_watch_set(petrel_watch_t *w, int events);
 
 /**
- * Stop watching and free the handle (its callback will not run again, not
- * even for events already reported in this loop turn).  Stop a watch
- * before closing its descriptor.
+ * Stop watching a descriptor and free the handle.
+ *
+ * Its callback will not run again, not even for events already reported
+ * in this loop turn.  Stop a watch before closing its descriptor.  NULL is
+ * ignored.
+ *
+ * Returns: nothing.
+ *
+ * Errors: none.
+ *
+ * Lifetime: `w` is invalid after the call (freed at the end of the loop
+ * turn); the descriptor stays the caller's.
  */
 PETREL_API void petrel_watch_stop(petrel_watch_t *w);
 
