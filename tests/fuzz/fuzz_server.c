@@ -2,6 +2,7 @@
  * fuzz_server.c -- see fuzz_server.h.
  */
 #include "petrel-int.h"
+#include <petrel/static.h>
 
 #include "fuzz_server.h"
 
