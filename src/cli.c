@@ -65,8 +65,14 @@ static void usage(FILE *f)
 
 static int bad(const char *flag, const char *value, const char *expect)
 {
-    fprintf(stderr, "petrel: %s: expected %s, got '%s' (see petrel --help)\n", flag, expect,
-            value);
+    /* the value as given, its control characters escaped: one line */
+    fprintf(stderr, "petrel: %s: expected %s, got '", flag, expect);
+    for (const unsigned char *c = (const unsigned char *)value; *c; c++)
+        if (*c < 0x20 || *c == 0x7f)
+            fprintf(stderr, "\\x%02x", *c);
+        else
+            fputc(*c, stderr);
+    fprintf(stderr, "' (see petrel --help)\n");
     return 2;
 }
 
