@@ -34,9 +34,11 @@ extern "C" {
 #define PETREL_PRINTF(f, a)
 #endif
 
-/** Version of the module ABI: the layout of the types below and the module
- *  descriptor.  A module built against another ABI version is refused. */
-#define PETREL_ABI_VERSION 1
+/** Version of the module ABI: the layout of the types below, of those of
+ *  <petrel/static.h>, and the module descriptor.  A module built against
+ *  another ABI version is refused.  2: petrel_static_opts_t gained
+ *  default_type. */
+#define PETREL_ABI_VERSION 2
 
 /* ------------------------------------------------------------------------ */
 /* Errors                                                                    */
@@ -500,14 +502,16 @@ typedef struct petrel_range {
  * - 206 with `*r` set: the range to send.  Several ranges that overlap or
  *   touch are merged into one (§14.2 allows it).
  * - 416: no range is satisfiable (every first-pos at or past `size`, or
- *   suffixes of 0 bytes); answer with the Content-Range that gives only the
- *   size (unsatisfied-range, §14.4).
+ *   suffixes of 0 bytes; of an empty representation, any int-range);
+ *   answer with the Content-Range that gives only the size
+ *   (unsatisfied-range, §14.4).
  * - 0: ignore the header and send the whole representation (200): `value`
  *   NULL, another unit, an invalid range-set (an int-range whose last-pos
  *   is before its first-pos makes all of it invalid, §14.1.1), more than 16
  *   range-specs, several disjoint ranges (petrel makes no
- *   multipart/byteranges: see below), or `size` 0 (there is no byte to
- *   select, and a 206 cannot say so).
+ *   multipart/byteranges: see below), or a suffix-range of an empty
+ *   representation (satisfiable, §14.1.3, but a 206 cannot say "no
+ *   bytes": the empty 200 does).
  *
  * Several disjoint ranges get the whole representation (a server MAY
  * ignore Range, §14.2): a multipart body would have to be built in memory

@@ -380,9 +380,13 @@ START_TEST(ranges)
         {"bytes=100-200", 100, 416, 0, 0},
         {"bytes=-0", 100, 416, 0, 0},
         {"bytes=100-,-0", 100, 416, 0, 0},
-        /* §14.1.3: an empty representation: nothing to select: ignored */
-        {"bytes=0-", 0, 0, 0, 0},
+        /* §14.1.3: of an empty representation, only a suffix-range is
+         * satisfiable; it selects nothing, which a 200 says */
+        {"bytes=0-", 0, 416, 0, 0},
+        {"bytes=0-0", 0, 416, 0, 0},
+        {"bytes=-0", 0, 416, 0, 0},
         {"bytes=-5", 0, 0, 0, 0},
+        {"bytes=0-0,-5", 0, 0, 0, 0},
         /* §14.1: the unit is case-insensitive; OWS */
         {"Bytes = 5-9", 100, 206, 5, 5},
         {"bytes=5-9 ", 100, 206, 5, 5},

@@ -47,8 +47,11 @@ void petrel__static_hash_seed(void)
         hash_seed = (uint64_t)time(NULL) * UINT64_C(0x9E3779B97F4A7C15) ^ (uint64_t)getpid();
 }
 
-static __thread cache_t **tl_caches;
-static __thread unsigned tl_ncaches;
+/* This worker's caches, by mount id (the fast path is inline, static.h) */
+__thread cache_t **petrel__static_caches;
+__thread unsigned petrel__static_ncaches;
+#define tl_caches petrel__static_caches
+#define tl_ncaches petrel__static_ncaches
 
 static inline uint64_t hash_key(const char *s, size_t n)
 {
@@ -205,10 +208,8 @@ static void cache_free(cache_t *c)
     free(c);
 }
 
-cache_t *petrel__static_cache_of(mount_t *m)
+cache_t *petrel__static_cache_new(mount_t *m)
 {
-    if (likely(m->id < tl_ncaches && tl_caches[m->id]))
-        return tl_caches[m->id];
     if (m->id >= tl_ncaches) {
         cache_t **t = realloc(tl_caches, petrel__static_nmounts * sizeof(*t));
         if (t == NULL)

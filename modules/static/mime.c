@@ -7,20 +7,7 @@
 #include "static.h"
 
 #include <string.h>
-
-static inline char lower(char c)
-{
-    return (c >= 'A' && c <= 'Z') ? (char)(c | 0x20) : c;
-}
-
-/* a[0, n) equals the lower-case literal b, ignoring case */
-static bool ieq(const char *a, const char *b, size_t n)
-{
-    for (size_t i = 0; i < n; i++)
-        if (lower(a[i]) != b[i])
-            return false;
-    return true;
-}
+#include <strings.h>
 
 /* Sorted by extension, lower case. */
 static const struct {
@@ -84,7 +71,7 @@ const char *petrel__static_mime(const char *name, size_t len, const char *defaul
         return default_type; /* no extension, or a dotfile ".x" */
     size_t el = len - i;
     for (size_t k = 0; k < sizeof(mime_table) / sizeof(mime_table[0]); k++)
-        if (strlen(mime_table[k].ext) == el && ieq(name + i, mime_table[k].ext, el))
+        if (strlen(mime_table[k].ext) == el && strncasecmp(name + i, mime_table[k].ext, el) == 0)
             return mime_table[k].type;
     return default_type;
 }

@@ -405,10 +405,11 @@ static int module_init(petrel_server_t *srv, const char *args)
                    "module 'static': expected --module static:[PREFIX=]DIR[,OPTION...]");
         return PETREL_EINVAL;
     }
-    /* words are unescaped into a buffer of their own, behind the reader:
-     * one byte more than the arguments for the '/' a prefix may need */
+    /* words are unescaped into a buffer of their own: the words, each with
+     * its NUL (in place of the separator before the next), the '/' a
+     * prefix may need and an empty value: at most n + 3 bytes */
     size_t n = strlen(args);
-    char *copy = malloc(2 * n + 4);
+    char *copy = malloc(2 * n + 8);
     if (copy == NULL)
         return PETREL_ENOMEM;
     char *p = memcpy(copy, args, n + 1), *buf = copy + n + 1;

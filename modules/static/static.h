@@ -149,9 +149,21 @@ typedef struct petrel__static_entry {
 
 typedef struct petrel__static_cache petrel__static_cache_t;
 
+/* This worker's caches, by mount id (cache.c). */
+extern __thread petrel__static_cache_t **petrel__static_caches;
+extern __thread unsigned petrel__static_ncaches;
+
+/* Make this worker's cache of mount `m`; NULL when out of memory. */
+petrel__static_cache_t *petrel__static_cache_new(petrel__static_mount_t *m);
+
 /* This worker's cache of mount `m`, made on first use; NULL when out of
  * memory. */
-petrel__static_cache_t *petrel__static_cache_of(petrel__static_mount_t *m);
+static inline petrel__static_cache_t *petrel__static_cache_of(petrel__static_mount_t *m)
+{
+    if (likely(m->id < petrel__static_ncaches && petrel__static_caches[m->id]))
+        return petrel__static_caches[m->id];
+    return petrel__static_cache_new(m);
+}
 
 /* The entry for `key` (klen bytes, relative to the mount) with a reference
  * for the caller, loaded or revalidated as needed; NULL when out of

@@ -64,6 +64,7 @@ static int expect(const char *s, uint64_t size, span_t *one)
         return 0;
     span_t set[17];
     int n = 0, specs = 0;
+    bool empty_ok = false;
     for (;;) {
         while (*s == ' ' || *s == '\t' || *s == ',')
             s++;
@@ -87,14 +88,16 @@ static int expect(const char *s, uint64_t size, span_t *one)
             s++;
         if ((*s != ',' && *s != '\0') || (!ha && !hb) || (ha && hb && b < a))
             return 0;
-        if (size == 0)
+        if (size == 0) {
+            empty_ok = empty_ok || (!ha && b > 0);
             continue;
+        }
         if (ha && a < size)
             set[n++] = (span_t){a, hb && b < size ? b : size - 1};
         else if (!ha && b > 0)
             set[n++] = (span_t){b < size ? size - b : 0, size - 1};
     }
-    if (specs == 0 || size == 0)
+    if (specs == 0 || (size == 0 && empty_ok))
         return 0;
     if (n == 0)
         return 416;
