@@ -190,7 +190,8 @@ static bool is_static_spec(const char *spec)
     return strncmp(spec, "static", 6) == 0 && (spec[6] == '\0' || spec[6] == ':');
 }
 
-/* Append `s` to `out` as a quoted string of the module's arguments. */
+/* Append `s` to `out` as a quoted string of the module's arguments,
+ * NUL-terminated; returns its length. */
 static size_t put_quoted(char *out, const char *s)
 {
     size_t o = 0;
@@ -201,6 +202,7 @@ static size_t put_quoted(char *out, const char *s)
         out[o++] = *s;
     }
     out[o++] = '"';
+    out[o] = '\0';
     return o;
 }
 

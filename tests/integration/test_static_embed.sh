@@ -53,11 +53,15 @@ int main(int argc, char **argv)
     return petrel_main(argc, argv, builtins);
 }
 EOF
+# a build with the sanitizers installs instrumented objects: link them so
+san=()
+[[ ${PETREL_SANITIZERS:-no} == yes ]] && san=(-fsanitize=address,undefined)
 # shellcheck disable=SC2046 # pkg-config prints word lists
-cc -Wall -Werror embed.c $(pkg-config --cflags --libs petrel-static) -o embed ||
+cc -Wall -Werror "${san[@]}" embed.c $(pkg-config --cflags --libs petrel-static) -o embed ||
     fail "cc embed.c \$(pkg-config --cflags --libs petrel-static) failed"
 # shellcheck disable=SC2046
-cc -Wall -Werror bare.c $(pkg-config --cflags --libs petrel) -o bare || fail "cc bare.c failed"
+cc -Wall -Werror "${san[@]}" bare.c $(pkg-config --cflags --libs petrel) -o bare ||
+    fail "cc bare.c failed"
 export LD_LIBRARY_PATH=$STAGE_LIB${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
 # the embedding programs are the server here: petrel_start runs $PETREL
 PETREL=$work/embed
