@@ -37,11 +37,12 @@ extern "C" {
 /**
  * The version of the module ABI.
  *
- * It covers the layout of the types below and of the module descriptor.
- * A module built against another ABI version is refused at load time, with
- * a message naming both versions: rebuild it against this header.
+ * It covers the layout of the types below, of those of <petrel/static.h>,
+ * and of the module descriptor.  A module built against another ABI version
+ * is refused at load time, with a message naming both versions: rebuild it
+ * against this header.  2: petrel_static_opts_t gained default_type.
  */
-#define PETREL_ABI_VERSION 1
+#define PETREL_ABI_VERSION 2
 
 /* ------------------------------------------------------------------------ */
 /* Errors                                                                    */
@@ -1031,99 +1032,193 @@ typedef struct petrel_module {
 PETREL_API int petrel_main(int argc, char **argv, const petrel_module_t *const *builtins);
 
 /* ------------------------------------------------------------------------ */
-/* Static files (modules/static.c)                                           */
+/* HTTP semantics (src/semantics.c) -- begin                                 */
+/*                                                                           */
+/* RFC 9110 for handlers: HTTP-dates, entity-tags, conditional requests     */
+/* (304, 412), Range requests (206, 416) and content coding negotiation.    */
+/* The string functions read NUL-terminated header values and allocate     */
+/* nothing; the petrel_req_*() forms read the request's header fields in    */
+/* one pass.  Times are seconds since the epoch; a negative time stands for */
+/* "no modification date".                                                  */
+
+/** Bytes of the buffer of petrel_http_date_format(): 29 characters and a
+ *  NUL. */
+#define PETREL_HTTP_DATE_SIZE 30
 
 /**
- * Options of a static-file mount, for petrel_static_mount().
- *
- * Fill with petrel_static_opts_init() (the defaults), then change what you
- * need; the struct may grow fields at the end in a later ABI version.
- *
- * Lifetime: the struct and its strings are copied by petrel_static_mount().
+ * Format `t` as an IMF-fixdate (RFC 9110 §5.6.7), the form of the Date and
+ * Last-Modified header fields: "Sun, 06 Nov 1994 08:49:37 GMT".  Writes 29
+ * characters and a NUL into `buf`, which holds at least
+ * PETREL_HTTP_DATE_SIZE bytes, and returns 29.  A time whose year is not
+ * 0000 to 9999 is written as the epoch.  Allocates nothing; safe from any
+ * thread.
  */
-typedef struct petrel_static_opts {
-    /** Serve DIR/index.html for a request of a directory ("index.html");
-     *  NULL or "" for none. */
-    const char *index;
-    /** An HTML listing for a directory without an index file (default 0:
-     *  404). */
-    int autoindex;
-    /** Cache-Control value of every file response (200, 206, 304); NULL or
-     *  "" for no header (the default, as nginx, h2o and lighttpd do). */
-    const char *cache_control;
-    /** Serve FILE.br / FILE.gz when they exist beside FILE and the client
-     *  accepts that encoding, with Content-Encoding and Vary (default 1). */
-    int precompressed;
-    /** Bytes of memory the cache of one worker may hold for this mount:
-     *  file contents, metadata, names (default 64 MiB).  0: nothing is kept
-     *  between requests. */
-    size_t cache_size;
-    /** Files up to this size are kept in memory and served without a file
-     *  syscall; larger ones are sent from a cached descriptor (sendfile on
-     *  HTTP/1.1).  Default 64 KiB; 0: never in memory. */
-    size_t max_file_in_memory;
-    /** Open file descriptors the cache of one worker may hold for this
-     *  mount (default 1024). */
-    size_t max_open_files;
-    /** A cached file is checked against the disk (one stat) at most this
-     *  often, in milliseconds (default 1000): a file changed, replaced or
-     *  deleted on disk is served fresh at most this long after the change.
-     *  0: checked on every request. */
-    unsigned revalidate_ms;
-} petrel_static_opts_t;
+PETREL_API size_t petrel_http_date_format(time_t t, char *buf);
 
 /**
- * Fill static-file options with their defaults.
- *
- * The defaults are those of each field of petrel_static_opts_t: index.html,
- * no listing, no Cache-Control, precompressed files, a 64 MiB cache of files
- * up to 64 KiB, 1024 open files, revalidated every second.
- *
- * Returns: nothing.
- *
- * Errors: none.
- *
- * Lifetime: `opts` is the caller's; its strings then point to static
- * storage.
+ * Parse an HTTP-date in any of its three forms (RFC 9110 §5.6.7): the
+ * IMF-fixdate ("Sun, 06 Nov 1994 08:49:37 GMT"), the obsolete RFC 850 form
+ * ("Sunday, 06-Nov-94 08:49:37 GMT") and asctime's ("Sun Nov  6 08:49:37
+ * 1994").  The value must be exactly one date (trailing spaces allowed):
+ * fixed digit counts, the listed day and month names, GMT, a year from
+ * 1970.  Returns 0 with `*t` set, or PETREL_EINVAL (`*t` untouched).
  */
-PETREL_API void petrel_static_opts_init(petrel_static_opts_t *opts);
+PETREL_API int petrel_http_date_parse(const char *s, time_t *t);
 
 /**
- * Serve the files of a directory at a URL prefix.
- *
- * Serves the files below directory `dir` at URL prefix `prefix` ("/",
- * "/assets/"; a missing trailing slash is added, and a request of the prefix
- * without it is redirected to it).  Registers GET and HEAD routes
- * `prefix` + "*".  Call at start-up, before the workers start (from a
- * module's init).  `opts` may be NULL (the defaults).
- *
- * Requests are resolved beneath `dir` only (openat2 RESOLVE_BENEATH, or a
- * component walk on kernels without it): symlinks are followed only while
- * they stay inside `dir`; only regular files are served.  Each worker keeps
- * a cache of open files, metadata and small files' bytes (see the options).
- *
- * Returns: 0, or a negative PETREL_E* code.
- *
- * Errors:
- *   PETREL_EINVAL    a bad prefix or option
- *   PETREL_ENOTFOUND `dir` is not a readable directory
- *   PETREL_ESTATE    the route exists already
- *   PETREL_ENOMEM    out of memory
- *
- * Lifetime: `prefix`, `dir` and `opts` (with its strings) are copied.
- *
- * Example:
- *   static int init(petrel_server_t *srv, const char *args)
- *   {
- *       (void)args;
- *       petrel_static_opts_t o;
- *       petrel_static_opts_init(&o);
- *       o.cache_control = "public, max-age=3600";
- *       return petrel_static_mount(srv, "/assets/", "/srv/assets", &o);
- *   }
+ * Whether the value `list` of an If-Match or If-None-Match field -- "*" or
+ * a comma-separated list of entity-tags (RFC 9110 §13.1.1, §13.1.2) --
+ * matches the entity-tag `etag`, given as it is sent in ETag, with its
+ * quotes: "\"v42\"" (strong) or "W/\"v42\"" (weak).  `weak` 0 is the strong
+ * comparison (§8.8.3.2: both tags strong and the same), as If-Match uses;
+ * 1 the weak comparison (the same opaque-tag), as If-None-Match uses.
+ * "*" matches any `etag`; elements that are not entity-tags are skipped.
+ * `etag` NULL (no representation) matches nothing.  Returns 1 or 0.
  */
-PETREL_API int petrel_static_mount(petrel_server_t *srv, const char *prefix, const char *dir,
-                                   const petrel_static_opts_t *opts);
+PETREL_API int petrel_etag_match(const char *list, const char *etag, int weak);
+
+/**
+ * The request header fields of conditional and Range requests, NULL where
+ * absent: fill with petrel_req_conditions(), or by hand (tests, proxies).
+ * The strings are not owned: those of petrel_req_conditions() live in the
+ * request arena (valid until the response has been written).
+ */
+typedef struct petrel_conditions {
+    int method;                      /**< the request's PETREL_* method bit */
+    const char *if_match;            /**< If-Match (§13.1.1) */
+    const char *if_none_match;       /**< If-None-Match (§13.1.2) */
+    const char *if_modified_since;   /**< If-Modified-Since (§13.1.3) */
+    const char *if_unmodified_since; /**< If-Unmodified-Since (§13.1.4) */
+    const char *if_range;            /**< If-Range (§13.1.5) */
+    const char *range;               /**< Range (§14.2) */
+} petrel_conditions_t;
+
+/**
+ * Fill `c` from the header fields of `req`, in one pass over them.  A list
+ * field given on several lines (If-Match, If-None-Match) is joined with
+ * ", " in the request arena; a single-valued one given twice is set to ""
+ * (invalid: ignored).  With CONNECT, OPTIONS or TRACE every field is left
+ * NULL: RFC 9110 §13.2.1 has them ignored for methods that neither select
+ * nor change a representation.
+ */
+PETREL_API void petrel_req_conditions(petrel_req_t *req, petrel_conditions_t *c);
+
+/**
+ * Evaluate the preconditions of `c` (RFC 9110 §13.2.2, steps 1 to 4, in
+ * that order) for the selected representation of the target resource:
+ * its entity-tag `etag` (with quotes, as sent in ETag; NULL if it has none)
+ * and its modification time `last_modified` (negative if none).  A
+ * resource with neither has no current representation: If-Match fails and
+ * "If-None-Match: *" passes, which is what a PUT that creates needs.
+ *
+ * Returns 0 (go on with the method), 304 (GET or HEAD: not modified;
+ * answer with the ETag, Last-Modified, Cache-Control and Vary a 200 would
+ * have, §15.4.5) or 412 (precondition failed).  For any method: a PUT or
+ * DELETE handler calls it before changing anything.  Per §13.2.1 call it
+ * only when the response without conditions would be 2xx or 412; when a
+ * failed If-Match or If-Unmodified-Since is due to a change the same
+ * request already made, answering 2xx instead is the caller's choice.
+ */
+PETREL_API int petrel_preconditions(const petrel_conditions_t *c, const char *etag,
+                                    time_t last_modified);
+
+/**
+ * petrel_req_conditions() and petrel_preconditions() in one call: 0, 304
+ * or 412.  Add the validator fields (ETag, Last-Modified) before, so that
+ * a 304 carries them; then `if (s) return s;` sends the status.
+ */
+PETREL_API int petrel_req_preconditions(petrel_req_t *req, const char *etag,
+                                        time_t last_modified);
+
+/**
+ * Evaluate an If-Range value (RFC 9110 §13.1.5) against the representation
+ * (`etag` as sent in ETag or NULL, `last_modified` or negative): an
+ * entity-tag matches by the strong comparison only (a weak one never does);
+ * an HTTP-date matches when it equals `last_modified` and that is a strong
+ * validator (§8.8.2.2: its second has passed).  Returns 1 when the Range
+ * may be honoured (also when `value` is NULL), 0 when the whole
+ * representation is to be sent.
+ */
+PETREL_API int petrel_if_range(const char *value, const char *etag, time_t last_modified);
+
+/** A byte range of a representation: `len` bytes (at least 1) from `off`. */
+typedef struct petrel_range {
+    uint64_t off;
+    uint64_t len;
+} petrel_range_t;
+
+/**
+ * Evaluate a Range value (RFC 9110 §14.1.2, the "bytes" unit, any case)
+ * for a representation of `size` bytes.  Returns:
+ * - 206 with `*r` set: the range to send.  Several ranges that overlap or
+ *   touch are merged into one (§14.2 allows it).
+ * - 416: no range is satisfiable (every first-pos at or past `size`, or
+ *   suffixes of 0 bytes; of an empty representation, any int-range);
+ *   answer with the Content-Range that gives only the size
+ *   (unsatisfied-range, §14.4).
+ * - 0: ignore the header and send the whole representation (200): `value`
+ *   NULL, another unit, an invalid range-set (an int-range whose last-pos
+ *   is before its first-pos makes all of it invalid, §14.1.1), more than 16
+ *   range-specs, several disjoint ranges (petrel makes no
+ *   multipart/byteranges: see below), or a suffix-range of an empty
+ *   representation (satisfiable, §14.1.3, but a 206 cannot say "no
+ *   bytes": the empty 200 does).
+ *
+ * Several disjoint ranges get the whole representation (a server MAY
+ * ignore Range, §14.2): a multipart body would have to be built in memory
+ * (petrel_send_fd() sends one file range), browsers and media players ask
+ * one range at a time, and many small ranges are a known denial of service
+ * (CVE-2011-3192).  Numbers saturate at 2^62.  `*r` is untouched unless
+ * 206 is returned.
+ */
+PETREL_API int petrel_range_parse(const char *value, uint64_t size, petrel_range_t *r);
+
+/**
+ * Step 5 of RFC 9110 §13.2.2 for the representation (`size` bytes, `etag`,
+ * `last_modified`, as for petrel_preconditions()): the Range of `c` is
+ * evaluated for GET only (§14.2; HEAD and other methods ignore it) and
+ * when the If-Range, if any, matches (petrel_if_range()).  Returns 206
+ * (`*r` set), 416 or 0 as petrel_range_parse().  Call it after
+ * petrel_preconditions() returned 0.
+ */
+PETREL_API int petrel_range_select(const petrel_conditions_t *c, uint64_t size, const char *etag,
+                                   time_t last_modified, petrel_range_t *r);
+
+/**
+ * petrel_req_conditions() and petrel_range_select() in one call, which
+ * also adds the Content-Range response field (§14.4): "bytes FIRST-LAST/SIZE"
+ * with 206, the unsatisfied-range form (only the size) with 416.  Returns 0
+ * (send the whole representation, 200), 206 (send the `r->len` bytes from
+ * `r->off`, with status 206), 416 (return it: the status is sent with its
+ * Content-Range), or PETREL_ENOMEM.
+ */
+PETREL_API int petrel_req_range(petrel_req_t *req, uint64_t size, const char *etag,
+                                time_t last_modified, petrel_range_t *r);
+
+/** petrel_accept_encoding(): send the representation without a content
+ *  coding. */
+#define PETREL_CODING_IDENTITY (-1)
+
+/**
+ * Choose the content coding of a response (RFC 9110 §12.5.3) among the `n`
+ * codings of `codings` that the caller can send ("br", "gzip", ...; in its
+ * order of preference), given the request's Accept-Encoding value `accept`
+ * (NULL when absent).  The coding with the highest q wins; q=0 means "not
+ * acceptable"; "*" stands for every coding the field does not name;
+ * "x-gzip" is "gzip".  Ties go to a coding over identity, then to the
+ * earlier one in `codings`; identity that the field does not rank (itself
+ * or by "*") loses to any coding with a q above 0.
+ *
+ * Returns the index in `codings` of the coding to apply, or
+ * PETREL_CODING_IDENTITY: none (no field, an empty one, nothing of
+ * `codings` acceptable).  Even when the field refuses identity too
+ * ("identity;q=0"), identity is what §12.5.3 prefers to a 406.  Send
+ * `Vary: Accept-Encoding` with every response of a resource that has
+ * codings, whichever is chosen.
+ */
+PETREL_API int petrel_accept_encoding(const char *accept, const char *const *codings, size_t n);
+
+/* HTTP semantics -- end                                                     */
 
 /* ------------------------------------------------------------------------ */
 /* Waiting for work the handler started                                     */
