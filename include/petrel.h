@@ -1046,42 +1046,71 @@ PETREL_API int petrel_main(int argc, char **argv, const petrel_module_t *const *
 #define PETREL_HTTP_DATE_SIZE 30
 
 /**
- * Format `t` as an IMF-fixdate (RFC 9110 §5.6.7), the form of the Date and
- * Last-Modified header fields: "Sun, 06 Nov 1994 08:49:37 GMT".  Writes 29
- * characters and a NUL into `buf`, which holds at least
- * PETREL_HTTP_DATE_SIZE bytes, and returns 29.  A time whose year is not
- * 0000 to 9999 is written as the epoch.  Allocates nothing; safe from any
- * thread.
+ * Format a time as an HTTP-date.
+ *
+ * The IMF-fixdate of RFC 9110 §5.6.7, the form of the Date and
+ * Last-Modified header fields: "Sun, 06 Nov 1994 08:49:37 GMT".  A time
+ * whose year is not 0000 to 9999 is written as the epoch.  Allocates
+ * nothing; safe from any process or thread.
+ *
+ * Returns: 29, the characters written (a NUL follows them).
+ *
+ * Errors: none.
+ *
+ * Lifetime: `buf` is the caller's, at least PETREL_HTTP_DATE_SIZE bytes.
+ *
+ * Example:
+ *     static int last_modified(petrel_req_t *req, time_t mtime)
+ *     {
+ *         char date[PETREL_HTTP_DATE_SIZE];
+ *         petrel_http_date_format(mtime, date);
+ *         return petrel_resp_header(req, "Last-Modified", date);
+ *     }
  */
 PETREL_API size_t petrel_http_date_format(time_t t, char *buf);
 
 /**
- * Parse an HTTP-date in any of its three forms (RFC 9110 §5.6.7): the
- * IMF-fixdate ("Sun, 06 Nov 1994 08:49:37 GMT"), the obsolete RFC 850 form
- * ("Sunday, 06-Nov-94 08:49:37 GMT") and asctime's ("Sun Nov  6 08:49:37
- * 1994").  The value must be exactly one date (trailing spaces allowed):
- * fixed digit counts, the listed day and month names, GMT, a year from
- * 1970.  Returns 0 with `*t` set, or PETREL_EINVAL (`*t` untouched).
+ * Parse an HTTP-date in any of its three forms.
+ *
+ * RFC 9110 §5.6.7: the IMF-fixdate ("Sun, 06 Nov 1994 08:49:37 GMT"), the
+ * obsolete RFC 850 form ("Sunday, 06-Nov-94 08:49:37 GMT") and asctime's
+ * ("Sun Nov  6 08:49:37 1994").  The value must be exactly one date
+ * (trailing spaces allowed): fixed digit counts, the listed day and month
+ * names, GMT, a year from 1970.
+ *
+ * Returns: 0 with `*t` set, or a negative PETREL_E* code.
+ *
+ * Errors: PETREL_EINVAL when `s` is not such a date (`*t` untouched).
+ *
+ * Lifetime: `s` is read during the call only.
  */
 PETREL_API int petrel_http_date_parse(const char *s, time_t *t);
 
 /**
- * Whether the value `list` of an If-Match or If-None-Match field -- "*" or
- * a comma-separated list of entity-tags (RFC 9110 §13.1.1, §13.1.2) --
- * matches the entity-tag `etag`, given as it is sent in ETag, with its
- * quotes: "\"v42\"" (strong) or "W/\"v42\"" (weak).  `weak` 0 is the strong
- * comparison (§8.8.3.2: both tags strong and the same), as If-Match uses;
- * 1 the weak comparison (the same opaque-tag), as If-None-Match uses.
+ * Whether an If-Match or If-None-Match value matches an entity-tag.
+ *
+ * `list` is "*" or a comma-separated list of entity-tags (RFC 9110
+ * §13.1.1, §13.1.2); `etag` is given as it is sent in ETag, with its
+ * quotes: "\"v42\"" (strong) or "W/\"v42\"" (weak).  `weak` 0 is the
+ * strong comparison (§8.8.3.2: both tags strong and the same), as If-Match
+ * uses; 1 the weak comparison (the same opaque-tag), as If-None-Match uses.
  * "*" matches any `etag`; elements that are not entity-tags are skipped.
- * `etag` NULL (no representation) matches nothing.  Returns 1 or 0.
+ * `etag` NULL (no representation) matches nothing.
+ *
+ * Returns: 1 when it matches, else 0.
+ *
+ * Errors: none.
+ *
+ * Lifetime: the strings are read during the call only.
  */
 PETREL_API int petrel_etag_match(const char *list, const char *etag, int weak);
 
 /**
- * The request header fields of conditional and Range requests, NULL where
- * absent: fill with petrel_req_conditions(), or by hand (tests, proxies).
- * The strings are not owned: those of petrel_req_conditions() live in the
- * request arena (valid until the response has been written).
+ * The request header fields of conditional and Range requests.
+ *
+ * NULL where absent: fill with petrel_req_conditions(), or by hand (tests,
+ * proxies).  The strings are not owned: those of petrel_req_conditions()
+ * live in the request arena (valid until the response has been written).
  */
 typedef struct petrel_conditions {
     int method;                      /**< the request's PETREL_* method bit */
@@ -1094,50 +1123,91 @@ typedef struct petrel_conditions {
 } petrel_conditions_t;
 
 /**
- * Fill `c` from the header fields of `req`, in one pass over them.  A list
- * field given on several lines (If-Match, If-None-Match) is joined with
- * ", " in the request arena; a single-valued one given twice is set to ""
- * (invalid: ignored).  With CONNECT, OPTIONS or TRACE every field is left
- * NULL: RFC 9110 §13.2.1 has them ignored for methods that neither select
- * nor change a representation.
+ * Read the conditional and Range fields of a request.
+ *
+ * Fills `c` from the header fields of `req`, in one pass over them.  A
+ * list field given on several lines (If-Match, If-None-Match) is joined
+ * with ", " in the request arena; a single-valued one given twice is set
+ * to "" (invalid: ignored).  With CONNECT, OPTIONS or TRACE every field is
+ * left NULL: RFC 9110 §13.2.1 has them ignored for methods that neither
+ * select nor change a representation.
+ *
+ * Returns: nothing.
+ *
+ * Errors: none (a join that finds the arena full keeps the first line).
+ *
+ * Lifetime: the strings set in `c` live in the request arena, valid until
+ * the response has been written.
  */
 PETREL_API void petrel_req_conditions(petrel_req_t *req, petrel_conditions_t *c);
 
 /**
- * Evaluate the preconditions of `c` (RFC 9110 §13.2.2, steps 1 to 4, in
- * that order) for the selected representation of the target resource:
+ * Evaluate the preconditions of a request (RFC 9110 §13.2.2, steps 1 to 4).
+ *
+ * In that order, for the selected representation of the target resource:
  * its entity-tag `etag` (with quotes, as sent in ETag; NULL if it has none)
  * and its modification time `last_modified` (negative if none).  A
  * resource with neither has no current representation: If-Match fails and
- * "If-None-Match: *" passes, which is what a PUT that creates needs.
+ * "If-None-Match: *" passes, which is what a PUT that creates needs.  For
+ * any method: a PUT or DELETE handler calls it before changing anything.
+ * Per §13.2.1 call it only when the response without conditions would be
+ * 2xx or 412; when a failed If-Match or If-Unmodified-Since is due to a
+ * change the same request already made, answering 2xx instead is the
+ * caller's choice.
  *
- * Returns 0 (go on with the method), 304 (GET or HEAD: not modified;
+ * Returns: 0 (go on with the method), 304 (GET or HEAD: not modified;
  * answer with the ETag, Last-Modified, Cache-Control and Vary a 200 would
- * have, §15.4.5) or 412 (precondition failed).  For any method: a PUT or
- * DELETE handler calls it before changing anything.  Per §13.2.1 call it
- * only when the response without conditions would be 2xx or 412; when a
- * failed If-Match or If-Unmodified-Since is due to a change the same
- * request already made, answering 2xx instead is the caller's choice.
+ * have, §15.4.5) or 412 (precondition failed).
+ *
+ * Errors: none.
+ *
+ * Lifetime: everything is read during the call only.
  */
 PETREL_API int petrel_preconditions(const petrel_conditions_t *c, const char *etag,
                                     time_t last_modified);
 
 /**
- * petrel_req_conditions() and petrel_preconditions() in one call: 0, 304
- * or 412.  Add the validator fields (ETag, Last-Modified) before, so that
- * a 304 carries them; then `if (s) return s;` sends the status.
+ * Evaluate the preconditions of `req` for a representation, in one call.
+ *
+ * petrel_req_conditions() and petrel_preconditions() together.  Add the
+ * validator fields (ETag, Last-Modified) before, so that a 304 carries
+ * them; then `if (s) return s;` sends the status.
+ *
+ * Returns: 0, 304 or 412, as petrel_preconditions().
+ *
+ * Errors: none.
+ *
+ * Lifetime: `etag` is read during the call only.
+ *
+ * Example:
+ *     static int page(petrel_req_t *req, void *data)
+ *     {
+ *         (void)data;
+ *         petrel_resp_header(req, "ETag", "\"v1\"");
+ *         int s = petrel_req_preconditions(req, "\"v1\"", -1);
+ *         if (s)
+ *             return s; // 304 or 412
+ *         return petrel_send_text(req, 200, "text/plain", "version 1\n");
+ *     }
  */
 PETREL_API int petrel_req_preconditions(petrel_req_t *req, const char *etag,
                                         time_t last_modified);
 
 /**
- * Evaluate an If-Range value (RFC 9110 §13.1.5) against the representation
- * (`etag` as sent in ETag or NULL, `last_modified` or negative): an
- * entity-tag matches by the strong comparison only (a weak one never does);
- * an HTTP-date matches when it equals `last_modified` and that is a strong
- * validator (§8.8.2.2: its second has passed).  Returns 1 when the Range
- * may be honoured (also when `value` is NULL), 0 when the whole
- * representation is to be sent.
+ * Whether an If-Range value lets a Range request be honoured.
+ *
+ * RFC 9110 §13.1.5, against the representation (`etag` as sent in ETag or
+ * NULL, `last_modified` or negative): an entity-tag matches by the strong
+ * comparison only (a weak one never does); an HTTP-date matches when it
+ * equals `last_modified` and that is a strong validator (§8.8.2.2: its
+ * second has passed).
+ *
+ * Returns: 1 when the Range may be honoured (also when `value` is NULL), 0
+ * when the whole representation is to be sent.
+ *
+ * Errors: none.
+ *
+ * Lifetime: the strings are read during the call only.
  */
 PETREL_API int petrel_if_range(const char *value, const char *etag, time_t last_modified);
 
@@ -1148,49 +1218,65 @@ typedef struct petrel_range {
 } petrel_range_t;
 
 /**
- * Evaluate a Range value (RFC 9110 §14.1.2, the "bytes" unit, any case)
- * for a representation of `size` bytes.  Returns:
- * - 206 with `*r` set: the range to send.  Several ranges that overlap or
- *   touch are merged into one (§14.2 allows it).
- * - 416: no range is satisfiable (every first-pos at or past `size`, or
- *   suffixes of 0 bytes; of an empty representation, any int-range);
- *   answer with the Content-Range that gives only the size
- *   (unsatisfied-range, §14.4).
- * - 0: ignore the header and send the whole representation (200): `value`
- *   NULL, another unit, an invalid range-set (an int-range whose last-pos
- *   is before its first-pos makes all of it invalid, §14.1.1), more than 16
- *   range-specs, several disjoint ranges (petrel makes no
- *   multipart/byteranges: see below), or a suffix-range of an empty
- *   representation (satisfiable, §14.1.3, but a 206 cannot say "no
- *   bytes": the empty 200 does).
+ * Evaluate a Range value for a representation of `size` bytes.
  *
- * Several disjoint ranges get the whole representation (a server MAY
- * ignore Range, §14.2): a multipart body would have to be built in memory
- * (petrel_send_fd() sends one file range), browsers and media players ask
- * one range at a time, and many small ranges are a known denial of service
- * (CVE-2011-3192).  Numbers saturate at 2^62.  `*r` is untouched unless
- * 206 is returned.
+ * RFC 9110 §14.1.2, the "bytes" unit, any case.  Several ranges that
+ * overlap or touch are merged into one (§14.2 allows it).  Several disjoint
+ * ranges get the whole representation (a server MAY ignore Range, §14.2): a
+ * multipart body would have to be built in memory (petrel_send_fd() sends
+ * one file range), browsers and media players ask one range at a time, and
+ * many small ranges are a known denial of service (CVE-2011-3192).
+ * Numbers saturate at 2^62.
+ *
+ * Returns: 206 with `*r` set (the range to send); 416 when no range is
+ * satisfiable (every first-pos at or past `size`, or suffixes of 0 bytes;
+ * of an empty representation, any int-range): answer with the
+ * Content-Range that gives only the size (unsatisfied-range, §14.4); 0 to
+ * ignore the header and send the whole representation (200): `value` NULL,
+ * another unit, an invalid range-set (an int-range whose last-pos is
+ * before its first-pos makes all of it invalid, §14.1.1), more than 16
+ * range-specs, several disjoint ranges, or a suffix-range of an empty
+ * representation (satisfiable, §14.1.3, but a 206 cannot say "no bytes":
+ * the empty 200 does).
+ *
+ * Errors: none.
+ *
+ * Lifetime: `*r` is untouched unless 206 is returned.
  */
 PETREL_API int petrel_range_parse(const char *value, uint64_t size, petrel_range_t *r);
 
 /**
- * Step 5 of RFC 9110 §13.2.2 for the representation (`size` bytes, `etag`,
- * `last_modified`, as for petrel_preconditions()): the Range of `c` is
- * evaluated for GET only (§14.2; HEAD and other methods ignore it) and
- * when the If-Range, if any, matches (petrel_if_range()).  Returns 206
- * (`*r` set), 416 or 0 as petrel_range_parse().  Call it after
- * petrel_preconditions() returned 0.
+ * Step 5 of RFC 9110 §13.2.2: the Range of a request, if it applies.
+ *
+ * For the representation (`size` bytes, `etag`, `last_modified`, as for
+ * petrel_preconditions()): the Range of `c` is evaluated for GET only
+ * (§14.2; HEAD and other methods ignore it) and when the If-Range, if any,
+ * matches (petrel_if_range()).  Call it after petrel_preconditions()
+ * returned 0.
+ *
+ * Returns: 206 (`*r` set), 416 or 0, as petrel_range_parse().
+ *
+ * Errors: none.
+ *
+ * Lifetime: everything is read during the call only.
  */
 PETREL_API int petrel_range_select(const petrel_conditions_t *c, uint64_t size, const char *etag,
                                    time_t last_modified, petrel_range_t *r);
 
 /**
- * petrel_req_conditions() and petrel_range_select() in one call, which
- * also adds the Content-Range response field (§14.4): "bytes FIRST-LAST/SIZE"
- * with 206, the unsatisfied-range form (only the size) with 416.  Returns 0
- * (send the whole representation, 200), 206 (send the `r->len` bytes from
- * `r->off`, with status 206), 416 (return it: the status is sent with its
- * Content-Range), or PETREL_ENOMEM.
+ * Evaluate the Range of `req` and add its Content-Range field, in one call.
+ *
+ * petrel_req_conditions() and petrel_range_select() together; the
+ * Content-Range response field (§14.4) is "bytes FIRST-LAST/SIZE" with 206,
+ * the unsatisfied-range form (only the size) with 416.
+ *
+ * Returns: 0 (send the whole representation, 200), 206 (send the `r->len`
+ * bytes from `r->off`, with status 206) or 416 (return it: the status is
+ * sent with its Content-Range); or a negative PETREL_E* code.
+ *
+ * Errors: PETREL_ENOMEM when the field cannot be added.
+ *
+ * Lifetime: `etag` is read during the call only.
  */
 PETREL_API int petrel_req_range(petrel_req_t *req, uint64_t size, const char *etag,
                                 time_t last_modified, petrel_range_t *r);
@@ -1200,21 +1286,26 @@ PETREL_API int petrel_req_range(petrel_req_t *req, uint64_t size, const char *et
 #define PETREL_CODING_IDENTITY (-1)
 
 /**
- * Choose the content coding of a response (RFC 9110 §12.5.3) among the `n`
- * codings of `codings` that the caller can send ("br", "gzip", ...; in its
- * order of preference), given the request's Accept-Encoding value `accept`
- * (NULL when absent).  The coding with the highest q wins; q=0 means "not
- * acceptable"; "*" stands for every coding the field does not name;
- * "x-gzip" is "gzip".  Ties go to a coding over identity, then to the
- * earlier one in `codings`; identity that the field does not rank (itself
- * or by "*") loses to any coding with a q above 0.
+ * Choose the content coding of a response (RFC 9110 §12.5.3).
  *
- * Returns the index in `codings` of the coding to apply, or
+ * Among the `n` codings of `codings` that the caller can send ("br",
+ * "gzip", ...; in its order of preference), given the request's
+ * Accept-Encoding value `accept` (NULL when absent): the coding with the
+ * highest q wins; q=0 means "not acceptable"; "*" stands for every coding
+ * the field does not name; "x-gzip" is "gzip".  Ties go to a coding over
+ * identity, then to the earlier one in `codings`; identity that the field
+ * does not rank (itself or by "*") loses to any coding with a q above 0.
+ * Even when the field refuses identity too ("identity;q=0"), identity is
+ * what §12.5.3 prefers to a 406.  Send `Vary: Accept-Encoding` with every
+ * response of a resource that has codings, whichever is chosen.
+ *
+ * Returns: the index in `codings` of the coding to apply, or
  * PETREL_CODING_IDENTITY: none (no field, an empty one, nothing of
- * `codings` acceptable).  Even when the field refuses identity too
- * ("identity;q=0"), identity is what §12.5.3 prefers to a 406.  Send
- * `Vary: Accept-Encoding` with every response of a resource that has
- * codings, whichever is chosen.
+ * `codings` acceptable).
+ *
+ * Errors: none.
+ *
+ * Lifetime: the strings are read during the call only.
  */
 PETREL_API int petrel_accept_encoding(const char *accept, const char *const *codings, size_t n);
 

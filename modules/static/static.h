@@ -93,7 +93,7 @@ typedef struct petrel__static_mount {
 /* The number of mounts made (ids are below it). */
 extern unsigned petrel__static_nmounts;
 
-/* Forget every mount (after petrel__static_worker_fini in every thread;
+/* Forget every mount (after petrel__static_worker_fini in every worker;
  * for tests). */
 void petrel__static_reset(void);
 
