@@ -61,6 +61,9 @@ static void usage(FILE *f)
             "                          graceful shutdown limit (default 10)\n"
             "  --handler-timeout SECONDS\n"
             "                          time a request waits for its handler (default 30) -> 504\n"
+            "  --body-timeout SECONDS  time for a request body or WebSocket message, plus 1 s\n"
+            "                          per --body-min-rate bytes received (default 20) -> 408\n"
+            "  --body-min-rate BYTES   bytes per second that earn a body more time (default 1k)\n"
             "  --h2-max-concurrent-streams N\n"
             "                          HTTP/2 streams per connection (default 128)\n"
             "  --h2-initial-window-size BYTES\n"
@@ -125,7 +128,8 @@ static bool parse_secs(const char *s, uint64_t *ms)
 enum {
     OPT_LISTEN = 256, OPT_ROOT, OPT_MODULE, OPT_WORKERS, OPT_LOG_LEVEL, OPT_ACCESS_LOG,
     OPT_MAX_HEADER, OPT_MAX_URI, OPT_MAX_BODY, OPT_MAX_CONN, OPT_HEADER_TO, OPT_KEEPALIVE_TO,
-    OPT_SEND_TO, OPT_DRAIN_TO, OPT_HANDLER_TO, OPT_MAX_PIPELINED, OPT_HELP, OPT_VERSION,
+    OPT_SEND_TO, OPT_DRAIN_TO, OPT_HANDLER_TO, OPT_MAX_PIPELINED, OPT_BODY_TO, OPT_BODY_RATE,
+    OPT_HELP, OPT_VERSION,
     OPT_H2_STREAMS, OPT_H2_WINDOW, OPT_H2_HEADER_LIST
 };
 
@@ -164,6 +168,8 @@ static const struct option opts[] = {
     {"send-timeout", required_argument, NULL, OPT_SEND_TO},
     {"drain-timeout", required_argument, NULL, OPT_DRAIN_TO},
     {"handler-timeout", required_argument, NULL, OPT_HANDLER_TO},
+    {"body-timeout", required_argument, NULL, OPT_BODY_TO},
+    {"body-min-rate", required_argument, NULL, OPT_BODY_RATE},
     {"h2-max-concurrent-streams", required_argument, NULL, OPT_H2_STREAMS},
     {"h2-initial-window-size", required_argument, NULL, OPT_H2_WINDOW},
     {"h2-max-header-list-size", required_argument, NULL, OPT_H2_HEADER_LIST},
@@ -461,8 +467,18 @@ int petrel_main(int argc, char **argv, const petrel_module_t *const *builtins)
         }
         case OPT_HEADER_TO:
         case OPT_KEEPALIVE_TO:
+        case OPT_BODY_RATE: {
+            size_t v;
+            if (!parse_size(optarg, &v)) {
+                rc = bad(flag, optarg, "a number of bytes per second, 0 or more (e.g. 1k)");
+                goto out;
+            }
+            cfg->body_min_rate = v;
+            break;
+        }
         case OPT_SEND_TO:
         case OPT_DRAIN_TO:
+        case OPT_BODY_TO:
         case OPT_HANDLER_TO: {
             uint64_t ms;
             if (!parse_secs(optarg, &ms)) {
@@ -477,6 +493,8 @@ int petrel_main(int argc, char **argv, const petrel_module_t *const *builtins)
                 cfg->send_timeout_ms = ms;
             else if (o == OPT_HANDLER_TO)
                 cfg->handler_timeout_ms = ms;
+            else if (o == OPT_BODY_TO)
+                cfg->body_timeout_ms = ms;
             else
                 cfg->drain_timeout_ms = ms;
             break;

@@ -598,7 +598,9 @@ int petrel__conns_init(petrel__conns_t *cs, const petrel__config_t *cfg,
         return rc;
     uint64_t ka = cfg->keepalive_timeout_ms, idle = ka < PETREL__IDLE_MS ? ka : PETREL__IDLE_MS;
     if ((rc = petrel__tq_init(petrel__loop, &cs->tq_idle, idle)) < 0 ||
-        (rc = petrel__tq_init(petrel__loop, &cs->tq_keepalive_rest, ka - idle)) < 0)
+        (rc = petrel__tq_init(petrel__loop, &cs->tq_keepalive_rest, ka - idle)) < 0 ||
+        (rc = petrel__tq_init(petrel__loop, &cs->tq_body, cfg->body_timeout_ms)) < 0 ||
+        (rc = petrel__tq_init(petrel__loop, &cs->tq_body_check, PETREL__BODY_CHECK_MS)) < 0)
         return rc;
     return 0;
 }

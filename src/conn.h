@@ -114,6 +114,8 @@ struct petrel__conns {
     /* a kept-alive connection idle PETREL__IDLE_MS gives back its protocol
      * state (tq_idle), then waits out the rest of the keep-alive timeout */
     petrel__tq_t tq_idle, tq_keepalive_rest;
+    /* a request body: its first deadline, then checks while it moves */
+    petrel__tq_t tq_body, tq_body_check;
     bool draining;
     uint64_t next_req_id; /* requests of this worker are numbered from 1 */
     /* A connection went away: the server layer may accept again, or end
@@ -128,6 +130,20 @@ struct petrel__conns {
 /* How long a kept-alive HTTP/1.1 connection stays idle before it gives back
  * its protocol state (an idle connection is then its struct alone). */
 #define PETREL__IDLE_MS 200
+
+/* While a body arrives past --body-timeout, its moving deadline is checked
+ * this often. */
+#define PETREL__BODY_CHECK_MS 1000
+
+/* Whether a body (or a WebSocket message) that started at `start` ms and
+ * has `got` bytes so far is past its deadline at `now` ms: --body-timeout
+ * plus one second per --body-min-rate bytes received. */
+static inline bool petrel__body_late(const petrel__config_t *cfg, uint64_t start, uint64_t got,
+                                     uint64_t now)
+{
+    uint64_t grace = cfg->body_min_rate ? got * 1000 / cfg->body_min_rate : 0;
+    return now >= start + cfg->body_timeout_ms + grace;
+}
 
 /* How long a closing connection reads what its peer still sends. */
 #define PETREL__LINGER_MS 2000

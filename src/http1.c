@@ -98,6 +98,8 @@ typedef struct h1 {
     uint8_t host_count;
     uint8_t te_chunked;
     size_t body_cap;
+    size_t ext_bytes;    /* chunk extension bytes of the body so far */
+    uint64_t body_start; /* ms: when the head was complete (the body deadline) */
     /* a protocol switch for after the upgrade request's response */
     const petrel__proto_ops_t *up_ops;
     void *up_state;
@@ -569,6 +571,7 @@ static int on_headers_complete(llhttp_t *p)
     petrel_req_t *r = h1->req;
     const petrel__config_t *cfg = h1->c->cs->cfg;
     h1->flags |= H1_HEAD_DONE;
+    h1->body_start = petrel__loop->now_ms;
     nul_terminate(&r->method_name);
     nul_terminate(&r->target);
     for (size_t i = 0; i < r->nheaders; i++) {
@@ -602,6 +605,10 @@ static int on_headers_complete(llhttp_t *p)
             return fail(h1, 503);
         r->body.ptr = b;
         h1->body_cap = (size_t)p->content_length;
+    }
+    if ((p->flags & F_CHUNKED) || p->content_length > 0) {
+        /* the body has --body-timeout, moving with what arrives */
+        petrel__timer_arm(petrel__loop, &h1->c->timer, &h1->c->cs->tq_body);
     }
     if ((h1->flags & H1_CONTINUE) && r->version == 11 &&
         ((p->flags & F_CHUNKED) || p->content_length > 0)) {
@@ -645,6 +652,20 @@ static int on_body(llhttp_t *p, const char *at, size_t len)
     return 0;
 }
 
+/* RFC 9112 §7.1.1: chunk extensions are bounded like a header section:
+ * their bytes over the whole body count toward --max-header-size (llhttp
+ * reads them without a limit: CVE-2024-22019 in Node.js, CVE-2023-39326 in
+ * Go were this). */
+static int on_chunk_ext(llhttp_t *p, const char *at, size_t len)
+{
+    h1_t *h1 = H1(p);
+    (void)at;
+    h1->ext_bytes += len;
+    if (h1->ext_bytes > h1->c->cs->cfg->max_header_size)
+        return fail(h1, 400);
+    return 0;
+}
+
 /* RFC 9112 §7.1: chunk data is followed by CRLF.  llhttp 8.1 does not insist,
  * so a smuggled "5\r\nhelloXX" would pass: check it where the bytes are. */
 static int on_chunk_complete(llhttp_t *p)
@@ -682,6 +703,8 @@ static const llhttp_settings_t settings = {
     .on_body = on_body,
     .on_message_complete = on_message_complete,
     .on_chunk_complete = on_chunk_complete,
+    .on_chunk_extension_name = on_chunk_ext,
+    .on_chunk_extension_value = on_chunk_ext,
 };
 
 /* ------------------------------------------------------------------------ */
@@ -806,6 +829,7 @@ static petrel_req_t *req_begin(h1_t *h1)
     h1->host_count = 0;
     h1->te_chunked = 0;
     h1->err_status = 0;
+    h1->ext_bytes = 0;
     h1->head_start = c->rpos;
     h1->flags = (h1->flags & ~(H1_HEAD_DONE | H1_IN_VALUE | H1_CONTINUE | H1_IDLE)) | H1_KEEPALIVE;
     petrel__timer_arm(petrel__loop, &c->timer, &c->cs->tq_header);
@@ -994,8 +1018,14 @@ static int status_for_error(h1_t *h1, llhttp_errno_t e)
     }
     case HPE_INVALID_VERSION: {
         /* 505 only for a well-formed "HTTP/d.d" of another major version
-         * (RFC 9110 §15.6.6); anything else is a malformed line: 400 */
+         * (RFC 9110 §15.6.6); anything else is a malformed line: 400.
+         * "PRI * HTTP/2.0" is the start of the HTTP/2 connection preface
+         * (RFC 9113 §3.4), made to fail as an HTTP/1.1 request: one the
+         * entry stage did not take (cut short, or wrong after its first
+         * line) is an invalid request line, 400 (RFC 9112 §3). */
         const char *s = c->rbuf + h1->head_start, *end = c->rbuf + c->rlen;
+        if ((size_t)(end - s) >= 14 && memcmp(s, "PRI * HTTP/2.0", 14) == 0)
+            return 400;
         const char *eol = memchr(s, '\n', (size_t)(end - s));
         if (eol == NULL)
             return 400;
@@ -1043,6 +1073,41 @@ static bool request_ready(h1_t *h1)
     return true; /* waiting, or streaming: the handler answers later */
 }
 
+/* RFC 9112 §5.1, RFC 9110 §5.5: optional whitespace around a field value
+ * is SP or HTAB, and not part of the value.  llhttp 8.1 takes a trailing
+ * HTAB as part of Content-Length and Transfer-Encoding (400) and of
+ * Connection ("close\t" is not "close"): each HTAB of the head being
+ * parsed that is leading or trailing OWS becomes a SP, which llhttp skips
+ * like any OWS.  Returns how many of the `n` bytes at `p` llhttp may have
+ * now: up to a HTAB whose role the bytes read so far cannot tell (the end
+ * of its line has not arrived). */
+static __attribute__((noinline)) size_t ows_tabs(const char *lo, char *p, size_t n, char *tab)
+{
+    char *end = p + n;
+    char *head_end = memmem(p, n, "\r\n\r\n", 4);
+    char *limit = head_end ? head_end + 2 : end;
+    while (tab && tab < limit) {
+        char *b = tab, *e = tab;
+        while (b > lo && (b[-1] == ' ' || b[-1] == '\t'))
+            b--;
+        while (e < end && (*e == ' ' || *e == '\t'))
+            e++;
+        if (e == end && !head_end)
+            return b > p ? (size_t)(b - p) : 0; /* known once its line ends */
+        /* leading: right after the colon that ends the field name */
+        const char *ls = memrchr(lo, '\n', (size_t)(b - lo));
+        ls = ls ? ls + 1 : lo;
+        const char *colon = memchr(ls, ':', (size_t)(b - ls));
+        bool leading = colon && colon == b - 1 && ls != lo;
+        bool trailing = *e == '\r' || *e == '\n';
+        if (leading || trailing)
+            for (char *x = b; x < e; x++)
+                *x = ' ';
+        tab = e < limit ? memchr(e, '\t', (size_t)(limit - e)) : NULL;
+    }
+    return n;
+}
+
 static void process(h1_t *h1)
 {
     petrel__conn_t *c = h1->c;
@@ -1061,10 +1126,21 @@ static void process(h1_t *h1)
                 return;
             }
         }
-        const char *start = c->rbuf + c->rpos;
-        llhttp_errno_t e = llhttp_execute(&h1->parser, start, c->rlen - c->rpos);
+        char *start = c->rbuf + c->rpos;
+        size_t n = c->rlen - c->rpos;
+        if (!(h1->flags & H1_HEAD_DONE)) {
+            char *tab = memchr(start, '\t', n);
+            if (unlikely(tab != NULL)) {
+                n = ows_tabs(c->rbuf + h1->head_start, start, n, tab);
+                if (n == 0)
+                    break; /* wait for the rest of the line */
+            }
+        }
+        llhttp_errno_t e = llhttp_execute(&h1->parser, start, n);
         if (e == HPE_OK) {
-            c->rpos = c->rlen;
+            c->rpos += (uint32_t)n;
+            if (c->rpos < c->rlen)
+                continue; /* the rest of a line held back for its HTAB */
             break;
         }
         if (e == HPE_PAUSED || e == HPE_PAUSED_UPGRADE) {
@@ -1238,8 +1314,6 @@ static void h1_read(petrel__conn_t *c)
             h1_events(h1);
             return;
         }
-        if (h1->req && (h1->flags & H1_HEAD_DONE))
-            petrel__timer_arm(petrel__loop, &c->timer, &c->cs->tq_header); /* body progress */
         process(h1);
         /* a read that did not fill the buffer got everything there was */
         if (c->proto != h1 || (c->flags & CONN_CLOSED) || !want_input(h1) || c->rbuf == NULL ||
@@ -1267,6 +1341,19 @@ static void h1_start(petrel__conn_t *c)
 static void h1_timeout(petrel__conn_t *c)
 {
     h1_t *h1 = c->proto;
+    if (h1 && h1->req && (h1->flags & H1_HEAD_DONE) && petrel__conn_out_empty(c)) {
+        /* a body arriving: late only past its moving deadline */
+        const petrel__config_t *cfg = c->cs->cfg;
+        uint64_t got = h1->req->body.len + h1->ext_bytes;
+        if (!petrel__body_late(cfg, h1->body_start, got, petrel__loop->now_ms)) {
+            petrel__timer_arm(petrel__loop, &c->timer, &c->cs->tq_body_check);
+            return;
+        }
+        petrel_log(PETREL_LOG_INFO,
+                   "request %llu: %zu body bytes in %llu ms, under --body-min-rate: 408",
+                   (unsigned long long)h1->req->id, (size_t)got,
+                   (unsigned long long)(petrel__loop->now_ms - h1->body_start));
+    }
     if (h1 && (h1->flags & H1_IDLE) && h1_empty(h1)) {
         /* idle for PETREL__IDLE_MS: the state goes; the rest of the
          * keep-alive timeout follows */

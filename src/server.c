@@ -24,6 +24,8 @@ void petrel__config_defaults(petrel__config_t *cfg)
     cfg->send_timeout_ms = 60000;
     cfg->drain_timeout_ms = 10000;
     cfg->handler_timeout_ms = 30000;
+    cfg->body_timeout_ms = 20000;
+    cfg->body_min_rate = 1024;
     cfg->workers = 1;
     cfg->log_level = PETREL_LOG_INFO;
 }

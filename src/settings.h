@@ -21,6 +21,11 @@ typedef struct petrel__config {
     uint64_t send_timeout_ms;
     uint64_t drain_timeout_ms;
     uint64_t handler_timeout_ms; /* a request waits this long for its handler: then 504 */
+    /* A request body (HTTP/1.1, h2) or a WebSocket message must arrive within
+     * body_timeout_ms of its start, plus 1 s per body_min_rate bytes
+     * received: a slow client is fine, a trickle is not (408, close 1008). */
+    uint64_t body_timeout_ms;
+    size_t body_min_rate;
     int workers;
     int log_level;
     const char *access_log; /* NULL: off */

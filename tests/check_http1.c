@@ -1717,12 +1717,135 @@ END_TEST
 /* The same for a body that stops coming. */
 START_TEST(test_body_timeout)
 {
-    srv->cfg.header_timeout_ms = 50;
+    srv->cfg.body_timeout_ms = 50;
     client_t *c = client_open();
     client_send(c, "POST /echo HTTP/1.1\r\nHost: x\r\nContent-Length: 10\r\n\r\nabc");
     ck_assert_msg(client_wait_eof(c, 200, 20), "not closed");
     ck_assert_int_eq(client_wait(c, 1), 1);
     ck_assert_int_eq(R[0].status, 408);
+}
+END_TEST
+
+/* Turn the loop for `ms` milliseconds. */
+static void turns_for_ms(int ms)
+{
+    struct timespec t0, t;
+    clock_gettime(CLOCK_MONOTONIC, &t0);
+    do {
+        turn(5);
+        clock_gettime(CLOCK_MONOTONIC, &t);
+    } while ((t.tv_sec - t0.tv_sec) * 1000 + (t.tv_nsec - t0.tv_nsec) / 1000000 < ms);
+}
+
+/* A body that trickles (one byte every 20 ms: 50 bytes/s, under
+ * --body-min-rate 1000) is cut at --body-timeout plus what its bytes earn
+ * (1 ms each): 408, and the connection closes; a keep-alive read-to-read
+ * timeout never would.  One that comes at 2,000 bytes/s is served, however
+ * long it takes past --body-timeout. */
+START_TEST(test_body_trickle)
+{
+    srv->cfg.body_timeout_ms = 200;
+    srv->cfg.body_min_rate = 1000;
+    client_t *c = client_open();
+    client_send(c, "POST /echo HTTP/1.1\r\nHost: x\r\nContent-Length: 100000\r\n\r\n");
+    int sent = 0;
+    for (; sent < 200 && !c->eof; sent++) { /* 4 s at most */
+        if (write(c->fd, "x", 1) != 1)
+            break;
+        turns_for_ms(20);
+        client_pull(c);
+    }
+    ck_assert_msg(c->eof, "a trickle of %d bytes is still served", sent);
+    /* 200 ms and what 10 bytes earn, then the check of the moving deadline
+     * (once a second): cut within about 1.2 s, 60 bytes */
+    ck_assert_int_lt(sent, 100);
+    ck_assert_int_eq(client_wait(c, 1), 1);
+    ck_assert_int_eq(R[0].status, 408);
+
+    client_t *d = client_open();
+    client_send(d, "POST /echo HTTP/1.1\r\nHost: x\r\nContent-Length: 800\r\n\r\n");
+    char chunk[40];
+    memset(chunk, 'y', sizeof(chunk));
+    for (int i = 0; i < 20; i++) { /* 40 bytes every 20 ms: 400 ms in all */
+        ck_assert(client_write(d, chunk, sizeof(chunk)));
+        turns_for_ms(20);
+    }
+    ck_assert_int_eq(client_wait(d, 1), 1);
+    ck_assert_int_eq(R[0].status, 200);
+    ck_assert_uint_eq(R[0].body_len, 800);
+}
+END_TEST
+
+/* RFC 9112 §5.1, RFC 9110 §5.5: OWS around a field value is SP or HTAB,
+ * and not part of the value -- also for the framing fields, which llhttp
+ * reads itself. */
+START_TEST(test_htab_ows)
+{
+    client_t *c = client_open();
+    roundtrip(c, "POST /echo HTTP/1.1\r\nHost: x\r\nContent-Length:\t5\t\r\n\r\nhello");
+    ck_assert_int_eq(R[0].status, 200);
+    ck_assert_str_eq(body_str(0), "hello");
+    roundtrip(c, "POST /echo HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\t \t\r\n\r\n"
+                 "5\r\nhello\r\n0\r\n\r\n");
+    ck_assert_int_eq(R[0].status, 200);
+    ck_assert_str_eq(body_str(0), "hello");
+    /* a HTAB inside a value stays */
+    roundtrip(c, "GET /info HTTP/1.1\r\nHost: x\r\nX-Fold:\ta\tb\t\r\n\r\n");
+    ck_assert_int_eq(R[0].status, 200);
+    ck_assert_msg(strstr(body_str(0), "fold=a\tb") != NULL, "%s", body_str(0));
+    /* RFC 9112 §9.6: Connection: close<HTAB> closes */
+    roundtrip(c, "GET /hello HTTP/1.1\r\nHost: x\r\nConnection: close\t\r\n\r\n");
+    check_hello(&R[0]);
+    check_header(&R[0], "Connection", "close");
+    ck_assert(client_wait_eof(c, 50, 0));
+}
+END_TEST
+
+/* A HTAB at the end of what has arrived: its role is known with the next
+ * bytes (the field's value may go on). */
+START_TEST(test_htab_split)
+{
+    client_t *c = client_open();
+    client_send(c, "POST /echo HTTP/1.1\r\nHost: x\r\nContent-Length: 5\t");
+    turns(3);
+    client_send(c, "\r\n\r\nhello");
+    ck_assert_int_eq(client_wait(c, 1), 1);
+    ck_assert_int_eq(R[0].status, 200);
+    ck_assert_str_eq(body_str(0), "hello");
+}
+END_TEST
+
+/* RFC 9112 §7.1.1: chunk extensions count toward --max-header-size over
+ * the whole body (llhttp would read them without end): 400. */
+START_TEST(test_chunk_extensions_bounded)
+{
+    srv->cfg.max_header_size = 1000;
+    client_t *c = client_open();
+    roundtrip(c, "POST /echo HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n\r\n"
+                 "5;a;b=c\r\nhello\r\n0\r\n\r\n");
+    ck_assert_int_eq(R[0].status, 200);
+    static char req[8192];
+    int n = snprintf(req, sizeof(req),
+                     "POST /echo HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n\r\n");
+    for (int i = 0; i < 40; i++) /* 40 chunks of 30 extension bytes: 1200 */
+        n += snprintf(req + n, sizeof(req) - (size_t)n, "1;ext=%023d\r\nx\r\n", i);
+    snprintf(req + n, sizeof(req) - (size_t)n, "0\r\n\r\n");
+    client_t *d = client_open();
+    client_send(d, req);
+    ck_assert_int_eq(client_wait(d, 1), 1);
+    ck_assert_int_eq(R[0].status, 400);
+}
+END_TEST
+
+/* The HTTP/2 preface that the entry stage did not take (cut short, or
+ * wrong after its first line) is an invalid HTTP/1.1 request line: 400
+ * (RFC 9112 §3; RFC 9113 §3.4 makes it fail as one), not 505 or 501. */
+START_TEST(test_bad_preface_400)
+{
+    client_t *c = client_open();
+    client_send(c, "PRI * HTTP/2.0\r\n\r\nXY\r\n\r\n");
+    ck_assert_int_eq(client_wait(c, 1), 1);
+    ck_assert_int_eq(R[0].status, 400);
 }
 END_TEST
 
@@ -2130,6 +2253,11 @@ static Suite *http1_suite(void)
     tcase_add_test(tc, test_header_timeout);
     tcase_add_test(tc, test_header_timeout_lingers);
     tcase_add_test(tc, test_body_timeout);
+    tcase_add_test(tc, test_body_trickle);
+    tcase_add_test(tc, test_htab_ows);
+    tcase_add_test(tc, test_htab_split);
+    tcase_add_test(tc, test_chunk_extensions_bounded);
+    tcase_add_test(tc, test_bad_preface_400);
     tcase_add_test(tc, test_idle_connection_timeout);
     tcase_add_test(tc, test_keepalive_timeout);
 
