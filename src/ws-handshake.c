@@ -78,6 +78,7 @@ static void wc_advance(petrel__conn_t *c)
     }
     if (!petrel__conn_out_empty(c)) {
         petrel__conn_pause(c, true); /* stop reading until our output is written */
+        petrel__ws_progress(ws);
         return;
     }
     bool waited = (c->flags & CONN_PAUSED) != 0;
@@ -137,6 +138,8 @@ static void wc_read(petrel__conn_t *c)
 
 static void wc_written(petrel__conn_t *c) { wc_advance(c); }
 
+static void wc_progress(petrel__conn_t *c) { petrel__ws_progress(c->proto); }
+
 /* The send timeout: the peer does not read what we write. */
 static void wc_timeout(petrel__conn_t *c) { petrel__conn_close(c); }
 
@@ -174,6 +177,7 @@ static const petrel__proto_ops_t ws_conn_ops = {
     .start = wc_start,
     .on_read = wc_read,
     .on_written = wc_written,
+    .on_progress = wc_progress,
     .on_timeout = wc_timeout,
     .drain = wc_drain,
     .on_close = wc_closed,

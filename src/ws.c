@@ -116,7 +116,18 @@ struct petrel_ws {
     /* on_close arguments, kept until it runs */
     uint16_t cb_code;
     char cb_reason[124];
+    /* backpressure: petrel_ws_on_drain() */
+    petrel_ws_drain_cb drain_cb;
+    void *drain_data;
+    size_t drain_mark;
+    petrel__pending_t drain_pending; /* the callback runs from the loop */
+    bool drop;                       /* --ws-send-overflow drop */
+    /* publish/subscribe (pubsub.c): its subscriptions */
+    void *pubsub;
 };
+
+void (*petrel__ws_pubsub_gone)(petrel_ws_t *ws);
+uint64_t petrel__ws_dropped;
 
 /* Per worker process (doc/architecture.md, "Processes"). */
 static petrel__tq_t idle_q;
@@ -322,9 +333,10 @@ static z_stream *inflater;
 static uint8_t *zbuf; /* compressed output of the message being sent */
 static size_t zbuf_cap;
 
-/* The message compressed, in the worker's buffer (valid until the next
- * call); NULL when zlib fails (the message goes out uncompressed). */
-static const uint8_t *deflate_message(int bits, const void *data, size_t len, size_t *out_len)
+/* The message compressed into *buf (grown as needed; valid until the next
+ * call with it); NULL when zlib fails (the message goes out uncompressed). */
+static const uint8_t *deflate_message(int bits, const void *data, size_t len, uint8_t **buf,
+                                      size_t *cap, size_t *out_len)
 {
     z_stream *z = deflaters[bits];
     if (z == NULL) {
@@ -340,24 +352,60 @@ static const uint8_t *deflate_message(int bits, const void *data, size_t len, si
         return NULL;
     }
     size_t need = deflateBound(z, (uLong)len) + 16;
-    if (need > zbuf_cap) {
-        uint8_t *nb = realloc(zbuf, need);
+    if (need > *cap) {
+        uint8_t *nb = realloc(*buf, need);
         if (nb == NULL)
             return NULL;
-        zbuf = nb;
-        zbuf_cap = need;
+        *buf = nb;
+        *cap = need;
     }
     z->next_in = (Bytef *)data;
     z->avail_in = (uInt)len;
-    z->next_out = zbuf;
-    z->avail_out = (uInt)zbuf_cap;
+    z->next_out = *buf;
+    z->avail_out = (uInt)*cap;
     if (deflate(z, Z_SYNC_FLUSH) != Z_OK || z->avail_in != 0)
         return NULL;
-    size_t n = zbuf_cap - z->avail_out;
-    if (n < 4 || memcmp(zbuf + n - 4, "\x00\x00\xff\xff", 4) != 0)
+    size_t n = *cap - z->avail_out;
+    if (n < 4 || memcmp(*buf + n - 4, "\x00\x00\xff\xff", 4) != 0)
         return NULL;
     *out_len = n - 4;
-    return zbuf;
+    return *buf;
+}
+
+/* May a data frame be queued now?  0; PETREL_ESTATE when closing or
+ * closed; past the send limit (what is queued and not yet written, before
+ * this frame), PETREL_EIO after failing the connection with 1008, or
+ * PETREL_ELIMIT for a frame dropped by --ws-send-overflow drop. */
+static int send_allowed(petrel_ws_t *ws)
+{
+    if (ws->state != WS_OPEN && ws->state != WS_OPENING)
+        return PETREL_ESTATE;
+    if (ws->out_hint > ws->send_limit) {
+        ws->out_hint = ws->cops->queued(ws->t);
+        if (ws->out_hint > ws->send_limit) {
+            if (ws->drop) {
+                petrel__ws_dropped++;
+                return PETREL_ELIMIT;
+            }
+            ws_fail(ws, 1008, "send queue over its limit");
+            return PETREL_EIO;
+        }
+    }
+    return 0;
+}
+
+/* Queue a whole frame and have the carrier write it. */
+static int queue_frame(petrel_ws_t *ws, const uint8_t *h, size_t hl, const void *data, size_t len)
+{
+    int rc = ws->cops->write(ws->t, h, hl, data, len);
+    if (rc < 0) {
+        /* part of a frame may be queued: the stream cannot go on */
+        ws_finish(ws, 1006, "out of memory", 0);
+        return rc;
+    }
+    ws->out_hint += hl + len;
+    ws_kick(ws);
+    return 0;
 }
 
 static int ws_send(petrel_ws_t *ws, int opcode, const void *data, size_t len)
@@ -368,20 +416,15 @@ static int ws_send(petrel_ws_t *ws, int opcode, const void *data, size_t len)
         return PETREL_ESTATE;
     if (opcode == OP_TEXT && !utf8_valid(data, len))
         return PETREL_EINVAL;
-    /* the send limit: what is queued and not yet written, before this one */
-    if (ws->out_hint > ws->send_limit) {
-        ws->out_hint = ws->cops->queued(ws->t);
-        if (ws->out_hint > ws->send_limit) {
-            ws_fail(ws, 1008, "send queue over its limit");
-            return PETREL_EIO;
-        }
-    }
+    int rc = send_allowed(ws);
+    if (rc < 0)
+        return rc;
     bool rsv1 = false;
     if (ws->deflate_bits && len >= WS_DEFLATE_MIN) {
         /* RFC 7692 §7.2.1: compressed, without the trailing 00 00 ff ff; a
          * message that does not shrink is sent as it is */
         size_t zl;
-        const uint8_t *z = deflate_message(ws->deflate_bits, data, len, &zl);
+        const uint8_t *z = deflate_message(ws->deflate_bits, data, len, &zbuf, &zbuf_cap, &zl);
         if (z && zl < len) {
             data = z;
             len = zl;
@@ -390,15 +433,52 @@ static int ws_send(petrel_ws_t *ws, int opcode, const void *data, size_t len)
     }
     uint8_t h[10];
     size_t hl = frame_header(h, opcode, rsv1, len);
-    int rc = ws->cops->write(ws->t, h, hl, data, len);
-    if (rc < 0) {
-        /* part of a frame may be queued: the stream cannot go on */
-        ws_finish(ws, 1006, "out of memory", 0);
+    return queue_frame(ws, h, hl, data, len);
+}
+
+/* ------------------------------------------------------------------------ */
+/* A message framed once for many connections (ws.h, pubsub.c)              */
+
+/* The compressed forms of the message being fanned out, by window bits:
+ * per worker, reused from message to message (no heap call once grown). */
+static uint8_t *mz_buf[16];
+static size_t mz_cap[16];
+
+void petrel__ws_msg_init(petrel__ws_msg_t *m, int binary, const void *data, size_t len)
+{
+    m->data = data;
+    m->len = len;
+    m->opcode = binary ? OP_BINARY : OP_TEXT;
+    m->hl = (uint8_t)frame_header(m->h, m->opcode, false, len);
+    memset(m->z, 0, sizeof(m->z));
+}
+
+int petrel__ws_msg_send(petrel_ws_t *ws, petrel__ws_msg_t *m)
+{
+    int rc = send_allowed(ws);
+    if (rc < 0)
         return rc;
+    unsigned bits = ws->deflate_bits;
+    if (bits == 0 || m->len < WS_DEFLATE_MIN)
+        return queue_frame(ws, m->h, m->hl, m->data, m->len);
+    petrel__ws_zmsg_t *z = &m->z[bits];
+    if (z->state == 0) {
+        /* compressed once per window size, then shared (no context
+         * takeover: every message stands alone) */
+        size_t zl;
+        const uint8_t *p = deflate_message((int)bits, m->data, m->len, &mz_buf[bits], &mz_cap[bits], &zl);
+        if (p && zl < m->len) {
+            z->state = 1;
+            z->data = p;
+            z->len = zl;
+            z->hl = (uint8_t)frame_header(z->h, m->opcode, true, zl);
+        } else {
+            z->state = 2; /* sent as it is */
+        }
     }
-    ws->out_hint += hl + len;
-    ws_kick(ws);
-    return 0;
+    if (z->state == 2)
+        return queue_frame(ws, m->h, m->hl, m->data, m->len);
+    return queue_frame(ws, z->h, z->hl, z->data, z->len);
 }
 
 /* ------------------------------------------------------------------------ */
@@ -784,17 +864,54 @@ void petrel__ws_eof(petrel_ws_t *ws)
 
 bool petrel__ws_reading(const petrel_ws_t *ws) { return ws->state != WS_DONE; }
 
+bool petrel__ws_open(const petrel_ws_t *ws)
+{
+    return ws->state == WS_OPEN || ws->state == WS_OPENING;
+}
+
 void petrel__ws_written(petrel_ws_t *ws, bool after_wait)
 {
     ws->out_hint = 0;
     if (after_wait && ws->state == WS_OPEN)
         petrel__timer_arm(petrel__loop, &ws->timer, &idle_q);
+    petrel__ws_progress(ws);
+}
+
+/* ------------------------------------------------------------------------ */
+/* Backpressure (petrel_ws_on_drain)                                        */
+
+void petrel__ws_progress(petrel_ws_t *ws)
+{
+    if (ws->drain_cb && ws->cops->queued(ws->t) <= ws->drain_mark)
+        petrel__pending_add(petrel__loop, &ws->drain_pending);
+}
+
+/* From the loop, at the end of the turn in which the queue drained. */
+static void drain_run(petrel__pending_t *p)
+{
+    petrel_ws_t *ws = container_of(p, petrel_ws_t, drain_pending);
+    petrel_ws_drain_cb cb = ws->drain_cb;
+    if (cb == NULL || (ws->state != WS_OPEN && ws->state != WS_OPENING) ||
+        ws->cops->queued(ws->t) > ws->drain_mark)
+        return; /* cancelled, closing, or refilled meanwhile: a later write tells */
+    ws->drain_cb = NULL;
+    cb(ws, ws->drain_data);
+}
+
+/* No more sends: subscriptions and a drain callback go. */
+static void ws_detach(petrel_ws_t *ws)
+{
+    ws->drain_cb = NULL;
+    list_unlink(&ws->drain_pending.node);
+    if (ws->pubsub && petrel__ws_pubsub_gone)
+        petrel__ws_pubsub_gone(ws);
 }
 
 static void call_on_close(petrel_ws_t *ws)
 {
     if ((ws->flags & WS_OPENED) && !(ws->flags & WS_CLOSE_CB)) {
         ws->flags |= WS_CLOSE_CB;
+        ws_detach(ws);
         if (ws->route->h.on_close)
             ws->route->h.on_close(ws, ws->cb_code, ws->cb_reason);
     }
@@ -843,6 +960,7 @@ static void ws_on_timer(petrel__timer_t *t)
 
 void petrel__ws_free(petrel_ws_t *ws)
 {
+    ws_detach(ws);
     petrel__arena_clear(&ws->arena);
     list_unlink(&ws->pending.node);
     petrel__timer_disarm(&ws->timer);
@@ -881,6 +999,8 @@ petrel_ws_t *petrel__ws_new(const petrel__ws_route_t *rt, const petrel__config_t
     if (ws == NULL)
         return NULL;
     list_init(&ws->pending.node);
+    list_init(&ws->drain_pending.node);
+    ws->drain_pending.cb = drain_run;
     list_init(&ws->timer.node);
     ws->timer.cb = ws_on_timer;
     ws->cops = ops;
@@ -892,6 +1012,7 @@ petrel_ws_t *petrel__ws_new(const petrel__ws_route_t *rt, const petrel__config_t
                       : cfg->ws_max_message_size ? cfg->ws_max_message_size
                                                  : WS_DEFAULT_MAX_MESSAGE;
     ws->send_limit = cfg->ws_send_limit ? cfg->ws_send_limit : WS_DEFAULT_SEND_LIMIT;
+    ws->drop = cfg->ws_send_overflow_drop;
     /* room for the largest message growing, and for its inflated form */
     size_t lim = ws->max_message > (SIZE_MAX - (1 << 20)) / 5 ? 0 : 5 * ws->max_message + (1 << 20);
     petrel__arena_init(&ws->arena, &petrel__pool, lim);
@@ -943,6 +1064,7 @@ petrel_ws_t *petrel__ws_of_pending(petrel__pending_t *p)
     return container_of(p, petrel_ws_t, pending);
 }
 void *petrel__ws_carrier(const petrel_ws_t *ws) { return ws->t; }
+void **petrel__ws_pubsub(petrel_ws_t *ws) { return &ws->pubsub; }
 petrel_arena_t *petrel__ws_arena(petrel_ws_t *ws) { return &ws->arena; }
 
 /* ------------------------------------------------------------------------ */
@@ -991,4 +1113,31 @@ void petrel_ws_set_data(petrel_ws_t *ws, void *data)
 const char *petrel_ws_subprotocol(const petrel_ws_t *ws)
 {
     return ws ? ws->subprotocol : NULL;
+}
+
+size_t petrel_ws_buffered(const petrel_ws_t *ws)
+{
+    return ws && ws->cops ? ws->cops->queued(ws->t) : 0;
+}
+
+int petrel_ws_on_drain(petrel_ws_t *ws, size_t mark, petrel_ws_drain_cb cb, void *data)
+{
+    if (ws == NULL)
+        return PETREL_EINVAL;
+    if (cb == NULL) {
+        ws->drain_cb = NULL;
+        list_unlink(&ws->drain_pending.node);
+        return 0;
+    }
+    if (ws->state != WS_OPEN && ws->state != WS_OPENING)
+        return PETREL_ESTATE;
+    if (ws->cops->queued(ws->t) <= mark) {
+        ws->drain_cb = NULL; /* a callback set before is replaced: by none */
+        list_unlink(&ws->drain_pending.node);
+        return 1;
+    }
+    ws->drain_cb = cb;
+    ws->drain_data = data;
+    ws->drain_mark = mark;
+    return 0;
 }

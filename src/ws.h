@@ -71,6 +71,8 @@ void petrel__ws_written(petrel_ws_t *ws, bool after_wait);
  * carrier whose engine is done ends the stream once its output is
  * written, then calls petrel__ws_gone(). */
 bool petrel__ws_reading(const petrel_ws_t *ws);
+/* Whether messages may be sent (not closing or closed). */
+bool petrel__ws_open(const petrel_ws_t *ws);
 /* Graceful shutdown: Close 1001, wait for the peer's Close. */
 void petrel__ws_drain(petrel_ws_t *ws);
 /* Run on_close if it is due: after input, before the carrier writes. */
@@ -86,6 +88,47 @@ petrel_ws_t *petrel__ws_of_pending(petrel__pending_t *p);
 void *petrel__ws_carrier(const petrel_ws_t *ws);
 /* Its message arena (for tests). */
 petrel_arena_t *petrel__ws_arena(petrel_ws_t *ws);
+/* The carrier wrote some of the queue (all of it: petrel__ws_written):
+ * a drain callback whose mark is reached runs at the end of the turn. */
+void petrel__ws_progress(petrel_ws_t *ws);
+
+/* Messages dropped by --ws-send-overflow drop, in this worker. */
+extern uint64_t petrel__ws_dropped;
+
+/* ------------------------------------------------------------------------ */
+/* One message for many connections (publish/subscribe, pubsub.c): framed   */
+/* once, compressed once per window size (permessage-deflate without       */
+/* context takeover makes every compressed message stand alone), then      */
+/* queued on each connection.                                               */
+
+typedef struct petrel__ws_zmsg {
+    const uint8_t *data; /* the compressed payload (a worker buffer) */
+    size_t len;
+    uint8_t h[10], hl;
+    uint8_t state; /* 0: not made yet, 1: made, 2: does not shrink (sent as it is) */
+} petrel__ws_zmsg_t;
+
+typedef struct petrel__ws_msg {
+    const void *data;
+    size_t len;
+    uint8_t opcode;
+    uint8_t h[10], hl;
+    petrel__ws_zmsg_t z[16]; /* by window bits, 9-15 */
+} petrel__ws_msg_t;
+
+/* Frame `data` (a text message's UTF-8 checked by the caller).  `data`
+ * must stay valid, and no other message may be made, while it is sent. */
+void petrel__ws_msg_init(petrel__ws_msg_t *m, int binary, const void *data, size_t len);
+/* Queue the message on `ws`: 0, PETREL_ESTATE (closing or closed), PETREL_EIO
+ * (over the send limit: closed with 1008), PETREL_ELIMIT (over the send
+ * limit, dropped: --ws-send-overflow drop), PETREL_ENOMEM. */
+int petrel__ws_msg_send(petrel_ws_t *ws, petrel__ws_msg_t *m);
+
+/* pubsub.c's place in the engine: its subscriptions, and the hook that
+ * drops them when the connection can send no more (before on_close, or
+ * when it is freed). */
+void **petrel__ws_pubsub(petrel_ws_t *ws);
+extern void (*petrel__ws_pubsub_gone)(petrel_ws_t *ws);
 
 /* UTF-8 validator (RFC 3629) over pieces: *st starts at 0 and is 0 again at a
  * character boundary; returns how many bytes were valid (n when all). */
