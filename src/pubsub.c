@@ -503,6 +503,8 @@ void petrel__pubsub_exited(pid_t pid)
         petrel__rings_exited(rings, pid);
 }
 
+struct petrel__rings *petrel__pubsub_rings(void) { return rings; }
+
 void petrel__pubsub_master_fini(void)
 {
     petrel__rings_free(rings);
@@ -627,10 +629,12 @@ int petrel_ws_subscribe(petrel_ws_t *ws, const char *topic)
     size_t len;
     if (ws == NULL)
         return PETREL_EINVAL;
+    if (!ps.ready)
+        return PETREL_ESTATE;
     int rc = topic_check(topic, &len);
     if (rc < 0)
         return rc;
-    if (!ps.ready || !petrel__ws_open(ws))
+    if (!petrel__ws_open(ws))
         return PETREL_ESTATE;
     uint64_t h = siphash13((const uint8_t *)topic, len, ps.key);
     topic_t *t = topic_find(topic, len, h);
@@ -688,11 +692,11 @@ int petrel_ws_unsubscribe(petrel_ws_t *ws, const char *topic)
     size_t len;
     if (ws == NULL)
         return PETREL_EINVAL;
+    if (!ps.ready)
+        return PETREL_ESTATE;
     int rc = topic_check(topic, &len);
     if (rc < 0)
         return rc == PETREL_ELIMIT ? PETREL_ENOTFOUND : rc;
-    if (!ps.ready)
-        return PETREL_ESTATE;
     wsubs_t *w = *petrel__ws_pubsub(ws);
     topic_t *t = topic_find(topic, len, siphash13((const uint8_t *)topic, len, ps.key));
     if (t && w)
@@ -707,13 +711,13 @@ int petrel_ws_unsubscribe(petrel_ws_t *ws, const char *topic)
 static int publish(const char *topic, int binary, const void *data, size_t len)
 {
     size_t tlen;
+    if (!ps.ready)
+        return PETREL_ESTATE;
     if (data == NULL && len)
         return PETREL_EINVAL;
     int rc = topic_check(topic, &tlen);
     if (rc < 0)
         return rc;
-    if (!ps.ready)
-        return PETREL_ESTATE;
     if (len > ps.max_message)
         return PETREL_ELIMIT;
     if (!binary) {

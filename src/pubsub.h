@@ -40,5 +40,7 @@ void petrel__pubsub_master_fini(void);
 int petrel__pubsub_worker_init(const petrel__config_t *cfg);
 void petrel__pubsub_drain(void);
 void petrel__pubsub_worker_fini(void);
+/* The rings of this process (tests). */
+struct petrel__rings *petrel__pubsub_rings(void);
 
 #endif /* PETREL_PUBSUB_H */

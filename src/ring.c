@@ -12,7 +12,10 @@
  *           ring's size before that); fence; copy the record; write = end.
  *   reader: W = write (acquire); copy the record at its position; fence;
  *           if reserve > position + size, the writer may have overwritten
- *           it while it was copied: skip to W, count the loss by sequence.
+ *           it while it was copied: start again at the tail.
+ * The writer also keeps `tail`, the oldest record it has not overwritten:
+ * a reader a whole ring behind goes on from there, losing the oldest
+ * records only, and counts them by the records' sequence numbers.
  * The writer never learns of its readers: a slow reader loses records, a
  * fast one costs the writer nothing.  (The copies are plain memcpy over
  * shared memory ordered by the fences, as sequence locks are written in
@@ -40,8 +43,9 @@ typedef struct ring_hdr {
     /* written by the ring's writer, read by everyone */
     _Atomic uint64_t write;   /* end of the last whole record */
     _Atomic uint64_t reserve; /* below reserve - size, bytes may be overwritten */
+    _Atomic uint64_t tail;    /* the oldest record not overwritten yet */
     _Atomic uint64_t seq;     /* records written */
-    char pad1[40];
+    char pad1[32];
     /* the holder's: who, and whether it was woken */
     _Atomic int32_t holder; /* pid; -1 reserved for a process being forked; 0 free */
     _Atomic uint32_t woken;
@@ -206,8 +210,17 @@ int petrel__ring_put(petrel__rings_t *r, int ring, const struct iovec *iov, int 
     uint64_t w = atomic_load_explicit(&h->write, memory_order_relaxed);
     uint64_t seq = atomic_load_explicit(&h->seq, memory_order_relaxed);
     uint64_t end = w + ((PETREL__RING_HDR + body + 7) & ~(uint64_t)7);
+    /* the records this one overwrites leave the ring: the oldest left is
+     * where a reader a whole ring behind starts again */
+    uint64_t tail = atomic_load_explicit(&h->tail, memory_order_relaxed);
+    while (end - tail > r->size) {
+        rec_hdr_t old;
+        copy_out(r, base, tail, &old, sizeof(old));
+        tail += (PETREL__RING_HDR + (uint64_t)old.len + 7) & ~(uint64_t)7;
+    }
+    atomic_store_explicit(&h->tail, tail, memory_order_relaxed);
     /* what lies a ring's size before `end` may be overwritten from now on */
-    atomic_store_explicit(&h->reserve, end, memory_order_relaxed);
+    atomic_store_explicit(&h->reserve, end, memory_order_release);
     atomic_thread_fence(memory_order_release);
     rec_hdr_t rh = {(uint32_t)body, 0, seq};
     copy_in(r, base, w, &rh, sizeof(rh));
@@ -269,28 +282,36 @@ ssize_t petrel__ring_get(petrel__rings_t *r, int ring, petrel__ring_cursor_t *cu
         cur->seq = atomic_load_explicit(&h->seq, memory_order_relaxed);
         return -1;
     }
-    if (cur->pos == w)
-        return -1;
-    if (w - cur->pos > r->size) {
-        cur->pos = w; /* a whole ring behind: what it skips is counted by sequence */
-        return -1;
+    /* a few tries: each failure means the writer overwrote what was being
+     * read, and moved the tail past it */
+    for (int tries = 0; tries < 8; tries++) {
+        if (cur->pos == w)
+            return -1;
+        if (w - cur->pos > r->size) {
+            /* a whole ring behind: on at the oldest record still there */
+            cur->pos = atomic_load_explicit(&h->tail, memory_order_acquire);
+            w = atomic_load_explicit(&h->write, memory_order_acquire);
+            continue;
+        }
+        rec_hdr_t rh;
+        copy_out(r, base, cur->pos, &rh, sizeof(rh));
+        uint64_t end = cur->pos + ((PETREL__RING_HDR + (uint64_t)rh.len + 7) & ~(uint64_t)7);
+        bool sane = rh.len <= petrel__rings_max_record(r) && rh.len <= cap && end <= w;
+        if (sane)
+            copy_out(r, base, cur->pos + sizeof(rh), buf, rh.len);
+        atomic_thread_fence(memory_order_acquire);
+        uint64_t reserve = atomic_load_explicit(&h->reserve, memory_order_acquire);
+        if (!sane || reserve > cur->pos + r->size) {
+            /* overwritten while it was read: the tail has moved past it */
+            cur->pos = atomic_load_explicit(&h->tail, memory_order_relaxed);
+            w = atomic_load_explicit(&h->write, memory_order_acquire);
+            continue;
+        }
+        if (rh.seq > cur->seq)
+            cur->lost += rh.seq - cur->seq; /* what was skipped */
+        cur->seq = rh.seq + 1;
+        cur->pos = end;
+        return (ssize_t)rh.len;
     }
-    rec_hdr_t rh;
-    copy_out(r, base, cur->pos, &rh, sizeof(rh));
-    uint64_t end = cur->pos + ((PETREL__RING_HDR + (uint64_t)rh.len + 7) & ~(uint64_t)7);
-    bool sane = rh.len <= petrel__rings_max_record(r) && rh.len <= cap && end <= w;
-    if (sane)
-        copy_out(r, base, cur->pos + sizeof(rh), buf, rh.len);
-    atomic_thread_fence(memory_order_acquire);
-    uint64_t reserve = atomic_load_explicit(&h->reserve, memory_order_relaxed);
-    if (!sane || reserve > cur->pos + r->size) {
-        /* overwritten while it was read: start again at the newest */
-        cur->pos = w;
-        return -1;
-    }
-    if (rh.seq > cur->seq)
-        cur->lost += rh.seq - cur->seq;
-    cur->seq = rh.seq + 1;
-    cur->pos = end;
-    return (ssize_t)rh.len;
+    return -1;
 }
