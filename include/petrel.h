@@ -1974,7 +1974,7 @@ PETREL_API int petrel_ws_on_drain(petrel_ws_t *ws, size_t mark, petrel_ws_drain_
 /* WebSocket -- end                                                          */
 
 /* ------------------------------------------------------------------------ */
-/* Publish/subscribe (src/pubsub.c) -- begin                                 */
+/* Publish and subscribe (src/pubsub.c) -- begin                            */
 
 /*
  * A WebSocket subscribes to topics (names such as "room:lobby"); a message
@@ -2153,7 +2153,7 @@ typedef struct petrel_pubsub_stats {
  */
 PETREL_API int petrel_pubsub_stats(petrel_pubsub_stats_t *st);
 
-/* Publish/subscribe -- end                                                  */
+/* Publish and subscribe -- end                                             */
 
 /* ------------------------------------------------------------------------ */
 /* Logging                                                                   */
