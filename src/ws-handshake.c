@@ -138,7 +138,7 @@ static void wc_read(petrel__conn_t *c)
 
 static void wc_written(petrel__conn_t *c) { wc_advance(c); }
 
-static void wc_progress(petrel__conn_t *c) { petrel__ws_progress(c->proto); }
+static void wc_progress(petrel__conn_t *c) { petrel__ws_peer_read(c->proto); }
 
 /* The send timeout: the peer does not read what we write. */
 static void wc_timeout(petrel__conn_t *c) { petrel__conn_close(c); }

@@ -871,8 +871,17 @@ bool petrel__ws_open(const petrel_ws_t *ws)
 
 void petrel__ws_written(petrel_ws_t *ws, bool after_wait)
 {
+    /* a peer that took what was sent is there: the idle time starts over
+     * (a subscriber that only receives is not idle while it reads) */
+    if ((after_wait || ws->out_hint) && ws->state == WS_OPEN)
+        petrel__timer_arm(petrel__loop, &ws->timer, &idle_q);
     ws->out_hint = 0;
-    if (after_wait && ws->state == WS_OPEN)
+    petrel__ws_progress(ws);
+}
+
+void petrel__ws_peer_read(petrel_ws_t *ws)
+{
+    if (ws->state == WS_OPEN)
         petrel__timer_arm(petrel__loop, &ws->timer, &idle_q);
     petrel__ws_progress(ws);
 }

@@ -64,8 +64,8 @@ void petrel__ws_start(petrel_ws_t *ws, bool draining);
 size_t petrel__ws_input(petrel_ws_t *ws, const char *p, size_t n);
 /* The peer ended its side without a Close (1006). */
 void petrel__ws_eof(petrel_ws_t *ws);
-/* The carrier's queue is empty; `after_wait`: it had waited for the peer
- * (the idle timer starts over). */
+/* The carrier's queue is empty; `after_wait`: it had waited for the peer.
+ * The idle timer starts over when anything was written. */
 void petrel__ws_written(petrel_ws_t *ws, bool after_wait);
 /* Whether the engine still reads (its Close handshake is not over).  A
  * carrier whose engine is done ends the stream once its output is
@@ -88,9 +88,12 @@ petrel_ws_t *petrel__ws_of_pending(petrel__pending_t *p);
 void *petrel__ws_carrier(const petrel_ws_t *ws);
 /* Its message arena (for tests). */
 petrel_arena_t *petrel__ws_arena(petrel_ws_t *ws);
-/* The carrier wrote some of the queue (all of it: petrel__ws_written):
- * a drain callback whose mark is reached runs at the end of the turn. */
+/* The queue may have shrunk: a drain callback whose mark is reached runs
+ * at the end of the turn. */
 void petrel__ws_progress(petrel_ws_t *ws);
+/* The peer took some of the queue, not all (all: petrel__ws_written): it
+ * reads, so it is not idle nor stuck; and petrel__ws_progress(). */
+void petrel__ws_peer_read(petrel_ws_t *ws);
 
 /* Messages dropped by --ws-send-overflow drop, in this worker. */
 extern uint64_t petrel__ws_dropped;
