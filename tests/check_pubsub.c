@@ -28,6 +28,7 @@
 #include <string.h>
 #include <sys/socket.h>
 #include <sys/wait.h>
+#include <time.h>
 #include <unistd.h>
 #include <zlib.h>
 
@@ -624,6 +625,44 @@ START_TEST(test_slow_subscriber_dropped)
 }
 END_TEST
 
+/* A subscriber that only receives, slowly but steadily, is neither idle nor
+ * stuck: output is queued whenever its idle timer runs out, and it never
+ * sends (not even a pong: no ping is due while it reads). */
+START_TEST(test_busy_subscriber_not_idle)
+{
+    srv->cfg.ws_idle_timeout_ms = 100;
+    ck_client_t *c = ws_connect("/sub/busy", NULL);
+    int small = 4096;
+    petrel__conn_t *sc = container_of(srv->conns.all.prev, petrel__conn_t, link);
+    ck_assert_int_eq(setsockopt(sc->io.fd, SOL_SOCKET, SO_SNDBUF, &small, sizeof(small)), 0);
+    ck_assert_int_eq(setsockopt(c->fd, SOL_SOCKET, SO_RCVBUF, &small, sizeof(small)), 0);
+    static char chunk[8192];
+    memset(chunk, 'b', sizeof(chunk));
+    struct timespec t0, t;
+    clock_gettime(CLOCK_MONOTONIC, &t0);
+    unsigned sent = 0, got = 0, queued_at_times = 0;
+    do {
+        if (petrel_ws_buffered(last_ws) < (64u << 10)) {
+            ck_assert_int_eq(petrel_publish_binary("busy", chunk, sizeof(chunk)), 0);
+            sent++;
+        }
+        ck_turn(2);
+        queued_at_times += petrel_ws_buffered(last_ws) > 0;
+        char tmp[8192];
+        ssize_t n = read(c->fd, tmp, sizeof(tmp));
+        if (n > 0)
+            got += (unsigned)n;
+        clock_gettime(CLOCK_MONOTONIC, &t);
+    } while ((t.tv_sec - t0.tv_sec) * 1000 + (t.tv_nsec - t0.tv_nsec) / 1000000 < 800);
+    ck_assert_int_eq(nclosed, 0);
+    ck_assert_ptr_nonnull(last_ws);
+    ck_assert_uint_gt(queued_at_times, 100); /* output was waiting most of the time */
+    ck_assert_uint_gt(got, 8 * sizeof(chunk));
+    ck_assert_uint_eq(stats().closed, 0);
+    (void)sent;
+}
+END_TEST
+
 /* ------------------------------------------------------------------------ */
 /* permessage-deflate: compressed once per window size, shared              */
 
@@ -1067,6 +1106,7 @@ static Suite *pubsub_suite(void)
     tc = tcase(s, "slow subscribers", 60);
     tcase_add_test(tc, test_slow_subscriber_closed);
     tcase_add_test(tc, test_slow_subscriber_dropped);
+    tcase_add_test(tc, test_busy_subscriber_not_idle);
 
     tc = tcase(s, "permessage-deflate", 20);
     tcase_add_test(tc, test_deflate_shared);
