@@ -339,6 +339,34 @@ int petrel__conn_flush(petrel__conn_t *c)
     return 0;
 }
 
+int petrel__conn_writev(petrel__conn_t *c, const struct iovec *iov, int n)
+{
+    if (c->flags & CONN_CLOSED)
+        return PETREL_EIO;
+    size_t done = 0;
+    if (c->out.head == NULL) {
+        ssize_t w;
+        do
+            w = n == 1 ? write(c->io.fd, iov[0].iov_base, iov[0].iov_len) : writev(c->io.fd, iov, n);
+        while (w < 0 && errno == EINTR);
+        if (w < 0 && errno != EAGAIN && errno != EWOULDBLOCK)
+            return PETREL_EIO;
+        done = w > 0 ? (size_t)w : 0;
+    }
+    for (int i = 0; i < n; i++) {
+        size_t len = iov[i].iov_len;
+        if (done >= len) {
+            done -= len;
+            continue;
+        }
+        int rc = petrel__out_copy(c, (const char *)iov[i].iov_base + done, len - done);
+        if (rc < 0)
+            return rc;
+        done = 0;
+    }
+    return 0;
+}
+
 /* ------------------------------------------------------------------------ */
 /* Reading                                                                  */
 

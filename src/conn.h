@@ -23,6 +23,7 @@
 #include <stdint.h>
 #include <sys/socket.h>
 #include <sys/types.h>
+#include <sys/uio.h>
 
 typedef struct petrel__conn petrel__conn_t;
 typedef struct petrel__outq petrel__outq_t;
@@ -237,6 +238,10 @@ static inline int petrel__out_fd(petrel__conn_t *c, int fd, off_t off, size_t le
 /* Write what is queued.  0 (the rest waits for EPOLLOUT, with the send
  * timeout armed), or PETREL_EIO when the connection must close. */
 int petrel__conn_flush(petrel__conn_t *c);
+/* Write `iov` now when nothing is queued before it, and queue a copy of
+ * what the socket does not take (of all of it when something is queued).
+ * 0, PETREL_ENOMEM, or PETREL_EIO (the connection must close). */
+int petrel__conn_writev(petrel__conn_t *c, const struct iovec *iov, int n);
 static inline bool petrel__conn_out_empty(const petrel__conn_t *c) { return c->out.head == NULL; }
 /* Bytes queued and not yet written. */
 static inline size_t petrel__out_bytes(const petrel__conn_t *c) { return c->out.bytes; }

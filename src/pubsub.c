@@ -590,6 +590,7 @@ void petrel__pubsub_drain(void)
 void petrel__pubsub_worker_fini(void)
 {
     petrel__redis_stop();
+    petrel__ws_msg_fini();
     if (ps.writing) {
         petrel__io_del(petrel__loop, &ps.io);
         ps.writing = false;

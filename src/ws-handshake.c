@@ -47,6 +47,11 @@ static int wc_write(void *t, const void *h, size_t hl, const void *data, size_t 
 
 static size_t wc_queued(void *t) { return petrel__out_bytes(t); }
 
+static int wc_writev(void *t, const struct iovec *iov, int n)
+{
+    return petrel__conn_writev(t, iov, n);
+}
+
 static void wc_kick(void *t)
 {
     petrel__conn_t *c = t;
@@ -63,6 +68,7 @@ static const petrel__ws_carrier_t wc_carrier = {
     .queued = wc_queued,
     .kick = wc_kick,
     .abort = wc_abort,
+    .writev = wc_writev,
 };
 
 /* After handling events: on_close if due, write, then linger, pause or go
@@ -72,7 +78,7 @@ static void wc_advance(petrel__conn_t *c)
     petrel_ws_t *ws = c->proto;
     list_unlink(&petrel__ws_pending(ws)->node);
     petrel__ws_advance(ws);
-    if (petrel__conn_flush(c) < 0) {
+    if (petrel__ws_flush_staged(ws) == PETREL_EIO || petrel__conn_flush(c) < 0) {
         petrel__conn_close(c);
         return;
     }

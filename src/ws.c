@@ -52,6 +52,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/uio.h>
 #include <wslay/wslay.h>
 #include <zlib.h>
 
@@ -59,6 +60,8 @@
 #define WS_DEFAULT_IDLE_MS 30000
 #define WS_DEFAULT_SEND_LIMIT (4u << 20)
 #define WS_DEFLATE_MIN 32 /* smaller messages are sent as they are */
+#define WS_STAGED 8         /* shared frames (runs of them) a connection refers to */
+#define WS_SHARED_MAX 4096  /* a larger published frame is copied to each connection */
 
 enum { OP_CONT = 0, OP_TEXT = 1, OP_BINARY = 2, OP_CLOSE = 8, OP_PING = 9, OP_PONG = 10 };
 
@@ -124,6 +127,13 @@ struct petrel_ws {
     bool drop;                       /* --ws-send-overflow drop */
     /* publish/subscribe (pubsub.c): its subscriptions */
     void *pubsub;
+    /* frames shared with other connections (a published message), not
+     * copied: written by the carrier at the end of the turn (or copied into
+     * its queue then) */
+    struct iovec staged[WS_STAGED];
+    uint8_t nstaged;
+    size_t staged_bytes;
+    petrel__list_t staged_link; /* staged_all */
 };
 
 void (*petrel__ws_pubsub_gone)(petrel_ws_t *ws);
@@ -264,6 +274,13 @@ static size_t frame_header(uint8_t *h, int opcode, bool rsv1, uint64_t len)
     return 10;
 }
 
+/* Bytes for the peer not written yet: the carrier's queue, and the shared
+ * frames the carrier has not taken yet. */
+static size_t ws_queued(const petrel_ws_t *ws)
+{
+    return ws->cops->queued(ws->t) + ws->staged_bytes;
+}
+
 /* Have the carrier come back to write (never from inside this call). */
 static void ws_kick(petrel_ws_t *ws)
 {
@@ -272,12 +289,14 @@ static void ws_kick(petrel_ws_t *ws)
     /* before the start, the carrier writes what is queued when it starts */
 }
 
+static int unstage(petrel_ws_t *ws);
+
 static ssize_t cb_send(wslay_event_context_ptr ctx, const uint8_t *data, size_t len, int flags,
                        void *user)
 {
     petrel_ws_t *ws = user;
     (void)flags;
-    if (ws->cops->write(ws->t, data, len, NULL, 0) < 0) {
+    if ((ws->nstaged && unstage(ws) < 0) || ws->cops->write(ws->t, data, len, NULL, 0) < 0) {
         wslay_event_set_error(ctx, WSLAY_ERR_CALLBACK_FAILURE);
         return -1;
     }
@@ -381,7 +400,7 @@ static int send_allowed(petrel_ws_t *ws)
     if (ws->state != WS_OPEN && ws->state != WS_OPENING)
         return PETREL_ESTATE;
     if (ws->out_hint > ws->send_limit) {
-        ws->out_hint = ws->cops->queued(ws->t);
+        ws->out_hint = ws_queued(ws);
         if (ws->out_hint > ws->send_limit) {
             if (ws->drop) {
                 petrel__ws_dropped++;
@@ -397,7 +416,9 @@ static int send_allowed(petrel_ws_t *ws)
 /* Queue a whole frame and have the carrier write it. */
 static int queue_frame(petrel_ws_t *ws, const uint8_t *h, size_t hl, const void *data, size_t len)
 {
-    int rc = ws->cops->write(ws->t, h, hl, data, len);
+    int rc = ws->nstaged ? unstage(ws) : 0; /* the shared frames go first */
+    if (rc == 0)
+        rc = ws->cops->write(ws->t, h, hl, data, len);
     if (rc < 0) {
         /* part of a frame may be queued: the stream cannot go on */
         ws_finish(ws, 1006, "out of memory", 0);
@@ -438,11 +459,86 @@ static int ws_send(petrel_ws_t *ws, int opcode, const void *data, size_t len)
 
 /* ------------------------------------------------------------------------ */
 /* A message framed once for many connections (ws.h, pubsub.c)              */
+/*                                                                          */
+/* A frame of up to WS_SHARED_MAX bytes is made once, in the turn arena (per */
+/* worker, emptied at the end of each loop turn), and each connection whose */
+/* carrier has nothing queued refers to it (`staged`: consecutive frames    */
+/* make one run) instead of copying it.  The carrier writes the runs with    */
+/* one writev when it comes back at the end of the turn, and copies into    */
+/* its queue only what the socket does not take.  Anything else the engine */
+/* queues copies the runs first (order), and so does the end of the turn    */
+/* for a carrier that has not come back: the arena may then go.             */
 
 /* The compressed forms of the message being fanned out, by window bits:
  * per worker, reused from message to message (no heap call once grown). */
 static uint8_t *mz_buf[16];
 static size_t mz_cap[16];
+
+/* Per worker process (doc/architecture.md, "Processes"). */
+static petrel_arena_t turn_arena;
+static petrel__pending_t turn_end;
+static petrel__list_t staged_all;
+static bool turn_ready;
+
+/* Copy the runs into the carrier's queue. */
+static int unstage(petrel_ws_t *ws)
+{
+    int rc = 0;
+    for (unsigned i = 0; i < ws->nstaged && rc == 0; i++)
+        rc = ws->cops->write(ws->t, ws->staged[i].iov_base, ws->staged[i].iov_len, NULL, 0);
+    ws->nstaged = 0;
+    ws->staged_bytes = 0;
+    list_unlink(&ws->staged_link);
+    return rc;
+}
+
+static void on_turn_end(petrel__pending_t *p)
+{
+    (void)p;
+    while (!list_empty(&staged_all)) {
+        petrel_ws_t *ws = container_of(staged_all.next, petrel_ws_t, staged_link);
+        if (unstage(ws) < 0)
+            ws_finish(ws, 1006, "out of memory", 0);
+    }
+    petrel__arena_clear(&turn_arena);
+}
+
+/* A frame in the turn arena: `h` then `len` bytes of `data`; NULL when it
+ * is too large to share (or out of memory: it is copied then). */
+static uint8_t *turn_frame(const uint8_t *h, size_t hl, const void *data, size_t len)
+{
+    if (hl + len > WS_SHARED_MAX)
+        return NULL;
+    if (!turn_ready) {
+        petrel__arena_init(&turn_arena, &petrel__pool, 0);
+        list_init(&staged_all);
+        list_init(&turn_end.node);
+        turn_end.cb = on_turn_end;
+        turn_ready = true;
+    }
+    uint8_t *f = petrel_arena_alloc(&turn_arena, hl + len, 1);
+    if (f) {
+        memcpy(f, h, hl);
+        memcpy(f + hl, data, len);
+        /* after the carriers kicked so far: most write their runs first */
+        list_unlink(&turn_end.node);
+        petrel__pending_add(petrel__loop, &turn_end);
+    }
+    return f;
+}
+
+void petrel__ws_msg_fini(void)
+{
+    if (turn_ready) {
+        list_unlink(&turn_end.node);
+        on_turn_end(&turn_end);
+    }
+    for (int i = 0; i < 16; i++) {
+        free(mz_buf[i]);
+        mz_buf[i] = NULL;
+        mz_cap[i] = 0;
+    }
+}
 
 void petrel__ws_msg_init(petrel__ws_msg_t *m, int binary, const void *data, size_t len)
 {
@@ -450,7 +546,33 @@ void petrel__ws_msg_init(petrel__ws_msg_t *m, int binary, const void *data, size
     m->len = len;
     m->opcode = binary ? OP_BINARY : OP_TEXT;
     m->hl = (uint8_t)frame_header(m->h, m->opcode, false, len);
+    m->frame = turn_frame(m->h, m->hl, data, len);
     memset(m->z, 0, sizeof(m->z));
+}
+
+/* Queue a frame made once: refer to it when the carrier can write it with
+ * what it has, else copy it. */
+static int send_shared(petrel_ws_t *ws, const uint8_t *frame, const uint8_t *h, size_t hl,
+                       const void *data, size_t len)
+{
+    size_t fl = hl + len;
+    if (frame == NULL || ws->cops->writev == NULL || !(ws->flags & WS_STARTED) ||
+        (ws->nstaged == 0 && ws->cops->queued(ws->t) > 0))
+        return queue_frame(ws, h, hl, data, len);
+    struct iovec *last = ws->nstaged ? &ws->staged[ws->nstaged - 1] : NULL;
+    if (last && (uint8_t *)last->iov_base + last->iov_len == frame) {
+        last->iov_len += fl; /* the next frame of the same run */
+    } else if (ws->nstaged < WS_STAGED) {
+        ws->staged[ws->nstaged++] = (struct iovec){(void *)frame, fl};
+        if (ws->nstaged == 1)
+            list_append(&staged_all, &ws->staged_link);
+    } else {
+        return queue_frame(ws, h, hl, data, len); /* copies the runs, then this */
+    }
+    ws->staged_bytes += fl;
+    ws->out_hint += fl;
+    ws_kick(ws);
+    return 0;
 }
 
 int petrel__ws_msg_send(petrel_ws_t *ws, petrel__ws_msg_t *m)
@@ -460,25 +582,40 @@ int petrel__ws_msg_send(petrel_ws_t *ws, petrel__ws_msg_t *m)
         return rc;
     unsigned bits = ws->deflate_bits;
     if (bits == 0 || m->len < WS_DEFLATE_MIN)
-        return queue_frame(ws, m->h, m->hl, m->data, m->len);
+        return send_shared(ws, m->frame, m->h, m->hl, m->data, m->len);
     petrel__ws_zmsg_t *z = &m->z[bits];
     if (z->state == 0) {
         /* compressed once per window size, then shared (no context
          * takeover: every message stands alone) */
         size_t zl;
-        const uint8_t *p = deflate_message((int)bits, m->data, m->len, &mz_buf[bits], &mz_cap[bits], &zl);
+        const uint8_t *p =
+            deflate_message((int)bits, m->data, m->len, &mz_buf[bits], &mz_cap[bits], &zl);
         if (p && zl < m->len) {
             z->state = 1;
             z->data = p;
             z->len = zl;
             z->hl = (uint8_t)frame_header(z->h, m->opcode, true, zl);
+            z->frame = turn_frame(z->h, z->hl, p, zl);
         } else {
             z->state = 2; /* sent as it is */
         }
     }
     if (z->state == 2)
-        return queue_frame(ws, m->h, m->hl, m->data, m->len);
-    return queue_frame(ws, z->h, z->hl, z->data, z->len);
+        return send_shared(ws, m->frame, m->h, m->hl, m->data, m->len);
+    return send_shared(ws, z->frame, z->h, z->hl, z->data, z->len);
+}
+
+int petrel__ws_flush_staged(petrel_ws_t *ws)
+{
+    if (ws->nstaged == 0)
+        return 0;
+    int rc = ws->cops->writev(ws->t, ws->staged, ws->nstaged);
+    ws->nstaged = 0;
+    ws->staged_bytes = 0;
+    list_unlink(&ws->staged_link);
+    if (rc < 0)
+        ws_finish(ws, 1006, "out of memory", 0);
+    return rc;
 }
 
 /* ------------------------------------------------------------------------ */
@@ -891,7 +1028,7 @@ void petrel__ws_peer_read(petrel_ws_t *ws)
 
 void petrel__ws_progress(petrel_ws_t *ws)
 {
-    if (ws->drain_cb && ws->cops->queued(ws->t) <= ws->drain_mark)
+    if (ws->drain_cb && ws_queued(ws) <= ws->drain_mark)
         petrel__pending_add(petrel__loop, &ws->drain_pending);
 }
 
@@ -901,7 +1038,7 @@ static void drain_run(petrel__pending_t *p)
     petrel_ws_t *ws = container_of(p, petrel_ws_t, drain_pending);
     petrel_ws_drain_cb cb = ws->drain_cb;
     if (cb == NULL || (ws->state != WS_OPEN && ws->state != WS_OPENING) ||
-        ws->cops->queued(ws->t) > ws->drain_mark)
+        ws_queued(ws) > ws->drain_mark)
         return; /* cancelled, closing, or refilled meanwhile: a later write tells */
     ws->drain_cb = NULL;
     cb(ws, ws->drain_data);
@@ -910,6 +1047,11 @@ static void drain_run(petrel__pending_t *p)
 /* No more sends: subscriptions and a drain callback go. */
 static void ws_detach(petrel_ws_t *ws)
 {
+    if (ws->nstaged && ws->state != WS_DONE)
+        unstage(ws); /* the carrier may still write them (a Close follows) */
+    ws->nstaged = 0;
+    ws->staged_bytes = 0;
+    list_unlink(&ws->staged_link);
     ws->drain_cb = NULL;
     list_unlink(&ws->drain_pending.node);
     if (ws->pubsub && petrel__ws_pubsub_gone)
@@ -1010,6 +1152,7 @@ petrel_ws_t *petrel__ws_new(const petrel__ws_route_t *rt, const petrel__config_t
     list_init(&ws->pending.node);
     list_init(&ws->drain_pending.node);
     ws->drain_pending.cb = drain_run;
+    list_init(&ws->staged_link);
     list_init(&ws->timer.node);
     ws->timer.cb = ws_on_timer;
     ws->cops = ops;
@@ -1126,7 +1269,7 @@ const char *petrel_ws_subprotocol(const petrel_ws_t *ws)
 
 size_t petrel_ws_buffered(const petrel_ws_t *ws)
 {
-    return ws && ws->cops ? ws->cops->queued(ws->t) : 0;
+    return ws && ws->cops ? ws_queued(ws) : 0;
 }
 
 int petrel_ws_on_drain(petrel_ws_t *ws, size_t mark, petrel_ws_drain_cb cb, void *data)
@@ -1140,7 +1283,7 @@ int petrel_ws_on_drain(petrel_ws_t *ws, size_t mark, petrel_ws_drain_cb cb, void
     }
     if (ws->state != WS_OPEN && ws->state != WS_OPENING)
         return PETREL_ESTATE;
-    if (ws->cops->queued(ws->t) <= mark) {
+    if (ws_queued(ws) <= mark) {
         ws->drain_cb = NULL; /* a callback set before is replaced: by none */
         list_unlink(&ws->drain_pending.node);
         return 1;

@@ -18,6 +18,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <sys/uio.h>
 
 /* A registered endpoint (petrel_ws_route_add): the handler and its data,
  * owned by the router that holds the route. */
@@ -40,6 +41,11 @@ typedef struct petrel__ws_carrier {
     /* Give up at once (a send timeout, no Close in time): close now; the
      * carrier calls petrel__ws_gone() (on_close has run). */
     void (*abort)(void *t);
+    /* Optional (NULL: frames shared by many connections are copied): write
+     * these bytes now, when nothing is queued before them, and queue a copy
+     * of what the peer does not take.  0, PETREL_ENOMEM or PETREL_EIO.  A
+     * carrier that has it calls petrel__ws_flush_staged() before it writes. */
+    int (*writev)(void *t, const struct iovec *iov, int n);
 } petrel__ws_carrier_t;
 
 /* A new engine for an accepted handshake, on carrier `ops`/`t`.  Sends are
@@ -107,6 +113,7 @@ extern uint64_t petrel__ws_dropped;
 typedef struct petrel__ws_zmsg {
     const uint8_t *data; /* the compressed payload (a worker buffer) */
     size_t len;
+    const uint8_t *frame; /* header and payload, for sharing (or NULL) */
     uint8_t h[10], hl;
     uint8_t state; /* 0: not made yet, 1: made, 2: does not shrink (sent as it is) */
 } petrel__ws_zmsg_t;
@@ -116,16 +123,25 @@ typedef struct petrel__ws_msg {
     size_t len;
     uint8_t opcode;
     uint8_t h[10], hl;
+    const uint8_t *frame;    /* header and payload, for sharing (or NULL) */
     petrel__ws_zmsg_t z[16]; /* by window bits, 9-15 */
 } petrel__ws_msg_t;
 
 /* Frame `data` (a text message's UTF-8 checked by the caller).  `data`
- * must stay valid, and no other message may be made, while it is sent. */
+ * must stay valid, and no other message may be made, while it is sent.
+ * A frame of up to 4 KiB is made once, in a per-worker arena of the loop
+ * turn, and connections whose carrier can write it with nothing before it
+ * refer to it instead of copying it (see ws.c). */
 void petrel__ws_msg_init(petrel__ws_msg_t *m, int binary, const void *data, size_t len);
 /* Queue the message on `ws`: 0, PETREL_ESTATE (closing or closed), PETREL_EIO
  * (over the send limit: closed with 1008), PETREL_ELIMIT (over the send
  * limit, dropped: --ws-send-overflow drop), PETREL_ENOMEM. */
 int petrel__ws_msg_send(petrel_ws_t *ws, petrel__ws_msg_t *m);
+/* For the carrier (with `writev`): write the shared frames of `ws` (before
+ * its own writing).  0, or a negative code (the engine is finished then). */
+int petrel__ws_flush_staged(petrel_ws_t *ws);
+/* The end of a worker: the turn arena and the compression buffers go. */
+void petrel__ws_msg_fini(void);
 
 /* pubsub.c's place in the engine: its subscriptions, and the hook that
  * drops them when the connection can send no more (before on_close, or

@@ -143,7 +143,7 @@ static void start(void)
     }
 }
 
-#define MAXC 64
+#define MAXC 320
 #define CBUF (1u << 20)
 static ck_client_t cl[MAXC];
 static int ncl;
@@ -172,13 +172,14 @@ static void turns(int n)
 /* A WebSocket client                                                       */
 
 /* Open a WebSocket connection to `path` (offering permessage-deflate with
- * `ext` when not NULL); returns the client once the 101 is read. */
-static ck_client_t *ws_connect(const char *path, const char *ext)
+ * `ext` when not NULL), with a receive buffer of `cap` bytes; returns the
+ * client once the 101 is read. */
+static ck_client_t *ws_connect_cap(const char *path, const char *ext, size_t cap)
 {
     start();
     ck_assert_int_lt(ncl, MAXC);
     ck_client_t *c = &cl[ncl++];
-    ck_client_open(c, srv, CBUF, true);
+    ck_client_open(c, srv, cap, true);
     char req[512];
     int n = snprintf(req, sizeof(req),
                      "GET %s HTTP/1.1\r\nHost: t\r\nUpgrade: websocket\r\n"
@@ -201,6 +202,11 @@ static ck_client_t *ws_connect(const char *path, const char *ext)
     }
     ck_abort_msg("no answer to the handshake of %s", path);
     return NULL;
+}
+
+static ck_client_t *ws_connect(const char *path, const char *ext)
+{
+    return ws_connect_cap(path, ext, CBUF);
 }
 
 /* Send a masked client frame (the mask key is 0: the payload as it is,
@@ -780,8 +786,10 @@ END_TEST
 /* ------------------------------------------------------------------------ */
 /* No heap call per delivered message                                       */
 
-#define ZM_SUBS 40
-#define ZM_MSGS 2000
+/* More subscribers than the pool keeps free chunks (256): a frame is shared,
+ * not copied into a chunk of each subscriber's queue. */
+#define ZM_SUBS 300
+#define ZM_MSGS 500
 
 START_TEST(test_zero_malloc_fanout)
 {
@@ -789,7 +797,7 @@ START_TEST(test_zero_malloc_fanout)
     with_rings(); /* every publish is also written for the other workers */
     ck_client_t *c[ZM_SUBS];
     for (int i = 0; i < ZM_SUBS; i++)
-        c[i] = ws_connect("/sub/zm", i % 2 ? "permessage-deflate" : NULL);
+        c[i] = ws_connect_cap("/sub/zm", i % 2 ? "permessage-deflate" : NULL, 65536);
     petrel__rings_t *r = petrel__pubsub_rings();
     static char text[100];
     for (size_t i = 0; i < sizeof(text); i++)

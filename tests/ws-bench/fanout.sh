@@ -18,6 +18,10 @@
 #       1) pinned to CPU 0, the clients to CPU 1, SUBS subscribers, the
 #       publisher with INFLIGHT messages in flight (default 16), 2000
 #       messages; with the server's CPU time per million deliveries.
+#   fanout.sh echo
+#       the anchor of `rate`: petrel's unicast echo (wsecho), 100 connections
+#       with 16 messages of 100 bytes in flight each for 10 s, pinned the same
+#       way: echoes per second and the server's CPU time per million.
 #   fanout.sh latency MODE [SUBS] [RATE]
 #       latency from publisher to subscriber (p50, p99) of stamped
 #       100-byte messages at RATE a second (default 1000) for 10 s, SUBS
@@ -142,6 +146,22 @@ rate)
     "$PY" -c 'import json, sys; r = json.load(open(sys.argv[1])); l = r["latency_us"]
 print("  publisher: %.0f messages/s, round trip p50 %.0f us, p99 %.0f us, errors %d"
       % (r["rps"], l["p50"], l["p99"], r["errors"]["total"]))' "$tmp/bench.json"
+    ;;
+echo)
+    p=$(port)
+    taskset -c 0 "$PETREL" --listen "127.0.0.1:$p" --module wsecho --log-level error &
+    sp=$!
+    pids+=($sp)
+    wait_port "$p"
+    mapfile -t w < <(pgrep -P "$sp")
+    t0=$(cpu_ticks "${w[@]}")
+    taskset -c 1 "$BENCH" -c 100 -m 16 -d 10 --body-size 100 --json "ws://127.0.0.1:$p/ws" \
+        >"$tmp/bench.json"
+    t1=$(cpu_ticks "${w[@]}")
+    "$PY" -c 'import json, sys; r = json.load(open(sys.argv[1]))
+t = int(sys.argv[2]) / int(sys.argv[3]); n = r["rps"] * r["duration_s"] if "duration_s" in r else r["rps"] * 10
+print("echo: %.0f messages/s (100 connections, 16 in flight each); server CPU %.2f s, %.2f s per million echoes"
+      % (r["rps"], t, t / (n / 1e6)))' "$tmp/bench.json" $((t1 - t0)) "$(getconf CLK_TCK)"
     ;;
 latency)
     what=${2:-workers} subs=${3:-100} rate=${4:-1000}
