@@ -325,6 +325,7 @@ static void deliver(const char *topic, size_t tlen, int binary, const void *data
         else if (rc == PETREL_EIO)
             ps.st.closed++; /* over its send limit: closed with 1008 */
     }
+    petrel__ws_msg_done(&m);
     if (--t->walking == 0 && t->holes)
         topic_compact(t);
 }

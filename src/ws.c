@@ -520,11 +520,20 @@ static uint8_t *turn_frame(const uint8_t *h, size_t hl, const void *data, size_t
     if (f) {
         memcpy(f, h, hl);
         memcpy(f + hl, data, len);
-        /* after the carriers kicked so far: most write their runs first */
-        list_unlink(&turn_end.node);
-        petrel__pending_add(petrel__loop, &turn_end);
     }
     return f;
+}
+
+void petrel__ws_msg_done(petrel__ws_msg_t *m)
+{
+    (void)m;
+    if (turn_ready && !list_empty(&staged_all)) {
+        /* after the carriers kicked so far: they write their runs first */
+        list_unlink(&turn_end.node);
+        petrel__pending_add(petrel__loop, &turn_end);
+    } else if (turn_ready && list_empty(&turn_end.node) && !petrel__arena_is_empty(&turn_arena)) {
+        petrel__pending_add(petrel__loop, &turn_end); /* the arena goes all the same */
+    }
 }
 
 void petrel__ws_msg_fini(void)

@@ -137,6 +137,10 @@ void petrel__ws_msg_init(petrel__ws_msg_t *m, int binary, const void *data, size
  * (over the send limit: closed with 1008), PETREL_ELIMIT (over the send
  * limit, dropped: --ws-send-overflow drop), PETREL_ENOMEM. */
 int petrel__ws_msg_send(petrel_ws_t *ws, petrel__ws_msg_t *m);
+/* The message was sent to every connection it goes to: the end of the
+ * turn (which copies what the carriers did not write, then empties the
+ * arena) is due after the carriers it kicked. */
+void petrel__ws_msg_done(petrel__ws_msg_t *m);
 /* For the carrier (with `writev`): write the shared frames of `ws` (before
  * its own writing).  0, or a negative code (the engine is finished then). */
 int petrel__ws_flush_staged(petrel_ws_t *ws);
