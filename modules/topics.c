@@ -66,8 +66,8 @@ static void on_message(petrel_ws_t *ws, int binary, const void *data, size_t len
     const char *topic = petrel_ws_get_data(ws);
     if (topic == NULL)
         return; /* a subscriber only */
-    int rc = binary ? petrel_publish_binary(topic, data, len)
-                    : petrel_publish_text(topic, data, len);
+    int rc =
+        binary ? petrel_publish_binary(topic, data, len) : petrel_publish_text(topic, data, len);
     if (rc < 0) {
         char why[64];
         snprintf(why, sizeof(why), "cannot publish: %s", petrel_strerror(rc));

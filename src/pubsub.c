@@ -97,8 +97,8 @@ static struct {
     petrel__ring_cursor_t *cursors;
     uint8_t *rbuf; /* a record read from a ring */
     size_t rbuf_cap;
-    petrel__io_t io;             /* our ring's eventfd */
-    petrel__pending_t wake;      /* end of a turn that wrote: wake the others */
+    petrel__io_t io;        /* our ring's eventfd */
+    petrel__pending_t wake; /* end of a turn that wrote: wake the others */
     uint64_t lost_logged_at;
     petrel_pubsub_stats_t st;
 } ps = {.ring = -1};
@@ -332,8 +332,7 @@ static void deliver(const char *topic, size_t tlen, int binary, const void *data
 
 /* From Redis: another instance's message (redis.c checked its size and,
  * for text, its UTF-8). */
-static void deliver_remote(const char *topic, size_t tlen, int binary, const void *data,
-                           size_t len)
+static void deliver_remote(const char *topic, size_t tlen, int binary, const void *data, size_t len)
 {
     deliver(topic, tlen, binary, data, len);
 }
@@ -429,10 +428,10 @@ static size_t ring_size(const petrel__config_t *cfg)
 
 static size_t max_record(const petrel__config_t *cfg)
 {
-    size_t topic = cfg->pubsub_max_topic_size ? cfg->pubsub_max_topic_size
-                                              : PETREL__PUBSUB_MAX_TOPIC;
-    size_t msg = cfg->pubsub_max_message_size ? cfg->pubsub_max_message_size
-                                              : PETREL__PUBSUB_MAX_MESSAGE;
+    size_t topic =
+        cfg->pubsub_max_topic_size ? cfg->pubsub_max_topic_size : PETREL__PUBSUB_MAX_TOPIC;
+    size_t msg =
+        cfg->pubsub_max_message_size ? cfg->pubsub_max_message_size : PETREL__PUBSUB_MAX_MESSAGE;
     return 4 + topic + msg;
 }
 
@@ -448,8 +447,7 @@ static uint64_t random64(void)
     return v;
 }
 
-int petrel__pubsub_master_init(const petrel__config_t *cfg, int workers, char *err,
-                               size_t errlen)
+int petrel__pubsub_master_init(const petrel__config_t *cfg, int workers, char *err, size_t errlen)
 {
     instance = random64();
     size_t size = ring_size(cfg);
@@ -504,7 +502,10 @@ void petrel__pubsub_exited(pid_t pid)
         petrel__rings_exited(rings, pid);
 }
 
-struct petrel__rings *petrel__pubsub_rings(void) { return rings; }
+struct petrel__rings *petrel__pubsub_rings(void)
+{
+    return rings;
+}
 
 void petrel__pubsub_master_fini(void)
 {
@@ -520,14 +521,14 @@ int petrel__pubsub_worker_init(const petrel__config_t *cfg)
     int ring = next_ring;
     memset(&ps, 0, sizeof(ps));
     ps.ring = -1;
-    ps.max_topic = cfg->pubsub_max_topic_size ? cfg->pubsub_max_topic_size
-                                              : PETREL__PUBSUB_MAX_TOPIC;
-    ps.max_message = cfg->pubsub_max_message_size ? cfg->pubsub_max_message_size
-                                                  : PETREL__PUBSUB_MAX_MESSAGE;
+    ps.max_topic =
+        cfg->pubsub_max_topic_size ? cfg->pubsub_max_topic_size : PETREL__PUBSUB_MAX_TOPIC;
+    ps.max_message =
+        cfg->pubsub_max_message_size ? cfg->pubsub_max_message_size : PETREL__PUBSUB_MAX_MESSAGE;
     ps.max_subscriptions = cfg->pubsub_max_subscriptions ? cfg->pubsub_max_subscriptions
                                                          : PETREL__PUBSUB_MAX_SUBSCRIPTIONS;
-    ps.max_subscribers = cfg->pubsub_max_subscribers ? cfg->pubsub_max_subscribers
-                                                     : PETREL__PUBSUB_MAX_SUBSCRIBERS;
+    ps.max_subscribers =
+        cfg->pubsub_max_subscribers ? cfg->pubsub_max_subscribers : PETREL__PUBSUB_MAX_SUBSCRIBERS;
     if (ps.max_topic > 65535)
         ps.max_topic = 65535; /* the records' topic length field */
     ps.key[0] = random64();
@@ -565,9 +566,9 @@ int petrel__pubsub_worker_init(const petrel__config_t *cfg)
     if (cfg->pubsub_redis) {
         char err[256];
         int rc = 0;
-        if (!petrel__redis_on() && (rc = petrel__redis_config(cfg->pubsub_redis,
-                                                               cfg->pubsub_redis_prefix, err,
-                                                               sizeof(err))) < 0)
+        if (!petrel__redis_on() &&
+            (rc = petrel__redis_config(cfg->pubsub_redis, cfg->pubsub_redis_prefix, err,
+                                       sizeof(err))) < 0)
             petrel_log(PETREL_LOG_ERROR, "%s", err);
         if (rc < 0 || (rc = petrel__redis_start(&redis_ops, instance, ps.max_message)) < 0) {
             petrel__pubsub_worker_fini();

@@ -24,8 +24,7 @@
 
 /* Master: the rings for `workers` workers (none for one) and the Redis
  * address.  0, or a negative PETREL_E* code with the reason in `err`. */
-int petrel__pubsub_master_init(const petrel__config_t *cfg, int workers, char *err,
-                               size_t errlen);
+int petrel__pubsub_master_init(const petrel__config_t *cfg, int workers, char *err, size_t errlen);
 /* Around each fork of a worker: a ring for it, then its pid (0: the fork
  * failed). */
 void petrel__pubsub_before_fork(void);

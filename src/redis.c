@@ -67,7 +67,10 @@ static struct {
     size_t prefix_len;
 } addr;
 
-bool petrel__redis_available(void) { return HAVE_HIREDIS; }
+bool petrel__redis_available(void)
+{
+    return HAVE_HIREDIS;
+}
 
 int petrel__redis_config(const char *spec, const char *prefix, char *err, size_t errlen)
 {
@@ -89,8 +92,10 @@ int petrel__redis_config(const char *spec, const char *prefix, char *err, size_t
     snprintf(addr.text, sizeof(addr.text), "%s", spec);
     if (strncmp(spec, "unix:", 5) == 0) {
         if (spec[5] == '\0' || strlen(spec + 5) >= sizeof(addr.path)) {
-            snprintf(err, errlen, "--pubsub-redis '%s': expected unix:PATH with a path of 1 to "
-                                  "%zu bytes", spec, sizeof(addr.path) - 1);
+            snprintf(err, errlen,
+                     "--pubsub-redis '%s': expected unix:PATH with a path of 1 to "
+                     "%zu bytes",
+                     spec, sizeof(addr.path) - 1);
             return PETREL_EINVAL;
         }
         addr.unix_ = true;
@@ -157,8 +162,8 @@ static struct {
     rconn_t pub, sub;
     petrel_timer_t *retry;
     uint64_t retry_ms;
-    bool down;          /* an outage is under way (logged) */
-    uint64_t down_at;   /* ms */
+    bool down;        /* an outage is under way (logged) */
+    uint64_t down_at; /* ms */
     uint64_t down_unbridged;
     bool ever_up;
     char *cmd; /* a formatted command */
@@ -186,10 +191,22 @@ static void set_events(rconn_t *c, int events)
     }
 }
 
-static void ev_add_read(void *p) { set_events(p, ((rconn_t *)p)->events | PETREL_WATCH_READ); }
-static void ev_del_read(void *p) { set_events(p, ((rconn_t *)p)->events & ~PETREL_WATCH_READ); }
-static void ev_add_write(void *p) { set_events(p, ((rconn_t *)p)->events | PETREL_WATCH_WRITE); }
-static void ev_del_write(void *p) { set_events(p, ((rconn_t *)p)->events & ~PETREL_WATCH_WRITE); }
+static void ev_add_read(void *p)
+{
+    set_events(p, ((rconn_t *)p)->events | PETREL_WATCH_READ);
+}
+static void ev_del_read(void *p)
+{
+    set_events(p, ((rconn_t *)p)->events & ~PETREL_WATCH_READ);
+}
+static void ev_add_write(void *p)
+{
+    set_events(p, ((rconn_t *)p)->events | PETREL_WATCH_WRITE);
+}
+static void ev_del_write(void *p)
+{
+    set_events(p, ((rconn_t *)p)->events & ~PETREL_WATCH_WRITE);
+}
 
 /* hiredis frees the context after this (a disconnect, a failed connect). */
 static void ev_cleanup(void *p)
@@ -264,8 +281,8 @@ static void maybe_up(void)
             petrel_log(PETREL_LOG_WARN,
                        "pubsub: redis %s: back after %.1f s; %llu message%s published here "
                        "meanwhile %s not bridged (%llu in all); subscriptions restored",
-                       addr.text, (double)(now_ms() - rb.down_at) / 1000.0,
-                       (unsigned long long)gap, gap == 1 ? "" : "s", gap == 1 ? "was" : "were",
+                       addr.text, (double)(now_ms() - rb.down_at) / 1000.0, (unsigned long long)gap,
+                       gap == 1 ? "" : "s", gap == 1 ? "was" : "were",
                        (unsigned long long)rb.st.unbridged);
         else
             petrel_log(PETREL_LOG_INFO, "pubsub: redis %s: connected after %.1f s", addr.text,
@@ -309,8 +326,9 @@ static void on_message(redisAsyncContext *ac, void *r, void *privdata)
         binary = !(petrel__utf8_scan(&st, p, len) == len && st == 0);
     }
     if (len > rb.max_message) {
-        petrel_log(PETREL_LOG_DEBUG, "pubsub: redis: a message of %zu bytes on '%.*s' is over "
-                                     "--pubsub-max-message-size: dropped",
+        petrel_log(PETREL_LOG_DEBUG,
+                   "pubsub: redis: a message of %zu bytes on '%.*s' is over "
+                   "--pubsub-max-message-size: dropped",
                    len, (int)tlen, topic);
         return;
     }
@@ -434,7 +452,10 @@ void petrel__redis_stop(void)
     rb.cmd = NULL;
 }
 
-bool petrel__redis_on(void) { return rb.on; }
+bool petrel__redis_on(void)
+{
+    return rb.on;
+}
 
 void petrel__redis_subscribe(const char *topic, size_t tlen)
 {
@@ -444,8 +465,8 @@ void petrel__redis_subscribe(const char *topic, size_t tlen)
 void petrel__redis_unsubscribe(const char *topic, size_t tlen)
 {
     if (rb.sub.up)
-        redisAsyncCommand(rb.sub.ac, NULL, NULL, "UNSUBSCRIBE %b%b", addr.prefix,
-                          addr.prefix_len, topic, tlen);
+        redisAsyncCommand(rb.sub.ac, NULL, NULL, "UNSUBSCRIBE %b%b", addr.prefix, addr.prefix_len,
+                          topic, tlen);
 }
 
 /* "$N\r\n" then the bytes then "\r\n"; returns the end */
@@ -460,8 +481,7 @@ static char *bulk(char *p, const void *a, size_t an, const void *b, size_t bn)
     return p;
 }
 
-void petrel__redis_publish(const char *topic, size_t tlen, int binary, const void *data,
-                           size_t len)
+void petrel__redis_publish(const char *topic, size_t tlen, int binary, const void *data, size_t len)
 {
     if (!rb.pub.up || sdslen(rb.pub.ac->c.obuf) > OUT_MAX) {
         rb.st.unbridged++;
@@ -513,12 +533,22 @@ int petrel__redis_start(const petrel__redis_ops_t *ops, uint64_t instance, size_
     (void)ops, (void)instance, (void)max_message;
     return PETREL_EINVAL;
 }
-void petrel__redis_stop(void) {}
-bool petrel__redis_on(void) { return false; }
-void petrel__redis_subscribe(const char *topic, size_t tlen) { (void)topic, (void)tlen; }
-void petrel__redis_unsubscribe(const char *topic, size_t tlen) { (void)topic, (void)tlen; }
-void petrel__redis_publish(const char *topic, size_t tlen, int binary, const void *data,
-                           size_t len)
+void petrel__redis_stop(void)
+{
+}
+bool petrel__redis_on(void)
+{
+    return false;
+}
+void petrel__redis_subscribe(const char *topic, size_t tlen)
+{
+    (void)topic, (void)tlen;
+}
+void petrel__redis_unsubscribe(const char *topic, size_t tlen)
+{
+    (void)topic, (void)tlen;
+}
+void petrel__redis_publish(const char *topic, size_t tlen, int binary, const void *data, size_t len)
 {
     (void)topic, (void)tlen, (void)binary, (void)data, (void)len;
 }

@@ -56,9 +56,9 @@ _Static_assert(sizeof(ring_hdr_t) == 128, "two cache lines");
 
 struct petrel__rings {
     unsigned n;
-    size_t size;      /* bytes of each ring, a power of two */
-    ring_hdr_t *hdr;  /* shared: n headers */
-    uint8_t *data;    /* shared: n rings of `size` bytes */
+    size_t size;     /* bytes of each ring, a power of two */
+    ring_hdr_t *hdr; /* shared: n headers */
+    uint8_t *data;   /* shared: n rings of `size` bytes */
     size_t map_len;
     int *efd;
 };
@@ -121,11 +121,17 @@ void petrel__rings_free(petrel__rings_t *r)
     free(r);
 }
 
-unsigned petrel__rings_count(const petrel__rings_t *r) { return r->n; }
+unsigned petrel__rings_count(const petrel__rings_t *r)
+{
+    return r->n;
+}
 
 /* A record takes at most a quarter of the ring: a reader never needs more
  * than a few records of slack to keep up with a writer. */
-size_t petrel__rings_max_record(const petrel__rings_t *r) { return r->size / 4 - PETREL__RING_HDR; }
+size_t petrel__rings_max_record(const petrel__rings_t *r)
+{
+    return r->size / 4 - PETREL__RING_HDR;
+}
 
 /* ------------------------------------------------------------------------ */
 /* Holders                                                                  */
@@ -243,8 +249,7 @@ unsigned petrel__rings_wake(petrel__rings_t *r, int self)
         ring_hdr_t *h = &r->hdr[i];
         if ((int)i == self || atomic_load_explicit(&h->holder, memory_order_relaxed) == 0)
             continue;
-        if (atomic_load_explicit(&h->woken, memory_order_relaxed) ||
-            atomic_exchange(&h->woken, 1))
+        if (atomic_load_explicit(&h->woken, memory_order_relaxed) || atomic_exchange(&h->woken, 1))
             continue; /* woken already, and has not read since */
         uint64_t one = 1;
         ssize_t w;
@@ -256,7 +261,10 @@ unsigned petrel__rings_wake(petrel__rings_t *r, int self)
     return k;
 }
 
-int petrel__rings_fd(const petrel__rings_t *r, int ring) { return r->efd[ring]; }
+int petrel__rings_fd(const petrel__rings_t *r, int ring)
+{
+    return r->efd[ring];
+}
 
 void petrel__rings_woken(petrel__rings_t *r, int ring)
 {

@@ -24,10 +24,10 @@ typedef struct petrel__rings petrel__rings_t;
 
 /* Where a reader is in one ring; zero it to start at the ring's end. */
 typedef struct petrel__ring_cursor {
-    uint64_t pos;      /* byte position of the next record */
-    uint64_t seq;      /* sequence number of the next record expected */
-    uint64_t lost;     /* records overwritten before they were read, so far */
-    bool started;      /* pos and seq are set */
+    uint64_t pos;  /* byte position of the next record */
+    uint64_t seq;  /* sequence number of the next record expected */
+    uint64_t lost; /* records overwritten before they were read, so far */
+    bool started;  /* pos and seq are set */
 } petrel__ring_cursor_t;
 
 /* Records: the header and the body's bytes are bounded by the ring's size. */

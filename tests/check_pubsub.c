@@ -181,12 +181,12 @@ static ck_client_t *ws_connect_cap(const char *path, const char *ext, size_t cap
     ck_client_t *c = &cl[ncl++];
     ck_client_open(c, srv, cap, true);
     char req[512];
-    int n = snprintf(req, sizeof(req),
-                     "GET %s HTTP/1.1\r\nHost: t\r\nUpgrade: websocket\r\n"
-                     "Connection: Upgrade\r\nSec-WebSocket-Version: 13\r\n"
-                     "Sec-WebSocket-Key: AAAAAAAAAAAAAAAAAAAAAA==\r\n%s%s%s\r\n",
-                     path, ext ? "Sec-WebSocket-Extensions: " : "", ext ? ext : "",
-                     ext ? "\r\n" : "");
+    int n =
+        snprintf(req, sizeof(req),
+                 "GET %s HTTP/1.1\r\nHost: t\r\nUpgrade: websocket\r\n"
+                 "Connection: Upgrade\r\nSec-WebSocket-Version: 13\r\n"
+                 "Sec-WebSocket-Key: AAAAAAAAAAAAAAAAAAAAAA==\r\n%s%s%s\r\n",
+                 path, ext ? "Sec-WebSocket-Extensions: " : "", ext ? ext : "", ext ? "\r\n" : "");
     ck_assert(ck_client_write(c, req, (size_t)n, 1000));
     for (int i = 0; i < 10000; i++) {
         ck_turn(0);
@@ -431,7 +431,10 @@ START_TEST(test_fanout)
 }
 END_TEST
 
-static void timer_publish(void *data) { petrel_publish_text("room", data, strlen(data)); }
+static void timer_publish(void *data)
+{
+    petrel_publish_text("room", data, strlen(data));
+}
 
 /* From a WebSocket handler, an HTTP handler and a timer; every subscriber,
  * the sender too, gets each once, in the order they were published. */
@@ -451,7 +454,8 @@ START_TEST(test_publish_from_handlers)
     ck_assert(ck_client_write(h, post, sizeof(post) - 1, 1000));
     ck_assert(ck_client_wait(h, 12, 10000));
     ck_assert_msg(strncmp(h->buf, "HTTP/1.1 202", 12) == 0, "%.*s", (int)h->len, h->buf);
-    static const char too_long[] = "POST /publish/r%0Aom HTTP/1.1\r\nHost: t\r\nContent-Length: 1\r\n\r\nx";
+    static const char too_long[] =
+        "POST /publish/r%0Aom HTTP/1.1\r\nHost: t\r\nContent-Length: 1\r\n\r\nx";
     h->len = h->off = 0;
     ck_assert(ck_client_write(h, too_long, sizeof(too_long) - 1, 1000));
     ck_assert(ck_client_wait(h, 12, 10000));
@@ -689,7 +693,7 @@ START_TEST(test_deflate_shared)
         msg_t m;
         ck_assert(msg_get(zs[i], &m));
         ck_assert_int_eq(m.op, 1);
-        ck_assert(m.rsv1);                   /* RFC 7692 §6: RSV1 on a compressed message */
+        ck_assert(m.rsv1); /* RFC 7692 §6: RSV1 on a compressed message */
         ck_assert_uint_lt(m.len, sizeof(text) / 4);
         ck_assert_uint_eq(inflate_msg(&m, out, sizeof(out)), sizeof(text));
         ck_assert(memcmp(out, text, sizeof(text)) == 0);
@@ -989,7 +993,7 @@ START_TEST(test_ring_across_processes)
         next = i + 1;
         received++;
     }
-    ck_assert_uint_eq(next, N); /* the newest are never lost */
+    ck_assert_uint_eq(next, N);                /* the newest are never lost */
     ck_assert_uint_eq(received + cur.lost, N); /* every record read or counted lost */
     close(go[0]);
     close(go[1]);

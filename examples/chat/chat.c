@@ -150,8 +150,8 @@ static void on_message(petrel_ws_t *ws, int binary, const void *data, size_t len
         return;
     }
     if (s[0] == 'h' && len == 2 && (s[1] == '0' || s[1] == '1')) {
-        petrel_publish_text(m->topic, out, event(m, "here", s[1] == '1' ? ",\"ready\":1"
-                                                                          : ",\"ready\":0"));
+        petrel_publish_text(m->topic, out,
+                            event(m, "here", s[1] == '1' ? ",\"ready\":1" : ",\"ready\":0"));
         return;
     }
     if (s[0] != 'm') {

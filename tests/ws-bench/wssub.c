@@ -299,8 +299,7 @@ static int publish(const struct sockaddr_in *sa, double rate, size_t size, uint6
         while (read(fd, sink, sizeof(sink)) > 0)
             ; /* a publisher subscribed to its own topic: drop it */
     }
-    printf("published %llu in %.3f s\n", (unsigned long long)sent,
-           (double)(now_ns() - t0) / 1e9);
+    printf("published %llu in %.3f s\n", (unsigned long long)sent, (double)(now_ns() - t0) / 1e9);
     close(fd);
     return 0;
 }
@@ -313,11 +312,21 @@ int main(int argc, char **argv)
     size_t size = 100;
     while ((opt = getopt(argc, argv, "c:n:d:p:s:")) != -1) {
         switch (opt) {
-        case 'c': conns = atoi(optarg); break;
-        case 'n': msgs = strtoull(optarg, NULL, 10); break;
-        case 'd': secs = atof(optarg); break;
-        case 'p': rate = atof(optarg); break;
-        case 's': size = (size_t)atol(optarg); break;
+        case 'c':
+            conns = atoi(optarg);
+            break;
+        case 'n':
+            msgs = strtoull(optarg, NULL, 10);
+            break;
+        case 'd':
+            secs = atof(optarg);
+            break;
+        case 'p':
+            rate = atof(optarg);
+            break;
+        case 's':
+            size = (size_t)atol(optarg);
+            break;
         default:
             fprintf(stderr, "usage: wssub [-c CONNS] [-n MSGS] [-d SECS] [-p RATE [-s SIZE]] "
                             "HOST PORT PATH\n");
@@ -334,7 +343,8 @@ int main(int argc, char **argv)
         rl.rlim_cur = rl.rlim_max;
         setrlimit(RLIMIT_NOFILE, &rl);
     }
-    struct sockaddr_in sa = {.sin_family = AF_INET, .sin_port = htons((uint16_t)atoi(argv[optind + 1]))};
+    struct sockaddr_in sa = {.sin_family = AF_INET,
+                             .sin_port = htons((uint16_t)atoi(argv[optind + 1]))};
     if (inet_pton(AF_INET, argv[optind], &sa.sin_addr) != 1) {
         fprintf(stderr, "wssub: HOST must be an IPv4 address\n");
         return 2;
