@@ -347,7 +347,8 @@ int petrel__conn_writev(petrel__conn_t *c, const struct iovec *iov, int n)
     if (c->out.head == NULL) {
         ssize_t w;
         do
-            w = n == 1 ? write(c->io.fd, iov[0].iov_base, iov[0].iov_len) : writev(c->io.fd, iov, n);
+            w = n == 1 ? write(c->io.fd, iov[0].iov_base, iov[0].iov_len)
+                       : writev(c->io.fd, iov, n);
         while (w < 0 && errno == EINTR);
         if (w < 0 && errno != EAGAIN && errno != EWOULDBLOCK)
             return PETREL_EIO;
