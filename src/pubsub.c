@@ -627,14 +627,30 @@ void petrel__pubsub_worker_fini(void)
 /* ------------------------------------------------------------------------ */
 /* API                                                                      */
 
-int petrel_ws_subscribe(petrel_ws_t *ws, const char *topic)
+/* The arguments of (un)subscribing: 0 with the topic's length in *len. */
+static int ws_topic(const petrel_ws_t *ws, const char *topic, size_t *len)
 {
-    size_t len;
     if (ws == NULL)
         return PETREL_EINVAL;
     if (!ps.ready)
         return PETREL_ESTATE;
-    int rc = topic_check(topic, &len);
+    return topic_check(topic, len);
+}
+
+/* The index of topic `t` in a WebSocket's list, or -1. */
+static int64_t sub_index(const wsubs_t *w, const topic_t *t)
+{
+    if (t && w)
+        for (uint32_t j = 0; j < w->n; j++)
+            if (w->e[j].t == t)
+                return j;
+    return -1;
+}
+
+int petrel_ws_subscribe(petrel_ws_t *ws, const char *topic)
+{
+    size_t len;
+    int rc = ws_topic(ws, topic, &len);
     if (rc < 0)
         return rc;
     if (!petrel__ws_open(ws))
@@ -643,10 +659,8 @@ int petrel_ws_subscribe(petrel_ws_t *ws, const char *topic)
     topic_t *t = topic_find(topic, len, h);
     wsubs_t **slot = (wsubs_t **)petrel__ws_pubsub(ws);
     wsubs_t *w = *slot;
-    if (t && w)
-        for (uint32_t j = 0; j < w->n; j++)
-            if (w->e[j].t == t)
-                return 0; /* subscribed already */
+    if (sub_index(w, t) >= 0)
+        return 0; /* subscribed already */
     if (w && w->n >= ps.max_subscriptions)
         return PETREL_ELIMIT;
     if (t && t->live >= ps.max_subscribers)
@@ -693,22 +707,16 @@ int petrel_ws_subscribe(petrel_ws_t *ws, const char *topic)
 int petrel_ws_unsubscribe(petrel_ws_t *ws, const char *topic)
 {
     size_t len;
-    if (ws == NULL)
-        return PETREL_EINVAL;
-    if (!ps.ready)
-        return PETREL_ESTATE;
-    int rc = topic_check(topic, &len);
+    int rc = ws_topic(ws, topic, &len);
     if (rc < 0)
         return rc == PETREL_ELIMIT ? PETREL_ENOTFOUND : rc;
     wsubs_t *w = *petrel__ws_pubsub(ws);
-    topic_t *t = topic_find(topic, len, siphash13((const uint8_t *)topic, len, ps.key));
-    if (t && w)
-        for (uint32_t j = 0; j < w->n; j++)
-            if (w->e[j].t == t) {
-                sub_remove(ws, w, j);
-                return 0;
-            }
-    return PETREL_ENOTFOUND;
+    int64_t j =
+        sub_index(w, topic_find(topic, len, siphash13((const uint8_t *)topic, len, ps.key)));
+    if (j < 0)
+        return PETREL_ENOTFOUND;
+    sub_remove(ws, w, (uint32_t)j);
+    return 0;
 }
 
 static int publish(const char *topic, int binary, const void *data, size_t len)

@@ -1096,11 +1096,7 @@ END_TEST
 
 static TCase *tcase(Suite *s, const char *name, double timeout)
 {
-    TCase *tc = tcase_create(name);
-    tcase_add_checked_fixture(tc, setup, teardown);
-    tcase_set_timeout(tc, timeout);
-    suite_add_tcase(s, tc);
-    return tc;
+    return ck_tcase(s, name, timeout, setup, teardown);
 }
 
 static Suite *pubsub_suite(void)
@@ -1140,9 +1136,5 @@ static Suite *pubsub_suite(void)
 
 int main(void)
 {
-    SRunner *sr = srunner_create(pubsub_suite());
-    srunner_run_all(sr, CK_ENV);
-    int failed = srunner_ntests_failed(sr);
-    srunner_free(sr);
-    return failed == 0 ? EXIT_SUCCESS : EXIT_FAILURE;
+    return ck_run(pubsub_suite());
 }
