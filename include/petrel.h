@@ -1772,9 +1772,12 @@ PETREL_API int petrel_ws_route_add(petrel_server_t *srv, const char *pattern,
  * end of the loop turn.
  *
  * Backpressure: while output waits for the socket, petrel stops reading
- * from the peer.  A send that finds more than --ws-send-limit bytes
- * (default 4 MiB) queued and unwritten is refused, and the connection
- * closed with 1008.
+ * from the peer.  A sender that produces on its own (a timer, a feed) paces
+ * itself with petrel_ws_buffered() and petrel_ws_on_drain().  The hard
+ * bound: a send that finds more than --ws-send-limit bytes (default 4 MiB)
+ * queued and unwritten is refused, and, by --ws-send-overflow, the
+ * connection closed with 1008 (close, the default) or the message dropped
+ * (drop).
  *
  * Returns: 0, or a negative PETREL_E* code.
  *
@@ -1784,7 +1787,9 @@ PETREL_API int petrel_ws_route_add(petrel_server_t *srv, const char *pattern,
  *   PETREL_ESTATE  the connection is closing or closed (after
  *                  petrel_ws_close(), or from on_close)
  *   PETREL_EIO     the send queue is over --ws-send-limit: the connection
- *                  is closed with 1008
+ *                  is closed with 1008 (--ws-send-overflow close)
+ *   PETREL_ELIMIT  the send queue is over --ws-send-limit: this message is
+ *                  dropped, the connection stays (--ws-send-overflow drop)
  *   PETREL_ENOMEM  out of memory
  *
  * Lifetime: the bytes are copied into the connection's output: `text` may

@@ -1072,6 +1072,33 @@ START_TEST(test_ws_drain)
 }
 END_TEST
 
+/* --ws-send-overflow drop for a connection's own sends: past the limit a
+ * send is refused with PETREL_ELIMIT and the connection stays. */
+START_TEST(test_send_limit_drop)
+{
+    srv->cfg.ws_send_limit = 64u << 10;
+    srv->cfg.ws_send_overflow_drop = true;
+    ck_client_t *c = ws_connect("/plain", NULL);
+    petrel_ws_t *ws = last_ws;
+    static char chunk[16384];
+    int rc = 0, sent = 0;
+    for (int i = 0; i < 1000 && rc == 0; i++) {
+        rc = petrel_ws_send_binary(ws, chunk, sizeof(chunk));
+        sent += rc == 0;
+        ck_turn(0);
+    }
+    ck_assert_int_eq(rc, PETREL_ELIMIT);
+    ck_assert_int_eq(nclosed, 0);
+    for (int i = 0; i < sent; i++) {
+        msg_t m;
+        ck_assert_msg(msg_get(c, &m), "message %d of %d", i, sent);
+        ck_assert_uint_eq(m.len, sizeof(chunk));
+    }
+    ck_assert_int_eq(petrel_ws_send_text(ws, "after", 5), 0); /* drained: sends again */
+    expect_msg(c, 1, "after", 5);
+}
+END_TEST
+
 /* A drain callback set when the connection closes never runs. */
 START_TEST(test_ws_drain_then_close)
 {
@@ -1131,6 +1158,7 @@ static Suite *pubsub_suite(void)
     tc = tcase(s, "backpressure", 60);
     tcase_add_test(tc, test_ws_drain);
     tcase_add_test(tc, test_ws_drain_then_close);
+    tcase_add_test(tc, test_send_limit_drop);
     return s;
 }
 
