@@ -6,7 +6,8 @@
 #   1. Every subscriber of either instance gets every message published in
 #      either (WebSocket and HTTP publishers), once each, in each
 #      publisher's order; a message another program publishes to the
-#      channel (redis-cli) arrives too.
+#      channel (redis-cli) arrives too; a third instance with another
+#      --pubsub-redis-prefix shares none of it.
 #   2. Redis is killed: delivery within each instance goes on, nothing
 #      crosses, the workers log the outage and count what they could not
 #      bridge.
@@ -24,7 +25,10 @@ petrel_start --module topics --workers 2 --pubsub-redis "127.0.0.1:$REDIS_PORT"
 A_PID=$PETREL_PID A_PORT=$PORT A_ERR=$PETREL_ERR
 petrel_start --module topics --workers 2 --pubsub-redis "unix:$REDIS_SOCK"
 B_PID=$PETREL_PID B_PORT=$PORT B_ERR=$PETREL_ERR
-export A_PORT B_PORT REDIS_PORT REDIS_CLI LIB_DIR
+# another application on the same Redis: its channels are its own
+petrel_start --module topics --pubsub-redis "127.0.0.1:$REDIS_PORT" --pubsub-redis-prefix app2:
+C_PID=$PETREL_PID C_PORT=$PORT
+export A_PORT B_PORT C_PORT REDIS_PORT REDIS_CLI LIB_DIR
 
 # phase PHASE: the Python side of one phase (the script below, by name)
 phase() {
@@ -34,7 +38,7 @@ import websockets
 from petrel_client import ok, fail, check, bound
 from pubsub_client import *
 
-A, B = env_int("A_PORT"), env_int("B_PORT")
+A, B, C = env_int("A_PORT"), env_int("B_PORT"), env_int("C_PORT")
 PHASE = sys.argv[1]
 
 
@@ -105,6 +109,11 @@ async def main():
     if PHASE == "up":
         wait_redis_state(1)
         wait_numsub(4)  # each worker of each instance, once
+        other = await connect(C, sub="t")
+        deadline = time.time() + bound(10)
+        while redis("PUBSUB", "NUMSUB", "app2:t").split()[-1] != "1":
+            check(time.time() < deadline, "app2:t never subscribed")
+            time.sleep(0.02)
         n = await cross(subs_a, subs_b, "U")
         ok("2 instances x 2 workers through Redis (TCP and Unix socket): %d messages reach "
            "%d subscribers once each, in each publisher's order" % (n, len(subs_a) + len(subs_b)))
@@ -112,6 +121,13 @@ async def main():
         got = await asyncio.gather(*(drain(s, 1, 10) for s in subs_a + subs_b))
         check(all(g == ["from redis-cli"] for g in got), "a message of redis-cli: %s" % got)
         ok("a message another program publishes to petrel:t reaches every subscriber once")
+        redis("PUBLISH", "app2:t", "to app2")
+        check(await drain(other, 1, 10) == ["to app2"], "app2's subscriber")
+        got = await asyncio.gather(*(drain(s, 1, 0.3) for s in subs_a + subs_b))
+        check(all(g == [] for g in got), "app2's message crossed to petrel:t: %s" % got)
+        ok("--pubsub-redis-prefix app2: the third instance got none of the %d messages of "
+           "petrel:t, and only it got app2:t's" % n)
+        await other.close()
     elif PHASE == "down":
         wait_redis_state(0)
         pub = await connect(A, pub="t")
@@ -160,5 +176,6 @@ ok "the return is logged with its gap: $line"
 
 petrel_stop "$A_PID"
 petrel_stop "$B_PID"
+petrel_stop "$C_PID"
 redis_stop
-ok "SIGTERM: both instances exit 0; Redis stopped"
+ok "SIGTERM: the instances exit 0; Redis stopped"
