@@ -616,7 +616,10 @@ int petrel_main(int argc, char **argv, const petrel_module_t *const *builtins)
             break;
         }
         case OPT_HELP: usage(stdout); goto out;
-        case OPT_VERSION: printf("petrel %s (module ABI %d)\n", PACKAGE_VERSION, PETREL_ABI_VERSION); goto out;
+        case OPT_VERSION:
+            printf("petrel %s (module ABI %d; %s)\n", PACKAGE_VERSION, PETREL_ABI_VERSION,
+                   petrel__redis_available() ? "Redis bridge" : "no Redis bridge");
+            goto out;
         case ':':
             fprintf(stderr, "petrel: %s needs a value (see petrel --help)\n", flag);
             rc = 2;

@@ -3,7 +3,8 @@
 # directory on a loopback port and a Unix socket, without persistence, in
 # the foreground (so that the test owns it and its exit kills it).
 #
-#   redis_needs      skip the test (77) without redis-server or redis-cli
+#   redis_needs      skip the test (77) without redis-server or redis-cli, or
+#                    with a petrel built without the Redis bridge
 #   redis_start      start it (again on the same port and socket after a
 #                    redis_kill); sets REDIS_PORT, REDIS_SOCK, REDIS_PID
 #   redis_kill       SIGKILL: Redis goes away at once, as in a crash
@@ -17,6 +18,8 @@ REDIS_SOCK=
 REDIS_PID=
 
 redis_needs() {
+    [[ $("$PETREL" --version) != *"no Redis bridge"* ]] ||
+        skip "petrel was built without the Redis bridge (configure --without-redis)"
     [[ -n $REDIS_SERVER ]] ||
         skip "no redis-server (apt-get install redis-server, or ./bootstrap --test)"
     [[ -n $REDIS_CLI ]] || skip "no redis-cli (apt-get install redis-tools)"
