@@ -87,11 +87,13 @@ static inline void petrel__resp_progress(petrel_resp_t *r, size_t buffered)
         petrel__pending_add(petrel__loop, &r->drain_pending);
 }
 
-/* The response can send no more (ended, aborted, broken): no drain callback. */
+/* The response can send no more (ended, aborted, broken): no drain callback.
+ * (A response that was only zeroed, never petrel__resp_init()ed, has none.) */
 static inline void petrel__resp_drain_off(petrel_resp_t *r)
 {
     r->drain_cb = NULL;
-    list_unlink(&r->drain_pending.node);
+    if (r->drain_pending.node.next)
+        list_unlink(&r->drain_pending.node);
 }
 
 /* What a protocol does with a response; the request API calls these. */
