@@ -31,6 +31,10 @@ A_PID=$PETREL_PID A_BASE=$BASE
 petrel_start "${common[@]}"
 B_PID=$PETREL_PID B_BASE=$BASE
 expect_match "$(curl_ "$A_BASE/")" 'petrel chat' "the page is served"
+expect_eq "$(curl_ -o /dev/null -w '%{http_code}' -d 'hello' "$A_BASE/chat/say?room=lobby&user=curl")" \
+    202 "POST /chat/say (a message from an HTTP client)"
+expect_eq "$(curl_ -o /dev/null -w '%{http_code}' -d 'hello' "$A_BASE/chat/say?room=a%20b&user=curl")" \
+    400 "POST /chat/say to a room with a space"
 
 PAGES=6 N=15
 pids=()
