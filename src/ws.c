@@ -137,7 +137,6 @@ struct petrel_ws {
 };
 
 void (*petrel__ws_pubsub_gone)(petrel_ws_t *ws);
-uint64_t petrel__ws_dropped;
 
 /* Per worker process (doc/architecture.md, "Processes"). */
 static petrel__tq_t idle_q;
@@ -402,10 +401,8 @@ static int send_allowed(petrel_ws_t *ws)
     if (ws->out_hint > ws->send_limit) {
         ws->out_hint = ws_queued(ws);
         if (ws->out_hint > ws->send_limit) {
-            if (ws->drop) {
-                petrel__ws_dropped++;
-                return PETREL_ELIMIT;
-            }
+            if (ws->drop)
+                return PETREL_ELIMIT; /* the caller counts it (pubsub.c: `dropped`) */
             ws_fail(ws, 1008, "send queue over its limit");
             return PETREL_EIO;
         }

@@ -101,9 +101,6 @@ void petrel__ws_progress(petrel_ws_t *ws);
  * reads, so it is not idle nor stuck; and petrel__ws_progress(). */
 void petrel__ws_peer_read(petrel_ws_t *ws);
 
-/* Messages dropped by --ws-send-overflow drop, in this worker. */
-extern uint64_t petrel__ws_dropped;
-
 /* ------------------------------------------------------------------------ */
 /* One message for many connections (publish/subscribe, pubsub.c): framed   */
 /* once, compressed once per window size (permessage-deflate without       */
