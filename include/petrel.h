@@ -811,6 +811,88 @@ PETREL_API int petrel_stream_write(petrel_req_t *req, const void *data, size_t l
 PETREL_API int petrel_stream_end(petrel_req_t *req);
 
 /**
+ * Bytes of a streamed response that wait to be written to the client.
+ *
+ * Over HTTP/1.1: the bytes queued on the connection and not written yet,
+ * counting those of earlier responses ahead of this one.  Over HTTP/2: the
+ * bytes petrel_stream_write() took that are not framed yet (the stream's or
+ * the connection's flow-control window, or the connection's output, holds
+ * them back).  A producer that checks it after its writes paces itself to
+ * the client (see petrel_stream_on_drain()) instead of queueing until the
+ * connection's budget (see --max-body-size in petrel(1)) cuts it off.
+ *
+ * Returns: the number of bytes; 0 when the request has no streamed response
+ * under way (not started, ended, or aborted).
+ *
+ * Errors: none.
+ *
+ * Lifetime: `req` as for petrel_stream_write().
+ */
+PETREL_API size_t petrel_stream_buffered(petrel_req_t *req);
+
+/** The callback of petrel_stream_on_drain(). */
+typedef void (*petrel_stream_drain_cb)(petrel_req_t *req, void *data);
+
+/**
+ * Be called back when a streamed response's waiting bytes drain to a mark.
+ *
+ * Once the bytes of petrel_stream_buffered() are at `mark` or fewer,
+ * `cb(req, data)` runs once, from the worker's loop (never from inside a
+ * petrel call): write more from there, and call this again to wait again.
+ * A second call replaces the first; a NULL `cb` cancels.  The callback is
+ * cancelled when the stream ends or the request is aborted (the abort
+ * callback runs instead).
+ *
+ * Returns: 0 when the callback is set (or cancelled); 1 when the bytes are
+ * at `mark` or fewer already: the callback is not set, go on writing; or a
+ * negative PETREL_E* code.
+ *
+ * Errors:
+ *   PETREL_EINVAL  `req` is NULL
+ *   PETREL_ESTATE  no streamed response is under way (not started, or ended)
+ *   PETREL_EIO     the client went away: end the stream with petrel_stream_end()
+ *
+ * Lifetime: `data` is the caller's, and must stay valid until the callback
+ * has run or has been cancelled.
+ *
+ * Example:
+ *   #include <string.h>
+ *
+ *   static char line[64] = "one line of a long report\n";
+ *
+ *   static void more(petrel_req_t *req, void *data)
+ *   {
+ *       unsigned *left = data;
+ *       while (*left > 0) {
+ *           if (petrel_stream_write(req, line, strlen(line)) < 0)
+ *               break;
+ *           --*left;
+ *           // 64 KiB waiting for the client: go on once half of it is written
+ *           if (petrel_stream_buffered(req) > 65536 &&
+ *               petrel_stream_on_drain(req, 32768, more, left) == 0)
+ *               return;
+ *       }
+ *       petrel_stream_end(req);
+ *   }
+ *
+ *   static int report(petrel_req_t *req, void *data)
+ *   {
+ *       (void)data;
+ *       unsigned *left = petrel_arena_new(req->arena, unsigned, 1);
+ *       if (left == NULL)
+ *           return 503;
+ *       *left = 1000000;
+ *       int rc = petrel_stream_begin(req, 200, "text/plain");
+ *       if (rc < 0)
+ *           return rc;
+ *       more(req, left);
+ *       return 0;
+ *   }
+ */
+PETREL_API int petrel_stream_on_drain(petrel_req_t *req, size_t mark, petrel_stream_drain_cb cb,
+                                       void *data);
+
+/**
  * The reason phrase of a status code.
  *
  * Returns: the phrase of RFC 9110 ("Not Found" for 404), or "" for a code
@@ -1690,9 +1772,12 @@ PETREL_API int petrel_ws_route_add(petrel_server_t *srv, const char *pattern,
  * end of the loop turn.
  *
  * Backpressure: while output waits for the socket, petrel stops reading
- * from the peer.  A send that finds more than --ws-send-limit bytes
- * (default 4 MiB) queued and unwritten is refused, and the connection
- * closed with 1008.
+ * from the peer.  A sender that produces on its own (a timer, a feed) paces
+ * itself with petrel_ws_buffered() and petrel_ws_on_drain().  The hard
+ * bound: a send that finds more than --ws-send-limit bytes (default 4 MiB)
+ * queued and unwritten is refused, and, by --ws-send-overflow, the
+ * connection closed with 1008 (close, the default) or the message dropped
+ * (drop).
  *
  * Returns: 0, or a negative PETREL_E* code.
  *
@@ -1702,7 +1787,9 @@ PETREL_API int petrel_ws_route_add(petrel_server_t *srv, const char *pattern,
  *   PETREL_ESTATE  the connection is closing or closed (after
  *                  petrel_ws_close(), or from on_close)
  *   PETREL_EIO     the send queue is over --ws-send-limit: the connection
- *                  is closed with 1008
+ *                  is closed with 1008 (--ws-send-overflow close)
+ *   PETREL_ELIMIT  the send queue is over --ws-send-limit: this message is
+ *                  dropped, the connection stays (--ws-send-overflow drop)
  *   PETREL_ENOMEM  out of memory
  *
  * Lifetime: the bytes are copied into the connection's output: `text` may
@@ -1818,7 +1905,260 @@ PETREL_API void petrel_ws_set_data(petrel_ws_t *ws, void *data);
  */
 PETREL_API const char *petrel_ws_subprotocol(const petrel_ws_t *ws);
 
+/**
+ * Bytes queued for a WebSocket's peer and not written yet.
+ *
+ * What the sends (and the published messages) of the connection left in
+ * its output queue because the peer does not read as fast: a producer
+ * checks it after its sends and waits with petrel_ws_on_drain() when it is
+ * high, instead of filling the queue until --ws-send-limit cuts the peer
+ * off (the hard bound: see petrel_ws_send_text()).  Like a browser's
+ * WebSocket.bufferedAmount.
+ *
+ * Returns: the number of bytes; 0 for a NULL `ws`.
+ *
+ * Errors: none.
+ *
+ * Lifetime: `ws` until its on_close returns.
+ */
+PETREL_API size_t petrel_ws_buffered(const petrel_ws_t *ws);
+
+/** The callback of petrel_ws_on_drain(). */
+typedef void (*petrel_ws_drain_cb)(petrel_ws_t *ws, void *data);
+
+/**
+ * Be called back when a WebSocket's queued bytes drain to a mark.
+ *
+ * Once petrel_ws_buffered() is at `mark` or fewer, `cb(ws, data)` runs
+ * once, from the worker's loop (never from inside a petrel call): send more
+ * from there, and call this again to wait again.  A second call replaces
+ * the first; a NULL `cb` cancels.  The callback does not run once the
+ * connection is closing (on_close runs instead).
+ *
+ * Returns: 0 when the callback is set (or cancelled); 1 when the queue is at
+ * `mark` or below already: the callback is not set, go on sending; or a
+ * negative PETREL_E* code.
+ *
+ * Errors:
+ *   PETREL_EINVAL  `ws` is NULL
+ *   PETREL_ESTATE  the connection is closing or closed
+ *
+ * Lifetime: `data` is the caller's, and must stay valid until the callback
+ * has run, has been cancelled, or on_close has run.
+ *
+ * Example:
+ *   #include <string.h>
+ *
+ *   static char tick[] = "{\"price\": 42}";
+ *
+ *   // a feed of many messages, sent as fast as the peer reads them
+ *   static void feed(petrel_ws_t *ws, void *data)
+ *   {
+ *       unsigned *left = data;
+ *       while (*left > 0) {
+ *           if (petrel_ws_send_text(ws, tick, strlen(tick)) < 0)
+ *               return;
+ *           --*left;
+ *           if (petrel_ws_buffered(ws) > 256 * 1024 &&
+ *               petrel_ws_on_drain(ws, 64 * 1024, feed, left) == 0)
+ *               return; // called again once 64 KiB or less are queued
+ *       }
+ *   }
+ *
+ *   static unsigned feed_left = 1000000;
+ *
+ *   static void on_open(petrel_ws_t *ws, petrel_req_t *req)
+ *   {
+ *       (void)req;
+ *       feed(ws, &feed_left); // one feed for the example: real code keeps it per connection
+ *   }
+ */
+PETREL_API int petrel_ws_on_drain(petrel_ws_t *ws, size_t mark, petrel_ws_drain_cb cb,
+                                  void *data);
+
 /* WebSocket -- end                                                          */
+
+/* ------------------------------------------------------------------------ */
+/* Publish and subscribe (src/pubsub.c) -- begin                            */
+
+/*
+ * A WebSocket subscribes to topics (names such as "room:lobby"); a message
+ * published to a topic, from any handler, timer or callback of any worker,
+ * reaches every WebSocket subscribed to it in every worker process of the
+ * instance, and, with --pubsub-redis, in every instance connected to the
+ * same Redis: each subscriber gets it once, and the messages of one
+ * publisher (a worker, from its handlers and timers) arrive in the order
+ * they were published.  A message is framed once per worker, compressed at
+ * most once per worker and window size for the subscribers that negotiated
+ * permessage-deflate, and copied into each subscriber's output queue.  A
+ * subscriber that does not read never holds up the others: past its
+ * --ws-send-limit it misses messages (--ws-send-overflow drop) or is closed
+ * with 1008 (close, the default).  doc/pubsub.md has the design.
+ *
+ * Limits, each with a flag (petrel(1)): topic names of 1 to
+ * --pubsub-max-topic-size bytes (default 256) of UTF-8 without control
+ * characters, messages of up to --pubsub-max-message-size (default 64 KiB),
+ * --pubsub-max-subscriptions topics per WebSocket (default 64),
+ * --pubsub-max-subscribers WebSockets per topic in a worker (default
+ * 100,000).
+ */
+
+/**
+ * Subscribe a WebSocket to a topic.
+ *
+ * From now on, messages published to `topic` are sent to `ws`, until
+ * petrel_ws_unsubscribe() or the connection closes (its subscriptions end
+ * before its on_close runs).  Subscribing again to the same topic does
+ * nothing.  Across instances, messages other instances publish reach it
+ * once this worker's Redis subscription to the topic is confirmed (a few
+ * milliseconds after the first subscriber of the topic in the worker).
+ *
+ * Returns: 0, or a negative PETREL_E* code.
+ *
+ * Errors:
+ *   PETREL_EINVAL  `ws` or `topic` is NULL, or the topic is empty, not
+ *                  UTF-8, or holds a control character
+ *   PETREL_ELIMIT  the topic is longer than --pubsub-max-topic-size, the
+ *                  connection has --pubsub-max-subscriptions topics already,
+ *                  or the topic has --pubsub-max-subscribers in this worker
+ *   PETREL_ESTATE  the connection is closing or closed
+ *   PETREL_ENOMEM  out of memory
+ *
+ * Lifetime: `topic` is copied.
+ *
+ * Example:
+ *   #include <stdio.h>
+ *
+ *   static void on_open(petrel_ws_t *ws, petrel_req_t *req)
+ *   {
+ *       const char *room = petrel_req_query(req, "room"); // GET /chat?room=lobby
+ *       char topic[128];
+ *       snprintf(topic, sizeof(topic), "room:%s", room ? room : "lobby");
+ *       if (petrel_ws_subscribe(ws, topic) < 0)
+ *           petrel_ws_close(ws, 1008, "bad room");
+ *   }
+ */
+PETREL_API int petrel_ws_subscribe(petrel_ws_t *ws, const char *topic);
+
+/**
+ * Unsubscribe a WebSocket from a topic.
+ *
+ * Messages published to `topic` from now on are not sent to `ws`; those
+ * queued already are.
+ *
+ * Returns: 0, or a negative PETREL_E* code.
+ *
+ * Errors:
+ *   PETREL_EINVAL     `ws` or `topic` is NULL, or not a valid topic name
+ *   PETREL_ENOTFOUND  `ws` is not subscribed to `topic`
+ *
+ * Lifetime: `topic` is read during the call.
+ */
+PETREL_API int petrel_ws_unsubscribe(petrel_ws_t *ws, const char *topic);
+
+/**
+ * Publish a text message to a topic.
+ *
+ * Sends `len` bytes of `text` (UTF-8) as a text message to every WebSocket
+ * subscribed to `topic`: those of this worker before the call returns
+ * (queued: written at the end of the loop turn), those of the other workers
+ * and, with --pubsub-redis, of the other instances as soon as they are
+ * woken.  Call it from anywhere in a worker: a WebSocket's on_message, an
+ * HTTP handler, a timer, a watch callback.  A topic nobody subscribes to
+ * drops the message.
+ *
+ * Returns: 0, or a negative PETREL_E* code.
+ *
+ * Errors:
+ *   PETREL_EINVAL  `topic` is NULL or not a valid topic name, `text` is NULL
+ *                  with a length, or the text is not UTF-8
+ *   PETREL_ELIMIT  the topic is longer than --pubsub-max-topic-size, or
+ *                  the message than --pubsub-max-message-size
+ *   PETREL_ESTATE  called outside a worker (a module's init in the master)
+ *
+ * Lifetime: `topic` and `text` are copied.
+ *
+ * Example:
+ *   #include <string.h>
+ *
+ *   // POST /announce: the body goes to every subscriber of "news"
+ *   static int announce(petrel_req_t *req, void *data)
+ *   {
+ *       (void)data;
+ *       int rc = petrel_publish_text("news", req->body.ptr, req->body.len);
+ *       if (rc == PETREL_EINVAL)
+ *           return 400;
+ *       if (rc == PETREL_ELIMIT)
+ *           return 413;
+ *       return rc < 0 ? rc : petrel_send_text(req, 202, "text/plain", "published\n");
+ *   }
+ */
+PETREL_API int petrel_publish_text(const char *topic, const char *text, size_t len);
+
+/**
+ * Publish a binary message to a topic.
+ *
+ * As petrel_publish_text(), for any bytes.
+ *
+ * Returns: 0, or a negative PETREL_E* code.
+ *
+ * Errors: as petrel_publish_text(), without the UTF-8 check.
+ *
+ * Lifetime: `topic` and `data` are copied.
+ */
+PETREL_API int petrel_publish_binary(const char *topic, const void *data, size_t len);
+
+/** Counters of publish/subscribe in one worker, from petrel_pubsub_stats(). */
+typedef struct petrel_pubsub_stats {
+    uint64_t published;    /**< messages published in this worker */
+    uint64_t delivered;    /**< messages queued for subscribers of this worker */
+    uint64_t dropped;      /**< not queued: a subscriber over --ws-send-limit (drop) */
+    uint64_t closed;       /**< subscribers closed with 1008 over --ws-send-limit */
+    uint64_t from_workers; /**< messages of the other workers read here */
+    uint64_t lost_workers; /**< messages of other workers overwritten before read */
+    uint64_t to_redis;     /**< messages published to Redis */
+    uint64_t from_redis;   /**< messages of other instances received from Redis */
+    uint64_t unbridged;    /**< published while Redis was unreachable: not bridged */
+    uint64_t redis_disconnects; /**< times Redis became unreachable */
+    int redis;             /**< 1 bridge up, 0 down (reconnecting), -1 no --pubsub-redis */
+    size_t topics;         /**< topics with subscribers in this worker */
+    size_t subscriptions;  /**< subscriptions in this worker */
+} petrel_pubsub_stats_t;
+
+/**
+ * The publish/subscribe counters of the calling worker.
+ *
+ * Each worker counts its own; a monitoring endpoint served by every worker
+ * shows the one that answered.  "Messages lost" are counted where they are
+ * lost: `lost_workers` by a worker that fell a whole --pubsub-ring-size
+ * behind another, `unbridged` by the instance that published while Redis
+ * was away (the gap other instances see), `dropped` and `closed` per
+ * subscriber.
+ *
+ * Returns: 0, or a negative PETREL_E* code.
+ *
+ * Errors: PETREL_EINVAL for a NULL `st`; PETREL_ESTATE outside a worker.
+ *
+ * Lifetime: `st` is filled during the call.
+ *
+ * Example:
+ *   #include <stdio.h>
+ *
+ *   static int stats(petrel_req_t *req, void *data)
+ *   {
+ *       (void)data;
+ *       petrel_pubsub_stats_t st;
+ *       if (petrel_pubsub_stats(&st) < 0)
+ *           return 500;
+ *       char *body = petrel_arena_printf(req->arena, "published %llu delivered %llu\n",
+ *                                        (unsigned long long)st.published,
+ *                                        (unsigned long long)st.delivered);
+ *       return body ? petrel_send_text(req, 200, "text/plain", body) : 503;
+ *   }
+ */
+PETREL_API int petrel_pubsub_stats(petrel_pubsub_stats_t *st);
+
+/* Publish and subscribe -- end                                             */
 
 /* ------------------------------------------------------------------------ */
 /* Logging                                                                   */

@@ -4,6 +4,7 @@
  */
 #include "config.h"
 #include "log.h"
+#include "redis.h"
 #include "server.h"
 
 #include <errno.h>
@@ -75,6 +76,24 @@ static void usage(FILE *f)
             "  --ws-idle-timeout SECONDS\n"
             "                          WebSocket silence before a ping, then a close (default 30)\n"
             "  --ws-send-limit BYTES   WebSocket output queued past this: close 1008 (default 4m)\n"
+            "  --ws-send-overflow close|drop\n"
+            "                          past --ws-send-limit: close 1008, or drop the message\n"
+            "                          (default close)\n"
+            "  --pubsub-max-topic-size BYTES\n"
+            "                          longest publish/subscribe topic name (default 256)\n"
+            "  --pubsub-max-message-size BYTES\n"
+            "                          largest published message (default 64k)\n"
+            "  --pubsub-max-subscriptions N\n"
+            "                          topics per WebSocket (default 64)\n"
+            "  --pubsub-max-subscribers N\n"
+            "                          WebSockets per topic, per worker (default 100000)\n"
+            "  --pubsub-ring-size BYTES\n"
+            "                          shared memory per worker for the others (default 4m)\n"
+            "  --pubsub-redis HOST:PORT|unix:PATH\n"
+            "                          publish/subscribe across instances through Redis\n"
+            "                          (default: none)\n"
+            "  --pubsub-redis-prefix PREFIX\n"
+            "                          Redis channel of a topic: PREFIX + topic (default petrel:)\n"
             "  --help, --version\n"
             "\n"
             "Sizes take k, m or g suffixes; times may have a fraction (0.5).  See petrel(1).\n");
@@ -137,7 +156,13 @@ enum {
 enum { OPT_DEV = 768 };
 
 /* WebSocket (ws.c) */
-enum { OPT_WS_MAX_MESSAGE = 1024, OPT_WS_IDLE_TO, OPT_WS_SEND_LIMIT };
+enum { OPT_WS_MAX_MESSAGE = 1024, OPT_WS_IDLE_TO, OPT_WS_SEND_LIMIT, OPT_WS_SEND_OVERFLOW };
+
+/* publish/subscribe (pubsub.c, redis.c) */
+enum {
+    OPT_PS_MAX_TOPIC = 1280, OPT_PS_MAX_MESSAGE, OPT_PS_MAX_SUBSCRIPTIONS, OPT_PS_MAX_SUBSCRIBERS,
+    OPT_PS_RING_SIZE, OPT_PS_REDIS, OPT_PS_REDIS_PREFIX
+};
 
 /* static files (--root: the static module, modules/static/) */
 enum {
@@ -176,6 +201,14 @@ static const struct option opts[] = {
     {"ws-max-message-size", required_argument, NULL, OPT_WS_MAX_MESSAGE},
     {"ws-idle-timeout", required_argument, NULL, OPT_WS_IDLE_TO},
     {"ws-send-limit", required_argument, NULL, OPT_WS_SEND_LIMIT},
+    {"ws-send-overflow", required_argument, NULL, OPT_WS_SEND_OVERFLOW},
+    {"pubsub-max-topic-size", required_argument, NULL, OPT_PS_MAX_TOPIC},
+    {"pubsub-max-message-size", required_argument, NULL, OPT_PS_MAX_MESSAGE},
+    {"pubsub-max-subscriptions", required_argument, NULL, OPT_PS_MAX_SUBSCRIPTIONS},
+    {"pubsub-max-subscribers", required_argument, NULL, OPT_PS_MAX_SUBSCRIBERS},
+    {"pubsub-ring-size", required_argument, NULL, OPT_PS_RING_SIZE},
+    {"pubsub-redis", required_argument, NULL, OPT_PS_REDIS},
+    {"pubsub-redis-prefix", required_argument, NULL, OPT_PS_REDIS_PREFIX},
     {"help", no_argument, NULL, OPT_HELP},
     {"version", no_argument, NULL, OPT_VERSION},
     {NULL, 0, NULL, 0},
@@ -544,8 +577,67 @@ int petrel_main(int argc, char **argv, const petrel_module_t *const *builtins)
                 goto out;
             }
             break;
+        case OPT_WS_SEND_OVERFLOW:
+            if (strcmp(optarg, "close") != 0 && strcmp(optarg, "drop") != 0) {
+                rc = bad("--ws-send-overflow", optarg, "close or drop");
+                goto out;
+            }
+            cfg->ws_send_overflow_drop = strcmp(optarg, "drop") == 0;
+            break;
+        case OPT_PS_MAX_TOPIC:
+        case OPT_PS_MAX_MESSAGE:
+        case OPT_PS_MAX_SUBSCRIPTIONS:
+        case OPT_PS_MAX_SUBSCRIBERS:
+        case OPT_PS_RING_SIZE: {
+            size_t v;
+            static const struct {
+                size_t max;
+                const char *expect;
+            } lim[] = {
+                {65535, "a size from 1 to 65535 bytes (e.g. 256)"},
+                {1u << 28, "a size from 1 byte to 256m (e.g. 64k)"},
+                {65536, "a number of topics from 1 to 65536"},
+                {10000000, "a number of WebSockets from 1 to 10000000"},
+                {1u << 30, "a power of two from 64k to 1g (e.g. 4m)"},
+            };
+            int k = o - OPT_PS_MAX_TOPIC;
+            bool okv = parse_size(optarg, &v) && v >= 1 && v <= lim[k].max;
+            if (okv && o == OPT_PS_RING_SIZE)
+                okv = v >= (64u << 10) && (v & (v - 1)) == 0;
+            if (!okv) {
+                rc = bad(flag, optarg, lim[k].expect);
+                goto out;
+            }
+            if (o == OPT_PS_MAX_TOPIC)
+                cfg->pubsub_max_topic_size = v;
+            else if (o == OPT_PS_MAX_MESSAGE)
+                cfg->pubsub_max_message_size = v;
+            else if (o == OPT_PS_MAX_SUBSCRIPTIONS)
+                cfg->pubsub_max_subscriptions = v;
+            else if (o == OPT_PS_MAX_SUBSCRIBERS)
+                cfg->pubsub_max_subscribers = v;
+            else
+                cfg->pubsub_ring_size = v;
+            break;
+        }
+        case OPT_PS_REDIS: cfg->pubsub_redis = optarg; break;
+        case OPT_PS_REDIS_PREFIX: {
+            size_t n = strlen(optarg);
+            bool ctl = false;
+            for (const char *c = optarg; *c; c++)
+                ctl = ctl || (unsigned char)*c < 0x20 || *c == 0x7f;
+            if (n > 127 || ctl) {
+                rc = bad(flag, optarg, "up to 127 bytes without control characters");
+                goto out;
+            }
+            cfg->pubsub_redis_prefix = optarg;
+            break;
+        }
         case OPT_HELP: usage(stdout); goto out;
-        case OPT_VERSION: printf("petrel %s (module ABI %d)\n", PACKAGE_VERSION, PETREL_ABI_VERSION); goto out;
+        case OPT_VERSION:
+            printf("petrel %s (module ABI %d; %s)\n", PACKAGE_VERSION, PETREL_ABI_VERSION,
+                   petrel__redis_available() ? "Redis bridge" : "no Redis bridge");
+            goto out;
         case ':':
             fprintf(stderr, "petrel: %s needs a value (see petrel --help)\n", flag);
             rc = 2;
@@ -562,6 +654,15 @@ int petrel_main(int argc, char **argv, const petrel_module_t *const *builtins)
         goto out;
     }
     petrel__log_level = cfg->log_level;
+    if (cfg->pubsub_redis_prefix && cfg->pubsub_redis == NULL)
+        petrel_log(PETREL_LOG_WARN, "--pubsub-redis-prefix applies to --pubsub-redis, and there "
+                                    "is none");
+    if (cfg->pubsub_redis &&
+        petrel__redis_config(cfg->pubsub_redis, cfg->pubsub_redis_prefix, err, sizeof(err)) < 0) {
+        fprintf(stderr, "petrel: %s\n", err);
+        rc = 2;
+        goto out;
+    }
     if (srv->nlistens == 0 && petrel__server_add_listen(srv, "127.0.0.1:8080", err, sizeof(err)) < 0) {
         fprintf(stderr, "petrel: %s\n", err);
         rc = 1;

@@ -101,6 +101,7 @@ void petrel__ob_commit(petrel__outbuf_t *ob, size_t len)
         s->len = len;
     }
     q->used += (uint32_t)len;
+    ob->bytes += len;
 }
 
 /* Chunks of `ob`, from the sequence numbers of its ends. */
@@ -166,6 +167,7 @@ static int out_seg(petrel__conn_t *c, petrel__outbuf_t *ob, int kind, const void
     s->len = len;
     s->fd = fd;
     s->off = off;
+    ob->bytes += len;
     return 0;
 }
 
@@ -187,6 +189,7 @@ void petrel__ob_release(petrel__outbuf_t *ob)
         petrel__chunk_put(&petrel__pool, q);
     }
     ob->tail = NULL;
+    ob->bytes = 0;
 }
 
 void petrel__ob_splice(petrel__conn_t *c, petrel__outbuf_t *ob)
@@ -205,7 +208,9 @@ void petrel__ob_splice(petrel__conn_t *c, petrel__outbuf_t *ob)
     else
         c->out.head = ob->head;
     c->out.tail = ob->tail;
+    c->out.bytes += ob->bytes;
     ob->head = ob->tail = NULL;
+    ob->bytes = 0;
 }
 
 static void out_release(petrel__conn_t *c) { petrel__ob_release(&c->out); }
@@ -213,6 +218,7 @@ static void out_release(petrel__conn_t *c) { petrel__ob_release(&c->out); }
 /* Drop `n` written bytes from the head of the queue. */
 static void out_advance(petrel__conn_t *c, size_t n)
 {
+    c->out.bytes -= n;
     while (n > 0 && c->out.head) {
         petrel__outq_t *q = c->out.head;
         petrel__oseg_t *s = &q->seg[q->first];
@@ -333,14 +339,33 @@ int petrel__conn_flush(petrel__conn_t *c)
     return 0;
 }
 
-/* For ws.c's send limit: a walk, called only when its own bound is passed. */
-size_t petrel__out_bytes(const petrel__conn_t *c)
+int petrel__conn_writev(petrel__conn_t *c, const struct iovec *iov, int n)
 {
-    size_t n = 0;
-    for (const petrel__outq_t *q = c->out.head; q; q = q->next)
-        for (uint32_t i = q->first; i < q->nseg; i++)
-            n += q->seg[i].len;
-    return n;
+    if (c->flags & CONN_CLOSED)
+        return PETREL_EIO;
+    size_t done = 0;
+    if (c->out.head == NULL) {
+        ssize_t w;
+        do
+            w = n == 1 ? write(c->io.fd, iov[0].iov_base, iov[0].iov_len)
+                       : writev(c->io.fd, iov, n);
+        while (w < 0 && errno == EINTR);
+        if (w < 0 && errno != EAGAIN && errno != EWOULDBLOCK)
+            return PETREL_EIO;
+        done = w > 0 ? (size_t)w : 0;
+    }
+    for (int i = 0; i < n; i++) {
+        size_t len = iov[i].iov_len;
+        if (done >= len) {
+            done -= len;
+            continue;
+        }
+        int rc = petrel__out_copy(c, (const char *)iov[i].iov_base + done, len - done);
+        if (rc < 0)
+            return rc;
+        done = 0;
+    }
+    return 0;
 }
 
 /* ------------------------------------------------------------------------ */
@@ -433,12 +458,17 @@ static void on_io(petrel__io_t *io, uint32_t events)
     if (c->flags & CONN_CLOSED)
         return;
     if (events & EPOLLOUT) {
+        size_t before = c->out.bytes;
         if (petrel__conn_flush(c) < 0) {
             petrel__conn_close(c);
             return;
         }
-        if (c->out.head == NULL && c->ops->on_written)
-            c->ops->on_written(c);
+        if (c->out.head == NULL) {
+            if (c->ops->on_written)
+                c->ops->on_written(c);
+        } else if (c->out.bytes < before && c->ops->on_progress) {
+            c->ops->on_progress(c);
+        }
         if (c->flags & CONN_CLOSED)
             return;
     }

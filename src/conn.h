@@ -23,6 +23,7 @@
 #include <stdint.h>
 #include <sys/socket.h>
 #include <sys/types.h>
+#include <sys/uio.h>
 
 typedef struct petrel__conn petrel__conn_t;
 typedef struct petrel__outq petrel__outq_t;
@@ -33,6 +34,7 @@ typedef struct petrel__outq petrel__outq_t;
  * response whose turn has not come yet). */
 typedef struct petrel__outbuf {
     petrel__outq_t *head, *tail;
+    size_t bytes; /* queued and not written yet (backpressure: petrel_ws_buffered) */
 } petrel__outbuf_t;
 typedef struct petrel__conns petrel__conns_t;
 
@@ -51,6 +53,10 @@ typedef struct petrel__proto_ops {
     void (*on_read)(petrel__conn_t *c);
     /* The output queue became empty after waiting for the socket. */
     void (*on_written)(petrel__conn_t *c);
+    /* Some of the output waiting for the socket was written, some is left
+     * (c->out.bytes shrank): a protocol with backpressure callbacks checks
+     * their marks.  NULL: not wanted. */
+    void (*on_progress)(petrel__conn_t *c);
     /* c->timer expired (the protocol arms it on the queues of its choice). */
     void (*on_timeout)(petrel__conn_t *c);
     /* Graceful shutdown (SIGTERM, or a reload retiring the worker): finish
@@ -248,9 +254,15 @@ static inline int petrel__out_fd(petrel__conn_t *c, int fd, off_t off, size_t le
 /* Write what is queued.  0 (the rest waits for EPOLLOUT, with the send
  * timeout armed), or PETREL_EIO when the connection must close. */
 int petrel__conn_flush(petrel__conn_t *c);
+/* Write `iov` now when nothing is queued before it, and queue a copy of
+ * what the socket does not take (of all of it when something is queued).
+ * 0, PETREL_ENOMEM, or PETREL_EIO (the connection must close). */
+int petrel__conn_writev(petrel__conn_t *c, const struct iovec *iov, int n);
 static inline bool petrel__conn_out_empty(const petrel__conn_t *c) { return c->out.head == NULL; }
-/* Bytes queued and not yet written (a walk of the queue). */
-size_t petrel__out_bytes(const petrel__conn_t *c);
+/* Bytes queued and not yet written. */
+static inline size_t petrel__out_bytes(const petrel__conn_t *c) { return c->out.bytes; }
+/* The same for held output. */
+static inline size_t petrel__ob_bytes(const petrel__outbuf_t *ob) { return ob->bytes; }
 
 /* Close now.  The struct is freed at the end of the loop turn. */
 void petrel__conn_close(petrel__conn_t *c);

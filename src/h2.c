@@ -126,6 +126,7 @@ typedef struct h2stream {
     size_t nc_off;        /* offset of the body bytes of the pending NO_COPY frame */
     uint64_t bytes_out;
     sbuf_t *sb_head, *sb_tail;
+    size_t sb_bytes;      /* streamed body bytes in sb_head..: not framed yet */
     const char *host;     /* the Host header, if any */
     petrel_req_t req;
     petrel_resp_t resp;
@@ -256,6 +257,7 @@ static void sbuf_free_all(h2stream_t *s)
         petrel__chunk_put(&petrel__pool, b);
     }
     s->sb_tail = NULL;
+    s->sb_bytes = 0;
 }
 
 /* Give the slot back: its arena (cleanups first: a file is closed there). */
@@ -775,6 +777,7 @@ static ssize_t read_body(nghttp2_session *ngh, int32_t id, uint8_t *buf, size_t 
             memcpy(buf + n, b->data + b->r, k);
             b->r += (uint32_t)k;
             s->h->buffered -= k;
+            s->sb_bytes -= k;
             n += k;
             if (b->r == b->w) {
                 s->sb_head = b->next;
@@ -953,6 +956,7 @@ static int h2_stream_write(petrel_req_t *req, const void *data, size_t len)
         memcpy(b->data + b->w, d, k);
         b->w += (uint32_t)k;
         h->buffered += k;
+        s->sb_bytes += k;
         d += k;
         left -= k;
     }
@@ -1005,8 +1009,17 @@ static void h2_broken(petrel_req_t *req)
     schedule(s->h);
 }
 
+/* Backpressure: streamed bytes the peer's window (or the connection's
+ * output) has not taken yet. */
+static size_t h2_buffered(petrel_req_t *req)
+{
+    h2stream_t *s = container_of(req, h2stream_t, req);
+    return (s->flags & (S_DEAD | S_RESET)) ? 0 : s->sb_bytes;
+}
+
 static const petrel_proto_t h2_proto = {
     "h2", h2_send, h2_stream_write, h2_stream_end, h2_peer, h2_release, h2_broken,
+    h2_buffered,
 };
 
 /* Run the handlers of the requests that are complete. */
@@ -1086,6 +1099,7 @@ static void h2_flush(h2conn_t *h)
     petrel__conns_t *cs = c->cs;
     list_unlink(&h->pending.node);
     petrel__conn_idle(c); /* an empty read buffer goes back to the pool */
+    size_t buffered = h->buffered;
     for (;;) {
         if (produce(h) < 0 || petrel__conn_flush(c) < 0) {
             petrel__conn_close(c);
@@ -1096,6 +1110,14 @@ static void h2_flush(h2conn_t *h)
         zombies_release(h);
         if (!(h->flags & H2_MORE))
             break;
+    }
+    if (h->buffered < buffered) {
+        /* streamed bytes were framed: producers waiting for them to drain */
+        for (petrel__list_t *l = h->streams.next; l != &h->streams; l = l->next) {
+            h2stream_t *s = container_of(l, h2stream_t, link);
+            if (s->resp.drain_cb)
+                petrel__resp_progress(&s->resp, s->sb_bytes);
+        }
     }
     bool empty = petrel__conn_out_empty(c);
     if (empty && ((h->flags & H2_CLOSE) ||

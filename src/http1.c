@@ -729,6 +729,7 @@ static h1req_t *slot_get(h1_t *h1)
     s->flags = 0;
     s->bytes_out = 0;
     s->held_out.head = s->held_out.tail = NULL;
+    s->held_out.bytes = 0;
     petrel__arena_init(&s->arena, &petrel__pool, petrel__conn_budget(cs->cfg));
     petrel_req_t *r = &s->req;
     memset(r, 0, sizeof(*r));
@@ -1204,11 +1205,42 @@ static void h1_close_now(h1_t *h1)
         petrel__conn_close(c); /* nothing unread: close sends FIN */
 }
 
+/* Backpressure: bytes a response waits for, with those ahead of it. */
+static size_t slot_buffered(const h1req_t *s)
+{
+    const h1_t *h1 = s->h1;
+    size_t n = h1->c->out.bytes;
+    for (const h1req_t *x = h1->first; x && x != s; x = x->next)
+        n += x == h1->first ? 0 : petrel__ob_bytes(&x->held_out);
+    return s == h1->first ? n : n + petrel__ob_bytes(&s->held_out);
+}
+
+static size_t h1_buffered(petrel_req_t *req)
+{
+    h1req_t *s = SLOT(req);
+    return s->h1 ? slot_buffered(s) : 0;
+}
+
+/* Output was written: streamed responses waiting for their queue to drain. */
+static void drain_check(h1_t *h1)
+{
+    for (h1req_t *s = h1->first; s; s = s->next)
+        if (unlikely(s->resp.drain_cb != NULL))
+            petrel__resp_progress(&s->resp, slot_buffered(s));
+}
+
+static void h1_progress(petrel__conn_t *c)
+{
+    if (c->proto)
+        drain_check(c->proto);
+}
+
 static void h1_written(petrel__conn_t *c)
 {
     h1_t *h1 = c->proto;
     if (h1 == NULL)
         return;
+    drain_check(h1);
     /* the output referring to answered requests' memory is written */
     while (!list_empty(&h1->zombies)) {
         h1req_t *s = container_of(h1->zombies.next, h1req_t, link);
@@ -1427,6 +1459,7 @@ const petrel__proto_ops_t petrel__http1_ops = {
     .start = h1_start,
     .on_read = h1_read,
     .on_written = h1_written,
+    .on_progress = h1_progress,
     .on_timeout = h1_timeout,
     .drain = h1_drain,
     .on_close = h1_closed,
@@ -1680,4 +1713,5 @@ static const char *h1_peer(petrel_req_t *req)
 
 static const petrel_proto_t h1_proto = {
     "http/1.1", h1_send, h1_stream_write, h1_stream_end, h1_peer, h1_release, h1_broken,
+    h1_buffered,
 };

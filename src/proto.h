@@ -51,6 +51,11 @@ struct petrel_resp {
     petrel_req_t *req;     /* the request it answers */
     petrel__timer_t timer; /* --handler-timeout: while waiting, then after an abort */
     petrel__list_t held;   /* the worker's abandoned requests the handler still holds */
+    /* backpressure of a streamed response: petrel_stream_on_drain() */
+    petrel_stream_drain_cb drain_cb;
+    void *drain_data;
+    size_t drain_mark;
+    petrel__pending_t drain_pending; /* the callback runs from the loop */
 };
 
 /* Reset a response before its request is dispatched. */
@@ -69,6 +74,26 @@ static inline void petrel__resp_init(petrel_resp_t *r, petrel_req_t *req)
     r->timer.q = NULL;
     list_init(&r->timer.node);
     list_init(&r->held);
+    r->drain_cb = NULL;
+    list_init(&r->drain_pending.node);
+}
+
+/* The protocol wrote some of a streamed response's output (`buffered`
+ * bytes are left for it: its ops->buffered): a drain callback whose mark
+ * is reached runs at the end of the loop turn. */
+static inline void petrel__resp_progress(petrel_resp_t *r, size_t buffered)
+{
+    if (r->drain_cb && buffered <= r->drain_mark)
+        petrel__pending_add(petrel__loop, &r->drain_pending);
+}
+
+/* The response can send no more (ended, aborted, broken): no drain callback.
+ * (A response that was only zeroed, never petrel__resp_init()ed, has none.) */
+static inline void petrel__resp_drain_off(petrel_resp_t *r)
+{
+    r->drain_cb = NULL;
+    if (r->drain_pending.node.next)
+        list_unlink(&r->drain_pending.node);
 }
 
 /* What a protocol does with a response; the request API calls these. */
@@ -86,6 +111,10 @@ struct petrel_proto {
     /* The handler failed after starting a streamed response: end it so
      * that the client sees it incomplete (never as a complete message). */
     void (*broken)(petrel_req_t *req);
+    /* Bytes of a streamed response queued and not written yet (with what
+     * the connection must write before them).  The protocol calls
+     * petrel__resp_progress() when they shrink. */
+    size_t (*buffered)(petrel_req_t *req);
 };
 
 /* ------------------------------------------------------------------------ */

@@ -115,6 +115,7 @@ void petrel__req_dispatch(petrel_req_t *req)
     if (!resp->sent) {
         petrel_send_status(req, 500);
     } else if (!resp->ended && rc < 0) {
+        petrel__resp_drain_off(resp);
         resp->ended = true;
         req->_proto->broken(req);
     } else if (!resp->ended) {

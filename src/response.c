@@ -198,9 +198,57 @@ int petrel_stream_end(petrel_req_t *req)
         return gone(req);
     if (!r->sent || r->ended || r->body_kind != BODY_STREAM)
         return PETREL_ESTATE;
+    petrel__resp_drain_off(r);
     r->ended = true;
     r->holds = r->timed_out; /* after a 504 of its own, petrel keeps it for the handler */
     return req->_proto->stream_end(req, r);
+}
+
+/* Backpressure (petrel.h: petrel_stream_on_drain) */
+
+static bool streaming(const petrel_resp_t *r)
+{
+    return r->sent && !r->ended && !r->abandoned && r->body_kind == BODY_STREAM;
+}
+
+size_t petrel_stream_buffered(petrel_req_t *req)
+{
+    return req && streaming(req->_resp) ? req->_proto->buffered(req) : 0;
+}
+
+/* From the loop, at the end of the turn in which the output drained. */
+static void drain_run(petrel__pending_t *p)
+{
+    petrel_resp_t *r = container_of(p, petrel_resp_t, drain_pending);
+    petrel_stream_drain_cb cb = r->drain_cb;
+    if (cb == NULL || !streaming(r) || r->req->_proto->buffered(r->req) > r->drain_mark)
+        return; /* cancelled, over, or refilled meanwhile: a later write tells */
+    r->drain_cb = NULL;
+    cb(r->req, r->drain_data);
+}
+
+int petrel_stream_on_drain(petrel_req_t *req, size_t mark, petrel_stream_drain_cb cb, void *data)
+{
+    if (req == NULL)
+        return PETREL_EINVAL;
+    petrel_resp_t *r = req->_resp;
+    if (cb == NULL) {
+        petrel__resp_drain_off(r);
+        return 0;
+    }
+    if (r->abandoned)
+        return PETREL_EIO;
+    if (!streaming(r))
+        return PETREL_ESTATE;
+    if (req->_proto->buffered(req) <= mark) {
+        petrel__resp_drain_off(r); /* a callback set before is replaced: by none */
+        return 1;
+    }
+    r->drain_cb = cb;
+    r->drain_data = data;
+    r->drain_mark = mark;
+    r->drain_pending.cb = drain_run;
+    return 0;
 }
 
 /* ------------------------------------------------------------------------ */
@@ -247,6 +295,7 @@ int petrel__req_worker_init(const petrel__config_t *cfg)
 bool petrel__req_abort(petrel_req_t *req)
 {
     petrel_resp_t *r = req->_resp;
+    petrel__resp_drain_off(r);
     if (!r->holds)
         return false; /* complete, or the handler returned without holding it */
     if (!r->abandoned) {

@@ -14,6 +14,7 @@
 
 #include "log.h"
 #include "proto.h"
+#include "pubsub.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -92,6 +93,7 @@ static void on_drain_pending(petrel__pending_t *p)
 static void start_drain(petrel_server_t *srv, bool close_idle)
 {
     if (!srv->conns.draining) {
+        petrel__pubsub_drain(); /* our ring goes to a successor */
         petrel__listen_stop(srv);
         drain_pending.cb = on_drain_pending;
         petrel__pending_add(&srv->loop, &drain_pending);
@@ -144,7 +146,8 @@ int petrel__worker_init(petrel_server_t *srv)
     petrel__entry_init();
     int rc = petrel__conns_init(&srv->conns, &srv->cfg, srv, &petrel__entry_ops);
     if (rc < 0 || (rc = petrel__tq_init(&srv->loop, &srv->tq_drain, srv->cfg.drain_timeout_ms)) < 0 ||
-        (rc = petrel__req_worker_init(&srv->cfg)) < 0)
+        (rc = petrel__req_worker_init(&srv->cfg)) < 0 ||
+        (rc = petrel__pubsub_worker_init(&srv->cfg)) < 0)
         return rc;
     srv->conns.on_gone = on_conn_gone;
     list_init(&drain_timer.node);
@@ -187,6 +190,7 @@ void petrel__worker_fini(petrel_server_t *srv)
     petrel__conns_close_all(&srv->conns);
     petrel__req_worker_fini(); /* requests their handlers still held */
     petrel__conns_reap();
+    petrel__pubsub_worker_fini();
     for (int i = srv->nmodules - 1; i >= 0; i--)
         if (srv->modules[i]->worker_fini)
             srv->modules[i]->worker_fini(srv);
@@ -357,9 +361,12 @@ static int open_listener(petrel__listen_t *l, char *err, size_t errlen)
 static pid_t spawn(master_t *m, int idx)
 {
     petrel_server_t *srv = m->srv;
+    petrel__pubsub_before_fork(); /* a ring for it (pubsub.c) */
     pid_t pid = fork();
-    if (pid != 0)
+    if (pid != 0) {
+        petrel__pubsub_after_fork(pid > 0 ? pid : 0);
         return pid > 0 ? pid : 0;
+    }
     /* the worker */
     prctl(PR_SET_PDEATHSIG, SIGTERM);
     if (getppid() == 1)
@@ -577,6 +584,7 @@ static void stopped_status(master_t *m, pid_t pid, int ws)
 
 static void on_exit_status(master_t *m, pid_t pid, int ws)
 {
+    petrel__pubsub_exited(pid);
     for (int k = 0; k < m->nret; k++)
         if (m->ret[k].pid == pid) {
             m->ret[k] = m->ret[--m->nret];
@@ -686,6 +694,10 @@ int petrel__master_run(petrel_server_t *srv)
             }
             m->slots[s].fds[i] = fd;
         }
+    if (petrel__pubsub_master_init(&srv->cfg, m->n, err, sizeof(err)) < 0) {
+        fprintf(stderr, "petrel: %s\n", err);
+        goto out;
+    }
     log_listening(srv, m->n);
 
     sigset_t set, old;
@@ -836,5 +848,6 @@ out:
     }
     free(m->slots);
     free(m->ret);
+    petrel__pubsub_master_fini();
     return rc;
 }

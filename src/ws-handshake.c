@@ -47,6 +47,11 @@ static int wc_write(void *t, const void *h, size_t hl, const void *data, size_t 
 
 static size_t wc_queued(void *t) { return petrel__out_bytes(t); }
 
+static int wc_writev(void *t, const struct iovec *iov, int n)
+{
+    return petrel__conn_writev(t, iov, n);
+}
+
 static void wc_kick(void *t)
 {
     petrel__conn_t *c = t;
@@ -63,6 +68,7 @@ static const petrel__ws_carrier_t wc_carrier = {
     .queued = wc_queued,
     .kick = wc_kick,
     .abort = wc_abort,
+    .writev = wc_writev,
 };
 
 /* After handling events: on_close if due, write, then linger, pause or go
@@ -72,12 +78,13 @@ static void wc_advance(petrel__conn_t *c)
     petrel_ws_t *ws = c->proto;
     list_unlink(&petrel__ws_pending(ws)->node);
     petrel__ws_advance(ws);
-    if (petrel__conn_flush(c) < 0) {
+    if (petrel__ws_flush_staged(ws) == PETREL_EIO || petrel__conn_flush(c) < 0) {
         petrel__conn_close(c);
         return;
     }
     if (!petrel__conn_out_empty(c)) {
         petrel__conn_pause(c, true); /* stop reading until our output is written */
+        petrel__ws_progress(ws);
         return;
     }
     bool waited = (c->flags & CONN_PAUSED) != 0;
@@ -137,6 +144,8 @@ static void wc_read(petrel__conn_t *c)
 
 static void wc_written(petrel__conn_t *c) { wc_advance(c); }
 
+static void wc_progress(petrel__conn_t *c) { petrel__ws_peer_read(c->proto); }
+
 /* The send timeout: the peer does not read what we write. */
 static void wc_timeout(petrel__conn_t *c) { petrel__conn_close(c); }
 
@@ -174,6 +183,7 @@ static const petrel__proto_ops_t ws_conn_ops = {
     .start = wc_start,
     .on_read = wc_read,
     .on_written = wc_written,
+    .on_progress = wc_progress,
     .on_timeout = wc_timeout,
     .drain = wc_drain,
     .on_close = wc_closed,

@@ -52,6 +52,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/uio.h>
 #include <wslay/wslay.h>
 #include <zlib.h>
 
@@ -59,6 +60,8 @@
 #define WS_DEFAULT_IDLE_MS 30000
 #define WS_DEFAULT_SEND_LIMIT (4u << 20)
 #define WS_DEFLATE_MIN 32 /* smaller messages are sent as they are */
+#define WS_STAGED 8         /* shared frames (runs of them) a connection refers to */
+#define WS_SHARED_MAX 4096  /* a larger published frame is copied to each connection */
 
 enum { OP_CONT = 0, OP_TEXT = 1, OP_BINARY = 2, OP_CLOSE = 8, OP_PING = 9, OP_PONG = 10 };
 
@@ -116,7 +119,24 @@ struct petrel_ws {
     /* on_close arguments, kept until it runs */
     uint16_t cb_code;
     char cb_reason[124];
+    /* backpressure: petrel_ws_on_drain() */
+    petrel_ws_drain_cb drain_cb;
+    void *drain_data;
+    size_t drain_mark;
+    petrel__pending_t drain_pending; /* the callback runs from the loop */
+    bool drop;                       /* --ws-send-overflow drop */
+    /* publish/subscribe (pubsub.c): its subscriptions */
+    void *pubsub;
+    /* frames shared with other connections (a published message), not
+     * copied: written by the carrier at the end of the turn (or copied into
+     * its queue then) */
+    struct iovec staged[WS_STAGED];
+    uint8_t nstaged;
+    size_t staged_bytes;
+    petrel__list_t staged_link; /* staged_all */
 };
+
+void (*petrel__ws_pubsub_gone)(petrel_ws_t *ws);
 
 /* Per worker process (doc/architecture.md, "Processes"). */
 static petrel__tq_t idle_q;
@@ -253,6 +273,13 @@ static size_t frame_header(uint8_t *h, int opcode, bool rsv1, uint64_t len)
     return 10;
 }
 
+/* Bytes for the peer not written yet: the carrier's queue, and the shared
+ * frames the carrier has not taken yet. */
+static size_t ws_queued(const petrel_ws_t *ws)
+{
+    return ws->cops->queued(ws->t) + ws->staged_bytes;
+}
+
 /* Have the carrier come back to write (never from inside this call). */
 static void ws_kick(petrel_ws_t *ws)
 {
@@ -261,12 +288,14 @@ static void ws_kick(petrel_ws_t *ws)
     /* before the start, the carrier writes what is queued when it starts */
 }
 
+static int unstage(petrel_ws_t *ws);
+
 static ssize_t cb_send(wslay_event_context_ptr ctx, const uint8_t *data, size_t len, int flags,
                        void *user)
 {
     petrel_ws_t *ws = user;
     (void)flags;
-    if (ws->cops->write(ws->t, data, len, NULL, 0) < 0) {
+    if ((ws->nstaged && unstage(ws) < 0) || ws->cops->write(ws->t, data, len, NULL, 0) < 0) {
         wslay_event_set_error(ctx, WSLAY_ERR_CALLBACK_FAILURE);
         return -1;
     }
@@ -322,9 +351,10 @@ static z_stream *inflater;
 static uint8_t *zbuf; /* compressed output of the message being sent */
 static size_t zbuf_cap;
 
-/* The message compressed, in the worker's buffer (valid until the next
- * call); NULL when zlib fails (the message goes out uncompressed). */
-static const uint8_t *deflate_message(int bits, const void *data, size_t len, size_t *out_len)
+/* The message compressed into *buf (grown as needed; valid until the next
+ * call with it); NULL when zlib fails (the message goes out uncompressed). */
+static const uint8_t *deflate_message(int bits, const void *data, size_t len, uint8_t **buf,
+                                      size_t *cap, size_t *out_len)
 {
     z_stream *z = deflaters[bits];
     if (z == NULL) {
@@ -340,24 +370,60 @@ static const uint8_t *deflate_message(int bits, const void *data, size_t len, si
         return NULL;
     }
     size_t need = deflateBound(z, (uLong)len) + 16;
-    if (need > zbuf_cap) {
-        uint8_t *nb = realloc(zbuf, need);
+    if (need > *cap) {
+        uint8_t *nb = realloc(*buf, need);
         if (nb == NULL)
             return NULL;
-        zbuf = nb;
-        zbuf_cap = need;
+        *buf = nb;
+        *cap = need;
     }
     z->next_in = (Bytef *)data;
     z->avail_in = (uInt)len;
-    z->next_out = zbuf;
-    z->avail_out = (uInt)zbuf_cap;
+    z->next_out = *buf;
+    z->avail_out = (uInt)*cap;
     if (deflate(z, Z_SYNC_FLUSH) != Z_OK || z->avail_in != 0)
         return NULL;
-    size_t n = zbuf_cap - z->avail_out;
-    if (n < 4 || memcmp(zbuf + n - 4, "\x00\x00\xff\xff", 4) != 0)
+    size_t n = *cap - z->avail_out;
+    if (n < 4 || memcmp(*buf + n - 4, "\x00\x00\xff\xff", 4) != 0)
         return NULL;
     *out_len = n - 4;
-    return zbuf;
+    return *buf;
+}
+
+/* May a data frame be queued now?  0; PETREL_ESTATE when closing or
+ * closed; past the send limit (what is queued and not yet written, before
+ * this frame), PETREL_EIO after failing the connection with 1008, or
+ * PETREL_ELIMIT for a frame dropped by --ws-send-overflow drop. */
+static int send_allowed(petrel_ws_t *ws)
+{
+    if (ws->state != WS_OPEN && ws->state != WS_OPENING)
+        return PETREL_ESTATE;
+    if (ws->out_hint > ws->send_limit) {
+        ws->out_hint = ws_queued(ws);
+        if (ws->out_hint > ws->send_limit) {
+            if (ws->drop)
+                return PETREL_ELIMIT; /* the caller counts it (pubsub.c: `dropped`) */
+            ws_fail(ws, 1008, "send queue over its limit");
+            return PETREL_EIO;
+        }
+    }
+    return 0;
+}
+
+/* Queue a whole frame and have the carrier write it. */
+static int queue_frame(petrel_ws_t *ws, const uint8_t *h, size_t hl, const void *data, size_t len)
+{
+    int rc = ws->nstaged ? unstage(ws) : 0; /* the shared frames go first */
+    if (rc == 0)
+        rc = ws->cops->write(ws->t, h, hl, data, len);
+    if (rc < 0) {
+        /* part of a frame may be queued: the stream cannot go on */
+        ws_finish(ws, 1006, "out of memory", 0);
+        return rc;
+    }
+    ws->out_hint += hl + len;
+    ws_kick(ws);
+    return 0;
 }
 
 static int ws_send(petrel_ws_t *ws, int opcode, const void *data, size_t len)
@@ -368,20 +434,15 @@ static int ws_send(petrel_ws_t *ws, int opcode, const void *data, size_t len)
         return PETREL_ESTATE;
     if (opcode == OP_TEXT && !utf8_valid(data, len))
         return PETREL_EINVAL;
-    /* the send limit: what is queued and not yet written, before this one */
-    if (ws->out_hint > ws->send_limit) {
-        ws->out_hint = ws->cops->queued(ws->t);
-        if (ws->out_hint > ws->send_limit) {
-            ws_fail(ws, 1008, "send queue over its limit");
-            return PETREL_EIO;
-        }
-    }
+    int rc = send_allowed(ws);
+    if (rc < 0)
+        return rc;
     bool rsv1 = false;
     if (ws->deflate_bits && len >= WS_DEFLATE_MIN) {
         /* RFC 7692 §7.2.1: compressed, without the trailing 00 00 ff ff; a
          * message that does not shrink is sent as it is */
         size_t zl;
-        const uint8_t *z = deflate_message(ws->deflate_bits, data, len, &zl);
+        const uint8_t *z = deflate_message(ws->deflate_bits, data, len, &zbuf, &zbuf_cap, &zl);
         if (z && zl < len) {
             data = z;
             len = zl;
@@ -390,15 +451,177 @@ static int ws_send(petrel_ws_t *ws, int opcode, const void *data, size_t len)
     }
     uint8_t h[10];
     size_t hl = frame_header(h, opcode, rsv1, len);
-    int rc = ws->cops->write(ws->t, h, hl, data, len);
-    if (rc < 0) {
-        /* part of a frame may be queued: the stream cannot go on */
-        ws_finish(ws, 1006, "out of memory", 0);
-        return rc;
+    return queue_frame(ws, h, hl, data, len);
+}
+
+/* ------------------------------------------------------------------------ */
+/* A message framed once for many connections (ws.h, pubsub.c)              */
+/*                                                                          */
+/* A frame of up to WS_SHARED_MAX bytes is made once, in the turn arena (per */
+/* worker, emptied at the end of each loop turn), and each connection whose */
+/* carrier has nothing queued refers to it (`staged`: consecutive frames    */
+/* make one run) instead of copying it.  The carrier writes the runs with    */
+/* one writev when it comes back at the end of the turn, and copies into    */
+/* its queue only what the socket does not take.  Anything else the engine */
+/* queues copies the runs first (order), and so does the end of the turn    */
+/* for a carrier that has not come back: the arena may then go.             */
+
+/* The compressed forms of the message being fanned out, by window bits:
+ * per worker, reused from message to message (no heap call once grown). */
+static uint8_t *mz_buf[16];
+static size_t mz_cap[16];
+
+/* Per worker process (doc/architecture.md, "Processes"). */
+static petrel_arena_t turn_arena;
+static petrel__pending_t turn_end;
+static petrel__list_t staged_all;
+static bool turn_ready;
+
+/* Copy the runs into the carrier's queue. */
+static int unstage(petrel_ws_t *ws)
+{
+    int rc = 0;
+    for (unsigned i = 0; i < ws->nstaged && rc == 0; i++)
+        rc = ws->cops->write(ws->t, ws->staged[i].iov_base, ws->staged[i].iov_len, NULL, 0);
+    ws->nstaged = 0;
+    ws->staged_bytes = 0;
+    list_unlink(&ws->staged_link);
+    return rc;
+}
+
+static void on_turn_end(petrel__pending_t *p)
+{
+    (void)p;
+    while (!list_empty(&staged_all)) {
+        petrel_ws_t *ws = container_of(staged_all.next, petrel_ws_t, staged_link);
+        if (unstage(ws) < 0)
+            ws_finish(ws, 1006, "out of memory", 0);
     }
-    ws->out_hint += hl + len;
+    petrel__arena_clear(&turn_arena);
+}
+
+/* A frame in the turn arena: `h` then `len` bytes of `data`; NULL when it
+ * is too large to share (or out of memory: it is copied then). */
+static uint8_t *turn_frame(const uint8_t *h, size_t hl, const void *data, size_t len)
+{
+    if (hl + len > WS_SHARED_MAX)
+        return NULL;
+    if (!turn_ready) {
+        petrel__arena_init(&turn_arena, &petrel__pool, 0);
+        list_init(&staged_all);
+        list_init(&turn_end.node);
+        turn_end.cb = on_turn_end;
+        turn_ready = true;
+    }
+    uint8_t *f = petrel_arena_alloc(&turn_arena, hl + len, 1);
+    if (f) {
+        memcpy(f, h, hl);
+        memcpy(f + hl, data, len);
+    }
+    return f;
+}
+
+void petrel__ws_msg_done(petrel__ws_msg_t *m)
+{
+    (void)m;
+    if (turn_ready && !list_empty(&staged_all)) {
+        /* after the carriers kicked so far: they write their runs first */
+        list_unlink(&turn_end.node);
+        petrel__pending_add(petrel__loop, &turn_end);
+    } else if (turn_ready && list_empty(&turn_end.node) && !petrel__arena_is_empty(&turn_arena)) {
+        petrel__pending_add(petrel__loop, &turn_end); /* the arena goes all the same */
+    }
+}
+
+void petrel__ws_msg_fini(void)
+{
+    if (turn_ready) {
+        list_unlink(&turn_end.node);
+        on_turn_end(&turn_end);
+    }
+    for (int i = 0; i < 16; i++) {
+        free(mz_buf[i]);
+        mz_buf[i] = NULL;
+        mz_cap[i] = 0;
+    }
+}
+
+void petrel__ws_msg_init(petrel__ws_msg_t *m, int binary, const void *data, size_t len)
+{
+    m->data = data;
+    m->len = len;
+    m->opcode = binary ? OP_BINARY : OP_TEXT;
+    m->hl = (uint8_t)frame_header(m->h, m->opcode, false, len);
+    m->frame = turn_frame(m->h, m->hl, data, len);
+    memset(m->z, 0, sizeof(m->z));
+}
+
+/* Queue a frame made once: refer to it when the carrier can write it with
+ * what it has, else copy it. */
+static int send_shared(petrel_ws_t *ws, const uint8_t *frame, const uint8_t *h, size_t hl,
+                       const void *data, size_t len)
+{
+    size_t fl = hl + len;
+    if (frame == NULL || ws->cops->writev == NULL || !(ws->flags & WS_STARTED) ||
+        (ws->nstaged == 0 && ws->cops->queued(ws->t) > 0))
+        return queue_frame(ws, h, hl, data, len);
+    struct iovec *last = ws->nstaged ? &ws->staged[ws->nstaged - 1] : NULL;
+    if (last && (uint8_t *)last->iov_base + last->iov_len == frame) {
+        last->iov_len += fl; /* the next frame of the same run */
+    } else if (ws->nstaged < WS_STAGED) {
+        ws->staged[ws->nstaged++] = (struct iovec){(void *)frame, fl};
+        if (ws->nstaged == 1)
+            list_append(&staged_all, &ws->staged_link);
+    } else {
+        return queue_frame(ws, h, hl, data, len); /* copies the runs, then this */
+    }
+    ws->staged_bytes += fl;
+    ws->out_hint += fl;
     ws_kick(ws);
     return 0;
+}
+
+int petrel__ws_msg_send(petrel_ws_t *ws, petrel__ws_msg_t *m)
+{
+    int rc = send_allowed(ws);
+    if (rc < 0)
+        return rc;
+    unsigned bits = ws->deflate_bits;
+    if (bits == 0 || m->len < WS_DEFLATE_MIN)
+        return send_shared(ws, m->frame, m->h, m->hl, m->data, m->len);
+    petrel__ws_zmsg_t *z = &m->z[bits];
+    if (z->state == 0) {
+        /* compressed once per window size, then shared (no context
+         * takeover: every message stands alone) */
+        size_t zl;
+        const uint8_t *p =
+            deflate_message((int)bits, m->data, m->len, &mz_buf[bits], &mz_cap[bits], &zl);
+        if (p && zl < m->len) {
+            z->state = 1;
+            z->data = p;
+            z->len = zl;
+            z->hl = (uint8_t)frame_header(z->h, m->opcode, true, zl);
+            z->frame = turn_frame(z->h, z->hl, p, zl);
+        } else {
+            z->state = 2; /* sent as it is */
+        }
+    }
+    if (z->state == 2)
+        return send_shared(ws, m->frame, m->h, m->hl, m->data, m->len);
+    return send_shared(ws, z->frame, z->h, z->hl, z->data, z->len);
+}
+
+int petrel__ws_flush_staged(petrel_ws_t *ws)
+{
+    if (ws->nstaged == 0)
+        return 0;
+    int rc = ws->cops->writev(ws->t, ws->staged, ws->nstaged);
+    ws->nstaged = 0;
+    ws->staged_bytes = 0;
+    list_unlink(&ws->staged_link);
+    if (rc < 0)
+        ws_finish(ws, 1006, "out of memory", 0);
+    return rc;
 }
 
 /* ------------------------------------------------------------------------ */
@@ -784,17 +1007,68 @@ void petrel__ws_eof(petrel_ws_t *ws)
 
 bool petrel__ws_reading(const petrel_ws_t *ws) { return ws->state != WS_DONE; }
 
+bool petrel__ws_open(const petrel_ws_t *ws)
+{
+    return ws->state == WS_OPEN || ws->state == WS_OPENING;
+}
+
 void petrel__ws_written(petrel_ws_t *ws, bool after_wait)
 {
-    ws->out_hint = 0;
-    if (after_wait && ws->state == WS_OPEN)
+    /* a peer that took what was sent is there: the idle time starts over
+     * (a subscriber that only receives is not idle while it reads) */
+    if ((after_wait || ws->out_hint) && ws->state == WS_OPEN)
         petrel__timer_arm(petrel__loop, &ws->timer, &idle_q);
+    ws->out_hint = 0;
+    petrel__ws_progress(ws);
+}
+
+void petrel__ws_peer_read(petrel_ws_t *ws)
+{
+    if (ws->state == WS_OPEN)
+        petrel__timer_arm(petrel__loop, &ws->timer, &idle_q);
+    petrel__ws_progress(ws);
+}
+
+/* ------------------------------------------------------------------------ */
+/* Backpressure (petrel_ws_on_drain)                                        */
+
+void petrel__ws_progress(petrel_ws_t *ws)
+{
+    if (ws->drain_cb && ws_queued(ws) <= ws->drain_mark)
+        petrel__pending_add(petrel__loop, &ws->drain_pending);
+}
+
+/* From the loop, at the end of the turn in which the queue drained. */
+static void drain_run(petrel__pending_t *p)
+{
+    petrel_ws_t *ws = container_of(p, petrel_ws_t, drain_pending);
+    petrel_ws_drain_cb cb = ws->drain_cb;
+    if (cb == NULL || (ws->state != WS_OPEN && ws->state != WS_OPENING) ||
+        ws_queued(ws) > ws->drain_mark)
+        return; /* cancelled, closing, or refilled meanwhile: a later write tells */
+    ws->drain_cb = NULL;
+    cb(ws, ws->drain_data);
+}
+
+/* No more sends: subscriptions and a drain callback go. */
+static void ws_detach(petrel_ws_t *ws)
+{
+    if (ws->nstaged && ws->state != WS_DONE)
+        unstage(ws); /* the carrier may still write them (a Close follows) */
+    ws->nstaged = 0;
+    ws->staged_bytes = 0;
+    list_unlink(&ws->staged_link);
+    ws->drain_cb = NULL;
+    list_unlink(&ws->drain_pending.node);
+    if (ws->pubsub && petrel__ws_pubsub_gone)
+        petrel__ws_pubsub_gone(ws);
 }
 
 static void call_on_close(petrel_ws_t *ws)
 {
     if ((ws->flags & WS_OPENED) && !(ws->flags & WS_CLOSE_CB)) {
         ws->flags |= WS_CLOSE_CB;
+        ws_detach(ws);
         if (ws->route->h.on_close)
             ws->route->h.on_close(ws, ws->cb_code, ws->cb_reason);
     }
@@ -843,6 +1117,7 @@ static void ws_on_timer(petrel__timer_t *t)
 
 void petrel__ws_free(petrel_ws_t *ws)
 {
+    ws_detach(ws);
     petrel__arena_clear(&ws->arena);
     list_unlink(&ws->pending.node);
     petrel__timer_disarm(&ws->timer);
@@ -881,6 +1156,9 @@ petrel_ws_t *petrel__ws_new(const petrel__ws_route_t *rt, const petrel__config_t
     if (ws == NULL)
         return NULL;
     list_init(&ws->pending.node);
+    list_init(&ws->drain_pending.node);
+    ws->drain_pending.cb = drain_run;
+    list_init(&ws->staged_link);
     list_init(&ws->timer.node);
     ws->timer.cb = ws_on_timer;
     ws->cops = ops;
@@ -892,6 +1170,7 @@ petrel_ws_t *petrel__ws_new(const petrel__ws_route_t *rt, const petrel__config_t
                       : cfg->ws_max_message_size ? cfg->ws_max_message_size
                                                  : WS_DEFAULT_MAX_MESSAGE;
     ws->send_limit = cfg->ws_send_limit ? cfg->ws_send_limit : WS_DEFAULT_SEND_LIMIT;
+    ws->drop = cfg->ws_send_overflow_drop;
     /* room for the largest message growing, and for its inflated form */
     size_t lim = ws->max_message > (SIZE_MAX - (1 << 20)) / 5 ? 0 : 5 * ws->max_message + (1 << 20);
     petrel__arena_init(&ws->arena, &petrel__pool, lim);
@@ -943,6 +1222,7 @@ petrel_ws_t *petrel__ws_of_pending(petrel__pending_t *p)
     return container_of(p, petrel_ws_t, pending);
 }
 void *petrel__ws_carrier(const petrel_ws_t *ws) { return ws->t; }
+void **petrel__ws_pubsub(petrel_ws_t *ws) { return &ws->pubsub; }
 petrel_arena_t *petrel__ws_arena(petrel_ws_t *ws) { return &ws->arena; }
 
 /* ------------------------------------------------------------------------ */
@@ -991,4 +1271,31 @@ void petrel_ws_set_data(petrel_ws_t *ws, void *data)
 const char *petrel_ws_subprotocol(const petrel_ws_t *ws)
 {
     return ws ? ws->subprotocol : NULL;
+}
+
+size_t petrel_ws_buffered(const petrel_ws_t *ws)
+{
+    return ws && ws->cops ? ws_queued(ws) : 0;
+}
+
+int petrel_ws_on_drain(petrel_ws_t *ws, size_t mark, petrel_ws_drain_cb cb, void *data)
+{
+    if (ws == NULL)
+        return PETREL_EINVAL;
+    if (cb == NULL) {
+        ws->drain_cb = NULL;
+        list_unlink(&ws->drain_pending.node);
+        return 0;
+    }
+    if (ws->state != WS_OPEN && ws->state != WS_OPENING)
+        return PETREL_ESTATE;
+    if (ws_queued(ws) <= mark) {
+        ws->drain_cb = NULL; /* a callback set before is replaced: by none */
+        list_unlink(&ws->drain_pending.node);
+        return 1;
+    }
+    ws->drain_cb = cb;
+    ws->drain_data = data;
+    ws->drain_mark = mark;
+    return 0;
 }

@@ -18,6 +18,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <sys/uio.h>
 
 /* A registered endpoint (petrel_ws_route_add): the handler and its data,
  * owned by the router that holds the route. */
@@ -40,6 +41,11 @@ typedef struct petrel__ws_carrier {
     /* Give up at once (a send timeout, no Close in time): close now; the
      * carrier calls petrel__ws_gone() (on_close has run). */
     void (*abort)(void *t);
+    /* Optional (NULL: frames shared by many connections are copied): write
+     * these bytes now, when nothing is queued before them, and queue a copy
+     * of what the peer does not take.  0, PETREL_ENOMEM or PETREL_EIO.  A
+     * carrier that has it calls petrel__ws_flush_staged() before it writes. */
+    int (*writev)(void *t, const struct iovec *iov, int n);
 } petrel__ws_carrier_t;
 
 /* A new engine for an accepted handshake, on carrier `ops`/`t`.  Sends are
@@ -64,13 +70,15 @@ void petrel__ws_start(petrel_ws_t *ws, bool draining);
 size_t petrel__ws_input(petrel_ws_t *ws, const char *p, size_t n);
 /* The peer ended its side without a Close (1006). */
 void petrel__ws_eof(petrel_ws_t *ws);
-/* The carrier's queue is empty; `after_wait`: it had waited for the peer
- * (the idle timer starts over). */
+/* The carrier's queue is empty; `after_wait`: it had waited for the peer.
+ * The idle timer starts over when anything was written. */
 void petrel__ws_written(petrel_ws_t *ws, bool after_wait);
 /* Whether the engine still reads (its Close handshake is not over).  A
  * carrier whose engine is done ends the stream once its output is
  * written, then calls petrel__ws_gone(). */
 bool petrel__ws_reading(const petrel_ws_t *ws);
+/* Whether messages may be sent (not closing or closed). */
+bool petrel__ws_open(const petrel_ws_t *ws);
 /* Graceful shutdown: Close 1001, wait for the peer's Close. */
 void petrel__ws_drain(petrel_ws_t *ws);
 /* Run on_close if it is due: after input, before the carrier writes. */
@@ -86,6 +94,61 @@ petrel_ws_t *petrel__ws_of_pending(petrel__pending_t *p);
 void *petrel__ws_carrier(const petrel_ws_t *ws);
 /* Its message arena (for tests). */
 petrel_arena_t *petrel__ws_arena(petrel_ws_t *ws);
+/* The queue may have shrunk: a drain callback whose mark is reached runs
+ * at the end of the turn. */
+void petrel__ws_progress(petrel_ws_t *ws);
+/* The peer took some of the queue, not all (all: petrel__ws_written): it
+ * reads, so it is not idle nor stuck; and petrel__ws_progress(). */
+void petrel__ws_peer_read(petrel_ws_t *ws);
+
+/* ------------------------------------------------------------------------ */
+/* One message for many connections (publish/subscribe, pubsub.c): framed   */
+/* once, compressed once per window size (permessage-deflate without       */
+/* context takeover makes every compressed message stand alone), then      */
+/* queued on each connection.                                               */
+
+typedef struct petrel__ws_zmsg {
+    const uint8_t *data; /* the compressed payload (a worker buffer) */
+    size_t len;
+    const uint8_t *frame; /* header and payload, for sharing (or NULL) */
+    uint8_t h[10], hl;
+    uint8_t state; /* 0: not made yet, 1: made, 2: does not shrink (sent as it is) */
+} petrel__ws_zmsg_t;
+
+typedef struct petrel__ws_msg {
+    const void *data;
+    size_t len;
+    uint8_t opcode;
+    uint8_t h[10], hl;
+    const uint8_t *frame;    /* header and payload, for sharing (or NULL) */
+    petrel__ws_zmsg_t z[16]; /* by window bits, 9-15 */
+} petrel__ws_msg_t;
+
+/* Frame `data` (a text message's UTF-8 checked by the caller).  `data`
+ * must stay valid, and no other message may be made, while it is sent.
+ * A frame of up to 4 KiB is made once, in a per-worker arena of the loop
+ * turn, and connections whose carrier can write it with nothing before it
+ * refer to it instead of copying it (see ws.c). */
+void petrel__ws_msg_init(petrel__ws_msg_t *m, int binary, const void *data, size_t len);
+/* Queue the message on `ws`: 0, PETREL_ESTATE (closing or closed), PETREL_EIO
+ * (over the send limit: closed with 1008), PETREL_ELIMIT (over the send
+ * limit, dropped: --ws-send-overflow drop), PETREL_ENOMEM. */
+int petrel__ws_msg_send(petrel_ws_t *ws, petrel__ws_msg_t *m);
+/* The message was sent to every connection it goes to: the end of the
+ * turn (which copies what the carriers did not write, then empties the
+ * arena) is due after the carriers it kicked. */
+void petrel__ws_msg_done(petrel__ws_msg_t *m);
+/* For the carrier (with `writev`): write the shared frames of `ws` (before
+ * its own writing).  0, or a negative code (the engine is finished then). */
+int petrel__ws_flush_staged(petrel_ws_t *ws);
+/* The end of a worker: the turn arena and the compression buffers go. */
+void petrel__ws_msg_fini(void);
+
+/* pubsub.c's place in the engine: its subscriptions, and the hook that
+ * drops them when the connection can send no more (before on_close, or
+ * when it is freed). */
+void **petrel__ws_pubsub(petrel_ws_t *ws);
+extern void (*petrel__ws_pubsub_gone)(petrel_ws_t *ws);
 
 /* UTF-8 validator (RFC 3629) over pieces: *st starts at 0 and is 0 again at a
  * character boundary; returns how many bytes were valid (n when all). */

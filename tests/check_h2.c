@@ -804,6 +804,54 @@ START_TEST(streamed_and_trailers)
 }
 END_TEST
 
+/* Backpressure over h2 (petrel_stream_buffered, petrel_stream_on_drain):
+ * with the client's windows shut (SETTINGS_INITIAL_WINDOW_SIZE 0, RFC 9113
+ * §6.9.2) the streamed bytes wait unframed; once the client opens them the
+ * producer is called back at its mark. */
+static int h2_drains;
+static size_t h2_drain_left;
+
+static void h2_drained(petrel_req_t *req, void *data)
+{
+    h2_drains++;
+    h2_drain_left = petrel_stream_buffered(req);
+    ck_assert_ptr_eq(data, &h2_drains);
+}
+
+START_TEST(stream_drain)
+{
+    nghttp2_settings_entry iv[] = {{NGHTTP2_SETTINGS_INITIAL_WINDOW_SIZE, 0}};
+    client_t *cl = client_new(iv, 1);
+    resp_t *r = request(cl, "GET", "/stream", NULL, 0);
+    pump(cl, 5);
+    ck_assert_ptr_nonnull(held);
+    ck_assert_int_eq(r->status, 200);
+    ck_assert_uint_eq(petrel_stream_buffered(held), 6); /* "part1;" waits for the window */
+    static char chunk[50000];
+    memset(chunk, 'w', sizeof(chunk));
+    ck_assert_int_eq(petrel_stream_write(held, chunk, sizeof(chunk)), 0);
+    ck_assert_int_eq(petrel_stream_write(held, chunk, sizeof(chunk)), 0);
+    pump(cl, 5);
+    ck_assert_uint_eq(petrel_stream_buffered(held), 100006);
+    ck_assert_int_eq(petrel_stream_on_drain(held, 1000, h2_drained, &h2_drains), 0);
+    pump(cl, 10);
+    ck_assert_int_eq(h2_drains, 0);
+    /* the client opens the stream's window and the connection's */
+    ck_assert_int_eq(nghttp2_submit_window_update(cl->ngh, NGHTTP2_FLAG_NONE, r->id, 200000), 0);
+    ck_assert_int_eq(nghttp2_submit_window_update(cl->ngh, NGHTTP2_FLAG_NONE, 0, 200000), 0);
+    for (int i = 0; i < 100 && h2_drains == 0; i++)
+        pump(cl, 1);
+    ck_assert_int_eq(h2_drains, 1);
+    ck_assert_uint_le(h2_drain_left, 1000);
+    ck_assert_int_eq(petrel_stream_end(held), 0);
+    pump_all(cl);
+    ck_assert_uint_eq(r->len, 100006);
+    ck_assert(r->closed);
+    ck_assert_int_eq(h2_drains, 1);
+    client_free(cl);
+}
+END_TEST
+
 START_TEST(rst_stream_mid_response)
 {
     client_t *cl = client_new(NULL, 0);
@@ -1431,6 +1479,7 @@ static Suite *suite(void)
     tcase_add_test(t, flow_control_violation);
     tcase_add_test(t, small_client_window);
     tcase_add_test(t, streamed_and_trailers);
+    tcase_add_test(t, stream_drain);
     tcase_add_test(t, rst_stream_mid_response);
     tcase_add_test(t, client_goaway);
     tcase_add_test(t, server_drain);

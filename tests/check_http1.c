@@ -1638,6 +1638,70 @@ START_TEST(test_stream_slower_than_header_timeout)
 }
 END_TEST
 
+/* Backpressure (petrel_stream_buffered, petrel_stream_on_drain): a
+ * producer waits for a client that reads slowly; its callback runs once
+ * the queue is at the mark (before it is empty), and not after the end. */
+static int drains;
+static size_t drain_left;
+
+static void stream_drained(petrel_req_t *req, void *data)
+{
+    drains++;
+    drain_left = petrel_stream_buffered(req);
+    ck_assert_ptr_eq(data, &drains);
+}
+
+START_TEST(test_stream_drain)
+{
+    drains = 0;
+    client_t *c = client_open();
+    client_send(c, "GET /later HTTP/1.1\r\nHost: x\r\n\r\n");
+    for (int i = 0; i < 20; i++)
+        turn(0);
+    ck_assert_ptr_nonnull(held);
+    ck_assert_int_eq(petrel_stream_on_drain(NULL, 0, stream_drained, NULL), PETREL_EINVAL);
+    ck_assert_uint_eq(petrel_stream_buffered(held), 0); /* the head is written */
+    ck_assert_int_eq(petrel_stream_on_drain(held, 0, stream_drained, &drains), 1);
+    static char chunk[65536];
+    memset(chunk, 's', sizeof(chunk));
+    /* the client does not read: 1 MiB waits for it */
+    while (petrel_stream_buffered(held) < (1u << 20)) {
+        ck_assert_int_eq(petrel_stream_write(held, chunk, sizeof(chunk)), 0);
+        turn(0);
+    }
+    /* a mark well above what one write to the socket takes: the queue
+     * passes it on its way down */
+    ck_assert_int_eq(petrel_stream_on_drain(held, 512u << 10, stream_drained, &drains), 0);
+    for (int i = 0; i < 10; i++)
+        turn(0);
+    ck_assert_int_eq(drains, 0);
+    for (int i = 0; i < 100000 && drains == 0; i++) {
+        char tmp[8192];
+        if (read(c->fd, tmp, sizeof(tmp)) < 0)
+            ck_assert_int_eq(errno, EAGAIN);
+        turn(0);
+    }
+    ck_assert_int_eq(drains, 1);
+    ck_assert_uint_le(drain_left, 512u << 10);
+    ck_assert_uint_gt(drain_left, 0);
+    /* set again, then the stream ends: it never runs */
+    while (petrel_stream_buffered(held) < (1u << 20))
+        ck_assert_int_eq(petrel_stream_write(held, chunk, sizeof(chunk)), 0);
+    ck_assert_int_eq(petrel_stream_on_drain(held, 0, stream_drained, &drains), 0);
+    ck_assert_int_eq(petrel_stream_end(held), 0);
+    for (int i = 0; i < 100000 && !c->eof; i++) {
+        char tmp[65536];
+        ssize_t n = read(c->fd, tmp, sizeof(tmp));
+        if (n > 0 && memmem(tmp, (size_t)n, "\r\n0\r\n\r\n", 7))
+            break;
+        turn(0);
+    }
+    for (int i = 0; i < 10; i++)
+        turn(0);
+    ck_assert_int_eq(drains, 1);
+}
+END_TEST
+
 /* ------------------------------------------------------------------------ */
 /* Requests in pieces                                                       */
 
@@ -2247,6 +2311,7 @@ static Suite *http1_suite(void)
     tcase_add_test(tc, test_stream_head);
     tcase_add_test(tc, test_stream_later);
     tcase_add_test(tc, test_stream_slower_than_header_timeout);
+    tcase_add_test(tc, test_stream_drain);
     tcase_add_test(tc, test_byte_by_byte);
 
     tc = tcase(s, "timeouts", 10);

@@ -16,14 +16,15 @@ test_=" $(list test | tr '\n' ' ') "
 ci=" $(list ci | tr '\n' ' ') "
 all=$("$bs" --list | awk '{ print $2 }')
 
-for p in gcc build-essential libnghttp2-dev libwslay-dev node-llhttp zlib1g-dev pkg-config; do
+for p in gcc build-essential libnghttp2-dev libwslay-dev node-llhttp zlib1g-dev pkg-config libhiredis-dev; do
     [[ $p == gcc || $build == *" $p "* ]] || fail "the build set lacks $p"
 done
 for p in check chromium wrk nghttp2-client python3-websockets clang valgrind gnuplot-nox \
-    libclang-rt-14-dev nodejs npm; do
+    libclang-rt-14-dev nodejs npm redis-server; do
     [[ $build != *" $p "* ]] || fail "the build set (the README's run command) installs $p"
 done
-for p in check chromium wrk nghttp2-client nghttp2-server python3-websockets python3-h2 python3-grpcio; do
+for p in check chromium wrk nghttp2-client nghttp2-server python3-websockets python3-h2 python3-grpcio \
+    redis-server; do
     [[ $test_ == *" $p "* ]] || fail "the test set lacks $p"
 done
 for p in clang valgrind gnuplot-nox; do

@@ -65,6 +65,30 @@ expect_error 2 --listen "--listen 127.0.0.1:http" --module hello --listen 127.0.
 expect_error 2 --listen "--listen without a value" --module hello --listen
 expect_error 2 extra "an unexpected argument" "${L[@]}" extra
 
+# publish/subscribe (doc/pubsub.md): each limit's flag refuses what it cannot take
+expect_error 2 --ws-send-overflow "--ws-send-overflow maybe" "${L[@]}" --ws-send-overflow maybe
+expect_error 2 --pubsub-max-topic-size "--pubsub-max-topic-size 0" "${L[@]}" \
+    --pubsub-max-topic-size 0
+expect_error 2 --pubsub-max-topic-size "--pubsub-max-topic-size 64k" "${L[@]}" \
+    --pubsub-max-topic-size 64k
+expect_error 2 --pubsub-max-message-size "--pubsub-max-message-size 1g" "${L[@]}" \
+    --pubsub-max-message-size 1g
+expect_error 2 --pubsub-max-subscriptions "--pubsub-max-subscriptions 0" "${L[@]}" \
+    --pubsub-max-subscriptions 0
+expect_error 2 --pubsub-max-subscribers "--pubsub-max-subscribers many" "${L[@]}" \
+    --pubsub-max-subscribers many
+expect_error 2 --pubsub-ring-size "--pubsub-ring-size 100k (not a power of two)" "${L[@]}" \
+    --pubsub-ring-size 100k
+expect_error 2 --pubsub-ring-size "--pubsub-ring-size 32k" "${L[@]}" --pubsub-ring-size 32k
+expect_error 2 --pubsub-redis "--pubsub-redis without a port" "${L[@]}" --pubsub-redis localhost
+expect_error 2 --pubsub-redis "--pubsub-redis with port 0" "${L[@]}" --pubsub-redis 127.0.0.1:0
+expect_error 2 --pubsub-redis "--pubsub-redis unix: without a path" "${L[@]}" --pubsub-redis unix:
+expect_error 2 --pubsub-redis-prefix "--pubsub-redis-prefix with a control character" \
+    "${L[@]}" --pubsub-redis-prefix $'a\x01b'
+# a ring that cannot hold four of the largest messages: a start-up error
+expect_error 1 --pubsub-ring-size "--pubsub-ring-size too small for --pubsub-max-message-size" \
+    "${L[@]}" --workers 2 --pubsub-ring-size 64k --pubsub-max-message-size 64k
+
 # --- start-up errors: status 1 --------------------------------------------
 # A port in use: a plain listening socket holds it (RFC-free: bind(2) says
 # EADDRINUSE), and another petrel holds it.

@@ -17,32 +17,11 @@
 # Skips (77) without /usr/bin/chromium (apt-get install chromium;
 # ./bootstrap --test installs it).
 . "$(dirname "$0")/lib.sh"
+. "$LIB_DIR/browser_lib.sh"
 
-CHROMIUM=${CHROMIUM:-/usr/bin/chromium}
-[[ -x $CHROMIUM ]] ||
-    skip "no Chromium at $CHROMIUM (apt-get install chromium, or ./bootstrap --test)"
+chromium_needs
 WWW=$top_srcdir/examples/www
 [[ -f $WWW/ws.html ]] || fail "no $WWW/ws.html"
-
-# chromium_selftest URL NAME: run Chromium on URL; NAME.html is the DOM
-# after the load event, NAME.png the screenshot, NAME.err what Chromium said
-chromium_selftest() {
-    local url=$1 out=$LIB_TMP/$2 rc=0 flags=()
-    # as root, Chromium refuses to start without --no-sandbox
-    [[ $(id -u) -ne 0 ]] || flags+=(--no-sandbox)
-    # no network beyond loopback here: no background requests, no updates
-    flags+=(--disable-gpu --disable-dev-shm-usage --no-first-run --disable-sync
-        --disable-background-networking --disable-component-update
-        --user-data-dir="$LIB_TMP/profile-$2" --window-size=800,600)
-    # Chromium keeps its crash reports and caches under HOME: keep them here
-    HOME=$LIB_TMP timeout "$(bound 60)" "$CHROMIUM" --headless "${flags[@]}" \
-        --screenshot="$out.png" --dump-dom "$url" >"$out.html" 2>"$out.err" || rc=$?
-    if [[ $rc -ne 0 || ! -s $out.html ]]; then
-        sed 's/^/    chromium: /' "$out.err" >&2
-        fail "$CHROMIUM --headless --screenshot --dump-dom $url: exit status $rc"
-    fi
-    [[ -s $out.png ]] || fail "Chromium wrote no screenshot for $url: $(tail -n 5 "$out.err")"
-}
 
 # page_report NAME: the verdict and the log lines of the page; the colour of
 # the screenshot's corners and centre (green, red, white or other)
