@@ -68,7 +68,7 @@ pg_setup() {
             local mode
             mode=$(stat -c %a /etc/passwd)
             echo "pg_lib: the postgres user cannot look itself up (/etc/passwd is mode $mode, not readable by others): initdb would fail with \"could not look up effective user ID\"; it runs with a readable copy of /etc/passwd mounted over it in a mount namespace of its own"
-            cp /etc/passwd "$PG_DIR/passwd"
+            getent passwd >"$PG_DIR/passwd" # what NSS says, whole lines
             chmod 644 "$PG_DIR/passwd"
             unshare -m sh -c 'f=$1; shift; mount --bind "$f" /etc/passwd && exec "$@"' sh "$PG_DIR/passwd" \
                 "${PG_AS[@]}" id -un >/dev/null 2>&1 ||
