@@ -1418,11 +1418,15 @@ PETREL_API void petrel_pg_opts_init(petrel_pg_opts_t *opts);
  * connection string (opts->conninfo points to it: "" when there is none).
  * Call petrel_pg_opts_init() first.
  *
+ * The connection string's syntax is checked (libpq's keywords, quoting and
+ * URIs), so that a module's init can refuse a bad one at start-up.
+ *
  * Returns: 0, or a negative error code (logged, naming the bad setting).
  *
  * Errors:
- *   PETREL_EINVAL  an unknown pool.* setting, or a value that is not a
- *                  number in range (connections and depth at least 1)
+ *   PETREL_EINVAL  an unknown pool.* setting, a value that is not a
+ *                  number in range (connections and depth at least 1), or
+ *                  a connection string libpq cannot parse
  *
  * Lifetime: opts->conninfo points into `args`, which must stay valid
  * until petrel_pg_open() has returned (module arguments live as long as

@@ -116,6 +116,8 @@ struct pgconn {
     petrel_timer_t *timer; /* connect timeout, or the wait before reconnecting */
     unsigned backoff_ms;
     bool broken;  /* a send failed: failed at the end of the turn */
+    bool canceller;     /* the pool's connection for cancels only */
+    bool cancel_wanted; /* a cancel for it waits for the canceller */
     unsigned cancel_out;
     uint64_t cancel_until;
     char err[200];
@@ -131,7 +133,7 @@ struct petrel_pg {
     petrel__list_t node; /* `pools` */
     petrel_pg_opts_t o;
     char *conninfo;
-    pgconn_t *conns;
+    pgconn_t *conns; /* o.connections of them, and the canceller */
     petrel__list_t queue;
     unsigned queued;
     pgbatch_t *last; /* the batch the previous query joined, this turn */
@@ -161,6 +163,7 @@ static void conn_connect(pgconn_t *c);
 static void conn_lost(pgconn_t *c, const char *why);
 static void dispatch(petrel_pg_t *p);
 static void server_cancel(pgconn_t *c);
+static void cancels_send(petrel_pg_t *p);
 static void deliver(petrel_pg_t *p, pgbatch_t *b, int status, const char *sqlstate,
                     const char *msg);
 
@@ -274,15 +277,21 @@ static void b_put(petrel_pg_t *p, pgbatch_t *b)
 /* ------------------------------------------------------------------------ */
 /* Connections                                                              */
 
+/* libpq's message, on one line: its newlines and tabs as single spaces. */
 static void set_err(pgconn_t *c, const char *msg)
 {
-    snprintf(c->err, sizeof(c->err), "%s", msg && *msg ? msg : "connection failed");
-    size_t n = strlen(c->err);
-    while (n && (c->err[n - 1] == '\n' || c->err[n - 1] == ' '))
-        c->err[--n] = '\0';
-    for (char *s = c->err; *s; s++)
-        if (*s == '\n')
-            *s = ' ';
+    if (msg == NULL || *msg == '\0')
+        msg = "connection failed";
+    size_t n = 0;
+    for (; *msg && n + 1 < sizeof(c->err); msg++) {
+        char ch = (*msg == '\n' || *msg == '\t') ? ' ' : *msg;
+        if (ch == ' ' && (n == 0 || c->err[n - 1] == ' '))
+            continue;
+        c->err[n++] = ch;
+    }
+    while (n && c->err[n - 1] == ' ')
+        n--;
+    c->err[n] = '\0';
 }
 
 /* libpq's socket changed or went away inside the last call: stop watching
@@ -333,7 +342,7 @@ static void conn_drop(pgconn_t *c)
     if (c->timer)
         petrel_timer_stop(c->timer);
     c->timer = NULL;
-    if (c->state == C_READY)
+    if (c->state == C_READY && !c->canceller)
         c->pool->ready--;
     c->state = C_DOWN;
     c->open = NULL;
@@ -394,6 +403,10 @@ static void conn_attempt_failed(pgconn_t *c, const char *why)
     p->st.failures++;
     petrel_log(PETREL_LOG_DEBUG, "pg: connection %u: %s", c->idx, c->err);
     conn_drop(c);
+    if (c->canceller) { /* made again when a cancel needs it */
+        c->backoff_ms = 0;
+        return;
+    }
     pool_check_down(p, c->err);
     conn_retry_later(c);
 }
@@ -423,8 +436,12 @@ static void conn_ready(pgconn_t *c)
     }
     c->state = C_READY;
     c->backoff_ms = 0;
-    p->ready++;
     p->st.connects++;
+    if (c->canceller) {
+        cancels_send(p);
+        return;
+    }
+    p->ready++;
     if (p->down) {
         p->down = false;
         petrel_log(PETREL_LOG_INFO, "pg: the database is available again");
@@ -838,7 +855,7 @@ static void conn_lost(pgconn_t *c, const char *why)
     c->nq = 0;
     conn_drop(c); /* before the callbacks: they must not pick it */
     p->st.failures++;
-    if (p->ready > 0)
+    if (p->ready > 0 && !c->canceller)
         petrel_log(PETREL_LOG_WARN, "pg: connection %u lost: %s (%u queries failed)", c->idx,
                    c->err, n);
     char err[sizeof(c->err)];
@@ -848,6 +865,8 @@ static void conn_lost(pgconn_t *c, const char *why)
         list_unlink(&b->node);
         deliver(p, b, PETREL_PG_EUNAVAILABLE, "08006", err);
     }
+    if (c->canceller)
+        return; /* made again when a cancel needs it */
     pool_check_down(p, err);
     conn_retry_later(c);
 }
@@ -866,53 +885,71 @@ static void cancel_done(const petrel_pg_result_t *res, void *data)
                    petrel_pg_message(res));
 }
 
+/* The canceller: a connection of the pool's own, for cancels only, made
+ * the first time one is needed and kept (a cancel sent on a serving
+ * connection would wait in its pipeline behind the very queries it is to
+ * cancel). */
+static pgconn_t *canceller(petrel_pg_t *p) { return &p->conns[p->o.connections]; }
+
+/* Send the cancels that wait for the canceller. */
+static void cancels_send(petrel_pg_t *p)
+{
+    pgconn_t *x = canceller(p);
+    for (unsigned i = 0; i < p->o.connections && x->state == C_READY; i++) {
+        pgconn_t *c = &p->conns[i];
+        if (!c->cancel_wanted)
+            continue;
+        c->cancel_wanted = false;
+        /* still running what the cancel is for? */
+        if (c->state != C_READY || list_empty(&c->sent) ||
+            container_of(c->sent.next, pgbatch_t, node) != c->cancel_for)
+            continue;
+        pgbatch_t *b = b_get(p);
+        pgq_t *q = b ? q_get(p) : NULL;
+        char pid[16];
+        snprintf(pid, sizeof(pid), "%d", PQbackendPID(c->pg));
+        const char *params[1] = {pid};
+        if (q == NULL || q_fill(q, "SELECT pg_cancel_backend($1)", 1, params) < 0) {
+            if (q)
+                q_put(p, q);
+            if (b)
+                b_put(p, b);
+            return;
+        }
+        q->stmt = NULL;
+        q->cb = cancel_done;
+        q->data = c;
+        b->first = b->last = q;
+        b->nq = 1;
+        b->internal = true;
+        c->cancel_out++;
+        p->st.cancels++;
+        /* a cancel that lands late hits what runs then: run that again */
+        for (petrel__list_t *y = c->sent.next; y != &c->sent; y = y->next)
+            container_of(y, pgbatch_t, node)->exposed = true;
+        batch_attach(x, b);
+        batch_close(x);
+    }
+}
+
 /* The oldest batch of c belongs to an aborted request: have the server
- * cancel what its backend runs, from another connection of the pool
- * (pg_cancel_backend(), allowed for backends of the same role).  A cancel
- * that lands after that batch is over hits the next one: it is run again
- * (batch_done, `exposed`). */
+ * cancel what its backend runs (pg_cancel_backend(), allowed for backends
+ * of the same role), from the canceller.  A cancel that lands after that
+ * batch is over hits the next one: that one is run again (batch_done,
+ * `exposed`). */
 static void server_cancel(pgconn_t *c)
 {
     petrel_pg_t *p = c->pool;
     pgbatch_t *h = container_of(c->sent.next, pgbatch_t, node);
     if (c->cancel_for == h)
         return;
-    pgconn_t *o = NULL;
-    for (unsigned i = 0; i < p->o.connections; i++) {
-        pgconn_t *x = &p->conns[i];
-        if (x != c && x->state == C_READY && !x->broken && (o == NULL || x->nq < o->nq))
-            o = x;
-    }
-    if (o == NULL) {
-        petrel_log(PETREL_LOG_DEBUG, "pg: connection %u: no other connection to cancel with",
-                   c->idx);
-        return;
-    }
-    pgbatch_t *b = b_get(p);
-    pgq_t *q = b ? q_get(p) : NULL;
-    char pid[16];
-    snprintf(pid, sizeof(pid), "%d", PQbackendPID(c->pg));
-    const char *params[1] = {pid};
-    if (q == NULL || q_fill(q, "SELECT pg_cancel_backend($1)", 1, params) < 0) {
-        if (q)
-            q_put(p, q);
-        if (b)
-            b_put(p, b);
-        return;
-    }
-    q->stmt = NULL;
-    q->cb = cancel_done;
-    q->data = c;
-    b->first = b->last = q;
-    b->nq = 1;
-    b->internal = true;
     c->cancel_for = h;
-    c->cancel_out++;
-    p->st.cancels++;
-    for (petrel__list_t *x = c->sent.next; x != &c->sent; x = x->next)
-        container_of(x, pgbatch_t, node)->exposed = true;
-    batch_attach(o, b);
-    batch_close(o);
+    c->cancel_wanted = true;
+    pgconn_t *x = canceller(p);
+    if (x->state == C_READY)
+        cancels_send(p);
+    else if (x->state == C_DOWN)
+        conn_connect(x);
 }
 
 /* Cancel the batches of `req`: queued ones are dropped, sent ones have
@@ -1014,7 +1051,7 @@ static void turn_end(petrel__pending_t *pend)
 {
     petrel_pg_t *p = container_of(pend, petrel_pg_t, turn);
     p->last = NULL;
-    for (unsigned i = 0; i < p->o.connections; i++) {
+    for (unsigned i = 0; i <= p->o.connections; i++) {
         pgconn_t *c = &p->conns[i];
         if (c->state == C_READY && c->open && !c->broken)
             batch_close(c);
@@ -1174,6 +1211,22 @@ petrel_pg_stmt_t *petrel_pg_prepare(petrel_pg_t *pg, const char *sql)
 
 int petrel_pg_supported(void) { return 1; }
 
+/* The syntax of a connection string (keywords, quoting, URI): libpq's. */
+static int conninfo_check(const char *ci)
+{
+    char *err = NULL;
+    PQconninfoOption *parsed = PQconninfoParse(ci, &err);
+    if (parsed == NULL) {
+        size_t n = err ? strcspn(err, "\n") : 0;
+        petrel_log(PETREL_LOG_ERROR, "pg: invalid connection string: %.*s", (int)n,
+                   err ? err : "out of memory");
+        PQfreemem(err);
+        return PETREL_EINVAL;
+    }
+    PQconninfoFree(parsed);
+    return 0;
+}
+
 petrel_pg_t *petrel_pg_open(const petrel_pg_opts_t *opts)
 {
     if (opts == NULL || opts->connections == 0 || opts->depth == 0 ||
@@ -1189,21 +1242,14 @@ petrel_pg_t *petrel_pg_open(const petrel_pg_opts_t *opts)
         return NULL;
     }
     const char *ci = opts->conninfo ? opts->conninfo : "";
-    char *err = NULL;
-    PQconninfoOption *parsed = PQconninfoParse(ci, &err);
-    if (parsed == NULL) {
-        petrel_log(PETREL_LOG_ERROR, "pg: invalid connection string: %s",
-                   err ? err : "out of memory");
-        PQfreemem(err);
+    if (conninfo_check(ci) < 0)
         return NULL;
-    }
-    PQconninfoFree(parsed);
     petrel_pg_t *p = calloc(1, sizeof(*p));
     if (p == NULL)
         return NULL;
     p->o = *opts;
     p->conninfo = strdup(ci);
-    p->conns = calloc(opts->connections, sizeof(*p->conns));
+    p->conns = calloc(opts->connections + 1, sizeof(*p->conns));
     if (p->conninfo == NULL || p->conns == NULL) {
         free(p->conninfo);
         free(p->conns);
@@ -1216,11 +1262,12 @@ petrel_pg_t *petrel_pg_open(const petrel_pg_opts_t *opts)
     list_init(&p->turn.node);
     p->turn.cb = turn_end;
     list_append(&pools, &p->node);
-    for (unsigned i = 0; i < opts->connections; i++) {
+    for (unsigned i = 0; i <= opts->connections; i++) {
         pgconn_t *c = &p->conns[i];
         c->pool = p;
         c->idx = i;
         c->fd = -1;
+        c->canceller = i == opts->connections;
         list_init(&c->sent);
     }
     for (unsigned i = 0; i < opts->connections; i++)
@@ -1236,7 +1283,7 @@ void petrel_pg_close(petrel_pg_t *pg)
     list_unlink(&p->node);
     list_unlink(&p->turn.node);
     p->down = true; /* the callbacks below get no new queries in */
-    for (unsigned i = 0; i < p->o.connections; i++) {
+    for (unsigned i = 0; i <= p->o.connections; i++) {
         pgconn_t *c = &p->conns[i];
         petrel__list_t gone;
         list_init(&gone);
@@ -1342,6 +1389,12 @@ uint64_t petrel_pg_affected(const petrel_pg_result_t *res)
 }
 
 #else /* !HAVE_PGSQL */
+
+static int conninfo_check(const char *ci)
+{
+    (void)ci;
+    return 0;
+}
 
 /* Built without libpq: the API is there (modules link against it), the
  * pool is not. */
@@ -1504,7 +1557,7 @@ int petrel_pg_opts_parse(petrel_pg_opts_t *o, const char *args)
         s = end;
     }
     o->conninfo = s;
-    return 0;
+    return conninfo_check(s);
 }
 
 int petrel_pg_status(const petrel_pg_result_t *res)
