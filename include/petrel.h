@@ -1360,9 +1360,11 @@ enum {
 typedef void (*petrel_pg_cb)(const petrel_pg_result_t *res, void *data);
 
 /**
- * The settings of a pool: fill with petrel_pg_opts_init(), change what you
- * need, pass to petrel_pg_open().  The struct may grow fields at the end in
- * a later ABI version.
+ * The settings of a pool, for petrel_pg_open().
+ *
+ * Fill with petrel_pg_opts_init(), change what you need (or read them from
+ * a module argument with petrel_pg_opts_parse()).  The struct may grow
+ * fields at the end in a later ABI version.
  */
 typedef struct petrel_pg_opts {
     /** A libpq connection string ("host=/run/postgresql dbname=app" or a

@@ -1218,8 +1218,8 @@ static int conninfo_check(const char *ci)
     PQconninfoOption *parsed = PQconninfoParse(ci, &err);
     if (parsed == NULL) {
         size_t n = err ? strcspn(err, "\n") : 0;
-        petrel_log(PETREL_LOG_ERROR, "pg: invalid connection string: %.*s", (int)n,
-                   err ? err : "out of memory");
+        petrel_log(PETREL_LOG_ERROR, "pg: invalid connection string: %.*s", n ? (int)n : 13,
+                   n ? err : "out of memory");
         PQfreemem(err);
         return PETREL_EINVAL;
     }

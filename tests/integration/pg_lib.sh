@@ -7,6 +7,8 @@
 # loopback TCP with pg_start --tcp), and is stopped and removed when the
 # test ends, however it ends.
 #
+#   pg_available        0 when PostgreSQL's server is installed (and the pool
+#                       built), else 1 with the reason in PG_WHY
 #   pg_setup            skip (77) without PostgreSQL's server programs, find
 #                       them (PG_BINDIR), prepare the user and the directory
 #   pg_start [--tcp]    initdb (the first time) and start the server; wait
@@ -40,16 +42,29 @@ PG_AS=()       # the command prefix that runs a program as the server's user
 PG_NS=no       # initdb needs a readable /etc/passwd in a namespace of its own
 PG_OPTS=()
 
-pg_setup() {
+# pg_available: 0 when PostgreSQL's server and psql are installed and
+# this libpetrel has the pool; else 1, with the reason in PG_WHY
+pg_available() {
     if [[ -z $PG_BINDIR ]]; then
         local d
         for d in $(ls -d /usr/lib/postgresql/*/bin 2>/dev/null | sort -V); do
             [[ -x $d/initdb && -x $d/postgres ]] && PG_BINDIR=$d
         done
     fi
-    [[ -n $PG_BINDIR && -x $PG_BINDIR/initdb && -x $PG_BINDIR/postgres ]] ||
-        skip "PostgreSQL's server is not installed (no /usr/lib/postgresql/*/bin/initdb; apt-get install postgresql, or ./bootstrap --test)"
-    command -v psql >/dev/null || skip "psql is not installed (apt-get install postgresql-client)"
+    PG_WHY=
+    if [[ -z $PG_BINDIR || ! -x $PG_BINDIR/initdb || ! -x $PG_BINDIR/postgres ]]; then
+        PG_WHY="PostgreSQL's server is not installed (no /usr/lib/postgresql/*/bin/initdb; apt-get install postgresql, or ./bootstrap --test)"
+    elif ! command -v psql >/dev/null; then
+        PG_WHY="psql is not installed (apt-get install postgresql-client)"
+    elif [[ -n ${top_builddir:-} && -f $top_builddir/config.h ]] &&
+        ! grep -q '^#define HAVE_PGSQL 1' "$top_builddir/config.h"; then
+        PG_WHY="petrel was built without its PostgreSQL pool (configure found no libpq: apt-get install libpq-dev, and configure again)"
+    fi
+    [[ -z $PG_WHY ]]
+}
+
+pg_setup() {
+    pg_available || skip "$PG_WHY"
     PG_DIR=$LIB_TMP/pg
     mkdir -p "$PG_DIR/sock"
     if [[ $(id -u) -eq 0 ]]; then
