@@ -124,31 +124,26 @@ static char *json_world(char *p, const world_t *w)
     return p;
 }
 
-/* Bytes of `s` in a JSON string: each byte that must be escaped costs 2
- * (\" \\ \n ...) or 6 (\u00XX); UTF-8 passes as it is. */
-static size_t json_str_len(const char *s, size_t n)
-{
-    size_t len = n + 2;
-    for (size_t i = 0; i < n; i++) {
-        unsigned char c = (unsigned char)s[i];
-        if (c == '"' || c == '\\')
-            len += 1;
-        else if (c < 0x20)
-            len += (c == '\n' || c == '\r' || c == '\t') ? 1 : 5;
-    }
-    return len;
-}
+/* 1 for the bytes a JSON string must escape (RFC 8259 §7): the controls,
+ * '"' and '\\'.  The rest, UTF-8 included, goes as it is. */
+static const unsigned char json_esc[256] = {[0 ... 0x1f] = 1, ['"'] = 1, ['\\'] = 1};
 
+/* `s` as a JSON string at o, which has room for 6 * n + 2 bytes (every
+ * byte escaped as \u00XX); returns the end.  Runs of plain bytes are
+ * copied whole. */
 static char *json_str(char *o, const char *s, size_t n)
 {
     static const char hex[16] = "0123456789abcdef";
     *o++ = '"';
-    for (size_t i = 0; i < n; i++) {
-        unsigned char c = (unsigned char)s[i];
-        if (c >= 0x20 && c != '"' && c != '\\') {
-            *o++ = (char)c;
-            continue;
-        }
+    for (size_t i = 0;;) {
+        size_t j = i;
+        while (j < n && !json_esc[(unsigned char)s[j]])
+            j++;
+        memcpy(o, s + i, j - i);
+        o += j - i;
+        if (j == n)
+            break;
+        unsigned char c = (unsigned char)s[j];
         *o++ = '\\';
         switch (c) {
         case '"':
@@ -163,6 +158,7 @@ static char *json_str(char *o, const char *s, size_t n)
             o[4] = hex[c & 15];
             o += 5;
         }
+        i = j + 1;
     }
     *o++ = '"';
     return o;
@@ -202,19 +198,18 @@ static int world_of(const petrel_pg_result_t *res, int row, world_t *w)
 
 /* The object of the JSON test, made for each request and serialized. */
 typedef struct message {
-    const char *message;
+    petrel_str_t message;
 } message_t;
 
 static int json(petrel_req_t *req, void *data)
 {
     (void)data;
-    message_t m = {hello};
-    size_t ml = strlen(m.message);
-    char *b = petrel_arena_alloc(req->arena, 12 + json_str_len(m.message, ml) + 1, 1);
+    message_t m = {{hello, sizeof(hello) - 1}};
+    char *b = petrel_arena_alloc(req->arena, 11 + 6 * m.message.len + 2 + 1, 1);
     if (b == NULL)
         return PETREL_ENOMEM;
     memcpy(b, "{\"message\":", 11);
-    char *p = json_str(b + 11, m.message, ml);
+    char *p = json_str(b + 11, m.message.ptr, m.message.len);
     *p++ = '}';
     return petrel_send(req, 200, json_type, b, (size_t)(p - b));
 }

@@ -1,0 +1,145 @@
+#!/usr/bin/env bash
+# tfb-bench.sh -- the tfb module against PostgreSQL's own ceiling, measured
+# in one run on one machine (doc/benchmarks.md, "PostgreSQL"):
+#
+#   pgbench -S -M prepared        the built-in select-only transaction
+#   pgbench world.sql             SELECT id, randomnumber FROM world WHERE id = :id
+#                                 (the query of /db), -M prepared
+#   pgbench world20.sql           20 of them between \startpipeline and
+#                                 \endpipeline (the queries of /queries?queries=20)
+#   petrel /db, /queries?queries=20, /fortunes, /updates?queries=20
+#                                 petrel-bench over HTTP_CONNS keep-alive
+#                                 connections to petrel (one worker, a pool of
+#                                 CONNS connections)
+#
+# pgbench runs with CONNS connections (-c CONNS -j 1), as many as the pool
+# has.  Each round runs every measurement once, the rounds interleave them,
+# and the report gives each round and the median; rows/s = req/s x rows.
+# The server is the one of the PG* variables (or libpq's defaults); it must
+# hold the databases hello_world (examples/tfb/setup.sh) and pgbench
+# (pgbench -i -s 1 pgbench).  Pinning: the database server to DB_CPU (its
+# postmaster and backends: root, or the server's own user, is needed),
+# petrel to SERVER_CPU, pgbench and petrel-bench to CLIENT_CPU.
+#
+# usage: tools/tfb-bench.sh [-r ROUNDS] [-d SECS] [-c CONNS] [--http-conns N]
+#            [--db-cpu C] [--server-cpu C] [--client-cpu C] [--petrel PATH]
+#            [--bench PATH] [--port PORT]
+set -euo pipefail
+
+ROUNDS=3 SECS=10 CONNS=4 HTTP_CONNS=64 DB_CPU= SERVER_CPU=0 CLIENT_CPU=1 PORT=28977
+here=$(cd "$(dirname "$0")" && pwd)
+PETREL=$here/../build/src/petrel
+BENCH=$here/../build/src/bench/petrel-bench
+while (($#)); do
+    case $1 in
+    -r) ROUNDS=$2 ;;
+    -d) SECS=$2 ;;
+    -c) CONNS=$2 ;;
+    --http-conns) HTTP_CONNS=$2 ;;
+    --db-cpu) DB_CPU=$2 ;;
+    --server-cpu) SERVER_CPU=$2 ;;
+    --client-cpu) CLIENT_CPU=$2 ;;
+    --petrel) PETREL=$2 ;;
+    --bench) BENCH=$2 ;;
+    --port) PORT=$2 ;;
+    -h | --help) sed -n '2,27s/^# \{0,1\}//p' "$0"; exit 0 ;;
+    *) echo "tfb-bench.sh: unknown option $1 (see --help)" >&2; exit 2 ;;
+    esac
+    shift 2
+done
+for t in pgbench psql taskset /usr/bin/python3; do
+    command -v "$t" >/dev/null || { echo "tfb-bench.sh: $t not found" >&2; exit 1; }
+done
+[[ -x $PETREL && -x $BENCH ]] || { echo "tfb-bench.sh: no $PETREL or $BENCH (build first)" >&2; exit 1; }
+psql -X -At -d hello_world -c 'SELECT 1 FROM world LIMIT 1' >/dev/null ||
+    { echo "tfb-bench.sh: no hello_world database (examples/tfb/setup.sh)" >&2; exit 1; }
+psql -X -At -d pgbench -c 'SELECT 1 FROM pgbench_accounts LIMIT 1' >/dev/null ||
+    { echo "tfb-bench.sh: no pgbench database (pgbench -i -s 1 pgbench)" >&2; exit 1; }
+
+TMP=$(mktemp -d)
+PID=
+cleanup() {
+    [[ -z $PID ]] || { kill -TERM "$PID" 2>/dev/null; wait "$PID" 2>/dev/null; } || true
+    rm -rf "$TMP"
+}
+trap cleanup EXIT
+
+if [[ -n $DB_CPU ]]; then
+    pm=$(awk '{ print $4 }' "/proc/$(psql -X -At -d postgres -c 'SELECT pg_backend_pid()')/stat")
+    for p in $pm $(pgrep -P "$pm"); do taskset -a -p -c "$DB_CPU" "$p" >/dev/null; done
+fi
+
+printf '\\set id random(1, 10000)\nSELECT id, randomnumber FROM world WHERE id = :id;\n' >"$TMP/world.sql"
+{
+    for i in $(seq 20); do echo "\\set id$i random(1, 10000)"; done
+    echo '\startpipeline'
+    for i in $(seq 20); do echo "SELECT id, randomnumber FROM world WHERE id = :id$i;"; done
+    echo '\endpipeline'
+} >"$TMP/world20.sql"
+
+pgb() { # NAME ARGS...: one pgbench run -> "NAME TPS"
+    local name=$1 tps
+    shift
+    tps=$(taskset -c "$CLIENT_CPU" pgbench -n -M prepared -c "$CONNS" -j 1 -T "$SECS" "$@" 2>&1 |
+        sed -n 's/^tps = \([0-9.]*\) .*/\1/p')
+    echo "$name ${tps:-0}"
+}
+
+petrel_up() {
+    taskset -c "$SERVER_CPU" "$PETREL" --listen "127.0.0.1:$PORT" --workers 1 --log-level error \
+        --module "tfb:pool.connections=$CONNS dbname=hello_world" >"$TMP/petrel.log" 2>&1 &
+    PID=$!
+    for _ in $(seq 200); do
+        (exec 3<>"/dev/tcp/127.0.0.1/$PORT") 2>/dev/null && return 0
+        sleep 0.05
+    done
+    echo "tfb-bench.sh: petrel did not start: $(cat "$TMP/petrel.log")" >&2
+    exit 1
+}
+
+hb() { # NAME PATH: one petrel-bench run -> "NAME RPS ERRORS"
+    taskset -c "$CLIENT_CPU" "$BENCH" -c "$HTTP_CONNS" -d "${SECS}s" --warmup 1s --json \
+        "http://127.0.0.1:$PORT$2" >"$TMP/b.json"
+    /usr/bin/python3 -c 'import json, sys
+j = json.load(open(sys.argv[1]))
+print(sys.argv[2], "%.1f" % j["rps"], j["errors"]["total"])' "$TMP/b.json" "$1"
+}
+
+petrel_up
+: >"$TMP/all"
+for ((r = 1; r <= ROUNDS; r++)); do
+    {
+        pgb pgbench-S -S pgbench
+        pgb pgbench-world -f "$TMP/world.sql" hello_world
+        pgb pgbench-world20 -f "$TMP/world20.sql" hello_world
+        hb db /db
+        hb queries20 "/queries?queries=20"
+        hb fortunes /fortunes
+        hb updates20 "/updates?queries=20"
+    } | sed "s/^/$r /" | tee -a "$TMP/all" >&2
+done
+
+/usr/bin/python3 - "$TMP/all" "$ROUNDS" <<'PY'
+import statistics, sys
+rows = [l.split() for l in open(sys.argv[1])]
+v = {}
+for r in rows:
+    v.setdefault(r[1], []).append(float(r[2]))
+med = {k: statistics.median(x) for k, x in v.items()}
+per = {"pgbench-world20": 20, "queries20": 20, "updates20": 20}
+print("| measurement | per round | median | rows/s | ratio |")
+print("|---|---|---:|---:|---:|")
+anchor = {"db": "pgbench-world", "queries20": "pgbench-world20"}
+for k in ["pgbench-S", "pgbench-world", "pgbench-world20", "db", "queries20", "fortunes", "updates20"]:
+    if k not in med:
+        continue
+    n = per.get(k, 1)
+    ratio = ""
+    if k in anchor:
+        a = anchor[k]
+        ratio = "%.2fx %s" % (med[k] * n / (med[a] * per.get(a, 1)), a)
+    print("| %s | %s | %s | %s | %s |" % (k, " / ".join("%.0f" % x for x in v[k]), "{:,.0f}".format(med[k]),
+                                      "{:,.0f}".format(med[k] * n), ratio))
+errs = sum(int(r[3]) for r in rows if len(r) > 3)
+print("\nHTTP errors in all rounds: %d" % errs)
+PY
