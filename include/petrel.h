@@ -1297,15 +1297,20 @@ PETREL_API void petrel_timer_stop(petrel_timer_t *t);
  * queries of requests whose client left.
  *
  * The queries a request makes one after the other (before it returns to
- * the loop: in the handler, or in one callback) form a batch: they run in
- * one implicit transaction, in order, and their callbacks run in order once
- * the whole batch has been answered.  When one of them fails, the batch is
- * rolled back: the failing query reports its error (PETREL_PG_ESQL) and the
- * others PETREL_PG_EABORTED.  Batches that fail with a serialization
- * failure or a deadlock (SQLSTATE 40001, 40P01) are run again, twice at
- * most, before their callbacks learn of it.  A batch must not leave a
- * transaction open (BEGIN without COMMIT): the connection goes on to other
- * requests' batches.
+ * the loop: in the handler, or in one callback) form a batch, sent to one
+ * connection as they are made.  At the end of the loop turn each
+ * connection gets one Sync (one write): the batches it got in that turn
+ * run in order in one implicit transaction, and their callbacks run, in
+ * order, once the transaction is over.  When a query fails, the
+ * transaction is rolled back: that query reports its error
+ * (PETREL_PG_ESQL) and the other queries of its batch PETREL_PG_EABORTED,
+ * while the batches of other requests in the same transaction, which did
+ * nothing wrong, are run again, each in a transaction of its own, before
+ * anyone saw their results.  So are batches that fail with a
+ * serialization failure or a deadlock (SQLSTATE 40001, 40P01), twice at
+ * most.  A batch must not leave a transaction open (BEGIN without
+ * COMMIT), and should not count on what another request's batch did in the
+ * same transaction.
  *
  * Lifetime: from petrel_pg_open() to petrel_pg_close(), in the worker that
  * opened it; use it only from that worker's handlers and callbacks.

@@ -4,17 +4,19 @@
  * that touches libpq.
  *
  * Each connection runs in pipeline mode.  The queries a request makes one
- * after the other in a loop turn form a batch: they are sent as they are
- * made, and a Sync closes the batch when another batch takes the
- * connection or at the end of the turn (PQpipelineSync writes: one write
- * per batch).  The server answers the batches of a connection in order; a
- * connection keeps the batches it sent in `sent`, and a cursor in the
- * oldest one says which query the next result belongs to.  A batch's
- * results are held until its Sync arrives, then its callbacks run in
- * order: a batch that failed is rolled back whole, and one that failed for
- * a reason that running it again cures (a serialization failure, a
- * deadlock, a cancel meant for another batch) is run again before anyone
- * saw its results.
+ * after the other in a loop turn form a batch; they are sent as they are
+ * made, and at the end of the turn one Sync per connection closes the
+ * transaction of the batches it got (PQpipelineSync writes: one write per
+ * connection and turn, and the server flushes its answers once per
+ * transaction too).  The server answers the transactions of a connection
+ * in order; a connection keeps the batches it sent in `sent`, and a
+ * cursor says which query of which batch the next result belongs to.
+ * Results are held until the transaction's Sync arrives, then the
+ * callbacks run in order.  A transaction that failed was rolled back
+ * whole: the batch at fault gets its error, the others are run again, each
+ * on its own, before anyone saw their results (and so is one that failed
+ * for a reason that running it again cures: a serialization failure, a
+ * deadlock, a cancel meant for another batch).
  *
  * No heap allocation per query after warm-up: batches and queries come
  * from the pool's free lists, with the copies of their parameters in
@@ -94,6 +96,8 @@ struct pgbatch {
     bool internal; /* the pool's own (a cancel) */
     bool canceled; /* its request was aborted: results dropped */
     bool exposed;  /* a cancel meant for another batch may hit it */
+    bool seg_end;  /* the Sync follows it */
+    bool isolate;  /* run again: in a transaction of its own */
     unsigned retries;
     pgq_t *failed; /* the query whose error failed the batch */
     pgbatch_t *cnext; /* petrel_pg_cancel's list */
@@ -109,6 +113,7 @@ struct pgconn {
     int state;
     petrel__list_t sent; /* batches sent, oldest first */
     pgbatch_t *open;     /* the newest of them, before its Sync */
+    pgbatch_t *rb;       /* the one the next result is for (NULL: the oldest) */
     pgbatch_t *cancel_for; /* the batch a server-side cancel was sent for */
     unsigned nq;         /* queries in flight */
     unsigned char *prepared;
@@ -162,7 +167,7 @@ static petrel__list_t pools = {&pools, &pools};
 static void conn_connect(pgconn_t *c);
 static void conn_lost(pgconn_t *c, const char *why);
 static void dispatch(petrel_pg_t *p);
-static void server_cancel(pgconn_t *c);
+static void server_cancel(pgconn_t *c, pgbatch_t *b);
 static void cancels_send(petrel_pg_t *p);
 static void deliver(petrel_pg_t *p, pgbatch_t *b, int status, const char *sqlstate,
                     const char *msg);
@@ -346,6 +351,7 @@ static void conn_drop(pgconn_t *c)
         c->pool->ready--;
     c->state = C_DOWN;
     c->open = NULL;
+    c->rb = NULL;
     c->cancel_for = NULL;
     c->broken = false;
     c->cancel_out = 0;
@@ -517,6 +523,7 @@ static void conn_flush(pgconn_t *c)
  * before it). */
 static void batch_close(pgconn_t *c)
 {
+    c->open->seg_end = true;
     c->open = NULL;
     if (PQpipelineSync(c->pg) != 1) {
         c->broken = true;
@@ -570,9 +577,10 @@ broken:
  * the batch is complete. */
 static void batch_attach(pgconn_t *c, pgbatch_t *b)
 {
-    if (c->open)
+    if (c->open && (b->isolate || c->open->isolate))
         batch_close(c);
     b->conn = c;
+    b->seg_end = false;
     b->state = B_SENT;
     b->exposed = c->cancel_out > 0 || petrel__loop->now_ms < c->cancel_until;
     list_append(&c->sent, &b->node);
@@ -582,6 +590,10 @@ static void batch_attach(pgconn_t *c, pgbatch_t *b)
     for (pgq_t *q = b->first; q; q = q->next)
         send_q(c, q);
     b->cur_prep = b->first ? b->first->prep : false;
+    if (b->isolate)
+        batch_close(c);
+    /* the Sync of the transaction: at the end of this loop turn */
+    petrel__pending_add(petrel__loop, &c->pool->turn);
 }
 
 /* The ready connection with the fewest queries in flight, under the depth. */
@@ -608,8 +620,6 @@ static void dispatch(petrel_pg_t *p)
         list_unlink(&b->node);
         p->queued -= b->nq;
         batch_attach(c, b);
-        if (p->last != b) /* else it may still grow in this turn */
-            batch_close(c);
     }
 }
 
@@ -716,46 +726,106 @@ static bool retriable(const pgbatch_t *b)
            (b->exposed && strcmp(s, "57014") == 0);
 }
 
-/* The Sync of the oldest batch of c arrived: it is complete. */
-static void batch_done(pgconn_t *c, pgbatch_t *b)
+/* Is b in the transaction that runs on c now (the oldest one)? */
+static bool running(const pgconn_t *c, const pgbatch_t *b)
 {
-    petrel_pg_t *p = c->pool;
-    list_unlink(&b->node);
-    c->nq -= b->nq;
-    if (c->cancel_for == b)
-        c->cancel_for = NULL;
-    if (b->failed && retriable(b)) {
-        /* rolled back and seen by nobody: run it again, first in line */
-        for (pgq_t *q = b->first; q; q = q->next)
-            if (q->res) {
-                PQclear(q->res);
-                q->res = NULL;
-            }
-        b->failed = NULL;
-        b->retries++;
-        b->conn = NULL;
-        b->state = B_QUEUED;
-        p->st.retried++;
-        p->queued += b->nq;
-        b->node.next = p->queue.next;
-        b->node.prev = &p->queue;
-        p->queue.next->prev = &b->node;
-        p->queue.next = &b->node;
-    } else {
-        deliver(p, b, PETREL_PG_OK, "00000", "");
+    for (const petrel__list_t *x = c->sent.next; x != &c->sent; x = x->next) {
+        const pgbatch_t *y = container_of(x, pgbatch_t, node);
+        if (y == b)
+            return true;
+        if (y->seg_end)
+            return false;
     }
-    /* the next batch, if its request left meanwhile: cancel it there */
-    if (c->state == C_READY && !list_empty(&c->sent)) {
-        pgbatch_t *h = container_of(c->sent.next, pgbatch_t, node);
-        if (h->canceled && h->cur == h->first && h->first && h->cur_prep == h->first->prep)
-            server_cancel(c);
-    }
+    return false;
 }
 
-/* One result (or NULL, the end of one) for the oldest batch of c. */
+/* Run b again, before anything waiting: nobody saw its results. */
+static void requeue_front(petrel_pg_t *p, pgbatch_t *b)
+{
+    for (pgq_t *q = b->first; q; q = q->next)
+        if (q->res) {
+            PQclear(q->res);
+            q->res = NULL;
+        }
+    b->failed = NULL;
+    b->conn = NULL;
+    b->state = B_QUEUED;
+    b->isolate = true;
+    p->st.retried++;
+    p->queued += b->nq;
+    b->node.next = p->queue.next;
+    b->node.prev = &p->queue;
+    p->queue.next->prev = &b->node;
+    p->queue.next = &b->node;
+}
+
+/*
+ * The Sync of the oldest transaction of c arrived: its batches are
+ * complete.  When one failed, the transaction was rolled back: that one
+ * reports its error (or is run again, for a serialization failure, a
+ * deadlock or a stray cancel), and the others, which did nothing wrong,
+ * are run again each in a transaction of its own.
+ */
+static void segment_done(pgconn_t *c)
+{
+    petrel_pg_t *p = c->pool;
+    petrel__list_t seg;
+    list_init(&seg);
+    pgbatch_t *failed = NULL;
+    while (!list_empty(&c->sent)) {
+        petrel__list_t *n = c->sent.next;
+        pgbatch_t *x = container_of(n, pgbatch_t, node);
+        list_unlink(n);
+        list_append(&seg, n);
+        c->nq -= x->nq;
+        if (c->cancel_for == x)
+            c->cancel_for = NULL;
+        if (x->failed && failed == NULL)
+            failed = x;
+        if (x->seg_end)
+            break;
+    }
+    c->rb = NULL;
+    if (failed) {
+        /* in reverse, each to the front: the queue keeps their order */
+        for (petrel__list_t *y = seg.prev; y != &seg;) {
+            pgbatch_t *b = container_of(y, pgbatch_t, node);
+            y = y->prev;
+            if (b == failed && !retriable(b))
+                continue;
+            if (b->internal || b->canceled || (b->for_req && !req_live(b))) { /* not again */
+                if (b != failed)
+                    continue;
+            }
+            list_unlink(&b->node);
+            if (b == failed)
+                b->retries++;
+            requeue_front(p, b);
+        }
+    }
+    while (!list_empty(&seg)) {
+        pgbatch_t *b = container_of(seg.next, pgbatch_t, node);
+        list_unlink(&b->node);
+        b->conn = NULL;
+        deliver(p, b, PETREL_PG_OK, "00000", "");
+    }
+    /* the next transaction holds a batch whose request left: cancel it there */
+    if (c->state == C_READY && c->cancel_for == NULL)
+        for (petrel__list_t *y = c->sent.next; y != &c->sent; y = y->next) {
+            pgbatch_t *h = container_of(y, pgbatch_t, node);
+            if (h->canceled) {
+                server_cancel(c, h);
+                break;
+            }
+            if (h->seg_end)
+                break;
+        }
+}
+
+/* One result (or NULL, the end of one) of the batches c sent. */
 static void conn_result(pgconn_t *c, PGresult *r)
 {
-    pgbatch_t *b = container_of(c->sent.next, pgbatch_t, node);
+    pgbatch_t *b = c->rb ? c->rb : container_of(c->sent.next, pgbatch_t, node);
     if (r == NULL) {
         if (b->cur == NULL)
             return; /* nothing expected: PQgetResult when idle */
@@ -770,8 +840,12 @@ static void conn_result(pgconn_t *c, PGresult *r)
     ExecStatusType st = PQresultStatus(r);
     if (st == PGRES_PIPELINE_SYNC) {
         PQclear(r);
-        batch_done(c, b);
+        segment_done(c);
         return;
+    }
+    if (b->cur == NULL && !b->seg_end && b->node.next != &c->sent) {
+        /* b is answered: this is the first result of the next batch */
+        b = c->rb = container_of(b->node.next, pgbatch_t, node);
     }
     pgq_t *q = b->cur;
     if (q == NULL) { /* more results than queries: libpq's or the server's surprise */
@@ -808,8 +882,9 @@ static void conn_read(pgconn_t *c)
     /* the callbacks run from here may make queries, on this connection too */
     while (c->state == C_READY && !list_empty(&c->sent) && !PQisBusy(c->pg)) {
         PGresult *r = PQgetResult(c->pg);
-        if (r == NULL && container_of(c->sent.next, pgbatch_t, node)->cur == NULL)
-            break; /* the open batch is answered so far; its Sync is not sent */
+        pgbatch_t *rb = c->rb ? c->rb : container_of(c->sent.next, pgbatch_t, node);
+        if (r == NULL && rb->cur == NULL)
+            break; /* answered so far; the Sync is not sent yet */
         conn_result(c, r);
     }
     if (c->state == C_READY)
@@ -901,8 +976,7 @@ static void cancels_send(petrel_pg_t *p)
             continue;
         c->cancel_wanted = false;
         /* still running what the cancel is for? */
-        if (c->state != C_READY || list_empty(&c->sent) ||
-            container_of(c->sent.next, pgbatch_t, node) != c->cancel_for)
+        if (c->state != C_READY || c->cancel_for == NULL || !running(c, c->cancel_for))
             continue;
         pgbatch_t *b = b_get(p);
         pgq_t *q = b ? q_get(p) : NULL;
@@ -932,18 +1006,17 @@ static void cancels_send(petrel_pg_t *p)
     }
 }
 
-/* The oldest batch of c belongs to an aborted request: have the server
- * cancel what its backend runs (pg_cancel_backend(), allowed for backends
- * of the same role), from the canceller.  A cancel that lands after that
- * batch is over hits the next one: that one is run again (batch_done,
- * `exposed`). */
-static void server_cancel(pgconn_t *c)
+/* Batch b of c, running or about to, belongs to an aborted request: have
+ * the server cancel what its backend runs (pg_cancel_backend(), allowed
+ * for backends of the same role), from the canceller.  The transaction of
+ * b fails; the other batches in it are run again (segment_done), and so is
+ * the one a cancel that lands late hits (`exposed`). */
+static void server_cancel(pgconn_t *c, pgbatch_t *b)
 {
     petrel_pg_t *p = c->pool;
-    pgbatch_t *h = container_of(c->sent.next, pgbatch_t, node);
-    if (c->cancel_for == h)
+    if (c->cancel_for == b)
         return;
-    c->cancel_for = h;
+    c->cancel_for = b;
     c->cancel_wanted = true;
     pgconn_t *x = canceller(p);
     if (x->state == C_READY)
@@ -1007,9 +1080,8 @@ static int cancel_req(petrel_pg_t *p, petrel_req_t *req)
         if (p->last == b)
             p->last = NULL;
         pgconn_t *c = b->conn;
-        if (c && c->state == C_READY && container_of(c->sent.next, pgbatch_t, node) == b &&
-            c->open != b)
-            server_cancel(c);
+        if (c && c->state == C_READY && running(c, b))
+            server_cancel(c, b);
     }
     return n;
 }

@@ -42,16 +42,38 @@ ok("connection and queue full: 503 with Retry-After: 7 after %.3fs; the running 
 r = get("/one")
 check(r.status == 200 and r.body == b"1", "afterwards: %r" % r)
 ok("then the pool takes queries again")
+
 PY
 
+n0=$(grep -c "SQLSTATE" "$PETREL_ERR" || true)
 curl_ -D "$LIB_TMP/h" -o "$LIB_TMP/b" "$BASE/sql/bad"
 expect_eq "$(status_of "$LIB_TMP/h")" 500 "GET /sql/bad (no such table)"
-wait_for "$(bound 5)" grep -q "SQLSTATE 42P01" "$PETREL_ERR"
+more() { (($(grep -c "SQLSTATE" "$PETREL_ERR") > n0)); }
+wait_for "$(bound 5)" more
 n=$(grep -c "SQLSTATE" "$PETREL_ERR")
-expect_eq "$n" 1 "error log lines with an SQLSTATE"
-line=$(grep "SQLSTATE" "$PETREL_ERR")
+expect_eq "$((n - n0))" 1 "error log lines with an SQLSTATE for one failed request"
+line=$(grep "SQLSTATE" "$PETREL_ERR" | tail -n 1)
 expect_match "$line" '\[error\] .*request [0-9]+ GET /sql/bad: query failed: SQLSTATE 42P01: relation "no_such_table" does not exist' "the log line"
 ok "an SQL error: 500 and one log line: ${line#*] }"
+petrel_stop
+
+# --- one connection, no limit: batches of one turn share a transaction ----------
+petrel_start --workers 1 \
+    --dev --module "$LIB_TMP/pgtest.c:pool.connections=1 host=$PGHOST port=$PGPORT dbname=postgres user=postgres"
+pyrun <<'PY'
+from petrel_client import *
+# the batches of one loop turn share a transaction on the one connection:
+# the failing one fails alone, the others are run again and answer
+c = Conn()
+c.send(request("GET", "/one") + request("GET", "/sql/bad") + request("GET", "/one") +
+       request("GET", "/sleep?s=0"))
+got = [c.read_response() for _ in range(4)]
+check([r.status for r in got] == [200, 500, 200, 200], "pipelined good, bad, good: %r" % got)
+check(got[0].body == b"1" and got[2].body == b"1" and got[3].body == b"slept", "bodies: %r" % got)
+c.close()
+ok("a failing query in a transaction shared with other requests' batches: 500 for it, 200 for "
+   "the others (run again on their own)")
+PY
 petrel_stop
 
 # --- bad settings: refused at start-up ----------------------------------------------
