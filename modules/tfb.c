@@ -63,7 +63,10 @@ static uint32_t rnd(void)
 }
 
 /* 1..10000, uniformly (the modulo bias of 2^32 % 10000 is 7e-7). */
-static int32_t random_id(void) { return (int32_t)(rnd() % WORLD_ROWS) + 1; }
+static int32_t random_id(void)
+{
+    return (int32_t)(rnd() % WORLD_ROWS) + 1;
+}
 
 /* `v` (>= 0) in decimal at p; returns the end. */
 static char *put_int(char *p, int32_t v)
@@ -147,10 +150,18 @@ static char *json_str(char *o, const char *s, size_t n)
         *o++ = '\\';
         switch (c) {
         case '"':
-        case '\\': *o++ = (char)c; break;
-        case '\n': *o++ = 'n'; break;
-        case '\r': *o++ = 'r'; break;
-        case '\t': *o++ = 't'; break;
+        case '\\':
+            *o++ = (char)c;
+            break;
+        case '\n':
+            *o++ = 'n';
+            break;
+        case '\r':
+            *o++ = 'r';
+            break;
+        case '\t':
+            *o++ = 't';
+            break;
         default:
             o[0] = 'u';
             o[1] = o[2] = '0';
@@ -240,8 +251,9 @@ static void db_done(const petrel_pg_result_t *res, void *data)
         return;
     }
     if (petrel_pg_nrows(res) != 1 || world_of(res, 0, &w) < 0) {
-        petrel_log(PETREL_LOG_ERROR, "tfb: request %llu: no World row (is the database "
-                                     "hello_world of examples/tfb/setup.sh?)",
+        petrel_log(PETREL_LOG_ERROR,
+                   "tfb: request %llu: no World row (is the database "
+                   "hello_world of examples/tfb/setup.sh?)",
                    (unsigned long long)req->id);
         petrel_send_status(req, 500);
         return;
@@ -261,8 +273,8 @@ static int db_one(petrel_req_t *req, void *data)
 /* The rows of /queries, /updates and /cached-queries, in the request arena. */
 typedef struct rows {
     petrel_req_t *req;
-    int n;     /* rows wanted */
-    int done;  /* callbacks so far */
+    int n;    /* rows wanted */
+    int done; /* callbacks so far */
     int failed;
     world_t w[];
 } rows_t;
@@ -436,11 +448,21 @@ static size_t html_len(const char *s, size_t n)
     size_t len = n;
     for (size_t i = 0; i < n; i++)
         switch (s[i]) {
-        case '&': len += 4; break;            /* &amp; */
-        case '<': case '>': len += 3; break;  /* &lt; &gt; */
-        case '"': len += 5; break;            /* &quot; */
-        case '\'': len += 4; break;           /* &#39; */
-        default: break;
+        case '&':
+            len += 4;
+            break; /* &amp; */
+        case '<':
+        case '>':
+            len += 3;
+            break; /* &lt; &gt; */
+        case '"':
+            len += 5;
+            break; /* &quot; */
+        case '\'':
+            len += 4;
+            break; /* &#39; */
+        default:
+            break;
         }
     return len;
 }
@@ -457,12 +479,23 @@ static char *html(char *p, const char *s, size_t n)
 {
     for (size_t i = 0; i < n; i++)
         switch (s[i]) {
-        case '&': p = PUT_LIT(p, "&amp;"); break;
-        case '<': p = PUT_LIT(p, "&lt;"); break;
-        case '>': p = PUT_LIT(p, "&gt;"); break;
-        case '"': p = PUT_LIT(p, "&quot;"); break;
-        case '\'': p = PUT_LIT(p, "&#39;"); break;
-        default: *p++ = s[i];
+        case '&':
+            p = PUT_LIT(p, "&amp;");
+            break;
+        case '<':
+            p = PUT_LIT(p, "&lt;");
+            break;
+        case '>':
+            p = PUT_LIT(p, "&gt;");
+            break;
+        case '"':
+            p = PUT_LIT(p, "&quot;");
+            break;
+        case '\'':
+            p = PUT_LIT(p, "&#39;");
+            break;
+        default:
+            *p++ = s[i];
         }
     return p;
 }
@@ -646,9 +679,9 @@ static int init(petrel_server_t *srv, const char *args)
 {
     (void)srv;
     if (!petrel_pg_supported()) {
-        petrel_log(PETREL_LOG_ERROR, "tfb: this petrel was built without PostgreSQL (configure "
-                                     "found no libpq): install the Debian package libpq-dev "
-                                     "and build it again");
+        petrel_log(PETREL_LOG_ERROR, "tfb: this petrel was built without its PostgreSQL pool "
+                                     "(configure --without-pgsql, or no libpq: install the "
+                                     "Debian package libpq-dev and configure again)");
         return PETREL_ENOTFOUND;
     }
     petrel_pg_opts_init(&opts);

@@ -99,7 +99,7 @@ struct pgbatch {
     bool seg_end;  /* the Sync follows it */
     bool isolate;  /* run again: in a transaction of its own */
     unsigned retries;
-    pgq_t *failed; /* the query whose error failed the batch */
+    pgq_t *failed;    /* the query whose error failed the batch */
     pgbatch_t *cnext; /* petrel_pg_cancel's list */
 };
 
@@ -111,16 +111,16 @@ struct pgconn {
     int fd;
     int wev;
     int state;
-    petrel__list_t sent; /* batches sent, oldest first */
-    pgbatch_t *open;     /* the newest of them, before its Sync */
-    pgbatch_t *rb;       /* the one the next result is for (NULL: the oldest) */
+    petrel__list_t sent;   /* batches sent, oldest first */
+    pgbatch_t *open;       /* the newest of them, before its Sync */
+    pgbatch_t *rb;         /* the one the next result is for (NULL: the oldest) */
     pgbatch_t *cancel_for; /* the batch a server-side cancel was sent for */
-    unsigned nq;         /* queries in flight */
+    unsigned nq;           /* queries in flight */
     unsigned char *prepared;
     unsigned nprepared;
     petrel_timer_t *timer; /* connect timeout, or the wait before reconnecting */
     unsigned backoff_ms;
-    bool broken;  /* a send failed: failed at the end of the turn */
+    bool broken;        /* a send failed: failed at the end of the turn */
     bool canceller;     /* the pool's connection for cancels only */
     bool cancel_wanted; /* a cancel for it waits for the canceller */
     unsigned cancel_out;
@@ -396,8 +396,9 @@ static void pool_check_down(petrel_pg_t *p, const char *why)
     if (p->ready > 0 || p->down)
         return;
     p->down = true;
-    petrel_log(PETREL_LOG_ERROR, "pg: the database is unavailable: %s; reconnecting every %u ms "
-                                 "at most",
+    petrel_log(PETREL_LOG_ERROR,
+               "pg: the database is unavailable: %s; reconnecting every %u ms "
+               "at most",
                why, p->o.reconnect_max_ms);
     fail_queue(p, why);
 }
@@ -473,8 +474,7 @@ static void conn_poll(pgconn_t *c)
         return;
     case PGRES_POLLING_READING:
     case PGRES_POLLING_WRITING:
-        if (conn_watch(c, st == PGRES_POLLING_READING ? PETREL_WATCH_READ : PETREL_WATCH_WRITE) <
-            0)
+        if (conn_watch(c, st == PGRES_POLLING_READING ? PETREL_WATCH_READ : PETREL_WATCH_WRITE) < 0)
             conn_attempt_failed(c, "cannot watch the connection's socket");
         return;
     default:
@@ -667,8 +667,7 @@ static void log_failure(pgbatch_t *b, const char *sqlstate, const char *msg)
  * its own result, and all of them fail when one did.  A batch whose
  * request ended calls nobody back: its data may be gone.
  */
-static void deliver(petrel_pg_t *p, pgbatch_t *b, int status, const char *sqlstate,
-                    const char *msg)
+static void deliver(petrel_pg_t *p, pgbatch_t *b, int status, const char *sqlstate, const char *msg)
 {
     b->state = B_DELIVERING;
     petrel_pg_result_t r = {status, sqlstate, msg, NULL, p};
@@ -718,8 +717,7 @@ static void deliver(petrel_pg_t *p, pgbatch_t *b, int status, const char *sqlsta
 
 static bool retriable(const pgbatch_t *b)
 {
-    if (b->internal || b->retries >= PG_MAX_RETRIES || b->canceled ||
-        (b->for_req && !req_live(b)))
+    if (b->internal || b->retries >= PG_MAX_RETRIES || b->canceled || (b->for_req && !req_live(b)))
         return false;
     const char *s = res_field(b->failed->res, PG_DIAG_SQLSTATE, "");
     return strcmp(s, "40001") == 0 || strcmp(s, "40P01") == 0 ||
@@ -964,7 +962,10 @@ static void cancel_done(const petrel_pg_result_t *res, void *data)
  * the first time one is needed and kept (a cancel sent on a serving
  * connection would wait in its pipeline behind the very queries it is to
  * cancel). */
-static pgconn_t *canceller(petrel_pg_t *p) { return &p->conns[p->o.connections]; }
+static pgconn_t *canceller(petrel_pg_t *p)
+{
+    return &p->conns[p->o.connections];
+}
 
 /* Send the cancels that wait for the canceller. */
 static void cancels_send(petrel_pg_t *p)
@@ -1133,9 +1134,8 @@ static void turn_end(petrel__pending_t *pend)
     dispatch(p);
 }
 
-static int submit(petrel_pg_t *p, petrel_req_t *req, const petrel_pg_stmt_t *stmt,
-                  const char *sql, int n, const char *const *params, petrel_pg_cb cb,
-                  void *data)
+static int submit(petrel_pg_t *p, petrel_req_t *req, const petrel_pg_stmt_t *stmt, const char *sql,
+                  int n, const char *const *params, petrel_pg_cb cb, void *data)
 {
     if (p == NULL || cb == NULL || (stmt == NULL && sql == NULL) || n < 0 || n > 65535 ||
         (n > 0 && params == NULL))
@@ -1281,7 +1281,10 @@ petrel_pg_stmt_t *petrel_pg_prepare(petrel_pg_t *pg, const char *sql)
 /* ------------------------------------------------------------------------ */
 /* The pool                                                                 */
 
-int petrel_pg_supported(void) { return 1; }
+int petrel_pg_supported(void)
+{
+    return 1;
+}
 
 /* The syntax of a connection string (keywords, quoting, URI): libpq's. */
 static int conninfo_check(const char *ci)
@@ -1301,8 +1304,8 @@ static int conninfo_check(const char *ci)
 
 petrel_pg_t *petrel_pg_open(const petrel_pg_opts_t *opts)
 {
-    if (opts == NULL || opts->connections == 0 || opts->depth == 0 ||
-        opts->reconnect_min_ms == 0 || opts->reconnect_max_ms < opts->reconnect_min_ms) {
+    if (opts == NULL || opts->connections == 0 || opts->depth == 0 || opts->reconnect_min_ms == 0 ||
+        opts->reconnect_max_ms < opts->reconnect_min_ms) {
         petrel_log(PETREL_LOG_ERROR, "pg: invalid pool settings (connections and depth must be "
                                      "at least 1, reconnect_min_ms at least 1 and at most "
                                      "reconnect_max_ms)");
@@ -1406,7 +1409,10 @@ void petrel_pg_close(petrel_pg_t *pg)
     free(p);
 }
 
-int petrel_pg_ready(const petrel_pg_t *pg) { return pg ? (int)pg->ready : 0; }
+int petrel_pg_ready(const petrel_pg_t *pg)
+{
+    return pg ? (int)pg->ready : 0;
+}
 
 void petrel_pg_stats(const petrel_pg_t *pg, petrel_pg_stats_t *st)
 {
@@ -1478,18 +1484,24 @@ struct petrel_pg_result {
     petrel_pg_t *pool;
 };
 
-int petrel_pg_supported(void) { return 0; }
+int petrel_pg_supported(void)
+{
+    return 0;
+}
 
 petrel_pg_t *petrel_pg_open(const petrel_pg_opts_t *opts)
 {
     (void)opts;
-    petrel_log(PETREL_LOG_ERROR, "pg: this petrel was built without PostgreSQL (configure found "
-                                 "no libpq: install the Debian package libpq-dev and run "
-                                 "configure again)");
+    petrel_log(PETREL_LOG_ERROR, "pg: this petrel was built without its PostgreSQL pool "
+                                 "(configure --without-pgsql, or no libpq: install the Debian "
+                                 "package libpq-dev and run configure again)");
     return NULL;
 }
 
-void petrel_pg_close(petrel_pg_t *pg) { (void)pg; }
+void petrel_pg_close(petrel_pg_t *pg)
+{
+    (void)pg;
+}
 
 petrel_pg_stmt_t *petrel_pg_prepare(petrel_pg_t *pg, const char *sql)
 {
@@ -1608,10 +1620,11 @@ int petrel_pg_opts_parse(petrel_pg_opts_t *o, const char *args)
             if (strlen(keys[i].name) == kl && memcmp(keys[i].name, k, kl) == 0)
                 break;
         if (i == sizeof(keys) / sizeof(keys[0]) || *eq != '=') {
-            petrel_log(PETREL_LOG_ERROR, "pg: unknown pool setting '%.*s' (known: "
-                                         "pool.connections, pool.depth, pool.queue, "
-                                         "pool.retry_after, pool.connect_timeout_ms, "
-                                         "pool.reconnect_min_ms, pool.reconnect_max_ms)",
+            petrel_log(PETREL_LOG_ERROR,
+                       "pg: unknown pool setting '%.*s' (known: "
+                       "pool.connections, pool.depth, pool.queue, "
+                       "pool.retry_after, pool.connect_timeout_ms, "
+                       "pool.reconnect_min_ms, pool.reconnect_max_ms)",
                        (int)(eq - s), s);
             return PETREL_EINVAL;
         }
@@ -1620,8 +1633,9 @@ int petrel_pg_opts_parse(petrel_pg_opts_t *o, const char *args)
         unsigned long v = strtoul(eq + 1, &end, 10);
         if (end == eq + 1 || (*end && *end != ' ' && *end != '\t') || errno || eq[1] == '-' ||
             v > 1000000000UL || v < keys[i].min) {
-            petrel_log(PETREL_LOG_ERROR, "pg: pool.%.*s: '%.*s' is not a number from %u to "
-                                         "1000000000",
+            petrel_log(PETREL_LOG_ERROR,
+                       "pg: pool.%.*s: '%.*s' is not a number from %u to "
+                       "1000000000",
                        (int)kl, k, (int)(strcspn(eq + 1, " \t")), eq + 1, keys[i].min);
             return PETREL_EINVAL;
         }

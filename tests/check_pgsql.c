@@ -24,8 +24,8 @@
 #include <unistd.h>
 
 static petrel__loop_t L;
-static int lfd = -1;      /* listens, never accepts */
-static char silent[128];  /* a connection string to it */
+static int lfd = -1;     /* listens, never accepts */
+static char silent[128]; /* a connection string to it */
 
 static void setup(void)
 {
@@ -169,8 +169,7 @@ START_TEST(test_silent_server)
     const char *p[1] = {"1"};
     ck_assert_int_eq(petrel_pg_exec(pg, NULL, st, 1, p, on_result, &a), 0);
     ck_assert_int_eq(petrel_pg_query(pg, NULL, "SELECT 2", 0, NULL, on_result, &b), 0);
-    ck_assert_int_eq(petrel_pg_query(pg, NULL, "SELECT 3", 0, NULL, on_result, &c),
-                     PETREL_ELIMIT);
+    ck_assert_int_eq(petrel_pg_query(pg, NULL, "SELECT 3", 0, NULL, on_result, &c), PETREL_ELIMIT);
     ck_assert_int_eq(a.calls + b.calls + c.calls, 0);
     petrel_pg_stats_t s;
     petrel_pg_stats(pg, &s);
