@@ -37,11 +37,12 @@ extern "C" {
 /**
  * The version of the module ABI.
  *
- * It covers the layout of the types below and of the module descriptor.
- * A module built against another ABI version is refused at load time, with
- * a message naming both versions: rebuild it against this header.
+ * It covers the layout of the types below, of those of <petrel/static.h>,
+ * and of the module descriptor.  A module built against another ABI version
+ * is refused at load time, with a message naming both versions: rebuild it
+ * against this header.  2: petrel_static_opts_t gained default_type.
  */
-#define PETREL_ABI_VERSION 1
+#define PETREL_ABI_VERSION 2
 
 /* ------------------------------------------------------------------------ */
 /* Errors                                                                    */
@@ -825,8 +826,10 @@ PETREL_API const char *petrel_status_reason(int status);
 /* Router and modules                                                        */
 
 /**
- * Returned by a handler that will respond later, from a callback (a watched
- * descriptor, a timer, another request's handler): see "Waiting" below.
+ * What a handler returns when it will respond later.
+ *
+ * It responds from a callback: a watched descriptor, a timer, another
+ * request's handler (see "Waiting for work the handler started" below).
  */
 #define PETREL_LATER 1
 
@@ -838,14 +841,15 @@ PETREL_API const char *petrel_status_reason(int status);
  * Return 0 once it responded (or started a stream), a status 200 to 599 to
  * have petrel send that status with a short default body
  * (petrel_send_status()), PETREL_LATER when it will respond later (see
- * "Waiting"), or a negative PETREL_E* code: it is logged and the client
- * gets 500.  Returning 0 without responding, or any other value, is logged
+ * "Waiting for work the handler started"), or a negative PETREL_E* code:
+ * it is logged and the client gets 500.  Returning 0 without responding,
+ * or any other value, is logged
  * as a handler error and answered 500; a handler that fails after starting
  * a streamed response has it cut short (the client sees it incomplete).
  *
  * Lifetime: `req` is valid until its response has been written (see
- * petrel_req_t; a request that waits: see "Waiting"); `data` is the
- * route's, kept as long as the route.
+ * petrel_req_t; a request that waits: see "Waiting for work the handler
+ * started"); `data` is the route's, kept as long as the route.
  */
 typedef int (*petrel_handler_t)(petrel_req_t *req, void *data);
 
@@ -1028,104 +1032,289 @@ typedef struct petrel_module {
 PETREL_API int petrel_main(int argc, char **argv, const petrel_module_t *const *builtins);
 
 /* ------------------------------------------------------------------------ */
-/* Static files (modules/static.c)                                           */
+/* HTTP semantics (src/semantics.c) -- begin                                 */
+/*                                                                           */
+/* RFC 9110 for handlers: HTTP-dates, entity-tags, conditional requests     */
+/* (304, 412), Range requests (206, 416) and content coding negotiation.    */
+/* The string functions read NUL-terminated header values and allocate     */
+/* nothing; the petrel_req_*() forms read the request's header fields in    */
+/* one pass.  Times are seconds since the epoch; a negative time stands for */
+/* "no modification date".                                                  */
+
+/** Bytes of the buffer of petrel_http_date_format(): 29 characters and a
+ *  NUL. */
+#define PETREL_HTTP_DATE_SIZE 30
 
 /**
- * Options of a static-file mount, for petrel_static_mount().
+ * Format a time as an HTTP-date.
  *
- * Fill with petrel_static_opts_init() (the defaults), then change what you
- * need; the struct may grow fields at the end in a later ABI version.
+ * The IMF-fixdate of RFC 9110 §5.6.7, the form of the Date and
+ * Last-Modified header fields: "Sun, 06 Nov 1994 08:49:37 GMT".  A time
+ * whose year is not 0000 to 9999 is written as the epoch.  Allocates
+ * nothing; safe from any process or thread.
  *
- * Lifetime: the struct and its strings are copied by petrel_static_mount().
- */
-typedef struct petrel_static_opts {
-    /** Serve DIR/index.html for a request of a directory ("index.html");
-     *  NULL or "" for none. */
-    const char *index;
-    /** An HTML listing for a directory without an index file (default 0:
-     *  404). */
-    int autoindex;
-    /** Cache-Control value of every file response (200, 206, 304); NULL or
-     *  "" for no header (the default, as nginx, h2o and lighttpd do). */
-    const char *cache_control;
-    /** Serve FILE.br / FILE.gz when they exist beside FILE and the client
-     *  accepts that encoding, with Content-Encoding and Vary (default 1). */
-    int precompressed;
-    /** Bytes of memory the cache of one worker may hold for this mount:
-     *  file contents, metadata, names (default 64 MiB).  0: nothing is kept
-     *  between requests. */
-    size_t cache_size;
-    /** Files up to this size are kept in memory and served without a file
-     *  syscall; larger ones are sent from a cached descriptor (sendfile on
-     *  HTTP/1.1).  Default 64 KiB; 0: never in memory. */
-    size_t max_file_in_memory;
-    /** Open file descriptors the cache of one worker may hold for this
-     *  mount (default 1024). */
-    size_t max_open_files;
-    /** A cached file is checked against the disk (one stat) at most this
-     *  often, in milliseconds (default 1000): a file changed, replaced or
-     *  deleted on disk is served fresh at most this long after the change.
-     *  0: checked on every request. */
-    unsigned revalidate_ms;
-} petrel_static_opts_t;
-
-/**
- * Fill static-file options with their defaults.
- *
- * The defaults are those of each field of petrel_static_opts_t: index.html,
- * no listing, no Cache-Control, precompressed files, a 64 MiB cache of files
- * up to 64 KiB, 1024 open files, revalidated every second.
- *
- * Returns: nothing.
+ * Returns: 29, the characters written (a NUL follows them).
  *
  * Errors: none.
  *
- * Lifetime: `opts` is the caller's; its strings then point to static
- * storage.
- */
-PETREL_API void petrel_static_opts_init(petrel_static_opts_t *opts);
-
-/**
- * Serve the files of a directory at a URL prefix.
- *
- * Serves the files below directory `dir` at URL prefix `prefix` ("/",
- * "/assets/"; a missing trailing slash is added, and a request of the prefix
- * without it is redirected to it).  Registers GET and HEAD routes
- * `prefix` + "*".  Call at start-up, before the workers start (from a
- * module's init).  `opts` may be NULL (the defaults).
- *
- * Requests are resolved beneath `dir` only (openat2 RESOLVE_BENEATH, or a
- * component walk on kernels without it): symlinks are followed only while
- * they stay inside `dir`; only regular files are served.  Each worker keeps
- * a cache of open files, metadata and small files' bytes (see the options).
- *
- * Returns: 0, or a negative PETREL_E* code.
- *
- * Errors:
- *   PETREL_EINVAL    a bad prefix or option
- *   PETREL_ENOTFOUND `dir` is not a readable directory
- *   PETREL_ESTATE    the route exists already
- *   PETREL_ENOMEM    out of memory
- *
- * Lifetime: `prefix`, `dir` and `opts` (with its strings) are copied.
+ * Lifetime: `buf` is the caller's, at least PETREL_HTTP_DATE_SIZE bytes.
  *
  * Example:
- *   static int init(petrel_server_t *srv, const char *args)
- *   {
- *       (void)args;
- *       petrel_static_opts_t o;
- *       petrel_static_opts_init(&o);
- *       o.cache_control = "public, max-age=3600";
- *       return petrel_static_mount(srv, "/assets/", "/srv/assets", &o);
- *   }
+ *     static int last_modified(petrel_req_t *req, time_t mtime)
+ *     {
+ *         char date[PETREL_HTTP_DATE_SIZE];
+ *         petrel_http_date_format(mtime, date);
+ *         return petrel_resp_header(req, "Last-Modified", date);
+ *     }
  */
-PETREL_API int petrel_static_mount(petrel_server_t *srv, const char *prefix, const char *dir,
-                                   const petrel_static_opts_t *opts);
-
-/* ------------------------------------------------------------------------ */
-/* Waiting: handlers that respond later                                      */
+PETREL_API size_t petrel_http_date_format(time_t t, char *buf);
 
 /**
+ * Parse an HTTP-date in any of its three forms.
+ *
+ * RFC 9110 §5.6.7: the IMF-fixdate ("Sun, 06 Nov 1994 08:49:37 GMT"), the
+ * obsolete RFC 850 form ("Sunday, 06-Nov-94 08:49:37 GMT") and asctime's
+ * ("Sun Nov  6 08:49:37 1994").  The value must be exactly one date
+ * (trailing spaces allowed): fixed digit counts, the listed day and month
+ * names, GMT, a year from 1970.
+ *
+ * Returns: 0 with `*t` set, or a negative PETREL_E* code.
+ *
+ * Errors: PETREL_EINVAL when `s` is not such a date (`*t` untouched).
+ *
+ * Lifetime: `s` is read during the call only.
+ */
+PETREL_API int petrel_http_date_parse(const char *s, time_t *t);
+
+/**
+ * Whether an If-Match or If-None-Match value matches an entity-tag.
+ *
+ * `list` is "*" or a comma-separated list of entity-tags (RFC 9110
+ * §13.1.1, §13.1.2); `etag` is given as it is sent in ETag, with its
+ * quotes: "\"v42\"" (strong) or "W/\"v42\"" (weak).  `weak` 0 is the
+ * strong comparison (§8.8.3.2: both tags strong and the same), as If-Match
+ * uses; 1 the weak comparison (the same opaque-tag), as If-None-Match uses.
+ * "*" matches any `etag`; elements that are not entity-tags are skipped.
+ * `etag` NULL (no representation) matches nothing.
+ *
+ * Returns: 1 when it matches, else 0.
+ *
+ * Errors: none.
+ *
+ * Lifetime: the strings are read during the call only.
+ */
+PETREL_API int petrel_etag_match(const char *list, const char *etag, int weak);
+
+/**
+ * The request header fields of conditional and Range requests.
+ *
+ * NULL where absent: fill with petrel_req_conditions(), or by hand (tests,
+ * proxies).  The strings are not owned: those of petrel_req_conditions()
+ * live in the request arena (valid until the response has been written).
+ */
+typedef struct petrel_conditions {
+    int method;                      /**< the request's PETREL_* method bit */
+    const char *if_match;            /**< If-Match (§13.1.1) */
+    const char *if_none_match;       /**< If-None-Match (§13.1.2) */
+    const char *if_modified_since;   /**< If-Modified-Since (§13.1.3) */
+    const char *if_unmodified_since; /**< If-Unmodified-Since (§13.1.4) */
+    const char *if_range;            /**< If-Range (§13.1.5) */
+    const char *range;               /**< Range (§14.2) */
+} petrel_conditions_t;
+
+/**
+ * Read the conditional and Range fields of a request.
+ *
+ * Fills `c` from the header fields of `req`, in one pass over them.  A
+ * list field given on several lines (If-Match, If-None-Match) is joined
+ * with ", " in the request arena; a single-valued one given twice is set
+ * to "" (invalid: ignored).  With CONNECT, OPTIONS or TRACE every field is
+ * left NULL: RFC 9110 §13.2.1 has them ignored for methods that neither
+ * select nor change a representation.
+ *
+ * Returns: nothing.
+ *
+ * Errors: none (a join that finds the arena full keeps the first line).
+ *
+ * Lifetime: the strings set in `c` live in the request arena, valid until
+ * the response has been written.
+ */
+PETREL_API void petrel_req_conditions(petrel_req_t *req, petrel_conditions_t *c);
+
+/**
+ * Evaluate the preconditions of a request (RFC 9110 §13.2.2, steps 1 to 4).
+ *
+ * In that order, for the selected representation of the target resource:
+ * its entity-tag `etag` (with quotes, as sent in ETag; NULL if it has none)
+ * and its modification time `last_modified` (negative if none).  A
+ * resource with neither has no current representation: If-Match fails and
+ * "If-None-Match: *" passes, which is what a PUT that creates needs.  For
+ * any method: a PUT or DELETE handler calls it before changing anything.
+ * Per §13.2.1 call it only when the response without conditions would be
+ * 2xx or 412; when a failed If-Match or If-Unmodified-Since is due to a
+ * change the same request already made, answering 2xx instead is the
+ * caller's choice.
+ *
+ * Returns: 0 (go on with the method), 304 (GET or HEAD: not modified;
+ * answer with the ETag, Last-Modified, Cache-Control and Vary a 200 would
+ * have, §15.4.5) or 412 (precondition failed).
+ *
+ * Errors: none.
+ *
+ * Lifetime: everything is read during the call only.
+ */
+PETREL_API int petrel_preconditions(const petrel_conditions_t *c, const char *etag,
+                                    time_t last_modified);
+
+/**
+ * Evaluate the preconditions of `req` for a representation, in one call.
+ *
+ * petrel_req_conditions() and petrel_preconditions() together.  Add the
+ * validator fields (ETag, Last-Modified) before, so that a 304 carries
+ * them; then `if (s) return s;` sends the status.
+ *
+ * Returns: 0, 304 or 412, as petrel_preconditions().
+ *
+ * Errors: none.
+ *
+ * Lifetime: `etag` is read during the call only.
+ *
+ * Example:
+ *     static int page(petrel_req_t *req, void *data)
+ *     {
+ *         (void)data;
+ *         petrel_resp_header(req, "ETag", "\"v1\"");
+ *         int s = petrel_req_preconditions(req, "\"v1\"", -1);
+ *         if (s)
+ *             return s; // 304 or 412
+ *         return petrel_send_text(req, 200, "text/plain", "version 1\n");
+ *     }
+ */
+PETREL_API int petrel_req_preconditions(petrel_req_t *req, const char *etag,
+                                        time_t last_modified);
+
+/**
+ * Whether an If-Range value lets a Range request be honoured.
+ *
+ * RFC 9110 §13.1.5, against the representation (`etag` as sent in ETag or
+ * NULL, `last_modified` or negative): an entity-tag matches by the strong
+ * comparison only (a weak one never does); an HTTP-date matches when it
+ * equals `last_modified` and that is a strong validator (§8.8.2.2: its
+ * second has passed).
+ *
+ * Returns: 1 when the Range may be honoured (also when `value` is NULL), 0
+ * when the whole representation is to be sent.
+ *
+ * Errors: none.
+ *
+ * Lifetime: the strings are read during the call only.
+ */
+PETREL_API int petrel_if_range(const char *value, const char *etag, time_t last_modified);
+
+/** A byte range of a representation: `len` bytes (at least 1) from `off`. */
+typedef struct petrel_range {
+    uint64_t off;
+    uint64_t len;
+} petrel_range_t;
+
+/**
+ * Evaluate a Range value for a representation of `size` bytes.
+ *
+ * RFC 9110 §14.1.2, the "bytes" unit, any case.  Several ranges that
+ * overlap or touch are merged into one (§14.2 allows it).  Several disjoint
+ * ranges get the whole representation (a server MAY ignore Range, §14.2): a
+ * multipart body would have to be built in memory (petrel_send_fd() sends
+ * one file range), browsers and media players ask one range at a time, and
+ * many small ranges are a known denial of service (CVE-2011-3192).
+ * Numbers saturate at 2^62.
+ *
+ * Returns: 206 with `*r` set (the range to send); 416 when no range is
+ * satisfiable (every first-pos at or past `size`, or suffixes of 0 bytes;
+ * of an empty representation, any int-range): answer with the
+ * Content-Range that gives only the size (unsatisfied-range, §14.4); 0 to
+ * ignore the header and send the whole representation (200): `value` NULL,
+ * another unit, an invalid range-set (an int-range whose last-pos is
+ * before its first-pos makes all of it invalid, §14.1.1), more than 16
+ * range-specs, several disjoint ranges, or a suffix-range of an empty
+ * representation (satisfiable, §14.1.3, but a 206 cannot say "no bytes":
+ * the empty 200 does).
+ *
+ * Errors: none.
+ *
+ * Lifetime: `*r` is untouched unless 206 is returned.
+ */
+PETREL_API int petrel_range_parse(const char *value, uint64_t size, petrel_range_t *r);
+
+/**
+ * Step 5 of RFC 9110 §13.2.2: the Range of a request, if it applies.
+ *
+ * For the representation (`size` bytes, `etag`, `last_modified`, as for
+ * petrel_preconditions()): the Range of `c` is evaluated for GET only
+ * (§14.2; HEAD and other methods ignore it) and when the If-Range, if any,
+ * matches (petrel_if_range()).  Call it after petrel_preconditions()
+ * returned 0.
+ *
+ * Returns: 206 (`*r` set), 416 or 0, as petrel_range_parse().
+ *
+ * Errors: none.
+ *
+ * Lifetime: everything is read during the call only.
+ */
+PETREL_API int petrel_range_select(const petrel_conditions_t *c, uint64_t size, const char *etag,
+                                   time_t last_modified, petrel_range_t *r);
+
+/**
+ * Evaluate the Range of `req` and add its Content-Range field, in one call.
+ *
+ * petrel_req_conditions() and petrel_range_select() together; the
+ * Content-Range response field (§14.4) is "bytes FIRST-LAST/SIZE" with 206,
+ * the unsatisfied-range form (only the size) with 416.
+ *
+ * Returns: 0 (send the whole representation, 200), 206 (send the `r->len`
+ * bytes from `r->off`, with status 206) or 416 (return it: the status is
+ * sent with its Content-Range); or a negative PETREL_E* code.
+ *
+ * Errors: PETREL_ENOMEM when the field cannot be added.
+ *
+ * Lifetime: `etag` is read during the call only.
+ */
+PETREL_API int petrel_req_range(petrel_req_t *req, uint64_t size, const char *etag,
+                                time_t last_modified, petrel_range_t *r);
+
+/** petrel_accept_encoding(): send the representation without a content
+ *  coding. */
+#define PETREL_CODING_IDENTITY (-1)
+
+/**
+ * Choose the content coding of a response (RFC 9110 §12.5.3).
+ *
+ * Among the `n` codings of `codings` that the caller can send ("br",
+ * "gzip", ...; in its order of preference), given the request's
+ * Accept-Encoding value `accept` (NULL when absent): the coding with the
+ * highest q wins; q=0 means "not acceptable"; "*" stands for every coding
+ * the field does not name; "x-gzip" is "gzip".  Ties go to a coding over
+ * identity, then to the earlier one in `codings`; identity that the field
+ * does not rank (itself or by "*") loses to any coding with a q above 0.
+ * Even when the field refuses identity too ("identity;q=0"), identity is
+ * what §12.5.3 prefers to a 406.  Send `Vary: Accept-Encoding` with every
+ * response of a resource that has codings, whichever is chosen.
+ *
+ * Returns: the index in `codings` of the coding to apply, or
+ * PETREL_CODING_IDENTITY: none (no field, an empty one, nothing of
+ * `codings` acceptable).
+ *
+ * Errors: none.
+ *
+ * Lifetime: the strings are read during the call only.
+ */
+PETREL_API int petrel_accept_encoding(const char *accept, const char *const *codings, size_t n);
+
+/* HTTP semantics -- end                                                     */
+
+/* ------------------------------------------------------------------------ */
+/* Waiting for work the handler started                                     */
+
+/*
  * A handler that must wait for something (a database, another service, a
  * timer) starts that work, registers an abort callback and returns
  * PETREL_LATER; it responds later, from a callback in the same worker, with
@@ -1149,8 +1338,9 @@ PETREL_API int petrel_static_mount(petrel_server_t *srv, const char *prefix, con
  */
 
 /**
- * The abort callback of a request: the response will never reach the
- * client.  Called once, from the worker's loop, when the client went away
+ * The abort callback of a request: its response will never reach the client.
+ *
+ * Called once, from the worker's loop, when the client went away
  * (the connection closed or was reset, RST_STREAM), when --handler-timeout
  * passed (petrel has answered 504), or when the worker stops at its drain
  * timeout.  Cancel the work started for the request; `req` is still valid
@@ -1160,14 +1350,54 @@ PETREL_API int petrel_static_mount(petrel_server_t *srv, const char *prefix, con
 typedef void (*petrel_abort_cb)(petrel_req_t *req, void *data);
 
 /**
- * Register the abort callback of `req` (one per request: a second call
- * replaces the first).  Returns 0, or PETREL_ESTATE when the response is
- * already complete or the request already aborted (the callback will not
- * be called).
+ * Register the abort callback of a request that waits or streams.
+ *
+ * One per request: a second call replaces the first.  Register it before
+ * returning PETREL_LATER, from the handler.
+ *
+ * Returns: 0, or a negative PETREL_E* code.
+ *
+ * Errors: PETREL_ESTATE when the response is already complete or the
+ * request already aborted: the callback will not be called.
+ *
+ * Lifetime: `data` is the caller's and must stay valid until the callback
+ * has run or the response is complete.
+ *
+ * Example:
+ *     static void answer(void *data) // the work is done: respond
+ *     {
+ *         petrel_send_text(data, 200, "text/plain", "done\n");
+ *     }
+ *
+ *     static void cancel(petrel_req_t *req, void *data) // the client left
+ *     {
+ *         (void)req;
+ *         petrel_timer_stop(data);
+ *     }
+ *
+ *     static int slow(petrel_req_t *req, void *data)
+ *     {
+ *         (void)data;
+ *         petrel_timer_t *t = petrel_timer_start(100, answer, req);
+ *         if (t == NULL)
+ *             return 503;
+ *         petrel_req_on_abort(req, cancel, t);
+ *         return PETREL_LATER;
+ *     }
  */
 PETREL_API int petrel_req_on_abort(petrel_req_t *req, petrel_abort_cb cb, void *data);
 
-/** 1 when `req` was aborted (its sending calls fail with PETREL_EIO), else 0. */
+/**
+ * Whether a request was aborted (its client is gone, or petrel answered 504
+ * at --handler-timeout).
+ *
+ * Returns: 1 when `req` was aborted (its sending calls fail with
+ * PETREL_EIO), else 0.
+ *
+ * Errors: none.
+ *
+ * Lifetime: `req` must be valid (see "Waiting for work the handler started").
+ */
 PETREL_API int petrel_req_aborted(const petrel_req_t *req);
 
 /** A watched file descriptor (opaque): petrel_watch_start(). */
@@ -1180,6 +1410,8 @@ enum {
 };
 
 /**
+ * The callback of a watched descriptor.
+ *
  * Called from the worker's loop when `fd` is ready for `events`
  * (PETREL_WATCH_* bits; readiness is level-triggered: a descriptor that
  * stays readable is reported again at the next turn).  The callback may
@@ -1189,22 +1421,70 @@ enum {
 typedef void (*petrel_watch_cb)(petrel_watch_t *w, int fd, int events, void *data);
 
 /**
- * Watch `fd` (non-blocking; the caller keeps owning it) for `events` in the
- * calling worker's event loop: enough for any asynchronous client library
- * (libpq, hiredis, c-ares, libcurl's multi interface).  Call from a
- * module's worker_init, a handler or a callback.  Returns a handle, valid
- * until petrel_watch_stop(); NULL when out of memory, outside a worker, or
- * when the descriptor cannot be watched (errno says why).
+ * Watch a file descriptor in the calling worker's event loop.
+ *
+ * `fd` (non-blocking) is watched for `events` (PETREL_WATCH_* bits, 0 for
+ * none yet): `cb(w, fd, events, data)` runs when it is ready.  Enough for
+ * any asynchronous client library (libpq, hiredis, c-ares, libcurl's multi
+ * interface).  Call from a module's worker_init, a handler or a callback;
+ * one watch per descriptor.
+ *
+ * Returns: a handle, or NULL (errno says why).
+ *
+ * Errors: NULL with errno EINVAL (no callback, a negative descriptor, or
+ * outside a worker), EEXIST (the descriptor is watched already), EPERM (a
+ * regular file, which is always ready), ENOMEM.
+ *
+ * Lifetime: the caller keeps owning `fd`; the handle is valid until
+ * petrel_watch_stop().  `data` is the caller's.
+ *
+ * Example:
+ *     #include <unistd.h>
+ *
+ *     static void readable(petrel_watch_t *w, int fd, int events, void *data)
+ *     {
+ *         char buf[512];
+ *         (void)events, (void)data;
+ *         if (read(fd, buf, sizeof(buf)) <= 0) {
+ *             petrel_watch_stop(w);
+ *             close(fd);
+ *         }
+ *     }
+ *
+ *     static int watch_it(int fd) // from a module's worker_init
+ *     {
+ *         return petrel_watch_start(fd, PETREL_WATCH_READ, readable, NULL) ? 0 : PETREL_EIO;
+ *     }
  */
 PETREL_API petrel_watch_t *petrel_watch_start(int fd, int events, petrel_watch_cb cb, void *data);
 
-/** Change the events of a watch (0: none for now).  0, or PETREL_EIO. */
+/**
+ * Change the events a descriptor is watched for.
+ *
+ * `events`: PETREL_WATCH_* bits, 0 for none for now (the watch stays).
+ *
+ * Returns: 0, or a negative PETREL_E* code.
+ *
+ * Errors: PETREL_EINVAL (NULL or a stopped watch), PETREL_EIO (the kernel
+ * refused: the descriptor was closed under the watch).
+ *
+ * Lifetime: `w` must not have been stopped.
+ */
 PETREL_API int petrel_watch_set(petrel_watch_t *w, int events);
 
 /**
- * Stop watching and free the handle (its callback will not run again, not
- * even for events already reported in this loop turn).  Stop a watch
- * before closing its descriptor.
+ * Stop watching a descriptor and free the handle.
+ *
+ * Its callback will not run again, not even for events already reported
+ * in this loop turn.  Stop a watch before closing its descriptor.  NULL is
+ * ignored.
+ *
+ * Returns: nothing.
+ *
+ * Errors: none.
+ *
+ * Lifetime: `w` is invalid after the call (freed at the end of the loop
+ * turn); the descriptor stays the caller's.
  */
 PETREL_API void petrel_watch_stop(petrel_watch_t *w);
 

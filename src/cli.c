@@ -33,9 +33,11 @@ static void usage(FILE *f)
             "                          PATH.c with --dev; SIGHUP loads the module files again\n"
             "  --dev                   development: a --module PATH.c is built with cc, and a\n"
             "                          module file that changes is rebuilt and reloaded\n"
-            "  --root DIR              serve the files of DIR at /\n"
+            "  --root DIR              serve the files of DIR at / (the built-in module static)\n"
             "  --autoindex             list directories without index.html (with --root)\n"
             "  --cache-control VALUE   Cache-Control of static files (default: none)\n"
+            "  --default-type TYPE     Content-Type of files of unknown or no extension\n"
+            "                          (default application/octet-stream)\n"
             "  --static-cache-size BYTES\n"
             "                          memory of the static file cache, per worker (default 64m)\n"
             "  --static-max-file-in-memory BYTES\n"
@@ -77,8 +79,14 @@ static void usage(FILE *f)
 
 static int bad(const char *flag, const char *value, const char *expect)
 {
-    fprintf(stderr, "petrel: %s: expected %s, got '%s' (see petrel --help)\n", flag, expect,
-            value);
+    /* the value as given, its control characters escaped: one line */
+    fprintf(stderr, "petrel: %s: expected %s, got '", flag, expect);
+    for (const unsigned char *c = (const unsigned char *)value; *c; c++)
+        if (*c < 0x20 || *c == 0x7f)
+            fprintf(stderr, "\\x%02x", *c);
+        else
+            fputc(*c, stderr);
+    fprintf(stderr, "' (see petrel --help)\n");
     return 2;
 }
 
@@ -127,8 +135,11 @@ enum { OPT_DEV = 768 };
 /* WebSocket (ws.c) */
 enum { OPT_WS_MAX_MESSAGE = 1024, OPT_WS_IDLE_TO, OPT_WS_SEND_LIMIT };
 
-/* static files (--root, modules/static.c) */
-enum { OPT_AUTOINDEX = 512, OPT_CACHE_CONTROL, OPT_STATIC_CACHE_SIZE, OPT_STATIC_MAX_IN_MEMORY };
+/* static files (--root: the static module, modules/static/) */
+enum {
+    OPT_AUTOINDEX = 512, OPT_CACHE_CONTROL, OPT_STATIC_CACHE_SIZE, OPT_STATIC_MAX_IN_MEMORY,
+    OPT_DEFAULT_TYPE
+};
 
 static const struct option opts[] = {
     {"listen", required_argument, NULL, OPT_LISTEN},
@@ -137,6 +148,7 @@ static const struct option opts[] = {
     {"cache-control", required_argument, NULL, OPT_CACHE_CONTROL},
     {"static-cache-size", required_argument, NULL, OPT_STATIC_CACHE_SIZE},
     {"static-max-file-in-memory", required_argument, NULL, OPT_STATIC_MAX_IN_MEMORY},
+    {"default-type", required_argument, NULL, OPT_DEFAULT_TYPE},
     {"module", required_argument, NULL, OPT_MODULE},
     {"dev", no_argument, NULL, OPT_DEV},
     {"workers", required_argument, NULL, OPT_WORKERS},
@@ -173,11 +185,107 @@ static void raise_nofile(void)
     }
 }
 
+/*
+ * --root DIR is the built-in module `static` with a mount of DIR at "/":
+ * its options become the module's arguments (modules/static/mount.c,
+ * petrel(1)): static:/="DIR",autoindex,cache-control="VALUE",...  The
+ * module is loaded once, so the mounts of --module static:ARGS join it
+ * (static:/="DIR";ARGS).  libpetrel has no static module of its own: a
+ * program whose built-in table lacks it cannot serve --root.
+ */
+typedef struct root_opts {
+    bool autoindex;
+    const char *cache_control, *default_type;
+    const char *cache_size, *max_in_memory; /* checked sizes, as given */
+    const char *flags[8];                   /* the options given, for a warning without --root */
+    int nflags;
+} root_opts_t;
+
+static bool is_static_spec(const char *spec)
+{
+    return strncmp(spec, "static", 6) == 0 && (spec[6] == '\0' || spec[6] == ':');
+}
+
+/* Append `s` to `out` as a quoted string of the module's arguments,
+ * NUL-terminated; returns its length. */
+static size_t put_quoted(char *out, const char *s)
+{
+    size_t o = 0;
+    out[o++] = '"';
+    for (; *s; s++) {
+        if (*s == '"' || *s == '\\')
+            out[o++] = '\\';
+        out[o++] = *s;
+    }
+    out[o++] = '"';
+    out[o] = '\0';
+    return o;
+}
+
+/* The static module's spec for --root DIR (`root`; NULL: none) and the
+ * --module static specs of modules[0, n), malloc'ed: with --root, those
+ * are taken out of the list; without it, two or more of them are joined in
+ * the place of the first.  NULL with *n unchanged when there is nothing to
+ * join, or out of memory. */
+static char *static_spec(const char *root, const root_opts_t *ro, const char **modules, int *n)
+{
+    size_t len = 64, count = 0;
+    const char *vals[] = {root, ro->cache_control, ro->default_type, ro->cache_size,
+                          ro->max_in_memory};
+    for (size_t i = 0; i < sizeof(vals) / sizeof(vals[0]); i++)
+        len += vals[i] ? 32 + 2 * strlen(vals[i]) : 0;
+    for (int i = 0; i < *n; i++)
+        if (is_static_spec(modules[i])) {
+            len += strlen(modules[i]) + 1;
+            count++;
+        }
+    if (root == NULL && count < 2)
+        return NULL;
+    char *spec = malloc(len), *p = spec;
+    if (spec == NULL)
+        return NULL;
+    p += sprintf(p, "static:");
+    if (root) {
+        p += sprintf(p, "/=");
+        p += put_quoted(p, root);
+        if (ro->autoindex)
+            p += sprintf(p, ",autoindex");
+        if (ro->cache_control) {
+            p += sprintf(p, ",cache-control=");
+            p += put_quoted(p, ro->cache_control);
+        }
+        if (ro->default_type) {
+            p += sprintf(p, ",default-type=");
+            p += put_quoted(p, ro->default_type);
+        }
+        if (ro->cache_size)
+            p += sprintf(p, ",cache-size=%s", ro->cache_size);
+        if (ro->max_in_memory)
+            p += sprintf(p, ",max-file-in-memory=%s", ro->max_in_memory);
+    }
+    int k = 0, first = -1;
+    for (int i = 0; i < *n; i++) {
+        if (!is_static_spec(modules[i])) {
+            modules[k++] = modules[i];
+            continue;
+        }
+        const char *args = modules[i][6] == ':' ? modules[i] + 7 : "";
+        if (*args)
+            p += sprintf(p, "%s%s", p[-1] == ':' ? "" : ";", args);
+        if (root == NULL && first < 0)
+            modules[first = k++] = NULL; /* the place of the joined spec */
+    }
+    *n = k;
+    if (first >= 0)
+        modules[first] = spec;
+    return spec;
+}
+
 /* What --root and the --module options build into a server: run by
  * petrel_main at start-up, and by the master again, into a fresh router,
  * for each reload (SIGHUP, --dev). */
 typedef struct setup_args {
-    const petrel_static_opts_t *sopts;
+    const char *root_spec; /* the static module with --root's mount, or NULL */
     const char **modules;
     int nmodules;
 } setup_args_t;
@@ -194,12 +302,11 @@ static int setup(petrel_server_t *srv, void *ctx, char *err, size_t errlen)
                      errno ? strerror(errno) : "not a readable directory");
             return PETREL_ENOTFOUND;
         }
-        int e = petrel_static_mount(srv, "/", root, a->sopts);
+        int e = petrel__server_load_module(srv, a->root_spec, err, errlen);
         if (e < 0) {
-            snprintf(err, errlen, "--root '%s': %s", root,
-                     e == PETREL_ENOTFOUND ? "not a readable directory"
-                     : e == PETREL_ESTATE  ? "a module already serves every path (/*)"
-                                           : petrel_strerror(e));
+            char why[512];
+            snprintf(why, sizeof(why), "%s", err);
+            snprintf(err, errlen, "--root '%s': %s", root, why);
             return e;
         }
     }
@@ -220,9 +327,9 @@ int petrel_main(int argc, char **argv, const petrel_module_t *const *builtins)
     }
     petrel__set_builtins(builtins);
     petrel__config_t *cfg = &srv->cfg;
-    petrel_static_opts_t sopts; /* --root and the static options */
-    petrel_static_opts_init(&sopts);
-    const char *static_flag = NULL; /* a static option given, for a warning without --root */
+    root_opts_t ro; /* --root and the static options */
+    memset(&ro, 0, sizeof(ro));
+    char *root_spec = NULL;
     const char **modules = calloc((size_t)argc + 1, sizeof(char *));
     int nmodules = 0, rc = 0;
     char err[1024];
@@ -238,6 +345,14 @@ int petrel_main(int argc, char **argv, const petrel_module_t *const *builtins)
             snprintf(flagbuf, sizeof(flagbuf), "--%s", opts[li].name);
             flag = flagbuf;
         }
+        if (o >= OPT_AUTOINDEX && o <= OPT_DEFAULT_TYPE) {
+            /* a static option: its name (static storage), once */
+            int k = 0;
+            while (k < ro.nflags && ro.flags[k] != opts[li].name)
+                k++;
+            if (k == ro.nflags && k < (int)(sizeof(ro.flags) / sizeof(ro.flags[0])))
+                ro.flags[ro.nflags++] = opts[li].name;
+        }
         switch (o) {
         case OPT_LISTEN:
             if (petrel__server_add_listen(srv, optarg, err, sizeof(err)) < 0) {
@@ -247,15 +362,24 @@ int petrel_main(int argc, char **argv, const petrel_module_t *const *builtins)
             }
             break;
         case OPT_ROOT: cfg->root = optarg; break;
-        case OPT_AUTOINDEX: sopts.autoindex = 1; static_flag = flag; break;
+        case OPT_AUTOINDEX: ro.autoindex = true; break;
         case OPT_CACHE_CONTROL:
-            if (strpbrk(optarg, "\r\n")) {
-                rc = bad(flag, optarg, "a header value without CR or LF");
+        case OPT_DEFAULT_TYPE: {
+            bool ctl = false;
+            for (const char *c = optarg; *c; c++)
+                ctl = ctl || ((unsigned char)*c < 0x20 && *c != '\t') || *c == 0x7f;
+            if (ctl || (o == OPT_DEFAULT_TYPE && (*optarg == '\0' || !strchr(optarg, '/')))) {
+                rc = bad(flag, optarg,
+                         o == OPT_CACHE_CONTROL ? "a header value without CR, LF or controls"
+                                                : "a media type, e.g. 'text/plain; charset=utf-8'");
                 goto out;
             }
-            sopts.cache_control = optarg;
-            static_flag = flag;
+            if (o == OPT_CACHE_CONTROL)
+                ro.cache_control = optarg;
+            else
+                ro.default_type = optarg;
             break;
+        }
         case OPT_STATIC_CACHE_SIZE:
         case OPT_STATIC_MAX_IN_MEMORY: {
             size_t v;
@@ -264,10 +388,9 @@ int petrel_main(int argc, char **argv, const petrel_module_t *const *builtins)
                 goto out;
             }
             if (o == OPT_STATIC_CACHE_SIZE)
-                sopts.cache_size = v;
+                ro.cache_size = optarg;
             else
-                sopts.max_file_in_memory = v;
-            static_flag = flag;
+                ro.max_in_memory = optarg;
             break;
         }
         case OPT_MODULE: modules[nmodules++] = optarg; break;
@@ -426,10 +549,40 @@ int petrel_main(int argc, char **argv, const petrel_module_t *const *builtins)
         rc = 1;
         goto out;
     }
-    if (static_flag && cfg->root == NULL)
-        petrel_log(PETREL_LOG_WARN, "%s applies to --root, and there is none", static_flag);
+    if (ro.nflags && cfg->root == NULL) {
+        char names[256];
+        size_t n = 0;
+        for (int k = 0; k < ro.nflags; k++)
+            n += (size_t)snprintf(names + n, sizeof(names) - n, "%s--%s",
+                                  k == 0 ? "" : k + 1 == ro.nflags ? " and " : ", ", ro.flags[k]);
+        petrel_log(PETREL_LOG_WARN, "%s appl%s to --root, and there is none", names,
+                   ro.nflags == 1 ? "ies" : "y");
+    }
+    if (cfg->root) {
+        bool have = false;
+        for (const petrel_module_t *const *b = builtins; b && *b && !have; b++)
+            have = strcmp((*b)->name, "static") == 0;
+        if (!have) {
+            fprintf(stderr,
+                    "petrel: --root '%s': this program has no built-in module 'static', which "
+                    "serves --root (link libpetrel-static and add petrel_module_static to its "
+                    "built-in modules)\n",
+                    cfg->root);
+            rc = 1;
+            goto out;
+        }
+    }
+    int nstatic = 0;
+    for (int i = 0; i < nmodules; i++)
+        nstatic += is_static_spec(modules[i]);
+    if ((cfg->root || nstatic > 1) &&
+        (root_spec = static_spec(cfg->root, &ro, modules, &nmodules)) == NULL) {
+        fprintf(stderr, "petrel: out of memory\n");
+        rc = 1;
+        goto out;
+    }
     /* --root and --module: now, and again on each reload (SIGHUP, --dev) */
-    setup_args_t sargs = {&sopts, modules, nmodules};
+    setup_args_t sargs = {cfg->root ? root_spec : NULL, modules, nmodules};
     srv->setup = setup;
     srv->setup_ctx = &sargs;
     if (setup(srv, &sargs, err, sizeof(err)) < 0) {
@@ -451,6 +604,7 @@ int petrel_main(int argc, char **argv, const petrel_module_t *const *builtins)
     signal(SIGPIPE, SIG_IGN); /* a peer gone mid-write is an EPIPE, not a death */
     rc = petrel__master_run(srv);
 out:
+    free(root_spec);
     free(modules);
     petrel__server_free(srv);
     return rc;

@@ -61,7 +61,7 @@ typedef struct petrel__proto_ops {
     void (*drain)(petrel__conn_t *c, bool close_idle);
     /* The socket is closed (petrel__conn_close): give back c->proto.
      * Requests whose handlers still hold them are detached from the
-     * connection by their protocol (petrel.h, "Waiting").  NULL: nothing
+     * connection by their protocol (petrel.h, "Waiting for work the handler started").  NULL: nothing
      * to give back. */
     void (*on_close)(petrel__conn_t *c);
     /* The protocol bounds its own output (flow control, a send limit):

@@ -981,7 +981,7 @@ static const char *h2_peer(petrel_req_t *req)
     return petrel_arena_strndup(req->arena, p, strlen(p));
 }
 
-/* The handler let go of an abandoned request (petrel.h, "Waiting"). */
+/* The handler let go of an abandoned request (petrel.h, "Waiting for work the handler started"). */
 static void h2_release(petrel_req_t *req)
 {
     h2stream_t *s = container_of(req, h2stream_t, req);
@@ -1223,7 +1223,7 @@ static void h2_on_close(petrel__conn_t *c)
     while (!list_empty(&h->streams)) {
         h2stream_t *s = container_of(h->streams.next, h2stream_t, link);
         if ((s->flags & S_DISPATCHED) && !(s->flags & S_DEAD)) {
-            /* a handler still at work: it is told (petrel.h, "Waiting") */
+            /* a handler still at work: it is told (petrel.h, "Waiting for work the handler started") */
             if (!s->resp.ended && !s->resp.sent) {
                 s->resp.status = 499;
                 petrel__req_finished(&s->req, s->bytes_out);

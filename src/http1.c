@@ -752,7 +752,7 @@ static void str_out(petrel_arena_t *a, petrel_str_t *str, const char *lo, const 
     }
 }
 
-/* The handler holds `s` beyond the connection's care (petrel.h, "Waiting":
+/* The handler holds `s` beyond the connection's care (petrel.h, "Waiting for work the handler started":
  * it was aborted, or answered 504 by petrel): its head is copied out of the
  * read buffer, which goes on without it, and it is freed by ops->release. */
 static void slot_hold(h1req_t *s)
@@ -843,7 +843,7 @@ static void switch_protocol(h1_t *h1)
 
 /* The requests from `from` to the end of the in-flight list will not be
  * answered on this connection (it ends before them): abandoned, their
- * abort callbacks run (petrel.h, "Waiting"). */
+ * abort callbacks run (petrel.h, "Waiting for work the handler started"). */
 static void abandon_from(h1_t *h1, h1req_t *from)
 {
     h1req_t **pp = &h1->first, *prev = NULL;

@@ -19,7 +19,6 @@
 
 petrel__loop_t *petrel__loop;
 
-static const char wday[7][4] = {"Sun", "Mon", "Tue", "Wed", "Thu", "Fri", "Sat"};
 static const char month[12][4] = {"Jan", "Feb", "Mar", "Apr", "May", "Jun",
                                   "Jul", "Aug", "Sep", "Oct", "Nov", "Dec"};
 
@@ -33,10 +32,7 @@ void petrel__loop_update_time(petrel__loop_t *loop)
         struct tm tm;
         loop->now_sec = now;
         gmtime_r(&now, &tm);
-        /* RFC 9110 §5.6.7 IMF-fixdate */
-        snprintf(loop->date, sizeof(loop->date), "%s, %02d %s %04d %02d:%02d:%02d GMT",
-                 wday[tm.tm_wday], tm.tm_mday, month[tm.tm_mon], tm.tm_year + 1900, tm.tm_hour,
-                 tm.tm_min, tm.tm_sec);
+        petrel_http_date_format(now, loop->date); /* RFC 9110 §5.6.7 IMF-fixdate */
         snprintf(loop->log_time, sizeof(loop->log_time), "%02d/%s/%04d:%02d:%02d:%02d +0000",
                  tm.tm_mday, month[tm.tm_mon], tm.tm_year + 1900, tm.tm_hour, tm.tm_min,
                  tm.tm_sec);

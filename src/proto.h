@@ -42,7 +42,7 @@ struct petrel_resp {
     bool close_fd;
     bool sent;  /* headers handed to the protocol */
     bool ended; /* the whole response handed over */
-    /* waiting (petrel.h, "Waiting") */
+    /* waiting (petrel.h, "Waiting for work the handler started") */
     bool holds;     /* the handler holds the request beyond its return */
     bool abandoned; /* aborted: nothing more goes to the client */
     bool timed_out; /* petrel answered 504 for a handler that did not */

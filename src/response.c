@@ -2,7 +2,7 @@
  * response.c -- the protocol-neutral response API.  It records status,
  * headers and body on the request, then hands them to the protocol module
  * that carried the request (req->_proto: http1.c or h2.c).  Also the
- * waiting of requests whose handler answers later (petrel.h, "Waiting"):
+ * waiting of requests whose handler answers later (petrel.h, "Waiting for work the handler started"):
  * the handler timeout, aborts, and the requests a handler still holds.
  */
 #include "proto.h"
@@ -82,7 +82,7 @@ int petrel_resp_trailer(petrel_req_t *req, const char *name, const char *value)
 
 void petrel__req_release(petrel_req_t *req);
 
-/* A sending call on an abandoned request (petrel.h, "Waiting"): the
+/* A sending call on an abandoned request (petrel.h, "Waiting for work the handler started"): the
  * handler lets go of it. */
 static int gone(petrel_req_t *req)
 {
@@ -204,7 +204,7 @@ int petrel_stream_end(petrel_req_t *req)
 }
 
 /* ------------------------------------------------------------------------ */
-/* Waiting (petrel.h, "Waiting"): the handler timeout, aborts, and the      */
+/* Waiting (petrel.h, "Waiting for work the handler started"): the handler timeout, aborts, and the      */
 /* requests a handler still holds after an abort.  Per worker process.      */
 
 /* Per worker process (doc/architecture.md, "Processes"). */

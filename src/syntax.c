@@ -1,13 +1,15 @@
 /*
  * syntax.c -- HTTP syntax shared by every protocol and the framework
  * (RFC 9110): tokens and lists of them, method names, percent-decoding and
- * path normalisation, status codes and status lines.  Depends on nothing
- * but the C library.
+ * path normalisation, status codes and status lines, HTTP-dates (the one
+ * formatter of the tree: loop.c's Date header, the static module's
+ * Last-Modified).  Depends on nothing but the C library.
  */
 #include "proto.h"
 
 #include <stdio.h>
 #include <string.h>
+#include <time.h>
 
 /* RFC 9110 §5.6.2 tchar */
 const uint8_t petrel__tchar[256] = {
@@ -240,5 +242,161 @@ size_t petrel__status_body(int status, char *buf, size_t len)
 {
     int n = snprintf(buf, len, "%d %s\n", status, petrel_status_reason(status));
     return n < 0 ? 0 : (size_t)n < len ? (size_t)n : len - 1;
+}
+
+
+static inline const char *skip_ows(const char *p)
+{
+    while (*p == ' ' || *p == '\t')
+        p++;
+    return p;
+}
+
+/* ------------------------------------------------------------------------ */
+/* HTTP-dates (RFC 9110 §5.6.7)                                             */
+
+static const char wdays[] = "SunMonTueWedThuFriSat";
+static const char months[] = "JanFebMarAprMayJunJulAugSepOctNovDec";
+
+static inline char *put2(char *p, int v)
+{
+    p[0] = (char)('0' + v / 10);
+    p[1] = (char)('0' + v % 10);
+    return p + 2;
+}
+
+size_t petrel_http_date_format(time_t t, char *buf)
+{
+    struct tm tm;
+    if (gmtime_r(&t, &tm) == NULL || tm.tm_year + 1900 > 9999 || tm.tm_year + 1900 < 0) {
+        t = 0;
+        gmtime_r(&t, &tm);
+    }
+    int y = tm.tm_year + 1900;
+    char *p = buf;
+    memcpy(p, wdays + 3 * tm.tm_wday, 3);
+    memcpy(p + 3, ", ", 2);
+    p = put2(p + 5, tm.tm_mday);
+    *p++ = ' ';
+    memcpy(p, months + 3 * tm.tm_mon, 3);
+    p[3] = ' ';
+    p = put2(p + 4, y / 100);
+    p = put2(p, y % 100);
+    *p++ = ' ';
+    p = put2(p, tm.tm_hour);
+    *p++ = ':';
+    p = put2(p, tm.tm_min);
+    *p++ = ':';
+    p = put2(p, tm.tm_sec);
+    memcpy(p, " GMT", 5);
+    return PETREL_HTTP_DATE_SIZE - 1;
+}
+
+static int month_index(const char *m)
+{
+    for (int i = 0; i < 12; i++)
+        if (memcmp(m, months + 3 * i, 3) == 0)
+            return i;
+    return -1;
+}
+
+/* Exactly n ASCII digits at p, as a number; -1 otherwise (no sign, no
+ * space: sscanf's %d would take both). */
+static int digits(const char *p, int n)
+{
+    int v = 0;
+    for (int i = 0; i < n; i++) {
+        if (p[i] < '0' || p[i] > '9')
+            return -1;
+        v = v * 10 + (p[i] - '0');
+    }
+    return v;
+}
+
+/* day-name (RFC 9110 §5.6.7): Mon..Sun, or the long form of RFC 850. */
+static const char *day_name(const char *p, bool longform)
+{
+    static const char *const days[] = {"Monday", "Tuesday",  "Wednesday", "Thursday",
+                                       "Friday", "Saturday", "Sunday"};
+    for (int i = 0; i < 7; i++) {
+        size_t n = longform ? strlen(days[i]) : 3;
+        if (strncmp(p, days[i], n) == 0)
+            return p + n;
+    }
+    return NULL;
+}
+
+/* time-of-day = hour ":" minute ":" second, each 2DIGIT */
+static const char *time_of_day(const char *p, int *hh, int *mm, int *ss)
+{
+    if (p[2] != ':' || p[5] != ':')
+        return NULL;
+    *hh = digits(p, 2), *mm = digits(p + 3, 2), *ss = digits(p + 6, 2);
+    return *hh < 0 || *mm < 0 || *ss < 0 ? NULL : p + 8;
+}
+
+/* To the letter: a value that is not an HTTP-date is no date (an
+ * If-Modified-Since holding one is ignored, §13.1.3).  Each form has a
+ * fixed length, checked before any position is read. */
+int petrel_http_date_parse(const char *s, time_t *out)
+{
+    int d, mi, y, hh, mm, ss;
+    const char *p = day_name(s, false);
+    if (p && *p == ',') {
+        /* IMF-fixdate: Sun, 06 Nov 1994 08:49:37 GMT */
+        p++;
+        if (strlen(p) < 25 || p[0] != ' ' || p[3] != ' ' || p[7] != ' ' || p[12] != ' ')
+            return PETREL_EINVAL;
+        d = digits(p + 1, 2);
+        mi = month_index(p + 4);
+        y = digits(p + 8, 4);
+        if ((p = time_of_day(p + 13, &hh, &mm, &ss)) == NULL || strncmp(p, " GMT", 4) != 0)
+            return PETREL_EINVAL;
+        p += 4;
+    } else if ((p = day_name(s, true)) != NULL && *p == ',') {
+        /* RFC 850: Sunday, 06-Nov-94 08:49:37 GMT */
+        p++;
+        if (strlen(p) < 23 || p[0] != ' ' || p[3] != '-' || p[7] != '-' || p[10] != ' ')
+            return PETREL_EINVAL;
+        d = digits(p + 1, 2);
+        mi = month_index(p + 4);
+        y = digits(p + 8, 2);
+        if (y < 0 || (p = time_of_day(p + 11, &hh, &mm, &ss)) == NULL || strncmp(p, " GMT", 4) != 0)
+            return PETREL_EINVAL;
+        /* §5.6.7: a two-digit year more than 50 years in the future is
+         * taken to be in the past; within 1970..2069 that is this rule */
+        y += y < 70 ? 2000 : 1900;
+        p += 4;
+    } else if ((p = day_name(s, false)) != NULL && *p == ' ') {
+        /* asctime: Sun Nov  6 08:49:37 1994 (day: 2DIGIT or SP 1DIGIT) */
+        p++;
+        if (strlen(p) < 20 || p[3] != ' ' || p[6] != ' ' || p[15] != ' ')
+            return PETREL_EINVAL;
+        mi = month_index(p);
+        d = p[4] == ' ' ? digits(p + 5, 1) : digits(p + 4, 2);
+        if (time_of_day(p + 7, &hh, &mm, &ss) == NULL)
+            return PETREL_EINVAL;
+        y = digits(p + 16, 4);
+        p += 20;
+    } else {
+        return PETREL_EINVAL;
+    }
+    if (*skip_ows(p) != '\0')
+        return PETREL_EINVAL;
+    if (mi < 0 || d < 1 || d > 31 || hh > 23 || mm > 59 || ss > 60 || y < 1970)
+        return PETREL_EINVAL;
+    struct tm tm;
+    memset(&tm, 0, sizeof(tm));
+    tm.tm_year = y - 1900;
+    tm.tm_mon = mi;
+    tm.tm_mday = d;
+    tm.tm_hour = hh;
+    tm.tm_min = mm;
+    tm.tm_sec = ss;
+    time_t t = timegm(&tm);
+    if (t == (time_t)-1)
+        return PETREL_EINVAL;
+    *out = t;
+    return 0;
 }
 

@@ -6,6 +6,7 @@
 #include "h2.h"
 
 #include <llhttp.h>
+#include <petrel/static.h>
 
 #include "fuzz_server.h"
 

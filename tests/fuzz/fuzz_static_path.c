@@ -1,6 +1,6 @@
 /*
  * fuzz_static_path.c -- the static handler's path resolution
- * (petrel__static_open in modules/static.c): whatever the path, nothing
+ * (petrel__static_open in modules/static/resolve.c): whatever the path, nothing
  * outside the root is ever opened or returned.
  *
  * The root is a temporary directory with files, directories, a FIFO and
@@ -21,7 +21,7 @@
  */
 #include "proto.h"
 
-#include "static-int.h"
+#include "static/static.h"
 
 #include <errno.h>
 #include <fcntl.h>

@@ -384,6 +384,11 @@ def rng():
         (big, "items=0-1", "", "Sun, 06 Nov 1994 8:9:7 GMT", "x-gzip, deflate"),
         (big, "bytes=-0", "", "Sunday, 06-Nov-69 08:49:37 GMT", "gzip; q=0.000"),
         (big, "bytes=-99999999999999999999", "", "asctime garbage", "*;q=0.1, br;q=0"),
+        # several ranges: merged when they overlap or touch, else ignored
+        (small, "bytes=4-6, 0-1,2-3", "", "", "zstd, gzip;q=0.9"),
+        (small, "bytes=0-0,,-1, 100-", "", "", "identity;q=0"),
+        (big, "bytes=" + ",".join(["0-0"] * 17), "", "", ""),
+        (zero, "bytes=0-0,-5", "", "", ""),
     ]
     for i, (size, *fields) in enumerate(seeds):
         write("range", "r%02d" % i, size + b"\0".join(f.encode() for f in fields))

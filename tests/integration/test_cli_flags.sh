@@ -102,6 +102,34 @@ expect_error 1 "$T/file" "--root on a file" "${L[@]}" --root "$T/file"
 expect_error 1 /nonexistent/dir/access.log "--access-log in a missing directory" \
     "${L[@]}" --access-log /nonexistent/dir/access.log
 
+expect_error 2 --default-type "--default-type without a slash" "${L[@]}" --default-type plain
+expect_error 2 --cache-control "--cache-control with a line break" "${L[@]}" \
+    --cache-control $'no-cache\r\nX-Injected: 1'
+
+# --- the options of --root without it: a warning naming them --------------------
+# (it used to name whichever option came last on the line: --workers here)
+petrel_start --module hello --autoindex --workers 1
+w=$(grep 'apply\|applies' "$PETREL_ERR")
+if [[ $w == *"[warn]"*"--autoindex applies to --root, and there is none"* && $w != *--workers* ]]; then
+    ok "--autoindex without --root: '$w'"
+else
+    not_ok "--autoindex without --root: the warning is '$w'"
+fi
+petrel_stop
+petrel_start --static-cache-size=1m --module hello --cache-control no-cache --autoindex \
+    --default-type text/plain --max-body-size 1m
+w=$(grep 'apply\|applies' "$PETREL_ERR")
+want="--static-cache-size, --cache-control, --autoindex and --default-type apply to --root"
+if [[ $w == *"$want"* && $w != *--max-body-size* ]]; then
+    ok "four static options without --root: '$w'"
+else
+    not_ok "four static options without --root: the warning is '$w'"
+fi
+petrel_stop
+
+# --- --root needs the static module ---------------------------------------------
+# (a program embedding petrel without it: see check_static.c, root_without_module)
+
 # --- --help, --version: status 0 -----------------------------------------
 run_petrel --help
 if [[ $RC -eq 0 && $OUT == *usage:* && $OUT == *--listen* && $OUT == *--drain-timeout* && -z $ERR ]]; then

@@ -253,7 +253,9 @@ for m in nodesc oldabi initfail undef clash; do
 done
 expect_refused "^petrel: --module './nodesc.so': no module descriptor \(petrel_module_entry\): declare the module with PETREL_MODULE" \
     --module ./nodesc.so
-expect_refused "module 'oldabi' was built for petrel ABI version 99, this petrel has ABI version 1: rebuild the module against this petrel's petrel.h" \
+abi=$(sed -n 's/^#define PETREL_ABI_VERSION \([0-9]*\)$/\1/p' "$STAGE_INC/petrel.h")
+[[ -n $abi ]] || fail "no PETREL_ABI_VERSION in the installed petrel.h"
+expect_refused "module 'oldabi' was built for petrel ABI version $((abi + 98)), this petrel has ABI version $abi: rebuild the module against this petrel's petrel.h" \
     --module ./oldabi.so
 expect_refused "^petrel: module 'initfail': init failed: invalid argument" --module ./initfail.so
 expect_refused "cannot load: .*undefined symbol: petrel_no_such_function \(a petrel function this petrel does not have" \
