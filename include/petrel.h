@@ -1827,10 +1827,11 @@ PETREL_API petrel_pg_stmt_t *petrel_pg_prepare(petrel_pg_t *pg, const char *sql)
  * query of the module's own (a cache to fill): with a request, the query
  * is cancelled when the request is aborted (the callback then gets
  * PETREL_PG_ECANCELED; a query already running on the server is cancelled
- * there with pg_cancel_backend() from another connection of the pool), and
- * it is dropped without a callback when the request ends first (its
- * response complete).  petrel_pg_exec() registers the abort callback of
- * `req` (petrel_req_on_abort()); an abort callback the handler registered
+ * there with pg_cancel_backend() from a connection the pool keeps for
+ * that), and when the request ends first (its response complete) the
+ * query still runs but calls nobody back (its `data` may be gone).
+ * petrel_pg_exec() registers the abort callback of `req`
+ * (petrel_req_on_abort()); an abort callback the handler registered
  * before still runs, first.  A handler that registers one after its
  * queries calls petrel_pg_cancel() in it.
  *

@@ -717,7 +717,9 @@ static void deliver(petrel_pg_t *p, pgbatch_t *b, int status, const char *sqlsta
 
 static bool retriable(const pgbatch_t *b)
 {
-    if (b->internal || b->retries >= PG_MAX_RETRIES || b->canceled || (b->for_req && !req_live(b)))
+    /* a batch whose request ended is run again too: it still runs, only
+     * nobody is called back (petrel_pg_exec) */
+    if (b->internal || b->retries >= PG_MAX_RETRIES || b->canceled)
         return false;
     const char *s = res_field(b->failed->res, PG_DIAG_SQLSTATE, "");
     return strcmp(s, "40001") == 0 || strcmp(s, "40P01") == 0 ||
@@ -789,12 +791,8 @@ static void segment_done(pgconn_t *c)
         for (petrel__list_t *y = seg.prev; y != &seg;) {
             pgbatch_t *b = container_of(y, pgbatch_t, node);
             y = y->prev;
-            if (b == failed && !retriable(b))
-                continue;
-            if (b->internal || b->canceled || (b->for_req && !req_live(b))) { /* not again */
-                if (b != failed)
-                    continue;
-            }
+            if ((b == failed && !retriable(b)) || b->internal || b->canceled)
+                continue; /* delivered with its error, or not again: the pool's own, aborted */
             list_unlink(&b->node);
             if (b == failed)
                 b->retries++;
