@@ -1579,18 +1579,20 @@ PETREL_API void petrel_timer_stop(petrel_timer_t *t);
  * The queries a request makes one after the other (before it returns to
  * the loop: in the handler, or in one callback) form a batch, sent to one
  * connection as they are made.  At the end of the loop turn each
- * connection gets one Sync (one write): the batches it got in that turn
- * run in order in one implicit transaction, and their callbacks run, in
- * order, once the transaction is over.  When a query fails, the
- * transaction is rolled back: that query reports its error
- * (PETREL_PG_ESQL) and the other queries of its batch PETREL_PG_EABORTED,
- * while the batches of other requests in the same transaction, which did
- * nothing wrong, are run again, each in a transaction of its own, before
- * anyone saw their results.  So are batches that fail with a
- * serialization failure or a deadlock (SQLSTATE 40001, 40P01), twice at
- * most.  A batch must not leave a transaction open (BEGIN without
- * COMMIT), and should not count on what another request's batch did in the
- * same transaction.
+ * connection gets a Sync (one write): the batches it got in that turn run
+ * in order in one implicit transaction, and their callbacks run, in order,
+ * once the transaction is over.  Only batches of plain SELECTs share a
+ * transaction that way: a batch with any other statement (or a SELECT
+ * with INTO, or FOR UPDATE / SHARE) is the last of its transaction, so
+ * the row locks it takes are never held for another request.  When a
+ * query fails, the transaction is rolled back: that query reports its
+ * error (PETREL_PG_ESQL) and the other queries of its batch
+ * PETREL_PG_EABORTED, while the batches of other requests in the same
+ * transaction, which did nothing wrong, are run again, each in a
+ * transaction of its own, before anyone saw their results.  So are batches
+ * that fail with a serialization failure or a deadlock (SQLSTATE 40001,
+ * 40P01), twice at most.  A batch must not leave a transaction open (BEGIN
+ * without COMMIT).
  *
  * Lifetime: from petrel_pg_open() to petrel_pg_close(), in the worker that
  * opened it; use it only from that worker's handlers and callbacks.

@@ -8,7 +8,8 @@
  * made, and at the end of the turn one Sync per connection closes the
  * transaction of the batches it got (PQpipelineSync writes: one write per
  * connection and turn, and the server flushes its answers once per
- * transaction too).  The server answers the transactions of a connection
+ * transaction too).  A batch that may write or lock rows (sql_writes) is
+ * the last of its transaction: its locks are held for no other request.  The server answers the transactions of a connection
  * in order; a connection keeps the batches it sent in `sent`, and a
  * cursor says which query of which batch the next result belongs to.
  * Results are held until the transaction's Sync arrives, then the
@@ -33,10 +34,12 @@
 
 #include "proto.h"
 
+#include <ctype.h>
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 
 #ifdef HAVE_PGSQL
 #include <libpq-fe.h>
@@ -98,6 +101,7 @@ struct pgbatch {
     bool exposed;  /* a cancel meant for another batch may hit it */
     bool seg_end;  /* the Sync follows it */
     bool isolate;  /* run again: in a transaction of its own */
+    bool writes;   /* a statement of it may write or lock: none joins after it */
     unsigned retries;
     pgq_t *failed;    /* the query whose error failed the batch */
     pgbatch_t *cnext; /* petrel_pg_cancel's list */
@@ -132,6 +136,7 @@ struct petrel_pg_stmt {
     char name[24];
     char *sql;
     unsigned idx;
+    bool writes; /* not a plain SELECT (sql_writes) */
 };
 
 struct petrel_pg {
@@ -577,7 +582,7 @@ broken:
  * the batch is complete. */
 static void batch_attach(pgconn_t *c, pgbatch_t *b)
 {
-    if (c->open && (b->isolate || c->open->isolate))
+    if (c->open && (b->isolate || c->open->isolate || c->open->writes))
         batch_close(c);
     b->conn = c;
     b->seg_end = false;
@@ -1118,6 +1123,46 @@ static void link_gone(void *data)
 /* ------------------------------------------------------------------------ */
 /* Queries                                                                  */
 
+static bool word_at(const char *s, const char *w)
+{
+    size_t n = strlen(w);
+    return strncasecmp(s, w, n) == 0 && !(isalnum((unsigned char)s[n]) || s[n] == '_');
+}
+
+/*
+ * May this statement write, or take row locks?  Batches of plain SELECTs
+ * share a transaction with the other batches of their loop turn; one that
+ * writes ends it (the locks it takes are held by nobody else's
+ * transaction: no deadlock between requests).  Plain: it starts with
+ * SELECT (after blanks and comments) and has no INTO and no FOR (UPDATE,
+ * SHARE) anywhere -- a word in a string literal errs on the safe side.  A
+ * SELECT of a function that writes is taken for a read.
+ */
+static bool sql_writes(const char *s)
+{
+    for (;;) {
+        while (isspace((unsigned char)*s))
+            s++;
+        if (s[0] == '-' && s[1] == '-') {
+            s += strcspn(s, "\n");
+        } else if (s[0] == '/' && s[1] == '*') {
+            const char *e = strstr(s + 2, "*/");
+            if (e == NULL)
+                return true;
+            s = e + 2;
+        } else {
+            break;
+        }
+    }
+    if (!word_at(s, "select"))
+        return true;
+    for (const char *x = s; *x; x++)
+        if ((x == s || !(isalnum((unsigned char)x[-1]) || x[-1] == '_')) &&
+            (word_at(x, "for") || word_at(x, "into")))
+            return true;
+    return false;
+}
+
 static void turn_end(petrel__pending_t *pend)
 {
     petrel_pg_t *p = container_of(pend, petrel_pg_t, turn);
@@ -1170,6 +1215,7 @@ static int submit(petrel_pg_t *p, petrel_req_t *req, const petrel_pg_stmt_t *stm
     q->stmt = stmt;
     q->cb = cb;
     q->data = data;
+    bool writes = stmt ? stmt->writes : sql_writes(sql);
     if (b == NULL) {
         b = b_get(p);
         if (b == NULL) {
@@ -1202,6 +1248,7 @@ static int submit(petrel_pg_t *p, petrel_req_t *req, const petrel_pg_stmt_t *stm
         }
         b->first = b->last = q;
         b->nq = 1;
+        b->writes = writes;
         if (c) {
             batch_attach(c, b);
         } else {
@@ -1213,6 +1260,7 @@ static int submit(petrel_pg_t *p, petrel_req_t *req, const petrel_pg_stmt_t *stm
         b->last->next = q;
         b->last = q;
         b->nq++;
+        b->writes |= writes;
         if (c) {
             c->nq++;
             send_q(c, q);
@@ -1271,6 +1319,7 @@ petrel_pg_stmt_t *petrel_pg_prepare(petrel_pg_t *pg, const char *sql)
         return NULL;
     }
     s->idx = pg->nstmts;
+    s->writes = sql_writes(sql);
     snprintf(s->name, sizeof(s->name), "petrel_%u", s->idx);
     pg->stmts[pg->nstmts++] = s;
     return s;

@@ -15,6 +15,12 @@
 # pgbench runs with CONNS connections (-c CONNS -j 1), as many as the pool
 # has.  Each round runs every measurement once, the rounds interleave them,
 # and the report gives each round and the median; rows/s = req/s x rows.
+# With each rate, the CPU time per transaction or request (from /proc, in
+# microseconds): of the database server (its backends, and what the
+# postmaster reaped of those that ended) and of the client of the database
+# (pgbench, or petrel's worker).  On a shared, noisy machine the CPU times
+# move less than the rates: the database's CPU per request is what bounds
+# the rate when the database has a core to itself.
 # The server is the one of the PG* variables (or libpq's defaults); it must
 # hold the databases hello_world (examples/tfb/setup.sh) and pgbench
 # (pgbench -i -s 1 pgbench).  Pinning: the database server to DB_CPU (its
@@ -77,12 +83,37 @@ printf '\\set id random(1, 10000)\nSELECT id, randomnumber FROM world WHERE id =
     echo '\endpipeline'
 } >"$TMP/world20.sql"
 
-pgb() { # NAME ARGS...: one pgbench run -> "NAME TPS"
-    local name=$1 tps
+# CPU clock ticks: of the database server (its live processes, and its
+# ended backends as the postmaster reaped them), and of process $1
+PM=$(awk '{ print $4 }' "/proc/$(psql -X -At -d postgres -c 'SELECT pg_backend_pid()')/stat")
+ticks_of() { # PID... -> utime+stime (+ cutime+cstime with -c)
+    local c=0 t=0 p st
+    [[ $1 == -c ]] && { c=1; shift; }
+    for p in "$@"; do
+        st=$(cat "/proc/$p/stat" 2>/dev/null) || continue
+        st=${st##*) }
+        # shellcheck disable=SC2086
+        set -- $st
+        t=$((t + ${12} + ${13} + c * (${14} + ${15})))
+    done
+    echo "$t"
+}
+db_ticks() { echo $(($(ticks_of -c "$PM") + $(ticks_of $(pgrep -P "$PM")))); }
+HZ=$(getconf CLK_TCK)
+us() { awk -v t="$1" -v n="$2" -v hz="$HZ" 'BEGIN { printf "%.1f", n ? t * 1e6 / hz / n : 0 }'; }
+
+pgb() { # NAME ARGS...: one pgbench run -> "NAME TPS ERRORS DB-US CLIENT-US"
+    local name=$1 d0 d1 out n tps
     shift
-    tps=$(taskset -c "$CLIENT_CPU" pgbench -n -M prepared -c "$CONNS" -j 1 -T "$SECS" "$@" 2>&1 |
-        sed -n 's/^tps = \([0-9.]*\) .*/\1/p')
-    echo "$name ${tps:-0}"
+    d0=$(db_ticks)
+    out=$(taskset -c "$CLIENT_CPU" /usr/bin/time -f 'cpu %U %S' pgbench -n -M prepared -c "$CONNS" \
+        -j 1 -T "$SECS" "$@" 2>&1)
+    sleep 0.5 # its backends exit after it: the postmaster reaps them (cutime)
+    d1=$(db_ticks)
+    tps=$(sed -n 's/^tps = \([0-9.]*\) .*/\1/p' <<<"$out")
+    n=$(sed -n 's/^number of transactions actually processed: \([0-9]*\).*/\1/p' <<<"$out")
+    echo "$name ${tps:-0} 0 $(us $((d1 - d0)) "${n:-0}") $(awk -v n="${n:-0}" \
+        '/^cpu / { printf "%.1f", n ? ($2 + $3) * 1e6 / n : 0 }' <<<"$out")"
 }
 
 petrel_up() {
@@ -97,12 +128,21 @@ petrel_up() {
     exit 1
 }
 
-hb() { # NAME PATH: one petrel-bench run -> "NAME RPS ERRORS"
-    taskset -c "$CLIENT_CPU" "$BENCH" -c "$HTTP_CONNS" -d "${SECS}s" --warmup 1s --json \
+hb() { # NAME PATH: one petrel-bench run -> "NAME RPS ERRORS DB-US PETREL-US"
+    local w d0 d1 p0 p1 n
+    w=$(pgrep -P "$PID")
+    taskset -c "$CLIENT_CPU" "$BENCH" -c "$HTTP_CONNS" -d 1s "http://127.0.0.1:$PORT$2" >/dev/null
+    d0=$(db_ticks)
+    p0=$(ticks_of "$w")
+    taskset -c "$CLIENT_CPU" "$BENCH" -c "$HTTP_CONNS" -d "${SECS}s" --json \
         "http://127.0.0.1:$PORT$2" >"$TMP/b.json"
+    d1=$(db_ticks)
+    p1=$(ticks_of "$w")
+    n=$(/usr/bin/python3 -c 'import json, sys; print(json.load(open(sys.argv[1]))["requests"])' "$TMP/b.json")
     /usr/bin/python3 -c 'import json, sys
 j = json.load(open(sys.argv[1]))
-print(sys.argv[2], "%.1f" % j["rps"], j["errors"]["total"])' "$TMP/b.json" "$1"
+print(sys.argv[2], "%.1f" % j["rps"], j["errors"]["total"], sys.argv[3], sys.argv[4])' \
+        "$TMP/b.json" "$1" "$(us $((d1 - d0)) "$n")" "$(us $((p1 - p0)) "$n")"
 }
 
 petrel_up
@@ -119,27 +159,35 @@ for ((r = 1; r <= ROUNDS; r++)); do
     } | sed "s/^/$r /" | tee -a "$TMP/all" >&2
 done
 
-/usr/bin/python3 - "$TMP/all" "$ROUNDS" <<'PY'
+/usr/bin/python3 - "$TMP/all" <<'PY'
 import statistics, sys
 rows = [l.split() for l in open(sys.argv[1])]
-v = {}
+v, db, cl = {}, {}, {}
+errs = 0
 for r in rows:
     v.setdefault(r[1], []).append(float(r[2]))
+    errs += int(r[3])
+    db.setdefault(r[1], []).append(float(r[4]))
+    cl.setdefault(r[1], []).append(float(r[5]))
 med = {k: statistics.median(x) for k, x in v.items()}
+dbm = {k: statistics.median(x) for k, x in db.items()}
 per = {"pgbench-world20": 20, "queries20": 20, "updates20": 20}
-print("| measurement | per round | median | rows/s | ratio |")
-print("|---|---|---:|---:|---:|")
 anchor = {"db": "pgbench-world", "queries20": "pgbench-world20"}
+print("| measurement | req or tx/s, each round | median | rows/s | x anchor (rate) | database CPU us | client CPU us | x anchor (database CPU per row) |")
+print("|---|---|---:|---:|---:|---:|---:|---:|")
 for k in ["pgbench-S", "pgbench-world", "pgbench-world20", "db", "queries20", "fortunes", "updates20"]:
     if k not in med:
         continue
     n = per.get(k, 1)
-    ratio = ""
+    ratio = cpu_ratio = ""
     if k in anchor:
         a = anchor[k]
-        ratio = "%.2fx %s" % (med[k] * n / (med[a] * per.get(a, 1)), a)
-    print("| %s | %s | %s | %s | %s |" % (k, " / ".join("%.0f" % x for x in v[k]), "{:,.0f}".format(med[k]),
-                                      "{:,.0f}".format(med[k] * n), ratio))
-errs = sum(int(r[3]) for r in rows if len(r) > 3)
+        na = per.get(a, 1)
+        ratio = "%.2fx" % (med[k] * n / (med[a] * na))
+        if dbm[k] > 0:
+            cpu_ratio = "%.2fx" % ((dbm[a] / na) / (dbm[k] / n))
+    print("| %s | %s | %s | %s | %s | %.1f | %.1f | %s |" % (
+        k, " / ".join("%.0f" % x for x in v[k]), "{:,.0f}".format(med[k]), "{:,.0f}".format(med[k] * n),
+        ratio, dbm[k], statistics.median(cl[k]), cpu_ratio))
 print("\nHTTP errors in all rounds: %d" % errs)
 PY
