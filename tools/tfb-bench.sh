@@ -70,9 +70,11 @@ cleanup() {
 }
 trap cleanup EXIT
 
+# the postmaster: the parent of the checkpointer (which lives as long as it)
+ckpt=$(psql -X -At -d postgres -c "SELECT pid FROM pg_stat_activity WHERE backend_type = 'checkpointer'")
+PM=$(awk '{ print $4 }' "/proc/$ckpt/stat")
 if [[ -n $DB_CPU ]]; then
-    pm=$(awk '{ print $4 }' "/proc/$(psql -X -At -d postgres -c 'SELECT pg_backend_pid()')/stat")
-    for p in $pm $(pgrep -P "$pm"); do taskset -a -p -c "$DB_CPU" "$p" >/dev/null; done
+    for p in $PM $(pgrep -P "$PM"); do taskset -a -p -c "$DB_CPU" "$p" >/dev/null; done
 fi
 
 printf '\\set id random(1, 10000)\nSELECT id, randomnumber FROM world WHERE id = :id;\n' >"$TMP/world.sql"
@@ -85,7 +87,6 @@ printf '\\set id random(1, 10000)\nSELECT id, randomnumber FROM world WHERE id =
 
 # CPU clock ticks: of the database server (its live processes, and its
 # ended backends as the postmaster reaped them), and of process $1
-PM=$(awk '{ print $4 }' "/proc/$(psql -X -At -d postgres -c 'SELECT pg_backend_pid()')/stat")
 ticks_of() { # PID... -> utime+stime (+ cutime+cstime with -c)
     local c=0 t=0 p st
     [[ $1 == -c ]] && { c=1; shift; }
