@@ -22,6 +22,8 @@
  */
 #include <petrel.h>
 
+#include "tfb-json.h"
+
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
@@ -45,10 +47,6 @@ static int32_t cache[WORLD_ROWS + 1]; /* randomNumber by id; 0: not cached */
 static int cache_filling;
 static int32_t deck[WORLD_ROWS]; /* a permutation of the ids, for unique picks */
 
-typedef struct world {
-    int32_t id;
-    int32_t random_number;
-} world_t;
 
 /* ------------------------------------------------------------------------ */
 /* Numbers                                                                  */
@@ -66,21 +64,6 @@ static uint32_t rnd(void)
 static int32_t random_id(void)
 {
     return (int32_t)(rnd() % WORLD_ROWS) + 1;
-}
-
-/* `v` (>= 0) in decimal at p; returns the end. */
-static char *put_int(char *p, int32_t v)
-{
-    char t[12];
-    int n = 0;
-    uint32_t u = (uint32_t)v;
-    do {
-        t[n++] = (char)('0' + u % 10);
-        u /= 10;
-    } while (u);
-    while (n)
-        *p++ = t[--n];
-    return p;
 }
 
 /*
@@ -113,67 +96,6 @@ static int count_of(petrel_req_t *req, const char *name)
 
 /* ------------------------------------------------------------------------ */
 /* JSON and HTML output                                                     */
-
-/* The longest a JSON world object is: {"id":10000,"randomNumber":10000} plus a comma. */
-#define WORLD_JSON_MAX 40
-
-static char *json_world(char *p, const world_t *w)
-{
-    memcpy(p, "{\"id\":", 6);
-    p = put_int(p + 6, w->id);
-    memcpy(p, ",\"randomNumber\":", 16);
-    p = put_int(p + 16, w->random_number);
-    *p++ = '}';
-    return p;
-}
-
-/* 1 for the bytes a JSON string must escape (RFC 8259 §7): the controls,
- * '"' and '\\'.  The rest, UTF-8 included, goes as it is. */
-static const unsigned char json_esc[256] = {[0 ... 0x1f] = 1, ['"'] = 1, ['\\'] = 1};
-
-/* `s` as a JSON string at o, which has room for 6 * n + 2 bytes (every
- * byte escaped as \u00XX); returns the end.  Runs of plain bytes are
- * copied whole. */
-static char *json_str(char *o, const char *s, size_t n)
-{
-    static const char hex[16] = "0123456789abcdef";
-    *o++ = '"';
-    for (size_t i = 0;;) {
-        size_t j = i;
-        while (j < n && !json_esc[(unsigned char)s[j]])
-            j++;
-        memcpy(o, s + i, j - i);
-        o += j - i;
-        if (j == n)
-            break;
-        unsigned char c = (unsigned char)s[j];
-        *o++ = '\\';
-        switch (c) {
-        case '"':
-        case '\\':
-            *o++ = (char)c;
-            break;
-        case '\n':
-            *o++ = 'n';
-            break;
-        case '\r':
-            *o++ = 'r';
-            break;
-        case '\t':
-            *o++ = 't';
-            break;
-        default:
-            o[0] = 'u';
-            o[1] = o[2] = '0';
-            o[3] = hex[c >> 4];
-            o[4] = hex[c & 15];
-            o += 5;
-        }
-        i = j + 1;
-    }
-    *o++ = '"';
-    return o;
-}
 
 /* An array of worlds as JSON, in the request arena: 0 or a negative code. */
 static int send_worlds(petrel_req_t *req, const world_t *w, int n)

@@ -41,6 +41,15 @@
 #include <string.h>
 #include <strings.h>
 
+/* What a callback gets (libpq's PGresult is struct pg_result). */
+struct petrel_pg_result {
+    int status;
+    const char *sqlstate;
+    const char *message;
+    const struct pg_result *res;
+    petrel_pg_t *pool;
+};
+
 #ifdef HAVE_PGSQL
 #include <libpq-fe.h>
 
@@ -155,14 +164,6 @@ struct petrel_pg {
     unsigned ready;
     bool down; /* no connection, and the last attempt failed */
     petrel_pg_stats_t st;
-};
-
-struct petrel_pg_result {
-    int status;
-    const char *sqlstate;
-    const char *message;
-    const PGresult *res;
-    petrel_pg_t *pool;
 };
 
 /* The open pools of this worker: an abort callback checks that its pool
@@ -1523,13 +1524,6 @@ static int conninfo_check(const char *ci)
 
 /* Built without libpq: the API is there (modules link against it), the
  * pool is not. */
-struct petrel_pg_result {
-    int status;
-    const char *sqlstate;
-    const char *message;
-    const void *res;
-    petrel_pg_t *pool;
-};
 
 int petrel_pg_supported(void)
 {

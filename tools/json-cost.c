@@ -6,7 +6,7 @@
  * {"id":N,"randomNumber":N} objects (/queries?queries=20).  Counted in
  * instructions (doc/benchmarks.md, "JSON: a library or by hand"):
  *
- *   cc -O2 -o json-hand tools/json-cost.c
+ *   cc -O2 -o json-hand tools/json-cost.c     # modules/tfb-json.h's functions
  *   cc -O2 -DUSE_JANSSON -o json-jansson tools/json-cost.c $(pkg-config --cflags --libs jansson)
  *   cc -O2 -DUSE_JSONC -o json-c tools/json-cost.c $(pkg-config --cflags --libs json-c)
  *   cc -O2 -DUSE_CJSON -o json-cjson tools/json-cost.c $(pkg-config --cflags --libs libcjson)
@@ -35,52 +35,23 @@ static size_t out_len;
 static int ids[20], rns[20];
 
 #if !defined(USE_JANSSON) && !defined(USE_JSONC) && !defined(USE_CJSON)
-/* ---- by hand (the code of modules/tfb.c, abridged) ---- */
-static char *put_int(char *p, int v)
-{
-    char t[12];
-    int n = 0;
-    unsigned u = (unsigned)v;
-    do {
-        t[n++] = (char)('0' + u % 10);
-        u /= 10;
-    } while (u);
-    while (n)
-        *p++ = t[--n];
-    return p;
-}
-
-static const unsigned char esc[256] = {[0 ... 0x1f] = 1, ['"'] = 1, ['\\'] = 1};
-
-static char *str(char *o, const char *s, size_t n)
-{
-    *o++ = '"';
-    size_t j = 0;
-    while (j < n && !esc[(unsigned char)s[j]])
-        j++;
-    memcpy(o, s, j); /* (no byte to escape in these documents) */
-    o += j;
-    *o++ = '"';
-    return o;
-}
+/* ---- by hand: the functions of modules/tfb.c ---- */
+#include "../modules/tfb-json.h"
 
 static void hand(int which)
 {
     char *p = out;
     if (which == 0) {
         memcpy(p, "{\"message\":", 11);
-        p = str(p + 11, "Hello, World!", 13);
+        p = json_str(p + 11, "Hello, World!", 13);
         *p++ = '}';
     } else {
         *p++ = '[';
         for (int i = 0; i < 20; i++) {
+            world_t w = {ids[i], rns[i]};
             if (i)
                 *p++ = ',';
-            memcpy(p, "{\"id\":", 6);
-            p = put_int(p + 6, ids[i]);
-            memcpy(p, ",\"randomNumber\":", 16);
-            p = put_int(p + 16, rns[i]);
-            *p++ = '}';
+            p = json_world(p, &w);
         }
         *p++ = ']';
     }

@@ -22,6 +22,9 @@
 #   pg_tfb              the TechEmpower database (examples/tfb/setup.sh);
 #                       exports PGDATABASE=hello_world
 #   psql_ ARG...        psql -X -At -v ON_ERROR_STOP=1 (bounded in time)
+#   pg_needs WHAT...    skip (77) without what a test uses besides the server:
+#                       cc (a test module), h2 (python3-h2), bench (sets
+#                       BENCH, petrel-bench next to petrel)
 #   pg_module DIR       write DIR/pgtest.c, a module for --dev --module on
 #                       the pool: GET /sleep?s=SECONDS (SELECT pg_sleep),
 #                       GET /sql/bad (a query of a table that does not
@@ -162,6 +165,21 @@ pg_on_exit() {
     fi
     (exit "$rc")
     lib_cleanup
+}
+
+pg_needs() {
+    local w
+    for w in "$@"; do
+        case $w in
+        cc) command -v cc >/dev/null || skip "no C compiler (cc) for the test's module" ;;
+        h2) "$PY" -c 'import h2' 2>/dev/null || skip "python3-h2 is not installed" ;;
+        bench)
+            BENCH=${PETREL_BENCH:-${PETREL%/*}/bench/petrel-bench}
+            [[ -x $BENCH ]] || BENCH=${top_builddir:-}/src/bench/petrel-bench
+            [[ -x $BENCH ]] || skip "no petrel-bench next to petrel"
+            ;;
+        esac
+    done
 }
 
 psql_() {

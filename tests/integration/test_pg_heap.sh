@@ -13,10 +13,7 @@
 
 [[ $PETREL_SANITIZERS != yes ]] || skip "AddressSanitizer owns malloc: no counting allocator under it"
 [[ ${PETREL_VALGRIND:-0} != 1 ]] || skip "valgrind owns malloc: no counting allocator under it"
-command -v cc >/dev/null || skip "no C compiler (cc) for the counting allocator"
-BENCH=${PETREL_BENCH:-${PETREL%/*}/bench/petrel-bench}
-[[ -x $BENCH ]] || BENCH=${top_builddir:-}/src/bench/petrel-bench
-[[ -x $BENCH ]] || skip "no petrel-bench next to petrel"
+pg_needs cc bench
 pg_setup
 pg_start
 pg_tfb

@@ -9,9 +9,7 @@
 . "$(dirname "$0")/lib.sh"
 . "$(dirname "$0")/pg_lib.sh"
 
-BENCH=${PETREL_BENCH:-${PETREL%/*}/bench/petrel-bench}
-[[ -x $BENCH ]] || BENCH=${top_builddir:-}/src/bench/petrel-bench
-[[ -x $BENCH ]] || skip "no petrel-bench next to petrel"
+pg_needs bench
 pg_setup
 pg_start
 pg_tfb

@@ -11,7 +11,7 @@
 . "$(dirname "$0")/pg_lib.sh"
 . "$(dirname "$0")/mod_lib.sh"
 
-command -v cc >/dev/null || skip "no C compiler (cc) for the test module"
+pg_needs cc
 pg_setup
 pg_start
 pg_module "$LIB_TMP"

@@ -10,8 +10,7 @@
 . "$(dirname "$0")/lib.sh"
 . "$(dirname "$0")/pg_lib.sh"
 
-command -v cc >/dev/null || skip "no C compiler (cc) for the test module"
-"$PY" -c 'import h2' 2>/dev/null || skip "python3-h2 is not installed"
+pg_needs cc h2
 pg_setup
 pg_start
 pg_tfb
