@@ -913,6 +913,18 @@ static void conn_watch_cb(petrel_watch_t *w, int fd, int events, void *data)
         conn_read(c);
 }
 
+/* Every batch c sent, into the empty list `into` (for the callbacks of a
+ * connection that goes: they must not find them there). */
+static void take_sent(pgconn_t *c, petrel__list_t *into)
+{
+    list_init(into);
+    while (!list_empty(&c->sent)) {
+        petrel__list_t *x = c->sent.next;
+        list_unlink(x);
+        list_append(into, x);
+    }
+}
+
 /* The connection is gone: its batches fail (the database did not answer
  * them), and it is made again after a while. */
 static void conn_lost(pgconn_t *c, const char *why)
@@ -921,12 +933,7 @@ static void conn_lost(pgconn_t *c, const char *why)
     set_err(c, why);
     unsigned n = c->nq;
     petrel__list_t gone;
-    list_init(&gone);
-    while (!list_empty(&c->sent)) {
-        petrel__list_t *x = c->sent.next;
-        list_unlink(x);
-        list_append(&gone, x);
-    }
+    take_sent(c, &gone);
     if (p->last && p->last->conn == c)
         p->last = NULL;
     c->nq = 0;
@@ -1409,12 +1416,7 @@ void petrel_pg_close(petrel_pg_t *pg)
     for (unsigned i = 0; i <= p->o.connections; i++) {
         pgconn_t *c = &p->conns[i];
         petrel__list_t gone;
-        list_init(&gone);
-        while (!list_empty(&c->sent)) {
-            petrel__list_t *x = c->sent.next;
-            list_unlink(x);
-            list_append(&gone, x);
-        }
+        take_sent(c, &gone);
         conn_drop(c);
         while (!list_empty(&gone)) {
             pgbatch_t *b = container_of(gone.next, pgbatch_t, node);
