@@ -53,8 +53,10 @@ while (($#)); do
     esac
     shift 2
 done
-for t in pgbench psql taskset /usr/bin/python3; do
-    command -v "$t" >/dev/null || { echo "tfb-bench.sh: $t not found" >&2; exit 1; }
+for t in pgbench:postgresql-client psql:postgresql-client taskset:util-linux \
+    /usr/bin/time:time /usr/bin/python3:python3; do
+    command -v "${t%%:*}" >/dev/null ||
+        { echo "tfb-bench.sh: ${t%%:*} not found (Debian package ${t#*:})" >&2; exit 1; }
 done
 [[ -x $PETREL && -x $BENCH ]] || { echo "tfb-bench.sh: no $PETREL or $BENCH (build first)" >&2; exit 1; }
 psql -X -At -d hello_world -c 'SELECT 1 FROM world LIMIT 1' >/dev/null ||
