@@ -13,7 +13,7 @@ pg_needs bench
 pg_setup
 pg_start
 pg_tfb
-petrel_start --workers 1 --module tfb:"pool.reconnect_max_ms=300 host=$PGHOST port=$PGPORT dbname=hello_world user=postgres"
+petrel_start --workers 1 --access-log "$LIB_TMP/access.log" --module tfb:"pool.reconnect_max_ms=300 host=$PGHOST port=$PGPORT dbname=hello_world user=postgres"
 worker=$(petrel_worker)
 T=$LIB_TMP
 
@@ -52,6 +52,11 @@ for f in sys.argv[1:3]:
        % (f.rsplit("/", 1)[1], j["requests"], e["non2xx"]))
 PY
 expect_eq "$(petrel_worker)" "$worker" "the worker (not restarted)"
+n503=$(grep -c '" 503 ' "$LIB_TMP/access.log" || true)
+n500=$(grep -c '" 500 ' "$LIB_TMP/access.log" || true)
+((n503 > 0)) || fail "no 503 in the access log"
+expect_eq "$n500" 0 "responses 500 while the database was away (want 503: it is not the request's fault)"
+ok "the failed requests were answered 503 ($n503 of them), none 500"
 grep -q "pg: connection [0-9]* lost" "$PETREL_ERR" || fail "no 'connection lost' log line"
 for path in /db "/queries?queries=20" /fortunes "/updates?queries=20"; do
     curl_ -D "$T/h" -o "$T/b" "$BASE$path"
