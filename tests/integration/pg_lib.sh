@@ -61,7 +61,7 @@ pg_available() {
         PG_WHY="psql is not installed (apt-get install postgresql-client)"
     elif [[ -n ${top_builddir:-} && -f $top_builddir/config.h ]] &&
         ! grep -q '^#define HAVE_PGSQL 1' "$top_builddir/config.h"; then
-        PG_WHY="petrel was built without its PostgreSQL pool (configure found no libpq: apt-get install libpq-dev, and configure again)"
+        PG_WHY="petrel was built without its PostgreSQL pool (configure --without-pgsql, or no libpq: apt-get install libpq-dev, and configure again)"
     fi
     [[ -z $PG_WHY ]]
 }
