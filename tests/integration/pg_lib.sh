@@ -28,7 +28,9 @@
 #   pg_module DIR       write DIR/pgtest.c, a module for --dev --module on
 #                       the pool: GET /sleep?s=SECONDS (SELECT pg_sleep),
 #                       GET /sql/bad (a query of a table that does not
-#                       exist: 500), GET /one (SELECT 1)
+#                       exist: 500), GET /one (SELECT 1), GET /swap?a=ID&b=ID
+#                       (one batch: row a of table swap + 1, a 0.3 s pause,
+#                       row b + 1: "swapped")
 #
 # /etc/passwd of mode 0600 or 0700 (seen on these machines): then the
 # postgres user cannot look itself up, and initdb fails with "could not
@@ -240,6 +242,44 @@ static int one(petrel_req_t *req, void *data)
     return run(req, "SELECT 1", NULL);
 }
 
+/* GET /swap?a=ID&b=ID: three queries in one batch, answered by the last */
+typedef struct swap {
+    petrel_req_t *req;
+    int left;
+} swap_t;
+
+static void swapped(const petrel_pg_result_t *res, void *data)
+{
+    swap_t *s = data;
+    if (s->left < 0)
+        return;
+    if (petrel_pg_status(res) != PETREL_PG_OK) {
+        s->left = -1;
+        petrel_pg_send_error(s->req, res);
+        return;
+    }
+    if (--s->left == 0)
+        petrel_send_text(s->req, 200, "text/plain", "swapped");
+}
+
+static int swap(petrel_req_t *req, void *data)
+{
+    (void)data;
+    swap_t *s = petrel_arena_alloc(req->arena, sizeof(*s), 0);
+    const char *a[1] = {petrel_req_query(req, "a")}, *b[1] = {petrel_req_query(req, "b")};
+    if (s == NULL || a[0] == NULL || b[0] == NULL)
+        return 400;
+    s->req = req;
+    s->left = 3;
+    const char *up = "UPDATE swap SET v = v + 1 WHERE id = $1::int";
+    int rc = petrel_pg_query(db, req, up, 1, a, swapped, s);
+    if (rc == 0)
+        rc = petrel_pg_query(db, req, "SELECT pg_sleep(0.3)", 0, NULL, swapped, s);
+    if (rc == 0)
+        rc = petrel_pg_query(db, req, up, 1, b, swapped, s);
+    return rc < 0 ? petrel_pg_send_refused(db, req, rc) : PETREL_LATER;
+}
+
 static int worker_init(petrel_server_t *srv)
 {
     (void)srv;
@@ -264,6 +304,7 @@ static const petrel_route_t routes[] = {
     {PETREL_GET, "/sleep", sleep_, NULL},
     {PETREL_GET, "/sql/bad", bad, NULL},
     {PETREL_GET, "/one", one, NULL},
+    {PETREL_GET, "/swap", swap, NULL},
     {0, NULL, NULL, NULL},
 };
 
