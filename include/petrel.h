@@ -1640,6 +1640,573 @@ PETREL_API petrel_timer_t *petrel_timer_start(uint64_t ms, void (*cb)(void *data
 PETREL_API void petrel_timer_stop(petrel_timer_t *t);
 
 /* ------------------------------------------------------------------------ */
+/* PostgreSQL connection pool (src/pgsql.c)                                 */
+
+/**
+ * A pool of PostgreSQL connections of one worker process (opaque).
+ *
+ * Each worker opens its own pool in its module's worker_init (the
+ * connections are watched by that worker's event loop) and closes it in
+ * worker_fini.  The pool talks to the server with libpq's non-blocking API
+ * only: connecting (PQconnectStart/PQconnectPoll), sending, reading and
+ * reconnecting never block the worker.  Each connection runs in pipeline
+ * mode: the queries a request makes in one go are sent in one write and
+ * answered in one round trip, and the queries of several requests share a
+ * connection's pipeline.  Queries with parameters, prepared statements
+ * (prepared on each connection the first time they run there, and again
+ * after a reconnection), results read in place, a bounded queue when every
+ * connection is busy, reconnection with backoff, and cancellation of the
+ * queries of requests whose client left.
+ *
+ * The queries a request makes one after the other (before it returns to
+ * the loop: in the handler, or in one callback) form a batch, sent to one
+ * connection as they are made.  At the end of the loop turn each
+ * connection gets a Sync (one write): the batches it got in that turn run
+ * in order in one implicit transaction, and their callbacks run, in order,
+ * once the transaction is over.  Only batches of plain SELECTs share a
+ * transaction that way: a batch with any other statement (or a SELECT
+ * with INTO, or FOR UPDATE / SHARE) is the last of its transaction, so
+ * the row locks it takes are never held for another request.  When a
+ * query fails, the transaction is rolled back: that query reports its
+ * error (PETREL_PG_ESQL) and the other queries of its batch
+ * PETREL_PG_EABORTED, while the batches of other requests in the same
+ * transaction, which did nothing wrong, are run again, each in a
+ * transaction of its own, before anyone saw their results.  So are batches
+ * that fail with a serialization failure or a deadlock (SQLSTATE 40001,
+ * 40P01), twice at most.  A batch must not leave a transaction open (BEGIN
+ * without COMMIT).
+ *
+ * Lifetime: from petrel_pg_open() to petrel_pg_close(), in the worker that
+ * opened it; use it only from that worker's handlers and callbacks.
+ */
+typedef struct petrel_pg petrel_pg_t;
+
+/**
+ * A prepared statement of a pool (opaque), made by petrel_pg_prepare().
+ *
+ * Lifetime: as long as its pool; freed by petrel_pg_close().
+ */
+typedef struct petrel_pg_stmt petrel_pg_stmt_t;
+
+/**
+ * The result of a query, passed to its callback (opaque).
+ *
+ * Read it with petrel_pg_status(), petrel_pg_value() and the other
+ * petrel_pg_* accessors.
+ *
+ * Lifetime: valid during the callback only, and so is every string read
+ * from it: copy what must outlive the callback.
+ */
+typedef struct petrel_pg_result petrel_pg_result_t;
+
+/**
+ * The outcome of a query: what petrel_pg_status() returns.
+ *
+ * PETREL_PG_OK: the query ran (rows in the result for a SELECT).
+ * PETREL_PG_ESQL: the server refused it; petrel_pg_sqlstate() and
+ * petrel_pg_message() say why.  PETREL_PG_EABORTED: another query of the
+ * same batch failed, so this one was rolled back or never ran.
+ * PETREL_PG_EUNAVAILABLE: no answer from the database: the connection was
+ * lost while the query was in flight, or no connection could be made
+ * (SQLSTATE 08006 or 08001).  PETREL_PG_ECANCELED: the request of the
+ * query was aborted (its client left), SQLSTATE 57014.
+ */
+enum {
+    PETREL_PG_OK = 0,
+    PETREL_PG_ESQL = 1,
+    PETREL_PG_EABORTED = 2,
+    PETREL_PG_EUNAVAILABLE = 3,
+    PETREL_PG_ECANCELED = 4
+};
+
+/**
+ * The function a query calls back with its result.
+ *
+ * It runs from the worker's loop, never from within the call that made
+ * the query.  It may make more queries, and respond to the request of the
+ * query.  `res` is valid during the call only.
+ */
+typedef void (*petrel_pg_cb)(const petrel_pg_result_t *res, void *data);
+
+/**
+ * The settings of a pool, for petrel_pg_open().
+ *
+ * Fill with petrel_pg_opts_init(), change what you need (or read them from
+ * a module argument with petrel_pg_opts_parse()).  The struct may grow
+ * fields at the end in a later ABI version.
+ */
+typedef struct petrel_pg_opts {
+    /** A libpq connection string ("host=/run/postgresql dbname=app" or a
+     *  postgresql:// URI).  "" or NULL: libpq's defaults and the PG*
+     *  environment variables (PGHOST, PGPORT, PGDATABASE, PGUSER,
+     *  PGPASSWORD, ...), as with psql.  Give IP addresses or Unix socket
+     *  directories: a host name is looked up with a blocking call when a
+     *  connection is made. */
+    const char *conninfo;
+    /** Connections of each worker (default 4). */
+    unsigned connections;
+    /** Queries one connection may have in flight (default 1024); past it
+     *  the next batch goes to another connection, or waits. */
+    unsigned depth;
+    /** Queries that may wait for a connection when every connection is at
+     *  `depth` or still connecting (default 8192); past it a query is
+     *  refused with PETREL_ELIMIT. */
+    unsigned queue;
+    /** Seconds of Retry-After in the 503 responses of petrel_pg_send_error()
+     *  and petrel_pg_send_refused() (default 1). */
+    unsigned retry_after;
+    /** Milliseconds a connection attempt may take before it is given up
+     *  (default 5000). */
+    unsigned connect_timeout_ms;
+    /** Milliseconds between attempts to reconnect: the first wait, doubled
+     *  after each failure up to the second (defaults 100 and 2000). */
+    unsigned reconnect_min_ms, reconnect_max_ms;
+} petrel_pg_opts_t;
+
+/**
+ * Fill pool settings with their defaults.
+ *
+ * The defaults are those of the fields of petrel_pg_opts_t: libpq's own
+ * connection defaults, 4 connections, a depth of 1024 and a queue of 8192
+ * queries, Retry-After 1 s, reconnecting after 100 ms to 2 s.
+ *
+ * Returns: nothing.
+ *
+ * Errors: none.
+ *
+ * Lifetime: `opts` belongs to the caller.
+ */
+PETREL_API void petrel_pg_opts_init(petrel_pg_opts_t *opts);
+
+/**
+ * Read pool settings and a connection string from one argument string.
+ *
+ * `args` is what a module gets as its argument (`--module NAME:ARGS`):
+ * pool settings first, as `pool.connections=N`, `pool.depth=N`,
+ * `pool.queue=N`, `pool.retry_after=SECONDS`,
+ * `pool.connect_timeout_ms=MS`, `pool.reconnect_min_ms=MS` and
+ * `pool.reconnect_max_ms=MS`, separated by spaces; the rest is the libpq
+ * connection string (opts->conninfo points to it: "" when there is none).
+ * Call petrel_pg_opts_init() first.
+ *
+ * The connection string's syntax is checked (libpq's keywords, quoting and
+ * URIs), so that a module's init can refuse a bad one at start-up.
+ *
+ * Returns: 0, or a negative error code (logged, naming the bad setting).
+ *
+ * Errors:
+ *   PETREL_EINVAL  an unknown pool.* setting, a value that is not a
+ *                  number in range (connections and depth at least 1), or
+ *                  a connection string libpq cannot parse
+ *
+ * Lifetime: opts->conninfo points into `args`, which must stay valid
+ * until petrel_pg_open() has returned (module arguments live as long as
+ * petrel runs).
+ *
+ * Example:
+ *   static petrel_pg_opts_t db_opts;
+ *
+ *   static int init(petrel_server_t *srv, const char *args)
+ *   {
+ *       (void)srv;
+ *       petrel_pg_opts_init(&db_opts);
+ *       return petrel_pg_opts_parse(&db_opts, args); // "pool.connections=8 dbname=app"
+ *   }
+ */
+PETREL_API int petrel_pg_opts_parse(petrel_pg_opts_t *opts, const char *args);
+
+/**
+ * Whether this libpetrel has the PostgreSQL pool.
+ *
+ * The pool is built when configure finds libpq (Debian's libpq-dev) and is
+ * not given --without-pgsql.  Without it, petrel_pg_open() fails.
+ *
+ * Returns: 1 when the pool is built in, else 0.
+ *
+ * Errors: none.
+ *
+ * Lifetime: nothing is kept.
+ */
+PETREL_API int petrel_pg_supported(void);
+
+/**
+ * Open the pool of the calling worker and start connecting.
+ *
+ * Call it from a module's worker_init: each worker has its pool.  It
+ * returns at once; the connections are made in the background (the first
+ * queries wait for them in the queue), and made again, with backoff, when
+ * they are lost.  The connection string is checked for syntax here (an
+ * unknown keyword is an error); that the server is up is not: a pool opens
+ * while the database is down, and its queries fail with
+ * PETREL_PG_EUNAVAILABLE (or petrel_pg_exec() refuses them with
+ * PETREL_EIO) until a connection is made.
+ *
+ * Returns: the pool, or NULL.
+ *
+ * Errors: NULL when out of memory, with an invalid connection string or
+ * settings (logged with libpq's reason), outside a worker, or when this
+ * libpetrel was built without PostgreSQL (logged).
+ *
+ * Lifetime: the pool is the caller's until petrel_pg_close().  `opts` and
+ * its connection string are copied.
+ *
+ * Example:
+ *   static petrel_pg_t *db;
+ *
+ *   static int worker_init(petrel_server_t *srv)
+ *   {
+ *       (void)srv;
+ *       petrel_pg_opts_t o;
+ *       petrel_pg_opts_init(&o);
+ *       o.conninfo = "host=/run/postgresql dbname=app";
+ *       db = petrel_pg_open(&o);
+ *       return db ? 0 : PETREL_EINVAL;
+ *   }
+ *
+ *   static void worker_fini(petrel_server_t *srv)
+ *   {
+ *       (void)srv;
+ *       petrel_pg_close(db);
+ *   }
+ */
+PETREL_API petrel_pg_t *petrel_pg_open(const petrel_pg_opts_t *opts);
+
+/**
+ * Close a pool: its connections, its statements, its queries.
+ *
+ * Queries still waiting for an answer are dropped; those whose request
+ * still waits for them are told first (PETREL_PG_EUNAVAILABLE).  Call it
+ * from worker_fini, not from a query's callback.  NULL does nothing.
+ *
+ * Returns: nothing.
+ *
+ * Errors: none.
+ *
+ * Lifetime: the pool and its statements are freed.
+ */
+PETREL_API void petrel_pg_close(petrel_pg_t *pg);
+
+/**
+ * Declare a prepared statement.
+ *
+ * `sql` is one SQL statement with parameters $1, $2, ...; the statement is
+ * prepared on each connection the first time it runs there (in the same
+ * round trip as that first run) and again after a reconnection.  Declare
+ * the statements once, in worker_init after petrel_pg_open(); a statement
+ * with an error in it makes each query of it fail (PETREL_PG_ESQL).
+ *
+ * Returns: the statement, or NULL.
+ *
+ * Errors: NULL when out of memory or when `pg` or `sql` is NULL.
+ *
+ * Lifetime: `sql` is copied; the statement lives as long as the pool.
+ */
+PETREL_API petrel_pg_stmt_t *petrel_pg_prepare(petrel_pg_t *pg, const char *sql);
+
+/**
+ * Run a prepared statement with parameters; its callback gets the result.
+ *
+ * `params` holds `nparams` values in text form ("42", "2024-01-31"), NULL
+ * for SQL NULL.  `req` is the request the query works for, or NULL for a
+ * query of the module's own (a cache to fill): with a request, the query
+ * is cancelled when the request is aborted (the callback then gets
+ * PETREL_PG_ECANCELED; a query already running on the server is cancelled
+ * there with pg_cancel_backend() from a connection the pool keeps for
+ * that), and when the request ends first (its response complete) the
+ * query still runs but calls nobody back (its `data` may be gone).
+ * petrel_pg_exec() registers the abort callback of `req`
+ * (petrel_req_on_abort()); an abort callback the handler registered
+ * before still runs, first.  A handler that registers one after its
+ * queries calls petrel_pg_cancel() in it.
+ *
+ * The query joins the batch of the request when the previous query of the
+ * pool was the same request's, in the same loop turn; else it starts a new
+ * batch on the least loaded connection, or waits in the queue.
+ *
+ * Returns: 0 when the query was taken: `cb` will run once, from the loop
+ * (unless the request ends first).  A negative error code when it was not:
+ * then `cb` will not run.
+ *
+ * Errors:
+ *   PETREL_EIO     the database is unavailable: no connection is up and
+ *                  the last attempt to make one failed
+ *   PETREL_ELIMIT  every connection is busy and the queue is full
+ *   PETREL_ESTATE  `req` is complete or aborted
+ *   PETREL_EINVAL  `pg`, `stmt` or `cb` is NULL, or nparams < 0
+ *   PETREL_ENOMEM  out of memory
+ * petrel_pg_send_refused() answers the first two with 503.
+ *
+ * Lifetime: `params` and the strings in it are read during the call only
+ * (sent, or copied while the query waits).  `data` must stay valid until
+ * `cb` runs (the request arena is a good place when `req` is given).
+ *
+ * Example:
+ *   static petrel_pg_t *db;
+ *   static petrel_pg_stmt_t *by_id; // petrel_pg_prepare(db, "SELECT name FROM item WHERE id = $1")
+ *
+ *   static void item_done(const petrel_pg_result_t *res, void *data)
+ *   {
+ *       petrel_req_t *req = data;
+ *       if (petrel_pg_status(res) != PETREL_PG_OK) {
+ *           petrel_pg_send_error(req, res); // 503 or 500
+ *           return;
+ *       }
+ *       if (petrel_pg_nrows(res) == 0) {
+ *           petrel_send_status(req, 404);
+ *           return;
+ *       }
+ *       petrel_str_t name = petrel_pg_value(res, 0, 0);
+ *       petrel_send_copy(req, 200, "text/plain", name.ptr, name.len);
+ *   }
+ *
+ *   static int item(petrel_req_t *req, void *data)
+ *   {
+ *       (void)data;
+ *       const char *params[1] = {petrel_req_param(req, "id")};
+ *       int rc = petrel_pg_exec(db, req, by_id, 1, params, item_done, req);
+ *       return rc < 0 ? petrel_pg_send_refused(db, req, rc) : PETREL_LATER;
+ *   }
+ */
+PETREL_API int petrel_pg_exec(petrel_pg_t *pg, petrel_req_t *req, const petrel_pg_stmt_t *stmt,
+                              int nparams, const char *const *params, petrel_pg_cb cb,
+                              void *data);
+
+/**
+ * Run one SQL statement given as text, with parameters.
+ *
+ * As petrel_pg_exec(), with the statement parsed by the server each time
+ * (no prepared statement): for statements that run rarely.  `sql` is one
+ * statement, with parameters $1, $2, ...
+ *
+ * Returns: 0 when the query was taken (`cb` will run), or a negative error
+ * code (then `cb` will not run).
+ *
+ * Errors: those of petrel_pg_exec(); PETREL_EINVAL when `sql` is NULL.
+ *
+ * Lifetime: `sql` and `params` are read during the call only.
+ */
+PETREL_API int petrel_pg_query(petrel_pg_t *pg, petrel_req_t *req, const char *sql, int nparams,
+                               const char *const *params, petrel_pg_cb cb, void *data);
+
+/**
+ * Cancel the queries a request is waiting for.
+ *
+ * For an abort callback that a handler registers after making its queries
+ * (which replaces the pool's): call this from it.  Each query of `req` that
+ * has not called back gets PETREL_PG_ECANCELED, now; one running on the
+ * server is cancelled there.
+ *
+ * Returns: the number of queries cancelled (0 or more).
+ *
+ * Errors: none; 0 when `pg` or `req` is NULL.
+ *
+ * Lifetime: `req` must be valid (it is, during its abort callback).
+ */
+PETREL_API int petrel_pg_cancel(petrel_pg_t *pg, petrel_req_t *req);
+
+/**
+ * The outcome of a query: one of the PETREL_PG_* values.
+ *
+ * Returns: PETREL_PG_OK, PETREL_PG_ESQL, PETREL_PG_EABORTED,
+ * PETREL_PG_EUNAVAILABLE or PETREL_PG_ECANCELED.
+ *
+ * Errors: none.
+ *
+ * Lifetime: `res` is valid during its callback only.
+ */
+PETREL_API int petrel_pg_status(const petrel_pg_result_t *res);
+
+/**
+ * The SQLSTATE of a query's outcome.
+ *
+ * "00000" for PETREL_PG_OK; the server's code for PETREL_PG_ESQL ("42P01":
+ * no such table), and for PETREL_PG_EABORTED the code of the query that
+ * failed; "08006" (connection lost) or "08001" (no connection) for
+ * PETREL_PG_EUNAVAILABLE; "57014" for PETREL_PG_ECANCELED.
+ *
+ * Returns: five characters, NUL-terminated.
+ *
+ * Errors: none.
+ *
+ * Lifetime: valid during the callback only.
+ */
+PETREL_API const char *petrel_pg_sqlstate(const petrel_pg_result_t *res);
+
+/**
+ * The error message of a query's outcome.
+ *
+ * The server's primary message for PETREL_PG_ESQL (and, for
+ * PETREL_PG_EABORTED, that of the query that failed), libpq's for a lost
+ * connection; "" for PETREL_PG_OK.
+ *
+ * Returns: a NUL-terminated message, without a trailing newline.
+ *
+ * Errors: none.
+ *
+ * Lifetime: valid during the callback only.
+ */
+PETREL_API const char *petrel_pg_message(const petrel_pg_result_t *res);
+
+/**
+ * The number of rows of a result.
+ *
+ * Returns: the rows a SELECT (or a statement with RETURNING) gave; 0 for
+ * other statements and for failed queries.
+ *
+ * Errors: none.
+ *
+ * Lifetime: `res` is valid during its callback only.
+ */
+PETREL_API int petrel_pg_nrows(const petrel_pg_result_t *res);
+
+/**
+ * The number of columns of a result.
+ *
+ * Returns: the columns of the rows; 0 when there are none.
+ *
+ * Errors: none.
+ *
+ * Lifetime: `res` is valid during its callback only.
+ */
+PETREL_API int petrel_pg_ncols(const petrel_pg_result_t *res);
+
+/**
+ * The name of a column of a result.
+ *
+ * Returns: the column's name, NUL-terminated; NULL when `col` is out of
+ * range.
+ *
+ * Errors: none (NULL).
+ *
+ * Lifetime: valid during the callback only.
+ */
+PETREL_API const char *petrel_pg_colname(const petrel_pg_result_t *res, int col);
+
+/**
+ * A value of a result, read in place.
+ *
+ * The text form of the value at `row`, `col` (counted from 0), as the
+ * server sent it: "42", "t", "2024-01-31", a string in the connection's
+ * client encoding.  Nothing is copied.
+ *
+ * Returns: the bytes and their length; NUL-terminated.  {NULL, 0} for SQL
+ * NULL or when `row` or `col` is out of range.
+ *
+ * Errors: none ({NULL, 0}).
+ *
+ * Lifetime: the bytes belong to the result: valid during the callback
+ * only.  Copy them (petrel_arena_strndup() into the request arena) to keep
+ * them.
+ */
+PETREL_API petrel_str_t petrel_pg_value(const petrel_pg_result_t *res, int row, int col);
+
+/**
+ * A value of a result, as an integer.
+ *
+ * Reads the value at `row`, `col` as a decimal integer into `*out`.
+ *
+ * Returns: 0, or a negative error code (then `*out` is left alone).
+ *
+ * Errors:
+ *   PETREL_EINVAL  SQL NULL, out of range, or not a decimal integer that
+ *                  fits in 64 bits
+ *
+ * Lifetime: nothing is kept.
+ */
+PETREL_API int petrel_pg_value_int(const petrel_pg_result_t *res, int row, int col,
+                                   int64_t *out);
+
+/**
+ * The number of rows a statement changed.
+ *
+ * Returns: the rows an INSERT, UPDATE, DELETE (or MERGE, COPY, SELECT)
+ * affected, from the command tag; 0 when it says none or for failed
+ * queries.
+ *
+ * Errors: none.
+ *
+ * Lifetime: `res` is valid during its callback only.
+ */
+PETREL_API uint64_t petrel_pg_affected(const petrel_pg_result_t *res);
+
+/**
+ * Answer a request whose query failed.
+ *
+ * Sends 503 with Retry-After (the pool's retry_after) when the database is
+ * unavailable (PETREL_PG_EUNAVAILABLE, or an SQLSTATE of class 08, 53 or
+ * 57P0: connection, resources, shutdown), else 500.  The pool has logged
+ * the query's SQLSTATE and message with the request's id already.
+ *
+ * Returns: what petrel_send() returns: 0, or PETREL_EIO for a request that
+ * was aborted (PETREL_PG_ECANCELED: the call lets go of it).
+ *
+ * Errors: those of petrel_send(); PETREL_EINVAL when `res` is NULL.
+ *
+ * Lifetime: `res` is read during the call only.
+ */
+PETREL_API int petrel_pg_send_error(petrel_req_t *req, const petrel_pg_result_t *res);
+
+/**
+ * Answer a request whose query petrel_pg_exec() refused.
+ *
+ * For `rc` PETREL_EIO (database unavailable) or PETREL_ELIMIT (queue full):
+ * sends 503 with Retry-After and returns what petrel_send() returns.  Any
+ * other code is returned as it is, so that a handler can
+ * `return petrel_pg_send_refused(pg, req, rc);` and get 500 for those.
+ *
+ * Returns: 0 when it responded, or a negative error code.
+ *
+ * Errors: those of petrel_send(); `rc` itself when it is not one of the
+ * two.
+ *
+ * Lifetime: nothing is kept.
+ */
+PETREL_API int petrel_pg_send_refused(petrel_pg_t *pg, petrel_req_t *req, int rc);
+
+/**
+ * Whether a pool can run queries now.
+ *
+ * Returns: the number of connections that are up (0: the database is
+ * unreachable for now, or the pool is still connecting); 0 for NULL.  For
+ * a readiness check.
+ *
+ * Errors: none.
+ *
+ * Lifetime: nothing is kept.
+ */
+PETREL_API int petrel_pg_ready(const petrel_pg_t *pg);
+
+/**
+ * Counters of a pool, for petrel_pg_stats().
+ */
+typedef struct petrel_pg_stats {
+    unsigned connections; /**< connections of the pool */
+    unsigned ready;       /**< up now */
+    unsigned inflight;    /**< queries sent, not answered yet */
+    unsigned queued;      /**< queries waiting for a connection */
+    uint64_t queries;     /**< queries taken since the pool opened */
+    uint64_t errors;      /**< queries that ended with PETREL_PG_ESQL */
+    uint64_t unavailable; /**< ... with PETREL_PG_EUNAVAILABLE */
+    uint64_t canceled;    /**< ... with PETREL_PG_ECANCELED */
+    uint64_t refused;     /**< petrel_pg_exec() calls refused (EIO, ELIMIT) */
+    uint64_t retried;     /**< batches run again (40001, 40P01, cancel races) */
+    uint64_t connects;    /**< connections made (the first ones included) */
+    uint64_t failures;    /**< connection attempts that failed, connections lost */
+    uint64_t cancels;     /**< server-side cancels sent */
+} petrel_pg_stats_t;
+
+/**
+ * Read the counters of a pool.
+ *
+ * Returns: nothing; `st` is filled (zeroed for a NULL pool).
+ *
+ * Errors: none.
+ *
+ * Lifetime: `st` belongs to the caller.
+ */
+PETREL_API void petrel_pg_stats(const petrel_pg_t *pg, petrel_pg_stats_t *st);
+
+/* ------------------------------------------------------------------------ */
 /* WebSocket (src/ws.c) -- begin                                             */
 
 /**

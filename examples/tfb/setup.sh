@@ -1,0 +1,115 @@
+#!/bin/sh
+# setup.sh -- the database of the TechEmpower Framework Benchmarks test
+# types, for petrel's tfb module: a role benchmarkdbuser, a database
+# hello_world owned by it, and in it the tables World (10,000 rows of a
+# random number) and Fortune (12 fortunes), from the benchmark's published
+# PostgreSQL scripts (create-postgres-database.sql, create-postgres.sql):
+# the same tables, columns, rows and grants.
+#
+#   examples/tfb/setup.sh [--recreate] [PSQL-OPTION]...
+#
+# Run it as a PostgreSQL superuser; psql finds the server as libpq does
+# (PGHOST, PGPORT, PGUSER, or options such as -h /run/postgresql -U
+# postgres).  With --recreate an existing hello_world is dropped first;
+# without it, an existing hello_world is left alone (its tables too) and
+# the script says so.  Then:
+#
+#   petrel --module tfb:'host=... dbname=hello_world user=benchmarkdbuser password=benchmarkdbpass'
+set -eu
+
+recreate=no
+if [ "${1:-}" = --recreate ]; then
+    recreate=yes
+    shift
+fi
+command -v psql >/dev/null 2>&1 || {
+    echo "setup.sh: psql not found (Debian: apt-get install postgresql-client)" >&2
+    exit 1
+}
+psql_() { psql -X -q -v ON_ERROR_STOP=1 "$@"; }
+
+exists=$(psql_ -At "$@" -d postgres -c "SELECT 1 FROM pg_database WHERE datname = 'hello_world'")
+if [ "$exists" = 1 ] && [ $recreate = no ]; then
+    echo "setup.sh: the database hello_world exists already (--recreate drops it and makes it again)"
+    exit 0
+fi
+
+# create-postgres-database.sql
+psql_ "$@" -d postgres <<'SQL'
+SET client_min_messages = warning;
+DROP DATABASE IF EXISTS hello_world;
+DO $$
+BEGIN
+    IF NOT EXISTS (SELECT FROM pg_roles WHERE rolname = 'benchmarkdbuser') THEN
+        CREATE ROLE benchmarkdbuser LOGIN PASSWORD 'benchmarkdbpass';
+    END IF;
+END
+$$;
+ALTER ROLE benchmarkdbuser WITH SUPERUSER;
+CREATE DATABASE hello_world WITH TEMPLATE = template0 ENCODING 'UTF8' OWNER = benchmarkdbuser;
+SQL
+
+# create-postgres.sql: the tables under unquoted names (World becomes
+# world, randomNumber randomnumber: what the tfb module queries) and under
+# quoted ones, as published.
+psql_ "$@" -d hello_world <<'SQL'
+BEGIN;
+
+CREATE TABLE World (
+  id integer NOT NULL,
+  randomNumber integer NOT NULL default 0,
+  PRIMARY KEY (id)
+);
+GRANT ALL PRIVILEGES ON World to benchmarkdbuser;
+
+INSERT INTO World (id, randomnumber)
+SELECT x.id, least(floor(random() * 10000 + 1), 10000) FROM generate_series(1,10000) as x(id);
+
+CREATE TABLE Fortune (
+  id integer NOT NULL,
+  message varchar(2048) NOT NULL,
+  PRIMARY KEY (id)
+);
+GRANT ALL PRIVILEGES ON Fortune to benchmarkdbuser;
+
+INSERT INTO Fortune (id, message) VALUES (1, 'fortune: No such file or directory');
+INSERT INTO Fortune (id, message) VALUES (2, 'A computer scientist is someone who fixes things that aren''t broken.');
+INSERT INTO Fortune (id, message) VALUES (3, 'After enough decimal places, nobody gives a damn.');
+INSERT INTO Fortune (id, message) VALUES (4, 'A bad random number generator: 1, 1, 1, 1, 1, 4.33e+67, 1, 1, 1');
+INSERT INTO Fortune (id, message) VALUES (5, 'A computer program does what you tell it to do, not what you want it to do.');
+INSERT INTO Fortune (id, message) VALUES (6, 'Emacs is a nice operating system, but I prefer UNIX. — Tom Christaensen');
+INSERT INTO Fortune (id, message) VALUES (7, 'Any program that runs right is obsolete.');
+INSERT INTO Fortune (id, message) VALUES (8, 'A list is only as strong as its weakest link. — Donald Knuth');
+INSERT INTO Fortune (id, message) VALUES (9, 'Feature: A bug with seniority.');
+INSERT INTO Fortune (id, message) VALUES (10, 'Computers make very fast, very accurate mistakes.');
+INSERT INTO Fortune (id, message) VALUES (11, '<script>alert("This should not be displayed in a browser alert box.");</script>');
+INSERT INTO Fortune (id, message) VALUES (12, 'フレームワークのベンチマーク');
+
+CREATE TABLE "World" (
+  id integer NOT NULL,
+  "randomNumber" integer NOT NULL default 0,
+  PRIMARY KEY (id)
+);
+GRANT ALL PRIVILEGES ON "World" to benchmarkdbuser;
+
+INSERT INTO "World" (id, "randomNumber")
+SELECT x.id, least(floor(random() * 10000 + 1), 10000) FROM generate_series(1,10000) as x(id);
+
+CREATE TABLE "Fortune" (
+  id integer NOT NULL,
+  message varchar(2048) NOT NULL,
+  PRIMARY KEY (id)
+);
+GRANT ALL PRIVILEGES ON "Fortune" to benchmarkdbuser;
+
+INSERT INTO "Fortune" (id, message) SELECT id, message FROM Fortune;
+
+COMMIT;
+
+ALTER TABLE World OWNER TO benchmarkdbuser;
+ALTER TABLE Fortune OWNER TO benchmarkdbuser;
+ALTER TABLE "World" OWNER TO benchmarkdbuser;
+ALTER TABLE "Fortune" OWNER TO benchmarkdbuser;
+ANALYZE;
+SQL
+echo "setup.sh: hello_world is ready: World $(psql_ -At "$@" -d hello_world -c 'SELECT count(*) FROM world') rows, Fortune $(psql_ -At "$@" -d hello_world -c 'SELECT count(*) FROM fortune') rows"

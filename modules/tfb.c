@@ -1,0 +1,624 @@
+/*
+ * tfb.c -- the TechEmpower Framework Benchmarks test types, on the
+ * PostgreSQL pool of petrel.h (`--module tfb[:[pool.SETTING=N ...] CONNINFO]`):
+ *
+ *   GET /json                {"message":"Hello, World!"}, an object serialized per request
+ *   GET /plaintext           Hello, World!
+ *   GET /db                  one random World row, as JSON
+ *   GET /queries?queries=N   N random World rows, one query each (N clamped to 1..500;
+ *                            missing or not a number: 1)
+ *   GET /fortunes            the Fortune table and one more fortune added at request time,
+ *                            sorted by message, as an HTML table (every value escaped)
+ *   GET /updates?queries=N   N random World rows read, given new random numbers and written
+ *                            back in one statement (the rows unique, in id order)
+ *   GET /cached-queries?count=N  N random World rows from a per-worker cache, filled from the
+ *                            database at start-up (and read through on a miss)
+ *
+ * The database is the benchmark's hello_world (examples/tfb/setup.sh makes
+ * it: World of 10,000 rows, Fortune of 12).  The queries of a request go
+ * out in one batch: one round trip for /queries?queries=20.  Server and
+ * Date are on every response (petrel's own).  JSON is written by hand: a
+ * library costs more than the whole request here (doc/benchmarks.md).
+ */
+#include <petrel.h>
+
+#include "tfb-json.h"
+
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#define WORLD_ROWS 10000
+#define MAX_QUERIES 500
+
+static const char hello[] = "Hello, World!";
+static const char json_type[] = "application/json";
+
+/* From init (the master): the pool settings and connection string. */
+static petrel_pg_opts_t opts;
+
+/* Per worker (worker_init). */
+static petrel_pg_t *db;
+static petrel_pg_stmt_t *world_by_id, *all_fortunes, *update_worlds;
+static uint64_t rng;
+static int32_t cache[WORLD_ROWS + 1]; /* randomNumber by id; 0: not cached */
+static int cache_filling;
+static int32_t deck[WORLD_ROWS]; /* a permutation of the ids, for unique picks */
+
+
+/* ------------------------------------------------------------------------ */
+/* Numbers                                                                  */
+
+/* xorshift64*: enough for picking rows, and no lock, no syscall. */
+static uint32_t rnd(void)
+{
+    rng ^= rng >> 12;
+    rng ^= rng << 25;
+    rng ^= rng >> 27;
+    return (uint32_t)((rng * 2685821657736338717ULL) >> 32);
+}
+
+/* 1..10000, uniformly (the modulo bias of 2^32 % 10000 is 7e-7). */
+static int32_t random_id(void)
+{
+    return (int32_t)(rnd() % WORLD_ROWS) + 1;
+}
+
+/*
+ * The count of a test's query parameter: the rules say a missing value, one
+ * that is not an integer, or one below 1 counts as 1, and one above 500 as
+ * 500.
+ */
+static int count_of(petrel_req_t *req, const char *name)
+{
+    const char *v = petrel_req_query(req, name);
+    if (v == NULL || *v == '\0')
+        return 1;
+    const char *s = v;
+    int neg = *s == '-';
+    if (neg || *s == '+')
+        s++;
+    if (*s == '\0')
+        return 1;
+    long n = 0;
+    for (; *s; s++) {
+        if (*s < '0' || *s > '9')
+            return 1; /* not an integer */
+        if (n <= MAX_QUERIES)
+            n = n * 10 + (*s - '0');
+    }
+    if (neg || n < 1)
+        return 1;
+    return n > MAX_QUERIES ? MAX_QUERIES : (int)n;
+}
+
+/* ------------------------------------------------------------------------ */
+/* JSON and HTML output                                                     */
+
+/* An array of worlds as JSON, in the request arena: 0 or a negative code. */
+static int send_worlds(petrel_req_t *req, const world_t *w, int n)
+{
+    char *b = petrel_arena_alloc(req->arena, 2 + (size_t)n * WORLD_JSON_MAX, 1);
+    if (b == NULL)
+        return petrel_send_status(req, 500);
+    char *p = b;
+    *p++ = '[';
+    for (int i = 0; i < n; i++) {
+        if (i)
+            *p++ = ',';
+        p = json_world(p, &w[i]);
+    }
+    *p++ = ']';
+    return petrel_send(req, 200, json_type, b, (size_t)(p - b));
+}
+
+/* A result row (id, randomnumber) as a world: 0, or -1 when it is not one. */
+static int world_of(const petrel_pg_result_t *res, int row, world_t *w)
+{
+    int64_t id, rn;
+    if (petrel_pg_value_int(res, row, 0, &id) < 0 || petrel_pg_value_int(res, row, 1, &rn) < 0 ||
+        id < 1 || id > WORLD_ROWS || rn < 0 || rn > INT32_MAX)
+        return -1;
+    w->id = (int32_t)id;
+    w->random_number = (int32_t)rn;
+    return 0;
+}
+
+/* ------------------------------------------------------------------------ */
+/* /json, /plaintext                                                        */
+
+/* The object of the JSON test, made for each request and serialized. */
+typedef struct message {
+    petrel_str_t message;
+} message_t;
+
+static int json(petrel_req_t *req, void *data)
+{
+    (void)data;
+    message_t m = {{hello, sizeof(hello) - 1}};
+    char *b = petrel_arena_alloc(req->arena, 11 + 6 * m.message.len + 2 + 1, 1);
+    if (b == NULL)
+        return PETREL_ENOMEM;
+    memcpy(b, "{\"message\":", 11);
+    char *p = json_str(b + 11, m.message.ptr, m.message.len);
+    *p++ = '}';
+    return petrel_send(req, 200, json_type, b, (size_t)(p - b));
+}
+
+static int plaintext(petrel_req_t *req, void *data)
+{
+    (void)data;
+    return petrel_send(req, 200, "text/plain", hello, sizeof(hello) - 1);
+}
+
+/* ------------------------------------------------------------------------ */
+/* /db, /queries                                                            */
+
+static int query_world(petrel_req_t *req, int32_t id, petrel_pg_cb cb, void *data)
+{
+    char buf[12];
+    *put_int(buf, id) = '\0';
+    const char *params[1] = {buf};
+    return petrel_pg_exec(db, req, world_by_id, 1, params, cb, data);
+}
+
+static void db_done(const petrel_pg_result_t *res, void *data)
+{
+    petrel_req_t *req = data;
+    world_t w;
+    if (petrel_pg_status(res) != PETREL_PG_OK) {
+        petrel_pg_send_error(req, res);
+        return;
+    }
+    if (petrel_pg_nrows(res) != 1 || world_of(res, 0, &w) < 0) {
+        petrel_log(PETREL_LOG_ERROR,
+                   "tfb: request %llu: no World row (is the database "
+                   "hello_world of examples/tfb/setup.sh?)",
+                   (unsigned long long)req->id);
+        petrel_send_status(req, 500);
+        return;
+    }
+    char b[WORLD_JSON_MAX];
+    char *p = json_world(b, &w);
+    petrel_send_copy(req, 200, json_type, b, (size_t)(p - b));
+}
+
+static int db_one(petrel_req_t *req, void *data)
+{
+    (void)data;
+    int rc = query_world(req, random_id(), db_done, req);
+    return rc < 0 ? petrel_pg_send_refused(db, req, rc) : PETREL_LATER;
+}
+
+/* The rows of /queries, /updates and /cached-queries, in the request arena. */
+typedef struct rows {
+    petrel_req_t *req;
+    int n;    /* rows wanted */
+    int done; /* callbacks so far */
+    int failed;
+    world_t w[];
+} rows_t;
+
+static rows_t *rows_new(petrel_req_t *req, int n)
+{
+    rows_t *r = petrel_arena_alloc(req->arena, sizeof(*r) + (size_t)n * sizeof(world_t), 0);
+    if (r) {
+        r->req = req;
+        r->n = n;
+        r->done = 0;
+        r->failed = 0;
+    }
+    return r;
+}
+
+/* A row of `r` arrived (in order: the callbacks of a batch run in the
+ * order of its queries).  The first error answers the request; the pool
+ * calls nobody back for it after that. */
+static int row_in(rows_t *r, const petrel_pg_result_t *res, world_t *slot)
+{
+    if (petrel_pg_status(res) != PETREL_PG_OK) {
+        r->failed = 1;
+        petrel_pg_send_error(r->req, res);
+        return -1;
+    }
+    if (petrel_pg_nrows(res) != 1 || world_of(res, 0, slot) < 0) {
+        r->failed = 1;
+        petrel_send_status(r->req, 500);
+        return -1;
+    }
+    return 0;
+}
+
+static void queries_row(const petrel_pg_result_t *res, void *data)
+{
+    rows_t *r = data;
+    if (r->failed || row_in(r, res, &r->w[r->done]) < 0)
+        return;
+    if (++r->done == r->n)
+        send_worlds(r->req, r->w, r->n);
+}
+
+static int queries(petrel_req_t *req, void *data)
+{
+    (void)data;
+    int n = count_of(req, "queries");
+    rows_t *r = rows_new(req, n);
+    if (r == NULL)
+        return PETREL_ENOMEM;
+    for (int i = 0; i < n; i++) {
+        int rc = query_world(req, random_id(), queries_row, r);
+        if (rc < 0) /* those taken already are dropped with the request */
+            return petrel_pg_send_refused(db, req, rc);
+    }
+    return PETREL_LATER;
+}
+
+/* ------------------------------------------------------------------------ */
+/* /updates                                                                 */
+
+static int cmp_world(const void *a, const void *b)
+{
+    const world_t *x = a, *y = b;
+    return (x->id > y->id) - (x->id < y->id);
+}
+
+/* The reads of a row: its id is known (unique in the request); the new
+ * number was chosen already and is what the response shows. */
+static void updates_row(const petrel_pg_result_t *res, void *data)
+{
+    rows_t *r = data;
+    world_t got;
+    if (r->failed || row_in(r, res, &got) < 0)
+        return;
+    r->done++;
+}
+
+static void updates_written(const petrel_pg_result_t *res, void *data)
+{
+    rows_t *r = data;
+    if (r->failed)
+        return;
+    if (petrel_pg_status(res) != PETREL_PG_OK) {
+        petrel_pg_send_error(r->req, res);
+        return;
+    }
+    if (r->done != r->n || petrel_pg_affected(res) != (uint64_t)r->n) {
+        petrel_log(PETREL_LOG_ERROR, "tfb: request %llu: %d rows read, %llu updated, want %d",
+                   (unsigned long long)r->req->id, r->done,
+                   (unsigned long long)petrel_pg_affected(res), r->n);
+        petrel_send_status(r->req, 500);
+        return;
+    }
+    send_worlds(r->req, r->w, r->n);
+}
+
+/*
+ * N distinct random rows are read one query each, then written back with
+ * new random numbers in one UPDATE (allowed by the rules: "batches of
+ * update statements or individual update statements that affect multiple
+ * rows"), all in one batch: one round trip, one implicit transaction.
+ * The ids are distinct (an UPDATE ... FROM would write a repeated row once)
+ * and sorted (concurrent updates lock rows in one order: no deadlock).
+ */
+static int updates(petrel_req_t *req, void *data)
+{
+    (void)data;
+    int n = count_of(req, "queries");
+    rows_t *r = rows_new(req, n);
+    /* "{id,id,...}" and "{rn,rn,...}": at most 6 bytes a number */
+    char *ids = petrel_arena_alloc(req->arena, (size_t)n * 6 + 3, 1);
+    char *rns = petrel_arena_alloc(req->arena, (size_t)n * 6 + 3, 1);
+    if (r == NULL || ids == NULL || rns == NULL)
+        return PETREL_ENOMEM;
+    for (int i = 0; i < n; i++) {
+        /* a partial shuffle of the deck: n distinct ids */
+        int j = i + (int)(rnd() % (uint32_t)(WORLD_ROWS - i));
+        int32_t t = deck[i];
+        deck[i] = deck[j];
+        deck[j] = t;
+        r->w[i].id = deck[i];
+        r->w[i].random_number = random_id();
+    }
+    qsort(r->w, (size_t)n, sizeof(world_t), cmp_world);
+    char *a = ids, *b = rns;
+    *a++ = '{';
+    *b++ = '{';
+    for (int i = 0; i < n; i++) {
+        if (i) {
+            *a++ = ',';
+            *b++ = ',';
+        }
+        a = put_int(a, r->w[i].id);
+        b = put_int(b, r->w[i].random_number);
+    }
+    memcpy(a, "}", 2);
+    memcpy(b, "}", 2);
+    for (int i = 0; i < n; i++) {
+        int rc = query_world(req, r->w[i].id, updates_row, r);
+        if (rc < 0)
+            return petrel_pg_send_refused(db, req, rc);
+    }
+    const char *params[2] = {ids, rns};
+    int rc = petrel_pg_exec(db, req, update_worlds, 2, params, updates_written, r);
+    return rc < 0 ? petrel_pg_send_refused(db, req, rc) : PETREL_LATER;
+}
+
+/* ------------------------------------------------------------------------ */
+/* /fortunes                                                                */
+
+typedef struct fortune {
+    int32_t id;
+    const char *msg;
+    size_t len;
+} fortune_t;
+
+static int cmp_fortune(const void *a, const void *b)
+{
+    const fortune_t *x = a, *y = b;
+    size_t n = x->len < y->len ? x->len : y->len;
+    int c = memcmp(x->msg, y->msg, n);
+    if (c)
+        return c;
+    return (x->len > y->len) - (x->len < y->len);
+}
+
+/* HTML-escaped length and copy: & < > " ' (the rest, UTF-8 included, as it is). */
+static size_t html_len(const char *s, size_t n)
+{
+    size_t len = n;
+    for (size_t i = 0; i < n; i++)
+        switch (s[i]) {
+        case '&':
+            len += 4;
+            break; /* &amp; */
+        case '<':
+        case '>':
+            len += 3;
+            break; /* &lt; &gt; */
+        case '"':
+            len += 5;
+            break; /* &quot; */
+        case '\'':
+            len += 4;
+            break; /* &#39; */
+        default:
+            break;
+        }
+    return len;
+}
+
+static char *put_str(char *p, const char *s, size_t n)
+{
+    memcpy(p, s, n);
+    return p + n;
+}
+
+#define PUT_LIT(p, lit) put_str((p), (lit), sizeof(lit) - 1)
+
+static char *html(char *p, const char *s, size_t n)
+{
+    for (size_t i = 0; i < n; i++)
+        switch (s[i]) {
+        case '&':
+            p = PUT_LIT(p, "&amp;");
+            break;
+        case '<':
+            p = PUT_LIT(p, "&lt;");
+            break;
+        case '>':
+            p = PUT_LIT(p, "&gt;");
+            break;
+        case '"':
+            p = PUT_LIT(p, "&quot;");
+            break;
+        case '\'':
+            p = PUT_LIT(p, "&#39;");
+            break;
+        default:
+            *p++ = s[i];
+        }
+    return p;
+}
+
+static const char fortunes_head[] = "<!DOCTYPE html><html><head><title>Fortunes</title></head>"
+                                    "<body><table><tr><th>id</th><th>message</th></tr>";
+static const char fortunes_tail[] = "</table></body></html>";
+static const char extra_fortune[] = "Additional fortune added at request time.";
+
+static void fortunes_done(const petrel_pg_result_t *res, void *data)
+{
+    petrel_req_t *req = data;
+    if (petrel_pg_status(res) != PETREL_PG_OK) {
+        petrel_pg_send_error(req, res);
+        return;
+    }
+    int n = petrel_pg_nrows(res);
+    fortune_t *f = petrel_arena_alloc(req->arena, ((size_t)n + 1) * sizeof(*f), 0);
+    if (f == NULL) {
+        petrel_send_status(req, 500);
+        return;
+    }
+    size_t size = sizeof(fortunes_head) + sizeof(fortunes_tail);
+    for (int i = 0; i < n; i++) {
+        int64_t id;
+        petrel_str_t m = petrel_pg_value(res, i, 1);
+        if (petrel_pg_value_int(res, i, 0, &id) < 0 || m.ptr == NULL) {
+            petrel_send_status(req, 500);
+            return;
+        }
+        f[i].id = (int32_t)id;
+        f[i].msg = m.ptr; /* in the result: valid during this callback, used in it */
+        f[i].len = m.len;
+    }
+    f[n].id = 0;
+    f[n].msg = extra_fortune;
+    f[n].len = sizeof(extra_fortune) - 1;
+    n++;
+    qsort(f, (size_t)n, sizeof(*f), cmp_fortune);
+    for (int i = 0; i < n; i++) /* <tr><td>ID</td><td>MSG</td></tr> */
+        size += 11 + 18 + 9 + html_len(f[i].msg, f[i].len);
+    char *b = petrel_arena_alloc(req->arena, size, 1);
+    if (b == NULL) {
+        petrel_send_status(req, 500);
+        return;
+    }
+    char *p = PUT_LIT(b, fortunes_head);
+    for (int i = 0; i < n; i++) {
+        p = PUT_LIT(p, "<tr><td>");
+        p = put_int(p, f[i].id);
+        p = PUT_LIT(p, "</td><td>");
+        p = html(p, f[i].msg, f[i].len);
+        p = PUT_LIT(p, "</td></tr>");
+    }
+    p = PUT_LIT(p, fortunes_tail);
+    petrel_send(req, 200, "text/html; charset=utf-8", b, (size_t)(p - b));
+}
+
+static int fortunes(petrel_req_t *req, void *data)
+{
+    (void)data;
+    int rc = petrel_pg_exec(db, req, all_fortunes, 0, NULL, fortunes_done, req);
+    return rc < 0 ? petrel_pg_send_refused(db, req, rc) : PETREL_LATER;
+}
+
+/* ------------------------------------------------------------------------ */
+/* /cached-queries                                                          */
+
+static void cache_filled(const petrel_pg_result_t *res, void *data)
+{
+    (void)data;
+    cache_filling = 0;
+    if (petrel_pg_status(res) != PETREL_PG_OK)
+        return; /* the next miss tries again */
+    int n = petrel_pg_nrows(res), got = 0;
+    for (int i = 0; i < n; i++) {
+        world_t w;
+        if (world_of(res, i, &w) == 0 && w.random_number > 0) {
+            cache[w.id] = w.random_number;
+            got++;
+        }
+    }
+    petrel_log(PETREL_LOG_DEBUG, "tfb: %d World rows cached", got);
+}
+
+static void cache_fill(void)
+{
+    if (cache_filling)
+        return;
+    if (petrel_pg_query(db, NULL, "SELECT id, randomnumber FROM world", 0, NULL, cache_filled,
+                        NULL) == 0)
+        cache_filling = 1;
+}
+
+/* A miss, read through: the row goes into the cache and the response.
+ * Rows read from the cache at request time have their number already;
+ * the callbacks of the misses come in order. */
+static void cached_row(const petrel_pg_result_t *res, void *data)
+{
+    rows_t *r = data;
+    if (r->failed)
+        return;
+    while (r->done < r->n && r->w[r->done].random_number != 0)
+        r->done++;
+    world_t *slot = &r->w[r->done];
+    if (r->done == r->n || row_in(r, res, slot) < 0)
+        return;
+    cache[slot->id] = slot->random_number;
+    r->done++;
+    while (r->done < r->n && r->w[r->done].random_number != 0)
+        r->done++;
+    if (r->done == r->n)
+        send_worlds(r->req, r->w, r->n);
+}
+
+static int cached_queries(petrel_req_t *req, void *data)
+{
+    (void)data;
+    int n = count_of(req, "count");
+    rows_t *r = rows_new(req, n);
+    if (r == NULL)
+        return PETREL_ENOMEM;
+    int misses = 0;
+    for (int i = 0; i < n; i++) {
+        int32_t id = random_id();
+        r->w[i].id = id;
+        r->w[i].random_number = cache[id];
+        misses += cache[id] == 0;
+    }
+    if (misses == 0)
+        return send_worlds(req, r->w, n);
+    cache_fill(); /* not filled yet (the database was down?): fill it now */
+    for (int i = 0; i < n; i++) {
+        if (r->w[i].random_number != 0)
+            continue;
+        int rc = query_world(req, r->w[i].id, cached_row, r);
+        if (rc < 0)
+            return petrel_pg_send_refused(db, req, rc);
+    }
+    return PETREL_LATER;
+}
+
+/* ------------------------------------------------------------------------ */
+/* Module                                                                   */
+
+static int worker_init(petrel_server_t *srv)
+{
+    (void)srv;
+    db = petrel_pg_open(&opts);
+    if (db == NULL)
+        return PETREL_EINVAL;
+    world_by_id = petrel_pg_prepare(db, "SELECT id, randomnumber FROM world WHERE id = $1");
+    all_fortunes = petrel_pg_prepare(db, "SELECT id, message FROM fortune");
+    update_worlds = petrel_pg_prepare(db, "UPDATE world SET randomnumber = v.r FROM "
+                                          "(SELECT unnest($1::int[]) AS id, "
+                                          "unnest($2::int[]) AS r) AS v "
+                                          "WHERE world.id = v.id");
+    if (world_by_id == NULL || all_fortunes == NULL || update_worlds == NULL)
+        return PETREL_ENOMEM;
+    struct timespec ts;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    rng = ((uint64_t)getpid() << 32) ^ (uint64_t)ts.tv_nsec ^ (uint64_t)ts.tv_sec;
+    if (rng == 0)
+        rng = 88172645463325252ULL;
+    for (int i = 0; i < WORLD_ROWS; i++)
+        deck[i] = i + 1;
+    memset(cache, 0, sizeof(cache));
+    cache_filling = 0;
+    cache_fill();
+    return 0;
+}
+
+static void worker_fini(petrel_server_t *srv)
+{
+    (void)srv;
+    petrel_pg_close(db);
+    db = NULL;
+}
+
+static int init(petrel_server_t *srv, const char *args)
+{
+    (void)srv;
+    if (!petrel_pg_supported()) {
+        petrel_log(PETREL_LOG_ERROR, "tfb: this petrel was built without its PostgreSQL pool "
+                                     "(configure --without-pgsql, or no libpq: install the "
+                                     "Debian package libpq-dev and configure again)");
+        return PETREL_ENOTFOUND;
+    }
+    petrel_pg_opts_init(&opts);
+    return petrel_pg_opts_parse(&opts, args);
+}
+
+static const petrel_route_t routes[] = {
+    {PETREL_GET, "/json", json, NULL},
+    {PETREL_GET, "/plaintext", plaintext, NULL},
+    {PETREL_GET, "/db", db_one, NULL},
+    {PETREL_GET, "/queries", queries, NULL},
+    {PETREL_GET, "/fortunes", fortunes, NULL},
+    {PETREL_GET, "/updates", updates, NULL},
+    {PETREL_GET, "/cached-queries", cached_queries, NULL},
+    {0, NULL, NULL, NULL},
+};
+
+PETREL_MODULE(tfb, routes, init, worker_init, worker_fini)

@@ -1,0 +1,206 @@
+#!/usr/bin/env bash
+# The tfb module (modules/tfb.c) on a real PostgreSQL: each TechEmpower
+# Framework Benchmarks test type against the rules of the benchmark's test
+# requirements and verifier:
+#  - every response has Server and Date, Content-Length, the exact
+#    Content-Type of its type (application/json, text/plain,
+#    text/html; charset=utf-8);
+#  - /json: {"message":"Hello, World!"}; /plaintext: Hello, World!, also 16
+#    pipelined requests in one write;
+#  - /db: one World object whose randomNumber is the database's;
+#  - /queries, /updates, /cached-queries: N objects for N in 1..500; a
+#    missing, empty or non-integer N is 1, N < 1 is 1, N > 500 is 500;
+#  - /fortunes: the 12 fortunes and the one added at request time, sorted by
+#    message, escaped, UTF-8 intact: byte for byte the benchmark's page;
+#  - /updates: the new numbers are in the database after the response, the
+#    rows of one request are distinct and written by one UPDATE statement
+#    (pg_stat_statements);
+#  - /cached-queries: the numbers come from the database (set to a known
+#    pattern before petrel starts), from a cache (changing the table after
+#    start-up does not change them).
+. "$(dirname "$0")/lib.sh"
+. "$(dirname "$0")/pg_lib.sh"
+
+pg_setup
+[[ -f $PG_BINDIR/../lib/pg_stat_statements.so ]] && PG_OPTS=(-c shared_preload_libraries=pg_stat_statements)
+pg_start
+pg_tfb
+# a known pattern, so that a value can only have come from the database
+psql_ -c "UPDATE world SET randomnumber = (id * 7) % 10000 + 1"
+stat_statements=no
+if [[ ${#PG_OPTS[@]} -gt 0 ]]; then
+    psql_ -c "CREATE EXTENSION pg_stat_statements" && stat_statements=yes
+fi
+
+petrel_start --module tfb:"pool.connections=2 host=$PGHOST port=$PGPORT dbname=hello_world user=benchmarkdbuser"
+# the cache is filled at start-up: then the table changes under it
+wait_for "$(bound 10)" bash -c "curl -q -s --noproxy '*' '$BASE/cached-queries?count=1' | grep -q randomNumber"
+
+pyrun "$stat_statements" <<'EOF'
+import json
+import os
+import re
+import subprocess
+import sys
+import time
+from petrel_client import *
+
+stat_statements = sys.argv[1] == "yes"
+
+
+def sql(q):
+    r = subprocess.run(["psql", "-X", "-At", "-q", "-v", "ON_ERROR_STOP=1", "-c", q],
+                       capture_output=True, text=True, timeout=bound(30))
+    check(r.returncode == 0, "psql %r: %s" % (q, r.stderr))
+    return r.stdout.strip()
+
+
+def pattern(i):
+    return (i * 7) % 10000 + 1
+
+
+DATE = re.compile(r"^(Mon|Tue|Wed|Thu|Fri|Sat|Sun), \d\d (Jan|Feb|Mar|Apr|May|Jun|Jul|Aug|Sep|"
+                  r"Oct|Nov|Dec) \d{4} \d\d:\d\d:\d\d GMT$")
+
+
+def fetch(path, ctype):
+    r = get(path)
+    check(r.status == 200, "GET %s: %r" % (path, r))
+    check(r.header("server"), "GET %s: no Server" % path)
+    check(r.header("date") and DATE.match(r.header("date")), "GET %s: Date %r" % (path, r.header("date")))
+    check(r.header("content-length") == str(len(r.body)), "GET %s: Content-Length %r for %d bytes"
+          % (path, r.header("content-length"), len(r.body)))
+    check(r.header("content-type") == ctype, "GET %s: Content-Type %r, want %r"
+          % (path, r.header("content-type"), ctype))
+    check(r.header("content-encoding") is None, "GET %s: compressed" % path)
+    return r.body
+
+
+def world(o, what):
+    check(isinstance(o, dict) and set(o) == {"id", "randomNumber"}, "%s: not a World object: %r" % (what, o))
+    check(isinstance(o["id"], int) and 1 <= o["id"] <= 10000, "%s: id %r" % (what, o["id"]))
+    check(isinstance(o["randomNumber"], int) and 1 <= o["randomNumber"] <= 10000,
+          "%s: randomNumber %r" % (what, o["randomNumber"]))
+    return o["id"], o["randomNumber"]
+
+
+# --- /json, /plaintext ------------------------------------------------------
+b = fetch("/json", "application/json")
+check(json.loads(b) == {"message": "Hello, World!"}, "/json: %r" % b)
+check(b == b'{"message":"Hello, World!"}', "/json: %r" % b)
+b = fetch("/plaintext", "text/plain")
+check(b == b"Hello, World!", "/plaintext: %r" % b)
+c = Conn()
+c.send(request("GET", "/plaintext") * 16)
+for i in range(16):
+    r = c.read_response()
+    check(r.status == 200 and r.body == b"Hello, World!", "pipelined /plaintext %d: %r" % (i, r))
+c.close()
+ok("/json and /plaintext: bodies, Server, Date, Content-Length, Content-Type; 16 pipelined")
+
+# --- /db ------------------------------------------------------------------------
+ids = set()
+for i in range(50):
+    o = json.loads(fetch("/db", "application/json"))
+    wid, rn = world(o, "/db")
+    check(rn == pattern(wid), "/db: id %d has randomNumber %d in the database, got %d" % (wid, pattern(wid), rn))
+    ids.add(wid)
+check(len(ids) > 40, "/db: 50 requests gave only %d distinct ids: not random" % len(ids))
+ok("/db: a World object with the database's number, random ids (%d distinct of 50)" % len(ids))
+
+# --- the count of /queries, /updates, /cached-queries -----------------------------
+cases = [("", 1), ("?queries=", 1), ("?queries=foo", 1), ("?queries=0", 1), ("?queries=-3", 1),
+         ("?queries=1.5", 1), ("?queries=7abc", 1), ("?queries=1", 1), ("?queries=2", 2),
+         ("?queries=20", 20), ("?queries=500", 500), ("?queries=501", 500),
+         ("?queries=99999999999999999999", 500)]
+
+
+def rows(path, name, q):
+    out = json.loads(fetch(path + q.replace("queries", name), "application/json"))
+    check(isinstance(out, list), "%s%s: not an array: %r" % (path, q, out))
+    return [world(o, path + q) for o in out]
+
+
+for q, n in cases:
+    got = rows("/queries", "queries", q)
+    check(len(got) == n, "/queries%s: %d rows, want %d" % (q, len(got), n))
+    for wid, rn in got:
+        check(rn == pattern(wid), "/queries%s: id %d: %d, the database has %d" % (q, wid, rn, pattern(wid)))
+ok("/queries: N rows of the database for %d values of N (missing, empty, not an integer, < 1: 1; > 500: 500)"
+   % len(cases))
+
+# --- /cached-queries: from the database, then from the cache -------------------------
+sql("UPDATE world SET randomnumber = 1")
+for q, n in cases:
+    got = rows("/cached-queries", "count", q)
+    check(len(got) == n, "/cached-queries%s: %d rows, want %d" % (q, len(got), n))
+    for wid, rn in got:
+        check(rn == pattern(wid), "/cached-queries%s: id %d: %d, not the number the cache was filled "
+              "with (%d)" % (q, wid, rn, pattern(wid)))
+o = json.loads(fetch("/db", "application/json"))
+check(o["randomNumber"] == 1, "/db after the change: %r" % o)
+ok("/cached-queries: the numbers the database had at start-up, from the cache (the table changed since); "
+   "the same rules for count")
+
+# --- /fortunes: the benchmark's page, byte for byte ------------------------------
+want = ("<!DOCTYPE html><html><head><title>Fortunes</title></head><body><table><tr><th>id</th>"
+        "<th>message</th></tr>"
+        "<tr><td>11</td><td>&lt;script&gt;alert(&quot;This should not be displayed in a browser alert "
+        "box.&quot;);&lt;/script&gt;</td></tr>"
+        "<tr><td>4</td><td>A bad random number generator: 1, 1, 1, 1, 1, 4.33e+67, 1, 1, 1</td></tr>"
+        "<tr><td>5</td><td>A computer program does what you tell it to do, not what you want it to do."
+        "</td></tr>"
+        "<tr><td>2</td><td>A computer scientist is someone who fixes things that aren&#39;t broken."
+        "</td></tr>"
+        "<tr><td>8</td><td>A list is only as strong as its weakest link. \u2014 Donald Knuth</td></tr>"
+        "<tr><td>0</td><td>Additional fortune added at request time.</td></tr>"
+        "<tr><td>3</td><td>After enough decimal places, nobody gives a damn.</td></tr>"
+        "<tr><td>7</td><td>Any program that runs right is obsolete.</td></tr>"
+        "<tr><td>10</td><td>Computers make very fast, very accurate mistakes.</td></tr>"
+        "<tr><td>6</td><td>Emacs is a nice operating system, but I prefer UNIX. \u2014 Tom Christaensen"
+        "</td></tr>"
+        "<tr><td>9</td><td>Feature: A bug with seniority.</td></tr>"
+        "<tr><td>1</td><td>fortune: No such file or directory</td></tr>"
+        "<tr><td>12</td><td>\u30d5\u30ec\u30fc\u30e0\u30ef\u30fc\u30af\u306e\u30d9\u30f3\u30c1\u30de\u30fc"
+        "\u30af</td></tr>"
+        "</table></body></html>").encode("utf-8")
+b = fetch("/fortunes", "text/html; charset=utf-8")
+check(b == want, "/fortunes:\n got %r\nwant %r" % (b, want))
+# a fortune added to the table shows up, escaped, in its place
+sql("INSERT INTO fortune VALUES (13, 'B & <b>\"q\"</b> ''s')")
+b = fetch("/fortunes", "text/html; charset=utf-8")
+check(b"<tr><td>13</td><td>B &amp; &lt;b&gt;&quot;q&quot;&lt;/b&gt; &#39;s</td></tr><tr><td>10</td>" in b,
+      "/fortunes with a 13th fortune: %r" % b)
+sql("DELETE FROM fortune WHERE id = 13")
+ok("/fortunes: the benchmark's page byte for byte (sorted, the extra fortune, escaped, UTF-8); a new row "
+   "read at request time")
+
+# --- /updates: written, distinct rows, one UPDATE --------------------------------
+if stat_statements:
+    sql("SELECT pg_stat_statements_reset()")
+total = 0
+for q, n in cases:
+    got = rows("/updates", "queries", q)
+    check(len(got) == n, "/updates%s: %d rows, want %d" % (q, len(got), n))
+    check(len({wid for wid, _ in got}) == n, "/updates%s: repeated ids" % q)
+    idl = ",".join(str(wid) for wid, _ in got)
+    db = dict(tuple(map(int, ln.split("|"))) for ln in
+              sql("SELECT id, randomnumber FROM world WHERE id IN (%s)" % idl).split("\n"))
+    for wid, rn in got:
+        check(db[wid] == rn, "/updates%s: id %d is %d in the database, the response says %d"
+              % (q, wid, db[wid], rn))
+    total += n
+if stat_statements:
+    st = sql("SELECT calls, rows FROM pg_stat_statements WHERE query LIKE 'UPDATE world%'")
+    check(st == "%d|%d" % (len(cases), total),
+          "/updates: UPDATE statements (calls|rows) %r, want %d|%d (one a request)" % (st, len(cases), total))
+    sel = sql("SELECT coalesce(sum(calls), 0) FROM pg_stat_statements WHERE query LIKE 'SELECT id, randomnumber FROM world WHERE%'")
+    check(int(sel) >= total, "/updates: %s single-row SELECTs for %d rows" % (sel, total))
+    ok("/updates: %d rows in %d requests, written (read back), distinct, one UPDATE a request, "
+       "each row read by a query of its own (pg_stat_statements)" % (total, len(cases)))
+else:
+    ok("/updates: %d rows in %d requests, written (read back), distinct (no pg_stat_statements "
+       "to count the statements)" % (total, len(cases)))
+EOF
+
+petrel_stop
