@@ -6,7 +6,9 @@
  * [2^k, 2^(k+1)) is split into BENCH_HIST_SUB (128) equal buckets, so a bucket
  * is never wider than 1/128 of its values (< 0.8 %, well under a microsecond
  * up to 128 us).  Recording is an index computation and an increment; merging
- * threads' histograms is a sum.
+ * threads' histograms is a sum of integers, exact: the merged histogram is
+ * the one a single thread would have recorded (buckets, count, min, max, sum
+ * and sum of squares alike).
  */
 #include <math.h>
 #include <string.h>
@@ -57,9 +59,10 @@ void bench_hist_record(bench_hist_t *h, uint64_t v)
         h->min = v;
     if (v > h->max)
         h->max = v;
-    double d = (double)v;
-    h->sum += d;
-    h->sumsq += d * d;
+    if (v >= (UINT64_C(1) << BENCH_HIST_MAXBITS)) /* as its bucket: clamped */
+        v = (UINT64_C(1) << BENCH_HIST_MAXBITS) - 1;
+    h->sum += v;
+    h->sumsq += (unsigned __int128)v * v;
 }
 
 void bench_hist_merge(bench_hist_t *into, const bench_hist_t *from)
@@ -105,14 +108,14 @@ uint64_t bench_hist_percentile(const bench_hist_t *h, double p)
 
 double bench_hist_mean(const bench_hist_t *h)
 {
-    return h->count ? h->sum / (double)h->count : 0.0;
+    return h->count ? (double)((long double)h->sum / (long double)h->count) : 0.0;
 }
 
 double bench_hist_stdev(const bench_hist_t *h)
 {
     if (h->count < 2)
         return 0.0;
-    double m = h->sum / (double)h->count;
-    double var = h->sumsq / (double)h->count - m * m;
-    return var > 0 ? sqrt(var) : 0.0;
+    long double n = (long double)h->count, m = (long double)h->sum / n;
+    long double var = (long double)h->sumsq / n - m * m;
+    return var > 0 ? (double)sqrtl(var) : 0.0;
 }
