@@ -379,6 +379,11 @@ typedef struct bench_thread {
     unsigned ready_head, ready_count;
     bench_conn_t **dirty;
     unsigned ndirty;
+    /* --rate: when the bytes of the reads of the event being handled came
+     * in (the kernel's receive time, SO_TIMESTAMPNS; 0: unknown), on
+     * CLOCK_MONOTONIC, which is CLOCK_REALTIME - real_off */
+    uint64_t rx_at;
+    int64_t real_off;
     /* progress, read by the main thread */
     uint64_t prog_requests, prog_errors;
     pthread_t tid;

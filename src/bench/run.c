@@ -32,7 +32,10 @@
  * the window until those requests are answered or time out (--timeout, also
  * from the intended time, also for those not sent yet).  The client's own
  * lag is how late a request went out after both its intended time and a
- * connection having room: the time this loop was busy or not running.
+ * connection having room: the time this loop was busy or not running.  A
+ * connection has room from the moment the answer that freed it reached the
+ * kernel (its receive timestamp), not from when this loop read it: a client
+ * that does not get the CPU reads late, and that is its lag too.
  */
 #include <errno.h>
 #include <netinet/in.h>
@@ -118,7 +121,7 @@ void bench_rate_ready(bench_conn_t *c)
     if (c->in_ready)
         return; /* it has had room since c->ready_since */
     c->in_ready = 1;
-    c->ready_since = th->now;
+    c->ready_since = th->rx_at && th->rx_at < th->now ? th->rx_at : th->now;
     th->ready[(th->ready_head + th->ready_count++) % (unsigned)th->nconns] = c;
 }
 
@@ -227,16 +230,53 @@ int bench_flush(bench_conn_t *c)
     return 0;
 }
 
+/* --rate: a read that also takes the kernel's receive time of the data */
+static ssize_t read_stamped(bench_conn_t *c, char *buf, size_t len)
+{
+    bench_thread_t *th = c->th;
+    union {
+        char buf[CMSG_SPACE(sizeof(struct timespec))];
+        struct cmsghdr align;
+    } ctl;
+    struct iovec iov = {buf, len};
+    struct msghdr m = {
+        .msg_iov = &iov, .msg_iovlen = 1, .msg_control = ctl.buf, .msg_controllen = sizeof ctl.buf};
+    ssize_t n = recvmsg(c->fd, &m, 0);
+    if (n <= 0)
+        return n;
+    for (struct cmsghdr *h = CMSG_FIRSTHDR(&m); h; h = CMSG_NXTHDR(&m, h)) {
+        if (h->cmsg_level != SOL_SOCKET || h->cmsg_type != SCM_TIMESTAMPNS)
+            continue;
+        struct timespec ts;
+        memcpy(&ts, CMSG_DATA(h), sizeof ts);
+        int64_t real = (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
+        uint64_t at = real > th->real_off ? (uint64_t)(real - th->real_off) : 0;
+        if (at > th->rx_at)
+            th->rx_at = at;
+    }
+    return n;
+}
+
 ssize_t bench_read(bench_conn_t *c)
 {
     bench_thread_t *th = c->th;
     if (c->carry_len)
         memcpy(th->rbuf, c->carry, c->carry_len);
     for (;;) {
-        ssize_t n = read(c->fd, th->rbuf + c->carry_len, th->rbuf_cap);
+        ssize_t n = th->rate_mode ? read_stamped(c, th->rbuf + c->carry_len, th->rbuf_cap)
+                                  : read(c->fd, th->rbuf + c->carry_len, th->rbuf_cap);
         if (n >= 0 || errno != EINTR)
             return n;
     }
+}
+
+/* CLOCK_REALTIME - CLOCK_MONOTONIC, ns: for the receive timestamps */
+static int64_t real_offset(void)
+{
+    struct timespec r, m;
+    clock_gettime(CLOCK_MONOTONIC, &m);
+    clock_gettime(CLOCK_REALTIME, &r);
+    return ((int64_t)r.tv_sec - m.tv_sec) * 1000000000 + (r.tv_nsec - m.tv_nsec);
 }
 
 int bench_carry(bench_conn_t *c, const char *rest, size_t left)
@@ -381,6 +421,8 @@ static void conn_connect(bench_conn_t *c)
     }
     int one = 1;
     setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
+    if (th->rate_mode) /* when answers come in: see bench_rate_ready */
+        setsockopt(fd, SOL_SOCKET, SO_TIMESTAMPNS, &one, sizeof one);
     c->fd = fd;
     int r = connect(fd, (const struct sockaddr *)&o->addr, o->addrlen);
     if (r < 0 && errno != EINPROGRESS) {
@@ -459,15 +501,22 @@ static void check_timeouts(bench_thread_t *th)
                 bench_conn_close(c, BENCH_ERR_TIMEOUT, BENCH_REOPEN_NOW);
         }
     }
-    /* --rate: requests that waited for a connection longer than that fail
-     * without being sent */
+    /* --rate: requests that waited longer than that fail without being
+     * sent.  If a connection had room meanwhile, this loop did not get to
+     * send them: that is its lag (at least as long as the wait). */
     while (th->rate_mode && th->k_next < th->k_end) {
         uint64_t due = due_at(th, th->k_next);
         if (due >= th->now || th->now - due <= limit)
             break;
         uint64_t t = rate_take(th);
-        if (t >= th->t_measure)
+        if (t >= th->t_measure) {
             th->st.unsent++;
+            if (th->ready_count > 0) {
+                uint64_t since = th->ready[th->ready_head]->ready_since;
+                uint64_t from = t > since ? t : since;
+                bench_hist_record(&th->st.lag, th->now > from ? th->now - from : 0);
+            }
+        }
         bench_fail(th, t, BENCH_ERR_TIMEOUT);
     }
 }
@@ -631,6 +680,7 @@ void *bench_thread_main(void *arg)
         th->o->timeout * 1e9 / 10 < 100e6 ? (uint64_t)(th->o->timeout * 1e9 / 10) : 100000000ull;
     if (th->rate_mode) /* wake at the intended times, not up to 50 us after */
         prctl(PR_SET_TIMERSLACK, 1UL, 0UL, 0UL, 0UL);
+    th->real_off = real_offset();
     th->now = bench_now();
     uint64_t next_tick = th->now + tick;
     for (int i = 0; i < th->nconns; i++)
@@ -666,13 +716,17 @@ void *bench_thread_main(void *arg)
         }
         int n = wait_events(th->ep, evs, 256, wake > th->now ? wake - th->now : 0);
         th->now = bench_now();
-        for (int i = 0; i < n; i++)
+        for (int i = 0; i < n; i++) {
+            th->rx_at = 0;
             on_event(evs[i].data.ptr, evs[i].events);
+        }
+        th->rx_at = 0;
         if (th->retrying > 0)
             run_retries(th);
         if (th->now >= next_tick) {
             next_tick = th->now + tick;
             check_timeouts(th);
+            th->real_off = real_offset();
         }
         if (th->rate_mode)
             rate_dispatch(th);
