@@ -115,7 +115,12 @@ double bench_hist_stdev(const bench_hist_t *h)
 {
     if (h->count < 2)
         return 0.0;
-    long double n = (long double)h->count, m = (long double)h->sum / n;
-    long double var = (long double)h->sumsq / n - m * m;
+    /* n * variance = sumsq - sum^2 / n; with sum = q * n + r that is
+     * sumsq - q^2 * n - 2 * q * r - r^2 / n, all but the last term exact
+     * integers (q^2 * n + 2 * q * r <= sum^2 / n <= sumsq) */
+    unsigned __int128 n = h->count, q = h->sum / n, r = h->sum % n;
+    unsigned __int128 d = h->sumsq - q * q * n - 2 * q * r;
+    long double var =
+        ((long double)d - (long double)r * (long double)r / (long double)n) / (long double)n;
     return var > 0 ? (double)sqrtl(var) : 0.0;
 }
