@@ -284,6 +284,10 @@ typedef struct bench_stats {
     uint64_t done_in_window;
     uint64_t scheduled, queued, unsent;
     bench_hist_t lag;
+    /* --rate: how long each counted answer waited in the kernel before this
+     * client read it (from its receive timestamp), ns: the client's share
+     * of the latency on the way back */
+    bench_hist_t read_delay;
 } bench_stats_t;
 
 struct bench_thread;

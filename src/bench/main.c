@@ -315,6 +315,7 @@ int bench_run(const bench_opts_t *o, bench_result_t *res, int progress)
     memset(res, 0, sizeof *res);
     bench_hist_init(&res->st.hist);
     bench_hist_init(&res->st.lag);
+    bench_hist_init(&res->st.read_delay);
     for (int i = 0; i < nt; i++) {
         bench_thread_t *th = &ths[i];
         if (i < started)
@@ -333,6 +334,7 @@ int bench_run(const bench_opts_t *o, bench_result_t *res, int progress)
         res->st.queued += th->st.queued;
         res->st.unsent += th->st.unsent;
         bench_hist_merge(&res->st.lag, &th->st.lag);
+        bench_hist_merge(&res->st.read_delay, &th->st.read_delay);
         res->st.handshakes += th->st.handshakes;
         res->st.handshake_sum += th->st.handshake_sum;
         if (th->st.handshake_max > res->st.handshake_max)

@@ -153,6 +153,11 @@ void bench_print_human(const bench_opts_t *o, const bench_result_t *r)
             printf(" (bound %s%s)", bench_fmt_time(a, sizeof a, o->max_lag * 1e9),
                    bench_lag_exceeded(o, r) ? ", EXCEEDED" : "");
         printf("\n");
+        const bench_hist_t *d = &st->read_delay;
+        printf("  Answers unread in the client's socket: p50 %s, p99 %s, max %s\n",
+               bench_fmt_time(a, sizeof a, (double)bench_hist_percentile(d, 50)),
+               bench_fmt_time(b, sizeof b, (double)bench_hist_percentile(d, 99)),
+               bench_fmt_time(c, sizeof c, (double)d->max));
     }
     double rps = bench_achieved(o, r);
     printf("Requests/sec: %12.2f\n", rps);
@@ -217,6 +222,10 @@ void bench_print_json(const bench_opts_t *o, const bench_result_t *r, const char
                (double)bench_hist_percentile(l, 50) / 1e3,
                (double)bench_hist_percentile(l, 99) / 1e3, (double)l->max / 1e3, o->max_lag * 1e6,
                bench_lag_exceeded(o, r) ? "true" : "false");
+        const bench_hist_t *d = &st->read_delay;
+        printf("\"read_delay_us\":{\"p50\":%.1f,\"p99\":%.1f,\"max\":%.1f},",
+               (double)bench_hist_percentile(d, 50) / 1e3,
+               (double)bench_hist_percentile(d, 99) / 1e3, (double)d->max / 1e3);
     }
     printf("\"bytes_read\":%llu,\"bytes_written\":%llu,\"connects\":%llu,\"server_closes\":%llu,",
            (unsigned long long)st->bytes_in, (unsigned long long)st->bytes_out,

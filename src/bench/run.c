@@ -143,6 +143,14 @@ int bench_take(bench_thread_t *th)
     return 1;
 }
 
+/* a counted response's latency; --rate: also how long it waited unread */
+static void record_latency(bench_thread_t *th, uint64_t sent)
+{
+    bench_hist_record(&th->st.hist, th->now > sent ? th->now - sent : 0);
+    if (th->rx_at)
+        bench_hist_record(&th->st.read_delay, th->now > th->rx_at ? th->now - th->rx_at : 0);
+}
+
 void bench_complete(bench_thread_t *th, uint64_t sent, int status, uint64_t body_len)
 {
     const bench_opts_t *o = th->o;
@@ -152,7 +160,7 @@ void bench_complete(bench_thread_t *th, uint64_t sent, int status, uint64_t body
     if (!counted(th, sent, th->now))
         return;
     th->st.requests++;
-    bench_hist_record(&th->st.hist, th->now > sent ? th->now - sent : 0);
+    record_latency(th, sent);
     if (o->expect_status ? status != o->expect_status : (status < 200 || status > 299)) {
         if (o->expect_status && status >= 200 && status <= 299)
             th->st.errors[BENCH_ERR_CHECK]++;
@@ -171,7 +179,7 @@ void bench_complete_kind(bench_thread_t *th, uint64_t sent, int kind)
     if (!counted(th, sent, th->now))
         return;
     th->st.requests++;
-    bench_hist_record(&th->st.hist, th->now > sent ? th->now - sent : 0);
+    record_latency(th, sent);
     if (kind >= 0)
         th->st.errors[kind]++;
 }
@@ -629,6 +637,7 @@ int bench_thread_setup(bench_thread_t *th)
             return -1;
     }
     bench_hist_init(&th->st.lag);
+    bench_hist_init(&th->st.read_delay);
     return 0;
 }
 

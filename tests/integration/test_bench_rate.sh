@@ -57,6 +57,7 @@ accurate ws_close 500 -c 4 --close "ws://127.0.0.1:$PORT/ws"
 bench --rate 1000 -c 2 -d 300ms --max-lag 0 "$URL/hello?rate" >"$TMP/human" || fail "human: exited $?"
 grep -q 'Open loop at 1000.00 requests/s' "$TMP/human" || fail "no open-loop line"
 grep -q '^  Client lag: p50 ' "$TMP/human" || fail "no client lag line"
+grep -q "^  Answers unread in the client's socket: p50 " "$TMP/human" || fail "no read delay line"
 grep -q '^  Rate asked 1000.00/s, achieved ' "$TMP/human" || fail "no rate line"
 
 # 2. -n at a rate: 1000 requests at 2000/s take half a second
@@ -99,6 +100,8 @@ expect "$(jget "$TMP/lag" lag_us.exceeded)" True "lag exceeded in the JSON"
 lag=$(jget "$TMP/lag" lag_us.max)
 awk -v l="$lag" 'BEGIN { exit !(l >= 50000) }' || fail "lag max $lag us"
 echo "starved: client lag max $lag us"
+awk -v l="$(jget "$TMP/lag" read_delay_us.max)" 'BEGIN { exit !(l >= 50000) }' ||
+    fail "starved: answers waited at most $(jget "$TMP/lag" read_delay_us.max) us unread"
 # --max-lag 0: reported, not judged
 rc=0
 starved lag0 0 || rc=$?

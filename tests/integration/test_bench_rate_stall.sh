@@ -6,6 +6,7 @@
 #   - open loop (--rate), over HTTP/1.1, h2c streams (-m) and WebSocket
 #     messages: about a fifth of the requests fall due during a stall, so p99
 #     shows it (>= 100 ms), and every request due in the window is counted;
+#     the answers did not wait in the client's socket (its read delay);
 #   - closed loop (the default): only the few requests in flight wait, and the
 #     client sends nothing meanwhile, so p99 hides it (< 50 ms) although the
 #     maximum shows one stall (>= 150 ms);
@@ -64,6 +65,10 @@ open_run() { # name args...
     echo "$name: open loop at 400/s: p50 ${p50} us, p99 ${p99} us"
     ((p99 >= 100000)) || fail "$name: open-loop p99 ${p99} us does not show the 200 ms stalls"
     ((p50 < 50000)) || fail "$name: open-loop p50 ${p50} us: most requests are not in a stall"
+    # the wait was the server's: the answers did not sit unread in the client
+    local rd
+    rd=$(us "$(jget "$TMP/$name" read_delay_us.p99)")
+    ((rd < 50000)) || fail "$name: answers waited ${rd} us unread (p99) in the client"
 }
 open_run h1 -c 4 "$URL/hello"
 open_run h2c -c 1 -m 4 "$URL/hello"
