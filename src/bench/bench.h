@@ -58,6 +58,9 @@ void bench_hist_merge(bench_hist_t *into, const bench_hist_t *from);
  * holding it, never above max.  0 when empty. */
 uint64_t bench_hist_percentile(const bench_hist_t *h, double p);
 double bench_hist_mean(const bench_hist_t *h);
+/* A duration in ns, in its unit: "1.23ms" (reports, wrk's style), or with
+ * chart "1.23 ms" (3 significant digits, µs for microseconds); returns buf. */
+const char *bench_fmt_ns(char *buf, size_t n, double ns, int chart);
 double bench_hist_stdev(const bench_hist_t *h);
 /* Bucket arithmetic, exposed for the tests. */
 unsigned bench_hist_index(uint64_t v);

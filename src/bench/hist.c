@@ -11,6 +11,7 @@
  * and sum of squares alike).
  */
 #include <math.h>
+#include <stdio.h>
 #include <string.h>
 
 #define BENCH_HIST_ONLY
@@ -123,4 +124,17 @@ double bench_hist_stdev(const bench_hist_t *h)
     long double var =
         ((long double)d - (long double)r * (long double)r / (long double)n) / (long double)n;
     return var > 0 ? (double)sqrtl(var) : 0.0;
+}
+
+const char *bench_fmt_ns(char *buf, size_t n, double ns, int chart)
+{
+    static const char *const unit[2][4] = {{"ns", "us", "ms", "s"},
+                                           {" ns", " \xc2\xb5s", " ms", " s"}};
+    int u = ns < 1e3 ? 0 : ns < 1e6 ? 1 : ns < 1e9 ? 2 : 3;
+    double v = ns / (u == 0 ? 1 : u == 1 ? 1e3 : u == 2 ? 1e6 : 1e9);
+    if (chart)
+        snprintf(buf, n, "%.3g%s", v, unit[1][u]);
+    else
+        snprintf(buf, n, "%.*f%s", u ? 2 : 0, v, unit[0][u]);
+    return buf;
 }

@@ -163,41 +163,25 @@ static const char *fmt_count(char *buf, size_t n, double v)
     return buf;
 }
 
-/* a latency, ns: 850 ns, 12.5 µs, 3.2 ms, 1.25 s (3 significant digits) */
+/* a latency, ns: 850 ns, 12.5 µs, 3.2 ms, 1.25 s */
 static const char *fmt_lat(char *buf, size_t n, double ns)
 {
-    if (ns < 1e3)
-        snprintf(buf, n, "%.3g ns", ns);
-    else if (ns < 1e6)
-        snprintf(buf, n, "%.3g \xc2\xb5s", ns / 1e3);
-    else if (ns < 1e9)
-        snprintf(buf, n, "%.3g ms", ns / 1e6);
-    else
-        snprintf(buf, n, "%.3g s", ns / 1e9);
-    return buf;
+    return bench_fmt_ns(buf, n, ns, 1);
 }
 
 /* text for XML content and attribute values */
 static void xml(FILE *f, const char *s)
 {
     for (; *s; s++) {
-        switch (*s) {
-        case '&':
-            fputs("&amp;", f);
-            break;
-        case '<':
-            fputs("&lt;", f);
-            break;
-        case '>':
-            fputs("&gt;", f);
-            break;
-        case '"':
-            fputs("&quot;", f);
-            break;
-        default:
-            if ((unsigned char)*s >= 0x20 || *s == '\t')
-                fputc(*s, f);
-        }
+        const char *e = *s == '&'   ? "&amp;"
+                        : *s == '<' ? "&lt;"
+                        : *s == '>' ? "&gt;"
+                        : *s == '"' ? "&quot;"
+                                    : NULL;
+        if (e)
+            fputs(e, f);
+        else if ((unsigned char)*s >= 0x20 || *s == '\t')
+            fputc(*s, f);
     }
 }
 

@@ -37,15 +37,7 @@ int bench_lag_exceeded(const bench_opts_t *o, const bench_result_t *r)
 /* a duration in ns, as wrk prints it */
 const char *bench_fmt_time(char *buf, size_t n, double ns)
 {
-    if (ns < 1e3)
-        snprintf(buf, n, "%.0fns", ns);
-    else if (ns < 1e6)
-        snprintf(buf, n, "%.2fus", ns / 1e3);
-    else if (ns < 1e9)
-        snprintf(buf, n, "%.2fms", ns / 1e6);
-    else
-        snprintf(buf, n, "%.2fs", ns / 1e9);
-    return buf;
+    return bench_fmt_ns(buf, n, ns, 0);
 }
 
 static const char *fmt_bytes(char *buf, size_t n, double b)
