@@ -62,7 +62,7 @@ open_run() { # name args...
     local p50 p99
     p50=$(us "$(jget "$TMP/$name" latency_us.p50)")
     p99=$(us "$(jget "$TMP/$name" latency_us.p99)")
-    echo "$name: open loop at 400/s: p50 ${p50} us, p99 ${p99} us"
+    echo "$name: open loop at 400/s: p50 ${p50} us, p99 ${p99} us, max $(us "$(jget "$TMP/$name" latency_us.max)") us, answers unread p99 $(us "$(jget "$TMP/$name" read_delay_us.p99)") us"
     ((p99 >= 100000)) || fail "$name: open-loop p99 ${p99} us does not show the 200 ms stalls"
     ((p50 < 50000)) || fail "$name: open-loop p50 ${p50} us: most requests are not in a stall"
     # the wait was the server's: the answers did not sit unread in the client
