@@ -650,6 +650,7 @@ static petrel_req_t *req_begin(h1_t *h1)
     r->_conn = h1;
     r->_resp = &m->resp;
     petrel__resp_init(&m->resp);
+    petrel__req_started(r, h1->req_mark._bytes);
     h1->req = r;
     h1->hdr_cap = 16;
     h1->body_cap = 0;
@@ -705,6 +706,8 @@ static void send_error(h1_t *h1, int status)
     petrel_req_t *r = h1->req;
     h1->flags &= ~H1_KEEPALIVE;
     h1->flags |= H1_ERROR;
+    petrel__conn_close_why(c, status == 413 || status == 414 || status == 431 ? PETREL__CLOSE_LIMIT
+                                                                             : PETREL__CLOSE_ERROR);
     if (r->_resp->sent) {
         h1->flags |= H1_CLOSING;
         return;

@@ -2,15 +2,19 @@
  * proto.h -- the contract between the protocols (http1.c, h2.c, ws.c) and
  * the framework above them (request.c, response.c, router.c, accesslog.c).
  *
- * A protocol builds a petrel_req_t (in an arena scope of its own), hands it
- * to petrel__req_dispatch() and reports its end to petrel__req_finished();
+ * A protocol builds a petrel_req_t (in an arena scope of its own), reports
+ * its start to petrel__req_started(), hands it to petrel__req_dispatch()
+ * and reports its end to petrel__req_finished();
  * the request API answers through req->_proto, the protocol's response
  * operations.  Handlers never learn which protocol carried a request.
  */
 #ifndef PETREL_PROTO_H
 #define PETREL_PROTO_H
 
+#include "arena.h"
 #include "log.h"
+#include "loop.h"
+#include "metrics.h"
 #include "petrel.h"
 
 #include <stdbool.h>
@@ -72,13 +76,36 @@ struct petrel_proto {
  * complete.  When it returns, the response may be complete, streaming, or
  * (a handler error) have been completed with 500. */
 void petrel__req_dispatch(petrel_req_t *req);
-/* The access log line of a request (accesslog.c). */
-void petrel__req_log(petrel_req_t *req, uint64_t bytes);
-/* The response of `req` is complete (queued whole), with `bytes` of body. */
+/* The access log formats (--access-log-format; accesslog.c). */
+enum { PETREL__ALOG_COMBINED, PETREL__ALOG_JSON };
+extern int petrel__alog_format;
+/* The admin listener's server: its requests are neither logged nor
+ * counted (set by the server layer; NULL: none). */
+extern petrel_server_t *petrel__quiet_server;
+
+/* A request begins (its first bytes were read; `req->arena` is set, and
+ * held `base` bytes when its scope began): note the time and its arena's
+ * figures for its duration and high-water mark. */
+static inline void petrel__req_started(petrel_req_t *req, size_t base)
+{
+    if (petrel__alog_on | petrel__metrics_on) {
+        petrel_arena_t *a = req->arena;
+        req->_t0 = petrel__loop ? petrel__loop->now_us : 0;
+        req->_a0 = base;
+        req->_ahigh = a->bytes_high;
+        a->bytes_high = a->bytes; /* the request's own mark from here; restored at its end */
+    }
+}
+/* Its counts and access log line (accesslog.c). */
+void petrel__req_account(petrel_req_t *req, uint64_t bytes);
+/* The access log line of a request, with its duration and arena high-water. */
+void petrel__req_log(petrel_req_t *req, uint64_t bytes, uint64_t dur_us, uint64_t arena_high);
+/* The response of `req` is complete (queued whole), with `bytes` of body:
+ * every protocol calls this once per request it started. */
 static inline void petrel__req_finished(petrel_req_t *req, uint64_t bytes)
 {
-    if (petrel__alog_on)
-        petrel__req_log(req, bytes);
+    if (petrel__alog_on | petrel__metrics_on)
+        petrel__req_account(req, bytes);
 }
 
 /* ------------------------------------------------------------------------ */

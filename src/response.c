@@ -162,7 +162,11 @@ int petrel_stream_write(petrel_req_t *req, const void *data, size_t len)
     petrel_resp_t *r = req->_resp;
     if (!r->sent || r->ended || r->body_kind != BODY_STREAM)
         return PETREL_ESTATE;
-    return req->_proto->stream_write(req, data, len);
+    uint64_t outer = petrel__log_req; /* what it logs is about this request */
+    petrel__log_req = req->id;
+    int rc = req->_proto->stream_write(req, data, len);
+    petrel__log_req = outer;
+    return rc;
 }
 
 int petrel_stream_end(petrel_req_t *req)
@@ -171,5 +175,9 @@ int petrel_stream_end(petrel_req_t *req)
     if (!r->sent || r->ended || r->body_kind != BODY_STREAM)
         return PETREL_ESTATE;
     r->ended = true;
-    return req->_proto->stream_end(req, r);
+    uint64_t outer = petrel__log_req;
+    petrel__log_req = req->id;
+    int rc = req->_proto->stream_end(req, r);
+    petrel__log_req = outer;
+    return rc;
 }
