@@ -420,7 +420,7 @@ static pid_t spawn(master_t *m, int idx)
     prctl(PR_SET_PDEATHSIG, SIGTERM);
     if (getppid() != master_pid)
         _exit(0); /* the master died before prctl */
-    if (block < 0)
+    if (block < 0 && petrel__metrics_on)
         petrel_log(PETREL_LOG_WARN, "metrics: more workers alive at once than blocks of "
                                     "counters; this one's counts are not reported");
     petrel__metrics_block_enter(block);

@@ -397,6 +397,7 @@ static int ws_send(petrel_ws_t *ws, int opcode, const void *data, size_t len)
         return rc;
     }
     ws->out_hint += hl + len;
+    petrel__count(PETREL__C_WS_MSG_OUT, 1);
     ws_kick(ws);
     return 0;
 }
@@ -723,6 +724,7 @@ static void dispatch(petrel_ws_t *ws)
         char *m = ws->msg ? ws->msg : (char *)"";
         if (ws->msg)
             m[ws->msg_len] = '\0';
+        petrel__count(PETREL__C_WS_MSG_IN, 1);
         ws->route->h.on_message(ws, !text, m, ws->msg_len);
     }
     /* the message scope ends */
@@ -795,6 +797,7 @@ static void call_on_close(petrel_ws_t *ws)
 {
     if ((ws->flags & WS_OPENED) && !(ws->flags & WS_CLOSE_CB)) {
         ws->flags |= WS_CLOSE_CB;
+        petrel__gauge_add(PETREL__G_WS_OPEN, -1);
         if (ws->route->h.on_close)
             ws->route->h.on_close(ws, ws->cb_code, ws->cb_reason);
     }
@@ -911,7 +914,12 @@ petrel_ws_t *petrel__ws_new(const petrel__ws_route_t *rt, const petrel__config_t
     return ws;
 }
 
-void petrel__ws_opened(petrel_ws_t *ws) { ws->flags |= WS_OPENED; }
+void petrel__ws_opened(petrel_ws_t *ws)
+{
+    ws->flags |= WS_OPENED;
+    petrel__count(PETREL__C_WS_OPENED, 1);
+    petrel__gauge_add(PETREL__G_WS_OPEN, 1);
+}
 
 void petrel__ws_start(petrel_ws_t *ws, bool draining)
 {
