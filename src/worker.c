@@ -889,7 +889,8 @@ int petrel__master_run(petrel_server_t *srv)
             } else if (si.ssi_signo == SIGUSR1) {
                 /* logrotate moved the files: open them again, here and in
                  * every worker (the retiring ones too) */
-                petrel__logs_reopen();
+                if (petrel__logs_reopen() == 0)
+                    petrel_log(PETREL_LOG_INFO, "SIGUSR1: log files opened again");
                 for (int s = 0; s < m->n; s++) {
                     if (m->slots[s].pid > 0)
                         kill(m->slots[s].pid, SIGUSR1);
