@@ -28,7 +28,6 @@
 #include <systemd/sd-daemon.h>
 #endif
 
-#define NAMES_MAX 64
 static char names_buf[4096];
 
 int petrel__sd_is_listener(int fd)
@@ -41,45 +40,8 @@ int petrel__sd_is_listener(int fd)
     return type == SOCK_STREAM && acc;
 }
 
-#ifdef HAVE_LIBSYSTEMD
-
-int petrel__sd_listen_fds(const char **names, int max, char *err, size_t errlen)
-{
-    char **nm = NULL;
-    int n = sd_listen_fds_with_names(1, &nm);
-    if (n < 0) {
-        snprintf(err, errlen, "LISTEN_FDS: %s", strerror(-n));
-        return PETREL_EINVAL;
-    }
-    for (int i = 0; i < n && i < max; i++)
-        names[i] = "";
-    if (nm) {
-        size_t off = 0;
-        for (int i = 0; nm[i]; i++) {
-            size_t len = strlen(nm[i]);
-            if (i < n && i < max && off + len + 1 <= sizeof(names_buf)) {
-                memcpy(names_buf + off, nm[i], len + 1);
-                names[i] = names_buf + off;
-                off += len + 1;
-            }
-            free(nm[i]);
-        }
-        free(nm);
-    }
-    return n;
-}
-
-int petrel__sd_notify(const char *fmt, ...)
-{
-    char msg[1024];
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(msg, sizeof(msg), fmt, ap);
-    va_end(ap);
-    return sd_notify(0, msg) < 0 ? PETREL_EIO : 0;
-}
-
-#else
+/* ------------------------------------------------------------------------ */
+/* The documented protocols                                                 */
 
 /* Split LISTEN_FDNAMES into names[] (static storage). */
 static void split_names(const char *s, const char **names, int n, int max)
@@ -99,7 +61,7 @@ static void split_names(const char *s, const char **names, int n, int max)
     }
 }
 
-int petrel__sd_listen_fds(const char **names, int max, char *err, size_t errlen)
+int petrel__sd_listen_fds_proto(const char **names, int max, char *err, size_t errlen)
 {
     const char *pid_s = getenv("LISTEN_PID"), *fds_s = getenv("LISTEN_FDS");
     const char *names_s = getenv("LISTEN_FDNAMES");
@@ -141,23 +103,6 @@ out:
     return rc < 0 ? rc : n;
 }
 
-int petrel__sd_notify(const char *fmt, ...)
-{
-    const char *path = getenv("NOTIFY_SOCKET");
-    if (path == NULL || path[0] == '\0')
-        return 0;
-    char msg[1024];
-    va_list ap;
-    va_start(ap, fmt);
-    int n = vsnprintf(msg, sizeof(msg), fmt, ap);
-    va_end(ap);
-    if (n < 0)
-        return PETREL_EIO;
-    return petrel__sd_notify_raw(path, msg, (size_t)n < sizeof(msg) ? (size_t)n : sizeof(msg) - 1);
-}
-
-#endif
-
 int petrel__sd_notify_raw(const char *path, const char *msg, size_t len)
 {
     struct sockaddr_un sa;
@@ -180,3 +125,68 @@ int petrel__sd_notify_raw(const char *path, const char *msg, size_t len)
     close(fd);
     return w == (ssize_t)len ? 0 : PETREL_EIO;
 }
+
+/* ------------------------------------------------------------------------ */
+/* What petrel uses: libsystemd's when configure found it                   */
+
+#ifdef HAVE_LIBSYSTEMD
+
+int petrel__sd_listen_fds(const char **names, int max, char *err, size_t errlen)
+{
+    char **nm = NULL;
+    int n = sd_listen_fds_with_names(1, &nm);
+    if (n < 0) {
+        snprintf(err, errlen, "LISTEN_FDS: %s", strerror(-n));
+        return PETREL_EINVAL;
+    }
+    for (int i = 0; i < n && i < max; i++)
+        names[i] = "";
+    if (nm) {
+        size_t off = 0;
+        for (int i = 0; nm[i]; i++) {
+            size_t len = strlen(nm[i]);
+            if (i < n && i < max && off + len + 1 <= sizeof(names_buf)) {
+                memcpy(names_buf + off, nm[i], len + 1);
+                names[i] = names_buf + off;
+                off += len + 1;
+            }
+            free(nm[i]);
+        }
+        free(nm);
+    }
+    return n;
+}
+
+int petrel__sd_notify(const char *fmt, ...)
+{
+    char msg[1024];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(msg, sizeof(msg), fmt, ap);
+    va_end(ap);
+    return sd_notify(0, msg) < 0 ? PETREL_EIO : 0;
+}
+
+#else
+
+int petrel__sd_listen_fds(const char **names, int max, char *err, size_t errlen)
+{
+    return petrel__sd_listen_fds_proto(names, max, err, errlen);
+}
+
+int petrel__sd_notify(const char *fmt, ...)
+{
+    const char *path = getenv("NOTIFY_SOCKET");
+    if (path == NULL || path[0] == '\0')
+        return 0;
+    char msg[1024];
+    va_list ap;
+    va_start(ap, fmt);
+    int n = vsnprintf(msg, sizeof(msg), fmt, ap);
+    va_end(ap);
+    if (n < 0)
+        return PETREL_EIO;
+    return petrel__sd_notify_raw(path, msg, (size_t)n < sizeof(msg) ? (size_t)n : sizeof(msg) - 1);
+}
+
+#endif

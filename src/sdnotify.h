@@ -36,8 +36,10 @@ int petrel__sd_is_listener(int fd);
  */
 int petrel__sd_notify(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 
-/* The documented protocol itself (what petrel__sd_notify does without
- * libsystemd): one datagram to `path`.  For the tests. */
+/* The documented protocols themselves, what the two calls above do without
+ * libsystemd (compiled either way, for the tests): */
+int petrel__sd_listen_fds_proto(const char **names, int max, char *err, size_t errlen);
+/* one datagram to `path` ('@': abstract); 0 or PETREL_EIO */
 int petrel__sd_notify_raw(const char *path, const char *msg, size_t len);
 
 #endif /* PETREL_SDNOTIFY_H */
