@@ -2,7 +2,8 @@
 // /usr/bin/chromium, driven by playwright-core: no browser download) and
 // wait for the page's self-test verdict in #result.  Prints the page's log
 // and the verdict; exit 0 on "PASS ...", 1 otherwise, 2 when the browser
-// cannot start.  Used by tests/integration/test_ws_browser.sh.
+// cannot start.  Used by tests/integration/test_ws_browser.sh and (through
+// HAProxy's TLS, BROWSER_IGNORE_HTTPS_ERRORS=1) test_haproxy_tls.sh.
 import { chromium } from "playwright-core";
 
 const url = process.argv[2];
@@ -25,11 +26,23 @@ try {
 }
 let code = 1;
 try {
-  const page = await browser.newPage();
+  // BROWSER_IGNORE_HTTPS_ERRORS=1: a test's self-signed certificate
+  const page = await browser.newPage(
+    { ignoreHTTPSErrors: process.env.BROWSER_IGNORE_HTTPS_ERRORS === "1" });
   page.on("console", m => console.log("console: " + m.text()));
   page.on("pageerror", e => console.log("page error: " + e.message));
-  const resp = await page.goto(url + "#selftest", { timeout });
+  // BROWSER_PAGE_ONLY=1: load URL itself and print its <h1>, no self-test
+  const only = process.env.BROWSER_PAGE_ONLY === "1";
+  const resp = await page.goto(only ? url : url + "#selftest", { timeout });
   console.log("page: HTTP " + resp.status() + " " + resp.headers()["content-type"]);
+  const proto = await page.evaluate(
+    () => performance.getEntriesByType("navigation")[0].nextHopProtocol);
+  console.log("page: protocol " + proto);
+  if (only) {
+    console.log("h1: " + await page.textContent("h1"));
+    await browser.close();
+    process.exit(resp.status() === 200 ? 0 : 1);
+  }
   await page.waitForFunction(
     () => document.getElementById("result").textContent !== "not run", null, { timeout });
   const verdict = await page.textContent("#result");
