@@ -278,13 +278,30 @@ fi
 ok "the untrusted peer's header address is in no log"
 petrel_stop
 
-petrel_start --module hello --proxy-protocol --trusted-proxies 127.0.0.0/8 --access-log "$ALOG.3"
+petrel_start --module hello --proxy-protocol --trusted-proxies 127.0.0.0/8 --access-log "$ALOG.3" \
+    --max-proxy-header-size 300
 pyrun <<'PYEOF'
+import socket, struct
 from petrel_client import Conn, request, check, ok
 c = Conn()
 c.send(b"PROXY TCP4 198.18.0.78 192.0.2.2 4444 80\r\n" + request("GET", "/hello?trusted"))
 check(c.read_response().status == 200, "a trusted proxy")
 ok("a connection from --trusted-proxies is served")
+# --max-proxy-header-size 300: a v2 header of 300 bytes passes, 301 does not
+def v2(total):
+    addr = socket.inet_aton("192.0.2.9") + socket.inet_aton("192.0.2.1") + struct.pack("!HH", 1, 2)
+    tlv_len = total - 16 - 12 - 3
+    body = addr + b"\x04" + struct.pack("!H", tlv_len) + b"\x00" * tlv_len  # a NOOP TLV
+    return b"\r\n\r\n\x00\r\nQUIT\n\x21\x11" + struct.pack("!H", len(body)) + body
+c = Conn()
+c.send(v2(300) + request("GET", "/hello?max"))
+check(c.read_response().status == 200, "a v2 header of exactly --max-proxy-header-size")
+c.close()
+c = Conn()
+c.send(v2(301) + request("GET", "/hello?over"))
+c.settimeout(5)
+check(c.sock.recv(100) == b"", "a v2 header over --max-proxy-header-size was answered")
+ok("--max-proxy-header-size 300: 300 bytes pass, 301 are refused")
 PYEOF
 petrel_stop
 grep -q '^198\.18\.0\.78 - - .*"GET /hello?trusted HTTP/1.1" 200' "$ALOG.3" ||
