@@ -201,8 +201,8 @@ typedef struct petrel_req {
     petrel_resp_t *_resp;
     unsigned _flags;
     /* private: its start, for the metrics and the access log (proto.h) */
-    uint64_t _t0;       /* µs, monotonic */
-    size_t _a0, _ahigh; /* bytes of `arena` then, and its high-water mark */
+    uint64_t _t0; /* ns, monotonic */
+    size_t _a0;   /* bytes of `arena` when its scope began */
 } petrel_req_t;
 
 /** The value of the first header called `name` (any case), or NULL. */

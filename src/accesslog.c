@@ -203,7 +203,7 @@ static char *json_cstr(char *p, size_t cap, const char *s)
 static char iso_sec[24];
 static time_t iso_at = -1;
 
-static void json(petrel_req_t *req, uint64_t bytes, uint64_t dur_us, uint64_t arena_high,
+static void json(petrel_req_t *req, uint64_t bytes, uint64_t dur_ns, uint64_t arena_high,
                  char *line, char **end)
 {
     struct timespec ts;
@@ -227,7 +227,8 @@ static void json(petrel_req_t *req, uint64_t bytes, uint64_t dur_us, uint64_t ar
     p = fmt(p, FIXED_MAX,
             ",\"protocol\":\"%s\",\"status\":%d,\"bytes\":%llu,\"duration_us\":%llu,"
             "\"arena_bytes\":%llu,\"request_id\":\"%llu\",\"user_agent\":",
-            proto, req->_resp->status, (unsigned long long)bytes, (unsigned long long)dur_us,
+            proto, req->_resp->status, (unsigned long long)bytes,
+            (unsigned long long)(dur_ns / 1000),
             (unsigned long long)arena_high, (unsigned long long)req->id);
     p = json_cstr(p, AGENT_MAX, petrel_req_header(req, "user-agent"));
     p = fmt(p, 16, ",\"referer\":");
@@ -237,30 +238,14 @@ static void json(petrel_req_t *req, uint64_t bytes, uint64_t dur_us, uint64_t ar
     *end = p;
 }
 
-void petrel__req_log(petrel_req_t *req, uint64_t bytes, uint64_t dur_us, uint64_t arena_high)
+void petrel__req_log(petrel_req_t *req, uint64_t bytes, uint64_t dur_ns, uint64_t arena_high)
 {
     char line[LINE_MAX];
     char *end;
     if (petrel__alog_format == PETREL__ALOG_JSON)
-        json(req, bytes, dur_us, arena_high, line, &end);
+        json(req, bytes, dur_ns, arena_high, line, &end);
     else
         combined(req, bytes, line, &end);
     if (petrel__alog_write(line, (size_t)(end - line)) && !flush_armed)
         flush_armed = petrel_timer_start(1000, flush_soon, NULL) != NULL;
-}
-
-void petrel__req_account(petrel_req_t *req, uint64_t bytes)
-{
-    petrel_arena_t *a = req->arena;
-    uint64_t high = a->bytes_high > req->_a0 ? a->bytes_high - req->_a0 : 0;
-    if (a->bytes_high < req->_ahigh)
-        a->bytes_high = req->_ahigh; /* the arena's own high-water mark again */
-    if (petrel__quiet_server && req->server == petrel__quiet_server)
-        return;
-    uint64_t now = petrel__clock_us();
-    uint64_t dur = req->_t0 && now > req->_t0 ? now - req->_t0 : 0;
-    if (petrel__metrics_on)
-        petrel__metrics_request(req->version, req->method, req->_resp->status, dur, high);
-    if (petrel__alog_on)
-        petrel__req_log(req, bytes, dur, high);
 }

@@ -8,6 +8,7 @@
  */
 #include "log.h"
 
+#include "metrics.h"
 #include "petrel.h"
 
 #include <errno.h>
@@ -118,6 +119,7 @@ int petrel__alog_open(const char *path)
         alog_path = strdup(path);
     }
     petrel__alog_on = true;
+    petrel__req_measure |= PETREL__MEASURE_LOG; /* the lines carry durations */
     return 0;
 }
 

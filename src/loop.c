@@ -26,8 +26,8 @@ static const char month[12][4] = {"Jan", "Feb", "Mar", "Apr", "May", "Jun",
 
 void petrel__loop_update_time(petrel__loop_t *loop)
 {
-    loop->now_us = petrel__clock_us();
-    loop->now_ms = loop->now_us / 1000;
+    loop->now_ns = petrel__clock_ns();
+    loop->now_ms = loop->now_ns / 1000000;
     time_t now = time(NULL);
     if (now != loop->now_sec) {
         struct tm tm;

@@ -62,6 +62,7 @@ typedef struct shm {
 static petrel__stats_t private_stats;
 petrel__stats_t *petrel__stats = &private_stats;
 bool petrel__metrics_on;
+unsigned petrel__req_measure;
 
 /* Per process (the master's, inherited by its workers). */
 static shm_t *shm;
@@ -74,37 +75,6 @@ static registry_t *reg(void) { return shm ? &shm->reg : &private_reg; }
 
 /* ------------------------------------------------------------------------ */
 /* Counting                                                                 */
-
-static const uint64_t dur_bounds_us[PETREL__M_DUR_BOUNDS] = {
-    100,    250,    500,    1000,    2500,    5000,    10000,   25000,
-    50000, 100000, 250000, 500000, 1000000, 2500000, 5000000, 10000000};
-
-void petrel__metrics_request(int version, int method, int status, uint64_t dur_us,
-                             uint64_t arena_high)
-{
-    uint64_t *c = petrel__stats->c;
-    unsigned p = version == 20 ? 2 : version == 10 ? 0 : 1;
-    unsigned m = method ? (unsigned)__builtin_ctz((unsigned)method) : 7;
-    if (m > 7)
-        m = 7;
-    unsigned k = status >= 100 && status <= 599 ? (unsigned)status / 100 - 1 : 4;
-    c[PETREL__C_REQUESTS + (p * PETREL__M_METHODS + m) * PETREL__M_CLASSES + k]++;
-    unsigned b = 0;
-    while (b < PETREL__M_DUR_BOUNDS && dur_us > dur_bounds_us[b])
-        b++;
-    c[PETREL__C_DUR + b]++;
-    c[PETREL__C_DUR_SUM_US] += dur_us;
-    /* the smallest i with arena_high <= 2^(8 + 2i) */
-    unsigned a = 0;
-    if (arena_high > 256) {
-        unsigned bits = 64 - (unsigned)__builtin_clzll(arena_high - 1);
-        a = (bits - 7) / 2;
-        if (a > PETREL__M_ARENA_BOUNDS)
-            a = PETREL__M_ARENA_BOUNDS;
-    }
-    c[PETREL__C_ARENA + a]++;
-    c[PETREL__C_ARENA_SUM] += arena_high;
-}
 
 /* ------------------------------------------------------------------------ */
 /* The master                                                               */
@@ -124,6 +94,7 @@ int petrel__metrics_init(int workers)
     shm->start_time = (uint64_t)time(NULL);
     shm->reg = private_reg; /* metrics registered before (none, in petrel_main) */
     petrel__metrics_on = true;
+    petrel__req_measure |= PETREL__MEASURE_COUNT;
     return 0;
 }
 
@@ -474,12 +445,17 @@ static void format(out_t *o, const petrel__stats_t *s, uint32_t nuser)
     uint64_t cum = 0;
     for (int b = 0; b < PETREL__M_DUR_BOUNDS; b++) {
         cum += c[PETREL__C_DUR + b];
-        put(o, "petrel_request_duration_seconds_bucket{le=\"%g\"} %llu\n",
-            (double)dur_bounds_us[b] / 1e6, (unsigned long long)cum);
+        uint64_t ns = ((uint64_t)1 << (PETREL__M_DUR_SHIFT + b)) - 1;
+        put(o, "petrel_request_duration_seconds_bucket{le=\"%llu.%09llu\"} %llu\n",
+            (unsigned long long)(ns / 1000000000), (unsigned long long)(ns % 1000000000),
+            (unsigned long long)cum);
     }
-    cum += c[PETREL__C_DUR + PETREL__M_DUR_BOUNDS];
+    for (int b = PETREL__M_DUR_BOUNDS; b < PETREL__M_DUR_SLOTS; b++)
+        cum += c[PETREL__C_DUR + b];
     put(o, "petrel_request_duration_seconds_bucket{le=\"+Inf\"} %llu\n", (unsigned long long)cum);
-    put(o, "petrel_request_duration_seconds_sum %.6f\n", (double)c[PETREL__C_DUR_SUM_US] / 1e6);
+    put(o, "petrel_request_duration_seconds_sum %llu.%09llu\n",
+        (unsigned long long)(c[PETREL__C_DUR_SUM_NS] / 1000000000),
+        (unsigned long long)(c[PETREL__C_DUR_SUM_NS] % 1000000000));
     put(o, "petrel_request_duration_seconds_count %llu\n", (unsigned long long)cum);
     family(o, "petrel_request_arena_bytes", "histogram",
            "High-water mark of the memory a request took from its arena (its head, body, "
@@ -488,9 +464,10 @@ static void format(out_t *o, const petrel__stats_t *s, uint32_t nuser)
     for (int b = 0; b < PETREL__M_ARENA_BOUNDS; b++) {
         cum += c[PETREL__C_ARENA + b];
         put(o, "petrel_request_arena_bytes_bucket{le=\"%llu\"} %llu\n",
-            (unsigned long long)1 << (8 + 2 * b), (unsigned long long)cum);
+            ((unsigned long long)1 << (8 + 2 * b)) - 1, (unsigned long long)cum);
     }
-    cum += c[PETREL__C_ARENA + PETREL__M_ARENA_BOUNDS];
+    for (int b = PETREL__M_ARENA_BOUNDS; b < PETREL__M_ARENA_SLOTS; b++)
+        cum += c[PETREL__C_ARENA + b];
     put(o, "petrel_request_arena_bytes_bucket{le=\"+Inf\"} %llu\n", (unsigned long long)cum);
     put(o, "petrel_request_arena_bytes_sum %llu\n", (unsigned long long)c[PETREL__C_ARENA_SUM]);
     put(o, "petrel_request_arena_bytes_count %llu\n", (unsigned long long)cum);

@@ -51,10 +51,17 @@ enum {
 #define PETREL__M_PROTOS 3  /* HTTP/1.0, HTTP/1.1, HTTP/2 */
 #define PETREL__M_METHODS 8 /* GET HEAD POST PUT DELETE PATCH OPTIONS other */
 #define PETREL__M_CLASSES 5 /* 1xx .. 5xx */
-/* Request duration: buckets of these upper bounds (µs), then +Inf. */
-#define PETREL__M_DUR_BOUNDS 16
-/* Arena high-water: buckets of 2^(8 + 2i) bytes (256 B .. 16 MiB), then +Inf. */
+/* Request duration: buckets of less than 2^(14 + i) ns (16.4 µs .. 17.2 s),
+ * then +Inf. */
+#define PETREL__M_DUR_BOUNDS 21
+#define PETREL__M_DUR_SHIFT 14
+/* A slot for every bucket index a 64-bit value can give (no clamping on the
+ * request path: the exposition adds the ones past the bounds to +Inf). */
+#define PETREL__M_DUR_SLOTS (64 - PETREL__M_DUR_SHIFT + 1)
+/* Arena high-water: buckets of less than 2^(8 + 2i) bytes (256 B .. 64 MiB),
+ * then +Inf. */
 #define PETREL__M_ARENA_BOUNDS 10
+#define PETREL__M_ARENA_SLOTS 33
 /* Metrics registered by modules (petrel_metric_counter/gauge). */
 #define PETREL__M_USER_MAX 64
 /* Readiness checks a worker may report down (petrel_ready_set). */
@@ -75,11 +82,11 @@ enum {
     PETREL__C_PROXY_V1,
     PETREL__C_PROXY_V2,
     PETREL__C_PROXY_REJECTED,                                  /* + PETREL__PROXY_REJ_* */
-    PETREL__C_DUR_SUM_US = PETREL__C_PROXY_REJECTED + PETREL__PROXY_REJ_N,
+    PETREL__C_DUR_SUM_NS = PETREL__C_PROXY_REJECTED + PETREL__PROXY_REJ_N,
     PETREL__C_DUR,                                             /* + bucket */
-    PETREL__C_ARENA_SUM = PETREL__C_DUR + PETREL__M_DUR_BOUNDS + 1,
+    PETREL__C_ARENA_SUM = PETREL__C_DUR + PETREL__M_DUR_SLOTS,
     PETREL__C_ARENA,                                           /* + bucket */
-    PETREL__C_REQUESTS = PETREL__C_ARENA + PETREL__M_ARENA_BOUNDS + 1,
+    PETREL__C_REQUESTS = PETREL__C_ARENA + PETREL__M_ARENA_SLOTS,
     PETREL__C_N = PETREL__C_REQUESTS + PETREL__M_PROTOS * PETREL__M_METHODS * PETREL__M_CLASSES
 };
 
@@ -100,17 +107,40 @@ typedef struct petrel__stats {
 
 /* The block of this process. */
 extern petrel__stats_t *petrel__stats;
-/* Whether a request's duration and arena high-water are measured (an
- * admin listener serves them): petrel__req_finished's test. */
+/* Whether requests are counted (an admin listener serves the counts). */
 extern bool petrel__metrics_on;
+/* Whether a request's duration and arena high-water are measured, and what
+ * for: the counts, the access log (petrel__req_started/finished, proto.h). */
+enum { PETREL__MEASURE_COUNT = 1, PETREL__MEASURE_LOG = 2 };
+extern unsigned petrel__req_measure;
 
 static inline void petrel__count(unsigned counter, uint64_t n) { petrel__stats->c[counter] += n; }
 static inline void petrel__gauge_add(unsigned gauge, int64_t n) { petrel__stats->g[gauge] += n; }
 
-/* One request done: `proto` 0..2, `method` a PETREL_* bit (0: other),
- * `status`, its duration and its arena's high-water mark. */
-void petrel__metrics_request(int version, int method, int status, uint64_t dur_us,
-                             uint64_t arena_high);
+
+/* One request done: `version` 10, 11 or 20, `method` a PETREL_* bit (0:
+ * another), `status`, its duration (ns) and its arena's high-water mark.
+ * On the path of every request: a few increments, no call, no loop.  The
+ * histograms' buckets are powers of two (le = 2^k - 1: v < 2^k), so that a
+ * bucket is a bit count. */
+static inline void petrel__metrics_request(int version, int method, int status, uint64_t dur_ns,
+                                           uint64_t arena_high)
+{
+    uint64_t *c = petrel__stats->c;
+    unsigned p = version == 11 ? 1 : version == 20 ? 2 : 0;
+    unsigned m = (unsigned)__builtin_ctz((unsigned)method | 0x80); /* 7: another */
+    /* (s * 41) >> 12 is s / 100 for 100 <= s <= 599; a status out of that
+     * range (there is none) lands in a class, not outside the array */
+    static const uint8_t cls[8] = {4, 0, 1, 2, 3, 4, 4, 4};
+    unsigned k = cls[((unsigned)status * 41 >> 12) & 7];
+    c[PETREL__C_REQUESTS + (p * PETREL__M_METHODS + m) * PETREL__M_CLASSES + k]++;
+    /* the number of bits of dur_ns >> 14 (0 for 0), at most 50 */
+    c[PETREL__C_DUR + 63 - __builtin_clzll((dur_ns >> (PETREL__M_DUR_SHIFT - 1)) | 1)]++;
+    c[PETREL__C_DUR_SUM_NS] += dur_ns;
+    /* half the bits of arena_high >> 8, rounded up: at most 32 */
+    c[PETREL__C_ARENA + (64 - __builtin_clzll((arena_high >> 7) | 1)) / 2]++;
+    c[PETREL__C_ARENA_SUM] += arena_high;
+}
 
 /* ------------------------------------------------------------------------ */
 /* The master's side                                                        */
