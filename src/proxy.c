@@ -40,10 +40,11 @@ static bool v1_port(const char *s, size_t n, uint16_t *port)
     if (n == 0 || n > 5 || (n > 1 && s[0] == '0'))
         return false;
     uint32_t v = 0;
-    for (size_t i = 0; i < n; i++) {
-        if (s[i] < '0' || s[i] > '9')
+    for (const char *e = s + n; s < e; s++) {
+        unsigned d = (unsigned)(*s - '0');
+        if (d > 9)
             return false;
-        v = v * 10 + (uint32_t)(s[i] - '0');
+        v = v * 10 + d;
     }
     if (v > 65535)
         return false;
@@ -54,26 +55,28 @@ static bool v1_port(const char *s, size_t n, uint16_t *port)
 /* Four decimal numbers 0-255 without leading zeros, separated by dots. */
 static bool v1_ipv4(const char *s, size_t n, struct in_addr *a)
 {
-    uint8_t b[4];
-    size_t i = 0;
-    for (int part = 0; part < 4; part++) {
-        if (part > 0) {
-            if (i >= n || s[i] != '.')
-                return false;
-            i++;
-        }
-        size_t start = i;
-        unsigned v = 0;
-        while (i < n && s[i] >= '0' && s[i] <= '9' && i - start < 3)
-            v = v * 10 + (unsigned)(s[i++] - '0');
-        size_t len = i - start;
-        if (len == 0 || (len > 1 && s[start] == '0') || v > 255)
-            return false;
-        b[part] = (uint8_t)v;
-    }
-    if (i != n)
+    if (n < 7 || n > 15)
         return false;
-    memcpy(&a->s_addr, b, 4);
+    const char *end = s + n;
+    uint32_t addr = 0;
+    for (int part = 0; part < 4; part++) {
+        if (part && (s == end || *s++ != '.'))
+            return false;
+        if (s == end)
+            return false;
+        unsigned v = (unsigned)(*s++ - '0');
+        if (v > 9)
+            return false;
+        if (v) /* a 0 stands alone: no leading zeros */
+            for (int k = 0; k < 2 && s < end && (unsigned)(*s - '0') <= 9; k++)
+                v = v * 10 + (unsigned)(*s++ - '0');
+        if (v > 255)
+            return false;
+        addr = addr << 8 | v;
+    }
+    if (s != end)
+        return false;
+    a->s_addr = htonl(addr);
     return true;
 }
 
@@ -118,6 +121,66 @@ static bool v1_field(const char **s, const char *end, const char **f, size_t *le
     *len = (size_t)(sp - p);
     *s = sp + (sp < end);
     return *len > 0; /* two spaces make an empty field */
+}
+
+/*
+ * The usual line, "TCP4 a.b.c.d e.f.g.h sport dport", in one pass: [s, end)
+ * after "TCP4 ", *end the CR -- no digit, dot or space, so every field ends
+ * there at the latest and nothing is read past it.  As strict as the
+ * general path below (which reports what is wrong when this one says no):
+ * single spaces, octets 0-255 and ports 0-65535 without leading zeros.
+ */
+static bool tcp4_fast(const char *s, const char *end, petrel__proxy_hdr_t *h)
+{
+    uint32_t addr[2];
+    for (int i = 0; i < 2; i++) {
+        uint32_t a = 0;
+        for (int part = 0; part < 4; part++) {
+            unsigned v = (unsigned)(*s++ - '0');
+            if (v > 9)
+                return false;
+            unsigned d;
+            if (v && (d = (unsigned)(*s - '0')) <= 9) { /* a 0 stands alone */
+                v = v * 10 + d;
+                if ((d = (unsigned)(*++s - '0')) <= 9) {
+                    v = v * 10 + d;
+                    s++;
+                    if (v > 255)
+                        return false;
+                }
+            }
+            a = a << 8 | v;
+            if (*s++ != (part == 3 ? ' ' : '.'))
+                return false;
+        }
+        addr[i] = a;
+    }
+    unsigned port[2];
+    for (int i = 0; i < 2; i++) {
+        unsigned v = (unsigned)(*s++ - '0');
+        if (v > 9)
+            return false;
+        if (v)
+            for (int k = 0; k < 4; k++) {
+                unsigned d = (unsigned)(*s - '0');
+                if (d > 9)
+                    break;
+                v = v * 10 + d;
+                s++;
+            }
+        if (v > 65535 || (i == 0 && *s++ != ' '))
+            return false;
+        port[i] = v;
+    }
+    if (s != end)
+        return false;
+    h->kind = PETREL__PROXY_ADDR;
+    h->src.in.sin_family = h->dst.in.sin_family = AF_INET;
+    h->src.in.sin_addr.s_addr = htonl(addr[0]);
+    h->dst.in.sin_addr.s_addr = htonl(addr[1]);
+    h->src.in.sin_port = htons((uint16_t)port[0]);
+    h->dst.in.sin_port = htons((uint16_t)port[1]);
+    return true;
 }
 
 /* The line [s, end) after "PROXY ", without its CRLF. */
@@ -165,16 +228,22 @@ static ssize_t v1_line(const char *s, const char *end, petrel__proxy_hdr_t *h, c
 static ssize_t parse_v1(const char *p, size_t n, petrel__proxy_hdr_t *h, const char **why)
 {
     size_t k = n < sizeof(v1_prefix) - 1 ? n : sizeof(v1_prefix) - 1;
-    if (memcmp(p, v1_prefix, k) != 0)
-        return bad(why, "no PROXY protocol header");
+    for (size_t i = 1; i < k; i++) /* p[0] is 'P' */
+        if (p[i] != v1_prefix[i])
+            return bad(why, "no PROXY protocol header");
     if (n <= k)
         return 0;
     size_t lim = n < PETREL__PROXY_V1_MAX ? n : PETREL__PROXY_V1_MAX;
-    for (size_t i = k; i < lim; i++) {
-        if (p[i] == '\n')
-            return bad(why, "v1: a line feed without a carriage return");
-        if (p[i] != '\r')
-            continue;
+    const char *cr = memchr(p + k, '\r', lim - k);
+    if (cr && cr + 1 < p + n && cr[1] == '\n' && cr + 1 < p + PETREL__PROXY_V1_MAX &&
+        memcmp(p + k, "TCP4 ", 5) == 0 && tcp4_fast(p + k + 5, cr, h)) {
+        h->version = 1;
+        return (ssize_t)(cr + 2 - p);
+    }
+    if (memchr(p + k, '\n', (size_t)((cr ? cr : p + lim) - (p + k))))
+        return bad(why, "v1: a line feed without a carriage return");
+    if (cr) {
+        size_t i = (size_t)(cr - p);
         if (i + 1 >= PETREL__PROXY_V1_MAX)
             return bad(why, "v1: no CRLF within the first 107 bytes");
         if (i + 1 >= n)
@@ -197,7 +266,7 @@ static ssize_t parse_v2(const char *p, size_t n, size_t max, petrel__proxy_hdr_t
                         const char **why)
 {
     size_t k = n < sizeof(v2_sig) ? n : sizeof(v2_sig);
-    if (memcmp(p, v2_sig, k) != 0)
+    if (k == sizeof(v2_sig) ? memcmp(p, v2_sig, sizeof(v2_sig)) != 0 : memcmp(p, v2_sig, k) != 0)
         return bad(why, "no PROXY protocol header");
     if (n < PETREL__PROXY_V2_HEAD)
         return 0;
