@@ -11,6 +11,10 @@
 #       petrel (one worker) on CPU 0, petrel-bench (-c 16 --close) on CPU 1,
 #       the three kinds interleaved ROUNDS times (default 7 x 5 s, after a
 #       1 s warm-up each); prints every run and the medians.
+#   tools/proxy-bench.sh cpu [ROUNDS [N]]   the CPU time (user + system, from
+#       /proc) petrel's worker spends per request over N requests (default
+#       7 rounds of 60000), the kernel's work for each connection included:
+#       less sensitive than req/s to a machine that others share.
 #
 # Environment: PETREL (default build/src/petrel), PETREL_BENCH (default
 # build/src/bench/petrel-bench), PORT (default 28521).
@@ -20,8 +24,8 @@ PETREL=${PETREL:-build/src/petrel}
 BENCH=${PETREL_BENCH:-build/src/bench/petrel-bench}
 PORT=${PORT:-28521}
 mode=${1:-}
-[[ $mode == instr || $mode == wall ]] || {
-    sed -n '2,17s/^# \{0,1\}//p' "$0" >&2
+[[ $mode == instr || $mode == wall || $mode == cpu ]] || {
+    sed -n '2,21s/^# \{0,1\}//p' "$0" >&2
     exit 2
 }
 [[ -x $PETREL && -x $BENCH ]] || { echo "proxy-bench.sh: no $PETREL or $BENCH" >&2; exit 2; }
@@ -56,6 +60,14 @@ run() {
     if [[ $mode == instr ]]; then
         taskset -c 1 "$BENCH" --close -c 4 -n "$what" --json --fail-on-error "${CLIENT_ARGS[@]}" \
             "http://127.0.0.1:$PORT/hello" >"$tmp/b.json"
+    elif [[ $mode == cpu ]]; then
+        local w t0 t1
+        w=$(pgrep -P "$pid")
+        t0=$(awk '{ print $14 + $15 }' "/proc/$w/stat")
+        taskset -c 1 "$BENCH" --close -c 16 -n "$what" --json --fail-on-error "${CLIENT_ARGS[@]}" \
+            "http://127.0.0.1:$PORT/hello" >"$tmp/b.json"
+        t1=$(awk '{ print $14 + $15 }' "/proc/$w/stat")
+        echo "$t0 $t1" >"$tmp/ticks"
     else
         taskset -c 1 "$BENCH" --close -c 16 -d "${what}s" --warmup 1s --json --fail-on-error \
             "${CLIENT_ARGS[@]}" "http://127.0.0.1:$PORT/hello" >"$tmp/b.json"
@@ -65,6 +77,8 @@ run() {
     if [[ $mode == instr ]]; then
         awk '/^totals:/ { t += $2 } END { printf "%.0f\n", t }' "$tmp"/cg.*
         rm -f "$tmp"/cg.*
+    elif [[ $mode == cpu ]]; then
+        awk -v n="$what" -v hz="$(getconf CLK_TCK)" '{ printf "%.2f\n", ($2 - $1) * 1e6 / hz / n }' "$tmp/ticks"
     else
         sed -n 's/.*"rps":\([0-9.]*\).*/\1/p' "$tmp/b.json"
     fi
@@ -82,15 +96,16 @@ if [[ $mode == instr ]]; then
             'BEGIN { printf "%s\t%.1f\n", k, (b - a) / (n2 - n1) }'
     done
 else
-    ROUNDS=${2:-7} SECS=${3:-5}
+    ROUNDS=${2:-7}
+    if [[ $mode == cpu ]]; then WHAT=${3:-60000} UNIT="us CPU/request"; else WHAT=${3:-5} UNIT="req/s"; fi
     for r in $(seq "$ROUNDS"); do
         for kind in none v1 v2; do
-            v=$(run "$kind" "$SECS" taskset -c 0)
+            v=$(run "$kind" "$WHAT" taskset -c 0)
             printf '%s\t%s\t%s\n' "$r" "$kind" "$v" | tee -a "$tmp/runs"
         done
     done
     for kind in none v1 v2; do
         awk -v k="$kind" '$2 == k { print $3 }' "$tmp/runs" | sort -n |
-            awk -v k="$kind" '{ v[NR] = $1 } END { printf "median %s\t%.0f req/s (min %.0f, max %.0f)\n", k, (NR % 2 ? v[(NR + 1) / 2] : (v[NR / 2] + v[NR / 2 + 1]) / 2), v[1], v[NR] }'
+            awk -v k="$kind" -v u="$UNIT" '{ v[NR] = $1 } END { printf "median %s\t%.2f %s (min %.2f, max %.2f)\n", k, (NR % 2 ? v[(NR + 1) / 2] : (v[NR / 2] + v[NR / 2 + 1]) / 2), u, v[1], v[NR] }'
     done
 fi
