@@ -8,6 +8,7 @@
 #include "loop.h"
 #include "metrics.h"
 #include "proto.h"
+#include "ws.h"
 
 #include <stdarg.h>
 #include <stdbool.h>
@@ -109,34 +110,18 @@ static void combined(petrel_req_t *req, uint64_t bytes, char *line, char **end)
 /* JSON: one object per line                                                */
 
 /* The length of the well-formed UTF-8 sequence at s[0..n) (RFC 3629 §4: no
- * overlong forms, no surrogates, nothing past U+10FFFF), or 0. */
+ * overlong forms, no surrogates, nothing past U+10FFFF; ws.c's validator),
+ * or 0. */
 static size_t utf8_len(const unsigned char *s, size_t n)
 {
-    unsigned char c = s[0];
-    size_t len;
-    unsigned char lo = 0x80, hi = 0xbf;
-    if (c >= 0xc2 && c <= 0xdf)
-        len = 2;
-    else if (c >= 0xe0 && c <= 0xef) {
-        len = 3;
-        if (c == 0xe0)
-            lo = 0xa0;
-        else if (c == 0xed)
-            hi = 0x9f;
-    } else if (c >= 0xf0 && c <= 0xf4) {
-        len = 4;
-        if (c == 0xf0)
-            lo = 0x90;
-        else if (c == 0xf4)
-            hi = 0x8f;
-    } else
-        return 0;
-    if (n < len || s[1] < lo || s[1] > hi)
-        return 0;
-    for (size_t i = 2; i < len; i++)
-        if (s[i] < 0x80 || s[i] > 0xbf)
+    uint32_t st = 0;
+    for (size_t k = 0; k < n && k < 4; k++) {
+        if (petrel__utf8_scan(&st, s + k, 1) != 1)
             return 0;
-    return len;
+        if (st == 0)
+            return k + 1;
+    }
+    return 0;
 }
 
 /* A JSON string (RFC 8259 §7) of [s, s + n) into [*p, *p + cap), quotes

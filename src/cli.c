@@ -328,7 +328,9 @@ int petrel_main(int argc, char **argv, const petrel_module_t *const *builtins)
         }
         switch (o) {
         case OPT_LISTEN:
-            if (petrel__server_add_listen(srv, optarg, err, sizeof(err)) < 0) {
+        case OPT_ADMIN:
+            if ((o == OPT_ADMIN ? petrel__server_add_admin
+                                : petrel__server_add_listen)(srv, optarg, err, sizeof(err)) < 0) {
                 fprintf(stderr, "petrel: %s\n", err);
                 rc = 2;
                 goto out;
@@ -502,13 +504,6 @@ int petrel_main(int argc, char **argv, const petrel_module_t *const *builtins)
             max_proxy_flag = flag;
             break;
         }
-        case OPT_ADMIN:
-            if (petrel__server_add_admin(srv, optarg, err, sizeof(err)) < 0) {
-                fprintf(stderr, "petrel: %s\n", err);
-                rc = 2;
-                goto out;
-            }
-            break;
         case OPT_DRAIN_DELAY:
             if (strcmp(optarg, "0") == 0)
                 cfg->drain_delay_ms = 0;

@@ -372,6 +372,39 @@ static void sample(out_t *o, const char *name, uint64_t v)
     put(o, "%s %llu\n", name, (unsigned long long)v);
 }
 
+/* A histogram of `slots` counts: bucket i holds the values below
+ * 2^(shift + step * i), so its `le` is that bound minus 1 (in ns shown as
+ * seconds when `ns`); the slots past `bounds` go to +Inf. */
+static void histogram(out_t *o, const char *name, const char *help, const uint64_t *b,
+                      int slots, int bounds, int shift, int step, bool ns, uint64_t sum)
+{
+    family(o, name, "histogram", help);
+    uint64_t cum = 0;
+    for (int i = 0; i < slots; i++) {
+        cum += b[i];
+        if (i >= bounds && i < slots - 1)
+            continue;
+        if (i >= bounds)
+            put(o, "%s_bucket{le=\"+Inf\"} %llu\n", name, (unsigned long long)cum);
+        else {
+            uint64_t le = ((uint64_t)1 << (shift + step * i)) - 1;
+            if (ns)
+                put(o, "%s_bucket{le=\"%llu.%09llu\"} %llu\n", name,
+                    (unsigned long long)(le / 1000000000), (unsigned long long)(le % 1000000000),
+                    (unsigned long long)cum);
+            else
+                put(o, "%s_bucket{le=\"%llu\"} %llu\n", name, (unsigned long long)le,
+                    (unsigned long long)cum);
+        }
+    }
+    if (ns)
+        put(o, "%s_sum %llu.%09llu\n", name, (unsigned long long)(sum / 1000000000),
+            (unsigned long long)(sum % 1000000000));
+    else
+        put(o, "%s_sum %llu\n", name, (unsigned long long)sum);
+    put(o, "%s_count %llu\n", name, (unsigned long long)cum);
+}
+
 static const char *const close_names[PETREL__CLOSE_N] = {"client", "timeout", "limit",
                                                          "reset",  "drain",   "error"};
 static const char *const proxy_rej_names[PETREL__PROXY_REJ_N] = {"untrusted", "invalid",
@@ -439,38 +472,16 @@ static void format(out_t *o, const petrel__stats_t *s, uint32_t nuser)
                         "%llu\n",
                         proto_names[p], method_names[m], k + 1, (unsigned long long)v);
             }
-    family(o, "petrel_request_duration_seconds", "histogram",
-           "Time from the loop turn that read a request's first bytes to its whole response "
-           "queued.");
-    uint64_t cum = 0;
-    for (int b = 0; b < PETREL__M_DUR_BOUNDS; b++) {
-        cum += c[PETREL__C_DUR + b];
-        uint64_t ns = ((uint64_t)1 << (PETREL__M_DUR_SHIFT + b)) - 1;
-        put(o, "petrel_request_duration_seconds_bucket{le=\"%llu.%09llu\"} %llu\n",
-            (unsigned long long)(ns / 1000000000), (unsigned long long)(ns % 1000000000),
-            (unsigned long long)cum);
-    }
-    for (int b = PETREL__M_DUR_BOUNDS; b < PETREL__M_DUR_SLOTS; b++)
-        cum += c[PETREL__C_DUR + b];
-    put(o, "petrel_request_duration_seconds_bucket{le=\"+Inf\"} %llu\n", (unsigned long long)cum);
-    put(o, "petrel_request_duration_seconds_sum %llu.%09llu\n",
-        (unsigned long long)(c[PETREL__C_DUR_SUM_NS] / 1000000000),
-        (unsigned long long)(c[PETREL__C_DUR_SUM_NS] % 1000000000));
-    put(o, "petrel_request_duration_seconds_count %llu\n", (unsigned long long)cum);
-    family(o, "petrel_request_arena_bytes", "histogram",
-           "High-water mark of the memory a request took from its arena (its head, body, "
-           "response and everything its handler allocated).");
-    cum = 0;
-    for (int b = 0; b < PETREL__M_ARENA_BOUNDS; b++) {
-        cum += c[PETREL__C_ARENA + b];
-        put(o, "petrel_request_arena_bytes_bucket{le=\"%llu\"} %llu\n",
-            ((unsigned long long)1 << (8 + 2 * b)) - 1, (unsigned long long)cum);
-    }
-    for (int b = PETREL__M_ARENA_BOUNDS; b < PETREL__M_ARENA_SLOTS; b++)
-        cum += c[PETREL__C_ARENA + b];
-    put(o, "petrel_request_arena_bytes_bucket{le=\"+Inf\"} %llu\n", (unsigned long long)cum);
-    put(o, "petrel_request_arena_bytes_sum %llu\n", (unsigned long long)c[PETREL__C_ARENA_SUM]);
-    put(o, "petrel_request_arena_bytes_count %llu\n", (unsigned long long)cum);
+    histogram(o, "petrel_request_duration_seconds",
+              "Time from the loop turn that read a request's first bytes to its whole response "
+              "queued.",
+              c + PETREL__C_DUR, PETREL__M_DUR_SLOTS, PETREL__M_DUR_BOUNDS, PETREL__M_DUR_SHIFT, 1,
+              true, c[PETREL__C_DUR_SUM_NS]);
+    histogram(o, "petrel_request_arena_bytes",
+              "High-water mark of the memory a request took from its arena (its head, body, "
+              "response and everything its handler allocated).",
+              c + PETREL__C_ARENA, PETREL__M_ARENA_SLOTS, PETREL__M_ARENA_BOUNDS, 8, 2, false,
+              c[PETREL__C_ARENA_SUM]);
 
     family(o, "petrel_h2_streams_total", "counter", "HTTP/2 streams opened by clients.");
     sample(o, "petrel_h2_streams_total", c[PETREL__C_H2_STREAMS]);

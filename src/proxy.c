@@ -205,22 +205,23 @@ static ssize_t v1_line(const char *s, const char *end, petrel__proxy_hdr_t *h, c
         if (!v1_field(&s, end, &f[i], &len[i], i == 3))
             return bad(why, "v1: expected four fields separated by single spaces");
     h->kind = PETREL__PROXY_ADDR;
-    if (v6) {
-        h->src.in6.sin6_family = h->dst.in6.sin6_family = AF_INET6;
-        if (!v1_ipv6(f[0], len[0], &h->src.in6.sin6_addr) ||
-            !v1_ipv6(f[1], len[1], &h->dst.in6.sin6_addr))
-            return bad(why, "v1: TCP6 with an address that is not IPv6");
-        if (!v1_port(f[2], len[2], &h->src.in6.sin6_port) ||
-            !v1_port(f[3], len[3], &h->dst.in6.sin6_port))
-            return bad(why, "v1: a port that is not a number from 0 to 65535");
-    } else {
-        h->src.in.sin_family = h->dst.in.sin_family = AF_INET;
-        if (!v1_ipv4(f[0], len[0], &h->src.in.sin_addr) ||
-            !v1_ipv4(f[1], len[1], &h->dst.in.sin_addr))
-            return bad(why, "v1: TCP4 with an address that is not IPv4");
-        if (!v1_port(f[2], len[2], &h->src.in.sin_port) ||
-            !v1_port(f[3], len[3], &h->dst.in.sin_port))
-            return bad(why, "v1: a port that is not a number from 0 to 65535");
+    petrel__sockaddr_t *a[2] = {&h->src, &h->dst};
+    for (int i = 0; i < 2; i++) {
+        bool ok;
+        if (v6) {
+            a[i]->in6.sin6_family = AF_INET6;
+            ok = v1_ipv6(f[i], len[i], &a[i]->in6.sin6_addr) &&
+                 v1_port(f[i + 2], len[i + 2], &a[i]->in6.sin6_port);
+        } else {
+            a[i]->in.sin_family = AF_INET;
+            ok = v1_ipv4(f[i], len[i], &a[i]->in.sin_addr) &&
+                 v1_port(f[i + 2], len[i + 2], &a[i]->in.sin_port);
+        }
+        if (!ok)
+            return bad(why, v6 ? "v1: TCP6 with an address that is not IPv6, or a port that is not "
+                                 "a number from 0 to 65535"
+                               : "v1: TCP4 with an address that is not IPv4, or a port that is not "
+                                 "a number from 0 to 65535");
     }
     return 0;
 }

@@ -631,6 +631,19 @@ static void read_ready(master_t *m)
     }
 }
 
+/* Every worker: serving, succeeding and retiring. */
+static void signal_workers(master_t *m, int sig)
+{
+    for (int s = 0; s < m->n; s++) {
+        if (m->slots[s].pid > 0)
+            kill(m->slots[s].pid, sig);
+        if (m->slots[s].next > 0)
+            kill(m->slots[s].next, sig);
+    }
+    for (int k = 0; k < m->nret; k++)
+        kill(m->ret[k].pid, sig);
+}
+
 /* The instance drains: /readyz answers 503 from now on, systemd hears it. */
 static void tell_draining(master_t *m)
 {
@@ -891,14 +904,7 @@ int petrel__master_run(petrel_server_t *srv)
                  * every worker (the retiring ones too) */
                 if (petrel__logs_reopen() == 0)
                     petrel_log(PETREL_LOG_INFO, "SIGUSR1: log files opened again");
-                for (int s = 0; s < m->n; s++) {
-                    if (m->slots[s].pid > 0)
-                        kill(m->slots[s].pid, SIGUSR1);
-                    if (m->slots[s].next > 0)
-                        kill(m->slots[s].next, SIGUSR1);
-                }
-                for (int k = 0; k < m->nret; k++)
-                    kill(m->ret[k].pid, SIGUSR1);
+                signal_workers(m, SIGUSR1);
             }
         }
         if (!stop && m->drain_at && !m->stopping && mono_ms() >= m->drain_at) {
@@ -962,14 +968,7 @@ int petrel__master_run(petrel_server_t *srv)
                 m->ret[k].kill_at = now + 60000;
             }
         if (m->stopping && now >= m->stop_at) {
-            for (int s = 0; s < m->n; s++) {
-                if (m->slots[s].pid > 0)
-                    kill(m->slots[s].pid, SIGKILL);
-                if (m->slots[s].next > 0)
-                    kill(m->slots[s].next, SIGKILL);
-            }
-            for (int k = 0; k < m->nret; k++)
-                kill(m->ret[k].pid, SIGKILL);
+            signal_workers(m, SIGKILL);
             m->stop_at = now + 60000;
         }
     }
