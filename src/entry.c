@@ -60,7 +60,7 @@ static void proxy_reject(petrel__conn_t *c, unsigned reason, const char *what)
                petrel__conn_peer_text(c, peer, sizeof(peer)), what);
     petrel__count(PETREL__C_PROXY_REJECTED + reason, 1);
     petrel__conn_close_why(c, reason == PETREL__PROXY_REJ_TIMEOUT ? PETREL__CLOSE_TIMEOUT
-                                                                 : PETREL__CLOSE_ERROR);
+                                                                  : PETREL__CLOSE_ERROR);
     petrel__conn_close(c);
 }
 
@@ -127,7 +127,8 @@ static void entry_read(petrel__conn_t *c)
 static void entry_start(petrel__conn_t *c)
 {
     const petrel__config_t *cfg = c->cs->cfg;
-    if (cfg->proxy_protocol && cfg->trusted && !petrel__cidr_match(cfg->trusted, cfg->ntrusted, &c->peer.sa)) {
+    if (cfg->proxy_protocol && cfg->trusted &&
+        !petrel__cidr_match(cfg->trusted, cfg->ntrusted, &c->peer.sa)) {
         proxy_reject(c, PETREL__PROXY_REJ_UNTRUSTED, "not a trusted proxy (--trusted-proxies)");
         return;
     }

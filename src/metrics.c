@@ -71,7 +71,10 @@ static registry_t private_reg; /* without shared memory */
 static bool in_worker;
 static int my_slot = -1;
 
-static registry_t *reg(void) { return shm ? &shm->reg : &private_reg; }
+static registry_t *reg(void)
+{
+    return shm ? &shm->reg : &private_reg;
+}
 
 /* ------------------------------------------------------------------------ */
 /* Counting                                                                 */
@@ -115,8 +118,8 @@ int petrel__metrics_block_take(void)
 }
 
 /* Add the counters of `from` to `to` (and the gauges when `gauges`). */
-static void add_stats(petrel__stats_t *to, const petrel__stats_t *from, bool gauges,
-                      uint32_t nuser, const umetric_t *um)
+static void add_stats(petrel__stats_t *to, const petrel__stats_t *from, bool gauges, uint32_t nuser,
+                      const umetric_t *um)
 {
     for (unsigned i = 0; i < PETREL__C_N; i++)
         to->c[i] += __atomic_load_n(&from->c[i], __ATOMIC_RELAXED);
@@ -375,8 +378,8 @@ static void sample(out_t *o, const char *name, uint64_t v)
 /* A histogram of `slots` counts: bucket i holds the values below
  * 2^(shift + step * i), so its `le` is that bound minus 1 (in ns shown as
  * seconds when `ns`); the slots past `bounds` go to +Inf. */
-static void histogram(out_t *o, const char *name, const char *help, const uint64_t *b,
-                      int slots, int bounds, int shift, int step, bool ns, uint64_t sum)
+static void histogram(out_t *o, const char *name, const char *help, const uint64_t *b, int slots,
+                      int bounds, int shift, int step, bool ns, uint64_t sum)
 {
     family(o, name, "histogram", help);
     uint64_t cum = 0;
@@ -407,12 +410,11 @@ static void histogram(out_t *o, const char *name, const char *help, const uint64
 
 static const char *const close_names[PETREL__CLOSE_N] = {"client", "timeout", "limit",
                                                          "reset",  "drain",   "error"};
-static const char *const proxy_rej_names[PETREL__PROXY_REJ_N] = {"untrusted", "invalid",
-                                                                 "timeout", "eof"};
+static const char *const proxy_rej_names[PETREL__PROXY_REJ_N] = {"untrusted", "invalid", "timeout",
+                                                                 "eof"};
 static const char *const proto_names[PETREL__M_PROTOS] = {"HTTP/1.0", "HTTP/1.1", "HTTP/2"};
-static const char *const method_names[PETREL__M_METHODS] = {"GET",    "HEAD",  "POST",
-                                                            "PUT",    "DELETE", "PATCH",
-                                                            "OPTIONS", "other"};
+static const char *const method_names[PETREL__M_METHODS] = {"GET",    "HEAD",  "POST",    "PUT",
+                                                            "DELETE", "PATCH", "OPTIONS", "other"};
 
 static void format(out_t *o, const petrel__stats_t *s, uint32_t nuser)
 {
@@ -442,9 +444,8 @@ static void format(out_t *o, const petrel__stats_t *s, uint32_t nuser)
            "Connections accepted on the public listeners.");
     sample(o, "petrel_connections_accepted_total", c[PETREL__C_CONN_ACCEPTED]);
     family(o, "petrel_connections_open", "gauge", "Connections open now.");
-    sample(o, "petrel_connections_open", (uint64_t)(s->g[PETREL__G_CONN_OPEN] > 0
-                                                        ? s->g[PETREL__G_CONN_OPEN]
-                                                        : 0));
+    sample(o, "petrel_connections_open",
+           (uint64_t)(s->g[PETREL__G_CONN_OPEN] > 0 ? s->g[PETREL__G_CONN_OPEN] : 0));
     family(o, "petrel_connections_closed_total", "counter",
            "Connections closed, by reason: client (the client closed or ended the exchange), "
            "timeout, limit (a size limit), reset (the connection broke), drain (shutdown or "

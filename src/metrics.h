@@ -81,11 +81,11 @@ enum {
     PETREL__C_WS_MSG_OUT,
     PETREL__C_PROXY_V1,
     PETREL__C_PROXY_V2,
-    PETREL__C_PROXY_REJECTED,                                  /* + PETREL__PROXY_REJ_* */
+    PETREL__C_PROXY_REJECTED, /* + PETREL__PROXY_REJ_* */
     PETREL__C_DUR_SUM_NS = PETREL__C_PROXY_REJECTED + PETREL__PROXY_REJ_N,
-    PETREL__C_DUR,                                             /* + bucket */
+    PETREL__C_DUR, /* + bucket */
     PETREL__C_ARENA_SUM = PETREL__C_DUR + PETREL__M_DUR_SLOTS,
-    PETREL__C_ARENA,                                           /* + bucket */
+    PETREL__C_ARENA, /* + bucket */
     PETREL__C_REQUESTS = PETREL__C_ARENA + PETREL__M_ARENA_SLOTS,
     PETREL__C_N = PETREL__C_REQUESTS + PETREL__M_PROTOS * PETREL__M_METHODS * PETREL__M_CLASSES
 };
@@ -114,9 +114,14 @@ extern bool petrel__metrics_on;
 enum { PETREL__MEASURE_COUNT = 1, PETREL__MEASURE_LOG = 2 };
 extern unsigned petrel__req_measure;
 
-static inline void petrel__count(unsigned counter, uint64_t n) { petrel__stats->c[counter] += n; }
-static inline void petrel__gauge_add(unsigned gauge, int64_t n) { petrel__stats->g[gauge] += n; }
-
+static inline void petrel__count(unsigned counter, uint64_t n)
+{
+    petrel__stats->c[counter] += n;
+}
+static inline void petrel__gauge_add(unsigned gauge, int64_t n)
+{
+    petrel__stats->g[gauge] += n;
+}
 
 /* One request done: `version` 10, 11 or 20, `method` a PETREL_* bit (0:
  * another), `status`, its duration (ns) and its arena's high-water mark.
@@ -163,12 +168,12 @@ void petrel__metrics_worker_gone(pid_t pid);
 
 /* Figures of the instance that the master keeps. */
 enum {
-    PETREL__I_RESTARTS,      /* workers that died and were restarted */
-    PETREL__I_RELOADS_OK,    /* reloads that made new workers serve */
-    PETREL__I_RELOADS_FAIL,  /* reloads that failed (the old workers stayed) */
-    PETREL__I_GENERATION,    /* the generation of modules served (a gauge) */
-    PETREL__I_WORKERS,       /* workers serving (a gauge) */
-    PETREL__I_DRAINING,      /* 1 from SIGTERM on: /readyz answers 503 */
+    PETREL__I_RESTARTS,     /* workers that died and were restarted */
+    PETREL__I_RELOADS_OK,   /* reloads that made new workers serve */
+    PETREL__I_RELOADS_FAIL, /* reloads that failed (the old workers stayed) */
+    PETREL__I_GENERATION,   /* the generation of modules served (a gauge) */
+    PETREL__I_WORKERS,      /* workers serving (a gauge) */
+    PETREL__I_DRAINING,     /* 1 from SIGTERM on: /readyz answers 503 */
     PETREL__I_N
 };
 void petrel__metrics_instance_set(unsigned what, uint64_t v);

@@ -16,9 +16,15 @@
 #include <stdlib.h>
 #include <string.h>
 
-static uint64_t *C(void) { return petrel__stats->c; }
+static uint64_t *C(void)
+{
+    return petrel__stats->c;
+}
 
-static void zero(void) { memset(petrel__stats, 0, sizeof(*petrel__stats)); }
+static void zero(void)
+{
+    memset(petrel__stats, 0, sizeof(*petrel__stats));
+}
 
 /* The duration bucket a value lands in. */
 static int dur_slot(uint64_t ns)
@@ -133,9 +139,12 @@ START_TEST(test_text)
                                     "status=\"2xx\"} 1\n"));
     ck_assert_ptr_nonnull(strstr(t, "petrel_requests_total{protocol=\"HTTP/1.1\",method=\"GET\","
                                     "status=\"4xx\"} 1\n"));
-    ck_assert_ptr_nonnull(strstr(t, "petrel_request_duration_seconds_bucket{le=\"0.000016383\"} 0\n"));
-    ck_assert_ptr_nonnull(strstr(t, "petrel_request_duration_seconds_bucket{le=\"0.000032767\"} 1\n"));
-    ck_assert_ptr_nonnull(strstr(t, "petrel_request_duration_seconds_bucket{le=\"17.179869183\"} 1\n"));
+    ck_assert_ptr_nonnull(
+        strstr(t, "petrel_request_duration_seconds_bucket{le=\"0.000016383\"} 0\n"));
+    ck_assert_ptr_nonnull(
+        strstr(t, "petrel_request_duration_seconds_bucket{le=\"0.000032767\"} 1\n"));
+    ck_assert_ptr_nonnull(
+        strstr(t, "petrel_request_duration_seconds_bucket{le=\"17.179869183\"} 1\n"));
     ck_assert_ptr_nonnull(strstr(t, "petrel_request_duration_seconds_bucket{le=\"+Inf\"} 2\n"));
     ck_assert_ptr_nonnull(strstr(t, "petrel_request_duration_seconds_count 2\n"));
     ck_assert_ptr_nonnull(strstr(t, "petrel_request_arena_bytes_bucket{le=\"1023\"} 1\n"));
@@ -166,7 +175,7 @@ START_TEST(test_module_metrics)
     petrel_metric_t *g = petrel_metric_gauge(NULL, "mod:level", NULL);
     ck_assert_ptr_nonnull(g);
     petrel_metric_add(c, 3);
-    petrel_metric_add(c, -5); /* a counter does not go back */
+    petrel_metric_add(c, -5);  /* a counter does not go back */
     petrel_metric_set(c, 100); /* nor is it set */
     petrel_metric_add(g, -2);
     petrel_metric_set(g, 42);
@@ -205,8 +214,8 @@ START_TEST(test_fold)
     petrel_arena_t a;
     petrel__arena_init(&a, &petrel__pool, 0);
     size_t len;
-    ck_assert_ptr_nonnull(strstr(petrel__metrics_text(&a, &len),
-                                 "petrel_connections_accepted_total 5\n"));
+    ck_assert_ptr_nonnull(
+        strstr(petrel__metrics_text(&a, &len), "petrel_connections_accepted_total 5\n"));
     ck_assert_ptr_nonnull(strstr(petrel__metrics_text(&a, &len), "petrel_connections_open 2\n"));
     ck_assert_int_eq(petrel_ready_set(NULL, "db", 0), 0);
     char why[64];
@@ -223,20 +232,20 @@ START_TEST(test_fold)
     ck_assert_int_eq(petrel_ready_set(NULL, "a-name-of-more-than-31-bytes-xxxx", 1), PETREL_EINVAL);
     /* worker 1001 exits: its counters stay, its gauges go */
     petrel__metrics_worker_gone(1001);
-    ck_assert_ptr_nonnull(strstr(petrel__metrics_text(&a, &len),
-                                 "petrel_connections_accepted_total 5\n"));
+    ck_assert_ptr_nonnull(
+        strstr(petrel__metrics_text(&a, &len), "petrel_connections_accepted_total 5\n"));
     ck_assert_ptr_nonnull(strstr(petrel__metrics_text(&a, &len), "petrel_connections_open 0\n"));
     petrel__metrics_worker_gone(1001); /* twice: nothing more */
-    ck_assert_ptr_nonnull(strstr(petrel__metrics_text(&a, &len),
-                                 "petrel_connections_accepted_total 5\n"));
+    ck_assert_ptr_nonnull(
+        strstr(petrel__metrics_text(&a, &len), "petrel_connections_accepted_total 5\n"));
     int b3 = petrel__metrics_block_take();
     ck_assert_int_eq(b3, b1); /* reused ... */
     petrel__metrics_block_owner(b3, 1003);
     petrel__metrics_block_enter(b3);
     ck_assert_uint_eq(petrel__stats->c[PETREL__C_CONN_ACCEPTED], 0); /* ... zeroed */
     petrel__count(PETREL__C_CONN_ACCEPTED, 1);
-    ck_assert_ptr_nonnull(strstr(petrel__metrics_text(&a, &len),
-                                 "petrel_connections_accepted_total 6\n"));
+    ck_assert_ptr_nonnull(
+        strstr(petrel__metrics_text(&a, &len), "petrel_connections_accepted_total 6\n"));
     /* a fork that failed gives its block back */
     int b4 = petrel__metrics_block_take();
     petrel__metrics_block_owner(b4, 0);

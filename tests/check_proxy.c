@@ -24,7 +24,10 @@ static ssize_t parse(const char *s, size_t n, petrel__proxy_hdr_t *h)
     return rc;
 }
 
-static ssize_t parse_str(const char *s, petrel__proxy_hdr_t *h) { return parse(s, strlen(s), h); }
+static ssize_t parse_str(const char *s, petrel__proxy_hdr_t *h)
+{
+    return parse(s, strlen(s), h);
+}
 
 static const char *src_text(const petrel__proxy_hdr_t *h, char *buf, size_t len)
 {
@@ -91,16 +94,16 @@ END_TEST
 START_TEST(test_v1_malformed)
 {
     static const char *const bad[] = {
-        "PROXY TCP4 192.0.2.1 198.51.100.2 56324 443\n",     /* LF alone */
-        "PROXY TCP4 192.0.2.1 198.51.100.2 56324 443\rX",    /* CR alone */
-        "PROXY  TCP4 192.0.2.1 198.51.100.2 56324 443\r\n",  /* two spaces */
+        "PROXY TCP4 192.0.2.1 198.51.100.2 56324 443\n",    /* LF alone */
+        "PROXY TCP4 192.0.2.1 198.51.100.2 56324 443\rX",   /* CR alone */
+        "PROXY  TCP4 192.0.2.1 198.51.100.2 56324 443\r\n", /* two spaces */
         "PROXY TCP4  192.0.2.1 198.51.100.2 56324 443\r\n",
         "PROXY TCP4 192.0.2.1  198.51.100.2 56324 443\r\n",
         "PROXY TCP4 192.0.2.1 198.51.100.2 56324  443\r\n",
-        "PROXY TCP4 192.0.2.1 198.51.100.2 56324 443 \r\n", /* trailing space */
-        "PROXY TCP4 192.0.2.1 198.51.100.2 56324\r\n",      /* a field missing */
+        "PROXY TCP4 192.0.2.1 198.51.100.2 56324 443 \r\n",  /* trailing space */
+        "PROXY TCP4 192.0.2.1 198.51.100.2 56324\r\n",       /* a field missing */
         "PROXY TCP4 192.0.2.1 198.51.100.2 56324 443 1\r\n", /* one too many */
-        "PROXY TCP4 192.0.2.1 198.51.100.2 056324 443\r\n", /* leading zero */
+        "PROXY TCP4 192.0.2.1 198.51.100.2 056324 443\r\n",  /* leading zero */
         "PROXY TCP4 192.0.2.1 198.51.100.2 00 443\r\n",
         "PROXY TCP4 192.0.2.1 198.51.100.2 65536 443\r\n", /* port > 65535 */
         "PROXY TCP4 192.0.2.1 198.51.100.2 -1 443\r\n",
@@ -110,8 +113,8 @@ START_TEST(test_v1_malformed)
         "PROXY TCP4 192.0.2.256 198.51.100.2 1 2\r\n",
         "PROXY TCP4 192.0.2 198.51.100.2 1 2\r\n",
         "PROXY TCP4 192.0.2.1.5 198.51.100.2 1 2\r\n",
-        "PROXY TCP4 2001:db8::1 198.51.100.2 1 2\r\n", /* IPv6 in TCP4 */
-        "PROXY TCP6 192.0.2.1 2001:db8::2 1 2\r\n",   /* IPv4 in TCP6 */
+        "PROXY TCP4 2001:db8::1 198.51.100.2 1 2\r\n",    /* IPv6 in TCP4 */
+        "PROXY TCP6 192.0.2.1 2001:db8::2 1 2\r\n",       /* IPv4 in TCP6 */
         "PROXY TCP6 2001:db8::00001 2001:db8::2 1 2\r\n", /* 5 hex digits */
         "PROXY TCP6 2001:db8::1::2 2001:db8::2 1 2\r\n",
         "PROXY TCP6 2001:db8::g 2001:db8::2 1 2\r\n",
@@ -123,7 +126,7 @@ START_TEST(test_v1_malformed)
         "PROXY\r\n",
         "proxy TCP4 192.0.2.1 198.51.100.2 1 2\r\n",
         "GET / HTTP/1.1\r\n", /* no header at all */
-        "\r\n\r\nX",           /* not the v2 signature */
+        "\r\n\r\nX",          /* not the v2 signature */
     };
     for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
         petrel__proxy_hdr_t h;
@@ -206,8 +209,9 @@ START_TEST(test_v2_inet6_tlvs)
     body[15] = 1;
     body[32] = 0x30; /* port 12345 */
     body[33] = 0x39;
-    uint8_t tlv[] = {0x01, 0, 2, 'h', '2', 0x02, 0, 11, 'e', 'x', 'a', 'm', 'p', 'l', 'e', '.',
-                     'c', 'o', 'm', 0x04, 0, 3, 0, 0, 0, 0x03, 0, 4, 1, 2, 3, 4};
+    uint8_t tlv[] = {0x01, 0,   2,   'h',  '2', 0x02, 0,   11,  'e',  'x', 'a',
+                     'm',  'p', 'l', 'e',  '.', 'c',  'o', 'm', 0x04, 0,   3,
+                     0,    0,   0,   0x03, 0,   4,    1,   2,   3,    4};
     memcpy(body + 36, tlv, sizeof(tlv));
     size_t len = 36 + sizeof(tlv);
     uint8_t b[256];
@@ -364,9 +368,9 @@ START_TEST(test_cidr)
     ck_assert(!match("192.0.2.0/24", "::ffff:192.0.3.10"));
     ck_assert(!match("::/0", "192.0.2.1"));
     petrel__cidr_t c;
-    static const char *const bad[] = {"",          "10.0.0.0/33", "::/129",  "10.0.0.0/",
-                                      "10.0.0.0/a", "10.0.0.0/08", "example", "10.0.0/8",
-                                      "1.2.3.4/8/9"};
+    static const char *const bad[] = {"",          "10.0.0.0/33", "::/129",
+                                      "10.0.0.0/", "10.0.0.0/a",  "10.0.0.0/08",
+                                      "example",   "10.0.0/8",    "1.2.3.4/8/9"};
     for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++)
         ck_assert_msg(petrel__cidr_parse(bad[i], strlen(bad[i]), &c) < 0, "accepted: %s", bad[i]);
 }
