@@ -375,6 +375,16 @@ static void sample(out_t *o, const char *name, uint64_t v)
     put(o, "%s %llu\n", name, (unsigned long long)v);
 }
 
+/* A family with one label: n samples name{label="values[i]"} counts[i]. */
+static void labelled(out_t *o, const char *name, const char *type, const char *help,
+                     const char *label, const char *const *values, const uint64_t *counts,
+                     int n)
+{
+    family(o, name, type, help);
+    for (int i = 0; i < n; i++)
+        put(o, "%s{%s=\"%s\"} %llu\n", name, label, values[i], (unsigned long long)counts[i]);
+}
+
 /* A histogram of `slots` counts: bucket i holds the values below
  * 2^(shift + step * i), so its `le` is that bound minus 1 (in ns shown as
  * seconds when `ns`); the slots past `bounds` go to +Inf. */
@@ -432,11 +442,11 @@ static void format(out_t *o, const petrel__stats_t *s, uint32_t nuser)
     family(o, "petrel_worker_restarts_total", "counter",
            "Workers that died (a crash, a kill) and were started again.");
     sample(o, "petrel_worker_restarts_total", petrel__metrics_instance_get(PETREL__I_RESTARTS));
-    family(o, "petrel_reloads_total", "counter", "Reloads (SIGHUP), by result.");
-    put(o, "petrel_reloads_total{result=\"ok\"} %llu\n",
-        (unsigned long long)petrel__metrics_instance_get(PETREL__I_RELOADS_OK));
-    put(o, "petrel_reloads_total{result=\"failed\"} %llu\n",
-        (unsigned long long)petrel__metrics_instance_get(PETREL__I_RELOADS_FAIL));
+    static const char *const results[] = {"ok", "failed"};
+    uint64_t reloads[2] = {petrel__metrics_instance_get(PETREL__I_RELOADS_OK),
+                           petrel__metrics_instance_get(PETREL__I_RELOADS_FAIL)};
+    labelled(o, "petrel_reloads_total", "counter", "Reloads (SIGHUP), by result.", "result",
+             results, reloads, 2);
     family(o, "petrel_draining", "gauge", "1 from SIGTERM on (/readyz answers 503).");
     sample(o, "petrel_draining", petrel__metrics_instance_get(PETREL__I_DRAINING));
 
@@ -446,13 +456,11 @@ static void format(out_t *o, const petrel__stats_t *s, uint32_t nuser)
     family(o, "petrel_connections_open", "gauge", "Connections open now.");
     sample(o, "petrel_connections_open",
            (uint64_t)(s->g[PETREL__G_CONN_OPEN] > 0 ? s->g[PETREL__G_CONN_OPEN] : 0));
-    family(o, "petrel_connections_closed_total", "counter",
-           "Connections closed, by reason: client (the client closed or ended the exchange), "
-           "timeout, limit (a size limit), reset (the connection broke), drain (shutdown or "
-           "reload), error (a protocol error of the client).");
-    for (int i = 0; i < PETREL__CLOSE_N; i++)
-        put(o, "petrel_connections_closed_total{reason=\"%s\"} %llu\n", close_names[i],
-            (unsigned long long)c[PETREL__C_CONN_CLOSED + i]);
+    labelled(o, "petrel_connections_closed_total", "counter",
+             "Connections closed, by reason: client (the client closed or ended the exchange), "
+             "timeout, limit (a size limit), reset (the connection broke), drain (shutdown or "
+             "reload), error (a protocol error of the client).",
+             "reason", close_names, c + PETREL__C_CONN_CLOSED, PETREL__CLOSE_N);
     family(o, "petrel_received_bytes_total", "counter",
            "Bytes read from client connections (all protocols).");
     sample(o, "petrel_received_bytes_total", c[PETREL__C_BYTES_IN]);
@@ -494,24 +502,16 @@ static void format(out_t *o, const petrel__stats_t *s, uint32_t nuser)
     family(o, "petrel_websocket_connections_open", "gauge", "WebSocket connections open now.");
     sample(o, "petrel_websocket_connections_open",
            (uint64_t)(s->g[PETREL__G_WS_OPEN] > 0 ? s->g[PETREL__G_WS_OPEN] : 0));
-    family(o, "petrel_websocket_messages_total", "counter",
-           "WebSocket messages, by direction: received (in) and sent (out).");
-    put(o, "petrel_websocket_messages_total{direction=\"in\"} %llu\n",
-        (unsigned long long)c[PETREL__C_WS_MSG_IN]);
-    put(o, "petrel_websocket_messages_total{direction=\"out\"} %llu\n",
-        (unsigned long long)c[PETREL__C_WS_MSG_OUT]);
-
-    family(o, "petrel_proxy_headers_total", "counter",
-           "PROXY protocol headers accepted (--proxy-protocol), by version.");
-    put(o, "petrel_proxy_headers_total{version=\"1\"} %llu\n",
-        (unsigned long long)c[PETREL__C_PROXY_V1]);
-    put(o, "petrel_proxy_headers_total{version=\"2\"} %llu\n",
-        (unsigned long long)c[PETREL__C_PROXY_V2]);
-    family(o, "petrel_proxy_rejected_total", "counter",
-           "Connections closed by the PROXY protocol stage, by reason.");
-    for (int i = 0; i < PETREL__PROXY_REJ_N; i++)
-        put(o, "petrel_proxy_rejected_total{reason=\"%s\"} %llu\n", proxy_rej_names[i],
-            (unsigned long long)c[PETREL__C_PROXY_REJECTED + i]);
+    static const char *const directions[] = {"in", "out"}, *const versions[] = {"1", "2"};
+    labelled(o, "petrel_websocket_messages_total", "counter",
+             "WebSocket messages, by direction: received (in) and sent (out).", "direction",
+             directions, c + PETREL__C_WS_MSG_IN, 2); /* MSG_IN, MSG_OUT */
+    labelled(o, "petrel_proxy_headers_total", "counter",
+             "PROXY protocol headers accepted (--proxy-protocol), by version.", "version",
+             versions, c + PETREL__C_PROXY_V1, 2); /* V1, V2 */
+    labelled(o, "petrel_proxy_rejected_total", "counter",
+             "Connections closed by the PROXY protocol stage, by reason.", "reason",
+             proxy_rej_names, c + PETREL__C_PROXY_REJECTED, PETREL__PROXY_REJ_N);
 
     const registry_t *r = reg();
     for (uint32_t i = 0; i < nuser; i++) {
