@@ -377,8 +377,7 @@ static void sample(out_t *o, const char *name, uint64_t v)
 
 /* A family with one label: n samples name{label="values[i]"} counts[i]. */
 static void labelled(out_t *o, const char *name, const char *type, const char *help,
-                     const char *label, const char *const *values, const uint64_t *counts,
-                     int n)
+                     const char *label, const char *const *values, const uint64_t *counts, int n)
 {
     family(o, name, type, help);
     for (int i = 0; i < n; i++)
@@ -507,8 +506,8 @@ static void format(out_t *o, const petrel__stats_t *s, uint32_t nuser)
              "WebSocket messages, by direction: received (in) and sent (out).", "direction",
              directions, c + PETREL__C_WS_MSG_IN, 2); /* MSG_IN, MSG_OUT */
     labelled(o, "petrel_proxy_headers_total", "counter",
-             "PROXY protocol headers accepted (--proxy-protocol), by version.", "version",
-             versions, c + PETREL__C_PROXY_V1, 2); /* V1, V2 */
+             "PROXY protocol headers accepted (--proxy-protocol), by version.", "version", versions,
+             c + PETREL__C_PROXY_V1, 2); /* V1, V2 */
     labelled(o, "petrel_proxy_rejected_total", "counter",
              "Connections closed by the PROXY protocol stage, by reason.", "reason",
              proxy_rej_names, c + PETREL__C_PROXY_REJECTED, PETREL__PROXY_REJ_N);
