@@ -454,6 +454,9 @@ typedef struct petrel_req {
     void *_conn;
     petrel_resp_t *_resp;
     unsigned _flags;
+    /* private: its start, for the metrics and the access log (proto.h) */
+    uint64_t _t0; /* ns, monotonic */
+    size_t _a0;   /* bytes of `arena` when its scope began */
 } petrel_req_t;
 
 /**
@@ -2736,10 +2739,13 @@ enum { PETREL_LOG_ERROR = 0, PETREL_LOG_WARN, PETREL_LOG_INFO, PETREL_LOG_DEBUG 
 /**
  * Write a line to the error log.
  *
- * Formats as printf(3) and writes one line to standard error, with the
- * time, the level and the process id, when `level` is at or above
- * --log-level (PETREL_LOG_INFO by default); a line is cut at about 2 KiB.
- * One write(2) a line: lines of several workers do not mix.
+ * Formats as printf(3) and writes one line to the error log (standard
+ * error, or --error-log FILE), with the time, the level and the process
+ * id, when `level` is at or above --log-level (PETREL_LOG_INFO by
+ * default); a line is cut at about 2 KiB.  One write(2) a line: lines of
+ * several workers do not mix.  A line written while a handler runs (or
+ * petrel_stream_write/petrel_stream_end) carries the request's id:
+ * "request ID: " before the message.
  *
  * Returns: nothing.
  *
@@ -2760,6 +2766,62 @@ enum { PETREL_LOG_ERROR = 0, PETREL_LOG_WARN, PETREL_LOG_INFO, PETREL_LOG_DEBUG 
  *   }
  */
 PETREL_API void petrel_log(int level, const char *fmt, ...) PETREL_PRINTF(2, 3);
+
+/**
+ * petrel_log() about `req`, from anywhere its handler has it (a timer, a
+ * callback of a library): the line carries "request ID: ", the id of the
+ * JSON access log's "request_id".  `req` must still be valid (its response
+ * not yet complete).
+ */
+PETREL_API void petrel_req_log(const petrel_req_t *req, int level, const char *fmt, ...)
+    PETREL_PRINTF(3, 4);
+
+/* ------------------------------------------------------------------------ */
+/* Metrics and readiness (the admin listener: --admin-listen)                */
+
+/** A metric of a module (opaque), from petrel_metric_counter/gauge(). */
+typedef struct petrel_metric petrel_metric_t;
+
+/**
+ * Register a counter that /metrics reports, summed over the workers of the
+ * instance and never going backwards while it runs (the counts of a worker
+ * that exits are kept).  `name` follows Prometheus' rules
+ * ([a-zA-Z_:][a-zA-Z0-9_:]*, at most 63 bytes; counters should end in
+ * "_total"), `help` is one line (at most 127 bytes; copied).  Call it from
+ * a module's init or another start-up path of the master (before the
+ * workers fork); registering a name again (a reload) returns the same
+ * metric.  Returns NULL for a bad name or help, a name registered with the
+ * other kind, 64 metrics already, or a call from a worker.  The handle is
+ * valid until exit, in the master and every worker.
+ */
+PETREL_API petrel_metric_t *petrel_metric_counter(petrel_server_t *srv, const char *name,
+                                                  const char *help);
+
+/** Register a gauge (a value that goes up and down, summed over the workers
+ *  alive); as petrel_metric_counter(). */
+PETREL_API petrel_metric_t *petrel_metric_gauge(petrel_server_t *srv, const char *name,
+                                                const char *help);
+
+/**
+ * Add `n` to the calling worker's share of a metric (a counter takes n >= 0
+ * only).  A plain addition to memory the worker alone writes: cheap enough
+ * for every request.  NULL `m` is allowed and does nothing.
+ */
+PETREL_API void petrel_metric_add(petrel_metric_t *m, int64_t n);
+
+/** Set the calling worker's share of a gauge to `v`.  NULL `m`: nothing. */
+PETREL_API void petrel_metric_set(petrel_metric_t *m, int64_t v);
+
+/**
+ * Tell /readyz whether something the worker's requests need is there (a
+ * database pool: ready 0 while it is down, 1 once it is back).  While any
+ * worker reports a check down, /readyz answers 503 and names it, so that a
+ * load balancer sends the requests elsewhere.  `check` is a name of at most
+ * 31 bytes; a worker holds at most 8.  Call from a worker (worker_init, a
+ * handler, a timer).  Returns 0, PETREL_EINVAL, PETREL_ELIMIT (8 already)
+ * or PETREL_ESTATE (not in a worker).
+ */
+PETREL_API int petrel_ready_set(petrel_server_t *srv, const char *check, int ready);
 
 #ifdef __cplusplus
 }

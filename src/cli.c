@@ -5,6 +5,10 @@
 #include "config.h"
 #include "log.h"
 #include "redis.h"
+#include "metrics.h"
+#include "proto.h"
+#include "proxy.h"
+#include "sdnotify.h"
 #include "server.h"
 
 #include <errno.h>
@@ -94,6 +98,27 @@ static void usage(FILE *f)
             "                          (default: none)\n"
             "  --pubsub-redis-prefix PREFIX\n"
             "                          Redis channel of a topic: PREFIX + topic (default petrel:)\n"
+            "\n"
+            "Behind a load balancer, under systemd (doc/deployment.md):\n"
+            "  --proxy-protocol        every connection of the --listen addresses starts with a\n"
+            "                          PROXY protocol header (v1 or v2) naming the client\n"
+            "  --trusted-proxies CIDR[,CIDR...]\n"
+            "                          with --proxy-protocol, accept connections only from these\n"
+            "                          addresses (default: any)\n"
+            "  --max-proxy-header-size BYTES\n"
+            "                          largest PROXY v2 header, TLVs included (default 4k)\n"
+            "  --admin-listen ADDR:PORT\n"
+            "                          serve /livez, /readyz and /metrics there (repeatable;\n"
+            "                          default: none)\n"
+            "  --drain-delay SEC       on SIGTERM, /readyz answers 503 this long before the\n"
+            "                          listeners close (default 0)\n"
+            "  --access-log-format combined|json\n"
+            "                          format of --access-log lines (default combined)\n"
+            "  --error-log FILE        write the error log to FILE instead of standard error\n"
+            "  --pid-file FILE         write the master's pid to FILE (removed at exit)\n"
+            "SIGUSR1 opens the log files again (after logrotate moved them).  Sockets passed\n"
+            "by systemd (LISTEN_FDS) serve their --listen or --admin-listen address, or are\n"
+            "listeners of their own (named \"admin\": an admin listener).\n"
             "  --help, --version\n"
             "\n"
             "Sizes take k, m or g suffixes; times may have a fraction (0.5).  See petrel(1).\n");
@@ -170,6 +195,12 @@ enum {
     OPT_DEFAULT_TYPE
 };
 
+/* production: PROXY protocol, admin listener, logs (proxy.c, admin.c, log.c) */
+enum {
+    OPT_PROXY = 1536, OPT_TRUSTED, OPT_MAX_PROXY, OPT_ADMIN, OPT_DRAIN_DELAY, OPT_ALOG_FORMAT,
+    OPT_ERROR_LOG, OPT_PID_FILE
+};
+
 static const struct option opts[] = {
     {"listen", required_argument, NULL, OPT_LISTEN},
     {"root", required_argument, NULL, OPT_ROOT},
@@ -209,6 +240,14 @@ static const struct option opts[] = {
     {"pubsub-ring-size", required_argument, NULL, OPT_PS_RING_SIZE},
     {"pubsub-redis", required_argument, NULL, OPT_PS_REDIS},
     {"pubsub-redis-prefix", required_argument, NULL, OPT_PS_REDIS_PREFIX},
+    {"proxy-protocol", no_argument, NULL, OPT_PROXY},
+    {"trusted-proxies", required_argument, NULL, OPT_TRUSTED},
+    {"max-proxy-header-size", required_argument, NULL, OPT_MAX_PROXY},
+    {"admin-listen", required_argument, NULL, OPT_ADMIN},
+    {"drain-delay", required_argument, NULL, OPT_DRAIN_DELAY},
+    {"access-log-format", required_argument, NULL, OPT_ALOG_FORMAT},
+    {"error-log", required_argument, NULL, OPT_ERROR_LOG},
+    {"pid-file", required_argument, NULL, OPT_PID_FILE},
     {"help", no_argument, NULL, OPT_HELP},
     {"version", no_argument, NULL, OPT_VERSION},
     {NULL, 0, NULL, 0},
@@ -357,6 +396,67 @@ static int setup(petrel_server_t *srv, void *ctx, char *err, size_t errlen)
     return 0;
 }
 
+/* --trusted-proxies CIDR[,CIDR...]: a list of the heap (freed by the caller). */
+static petrel__cidr_t *parse_trusted(const char *s, size_t *n)
+{
+    size_t cap = 1;
+    for (const char *p = s; *p; p++)
+        cap += *p == ',';
+    petrel__cidr_t *list = calloc(cap, sizeof(*list));
+    if (list == NULL)
+        return NULL;
+    *n = 0;
+    const char *p = s;
+    for (;;) {
+        const char *e = strchr(p, ',');
+        size_t len = e ? (size_t)(e - p) : strlen(p);
+        if (petrel__cidr_parse(p, len, &list[*n]) < 0) {
+            free(list);
+            return NULL;
+        }
+        (*n)++;
+        if (e == NULL)
+            break;
+        p = e + 1;
+    }
+    return list;
+}
+
+/* The sockets systemd passed (socket activation): they serve before any
+ * default address is bound.  -1 on error (said), else how many. */
+static int inherit_sockets(petrel_server_t *srv)
+{
+    const char *names[256];
+    char err[256];
+    int n = petrel__sd_listen_fds(names, 256, err, sizeof(err));
+    if (n < 0) {
+        fprintf(stderr, "petrel: %s\n", err);
+        return -1;
+    }
+    for (int i = 0; i < n; i++) {
+        int fd = PETREL__LISTEN_FDS_START + i;
+        const char *name = i < 256 ? names[i] : "";
+        if (!petrel__sd_is_listener(fd)) {
+            fprintf(stderr, "petrel: descriptor %d from systemd (LISTEN_FDS) is not a listening "
+                            "stream socket (petrel.socket wants ListenStream=)\n", fd);
+            return -1;
+        }
+        if (petrel__server_inherit(srv, fd, name, err, sizeof(err)) < 0) {
+            fprintf(stderr, "petrel: %s\n", err);
+            return -1;
+        }
+    }
+    return n;
+}
+
+static bool has_public_listen(const petrel_server_t *srv)
+{
+    for (int i = 0; i < srv->nlistens; i++)
+        if (!srv->listens[i].admin)
+            return true;
+    return false;
+}
+
 int petrel_main(int argc, char **argv, const petrel_module_t *const *builtins)
 {
     petrel_server_t *srv = petrel__server_new();
@@ -371,6 +471,9 @@ int petrel_main(int argc, char **argv, const petrel_module_t *const *builtins)
     char *root_spec = NULL;
     const char **modules = calloc((size_t)argc + 1, sizeof(char *));
     int nmodules = 0, rc = 0;
+    petrel__cidr_t *trusted = NULL;
+    const char *trusted_flag = NULL, *max_proxy_flag = NULL, *pid_file = NULL;
+    bool pid_written = false, alog_format_given = false;
     char err[1024];
     opterr = 0;
     optind = 1;
@@ -394,7 +497,9 @@ int petrel_main(int argc, char **argv, const petrel_module_t *const *builtins)
         }
         switch (o) {
         case OPT_LISTEN:
-            if (petrel__server_add_listen(srv, optarg, err, sizeof(err)) < 0) {
+        case OPT_ADMIN:
+            if ((o == OPT_ADMIN ? petrel__server_add_admin
+                                : petrel__server_add_listen)(srv, optarg, err, sizeof(err)) < 0) {
                 fprintf(stderr, "petrel: %s\n", err);
                 rc = 2;
                 goto out;
@@ -633,6 +738,50 @@ int petrel_main(int argc, char **argv, const petrel_module_t *const *builtins)
             cfg->pubsub_redis_prefix = optarg;
             break;
         }
+        case OPT_PROXY: cfg->proxy_protocol = true; break;
+        case OPT_TRUSTED:
+            free(trusted);
+            trusted = parse_trusted(optarg, &cfg->ntrusted);
+            if (trusted == NULL) {
+                rc = bad(flag, optarg,
+                         "a comma-separated list of addresses or CIDR blocks "
+                         "(e.g. 10.0.0.0/8,2001:db8::/32)");
+                goto out;
+            }
+            cfg->trusted = trusted;
+            trusted_flag = flag;
+            break;
+        case OPT_MAX_PROXY: {
+            size_t v;
+            if (!parse_size(optarg, &v) || v < PETREL__PROXY_MAX_MIN || v > PETREL__PROXY_MAX_MAX) {
+                rc = bad(flag, optarg, "a size from 232 bytes to 16k");
+                goto out;
+            }
+            cfg->max_proxy_header_size = v;
+            max_proxy_flag = flag;
+            break;
+        }
+        case OPT_DRAIN_DELAY:
+            if (strcmp(optarg, "0") == 0)
+                cfg->drain_delay_ms = 0;
+            else if (!parse_secs(optarg, &cfg->drain_delay_ms)) {
+                rc = bad(flag, optarg, "a number of seconds, 0 or more (e.g. 5 or 0.5)");
+                goto out;
+            }
+            break;
+        case OPT_ALOG_FORMAT:
+            if (strcmp(optarg, "combined") == 0)
+                cfg->access_log_format = PETREL__ALOG_COMBINED;
+            else if (strcmp(optarg, "json") == 0)
+                cfg->access_log_format = PETREL__ALOG_JSON;
+            else {
+                rc = bad(flag, optarg, "combined or json");
+                goto out;
+            }
+            alog_format_given = true;
+            break;
+        case OPT_ERROR_LOG: cfg->error_log = optarg; break;
+        case OPT_PID_FILE: pid_file = optarg; break;
         case OPT_HELP: usage(stdout); goto out;
         case OPT_VERSION:
             printf("petrel %s (module ABI %d; %s)\n", PACKAGE_VERSION, PETREL_ABI_VERSION,
@@ -663,8 +812,38 @@ int petrel_main(int argc, char **argv, const petrel_module_t *const *builtins)
         rc = 2;
         goto out;
     }
-    if (srv->nlistens == 0 && petrel__server_add_listen(srv, "127.0.0.1:8080", err, sizeof(err)) < 0) {
+    if (trusted_flag && !cfg->proxy_protocol) {
+        fprintf(stderr, "petrel: %s: applies to --proxy-protocol, which is not given\n",
+                trusted_flag);
+        rc = 2;
+        goto out;
+    }
+    if (cfg->error_log && petrel__elog_open(cfg->error_log) < 0) {
+        fprintf(stderr, "petrel: --error-log '%s': %s\n", cfg->error_log, strerror(errno));
+        rc = 1;
+        goto out;
+    }
+    if (max_proxy_flag && !cfg->proxy_protocol)
+        petrel_log(PETREL_LOG_WARN, "%s applies to --proxy-protocol, which is not given",
+                   max_proxy_flag);
+    if (alog_format_given && cfg->access_log == NULL)
+        petrel_log(PETREL_LOG_WARN, "--access-log-format applies to --access-log, which is not "
+                                    "given");
+    /* socket activation: systemd's sockets, and no default address besides */
+    if (inherit_sockets(srv) < 0) {
+        rc = 1;
+        goto out;
+    }
+    if (!has_public_listen(srv) &&
+        petrel__server_add_listen(srv, "127.0.0.1:8080", err, sizeof(err)) < 0) {
         fprintf(stderr, "petrel: %s\n", err);
+        rc = 1;
+        goto out;
+    }
+    /* the counters in shared memory, before the modules register theirs */
+    if (petrel__server_has_admin(srv) && petrel__metrics_init(cfg->workers) < 0) {
+        fprintf(stderr, "petrel: --admin-listen: cannot map the shared counters: %s\n",
+                strerror(errno));
         rc = 1;
         goto out;
     }
@@ -718,13 +897,26 @@ int petrel_main(int argc, char **argv, const petrel_module_t *const *builtins)
             rc = 1;
             goto out;
         }
+        petrel__alog_format = cfg->access_log_format;
+    }
+    if (pid_file) {
+        FILE *f = fopen(pid_file, "w");
+        if (f == NULL || fprintf(f, "%d\n", (int)getpid()) < 0 || fclose(f) != 0) {
+            fprintf(stderr, "petrel: --pid-file '%s': %s\n", pid_file, strerror(errno));
+            rc = 1;
+            goto out;
+        }
+        pid_written = true;
     }
     raise_nofile();
     signal(SIGPIPE, SIG_IGN); /* a peer gone mid-write is an EPIPE, not a death */
     rc = petrel__master_run(srv);
 out:
     free(root_spec);
+    if (pid_written)
+        unlink(pid_file);
     free(modules);
+    free(trusted);
     petrel__server_free(srv);
     return rc;
 }

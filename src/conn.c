@@ -129,6 +129,7 @@ static bool out_over_budget(petrel__conn_t *c, const petrel__outbuf_t *ob)
     petrel_log(PETREL_LOG_WARN, "%zu bytes of output queued for a peer that does not read "
                                 "them (limit %zu, see --max-body-size): closing",
                queued, limit);
+    petrel__conn_close_why(c, PETREL__CLOSE_LIMIT);
     return true;
 }
 
@@ -318,8 +319,11 @@ int petrel__conn_flush(petrel__conn_t *c)
                 break;
             if (errno == EINTR)
                 continue;
+            petrel__conn_close_why(c, PETREL__CLOSE_RESET);
             return PETREL_EIO;
         }
+        if (!c->cs->quiet)
+            petrel__count(PETREL__C_BYTES_OUT, (uint64_t)w);
         out_advance(c, (size_t)w);
         if ((size_t)w < want)
             break; /* the socket buffer is full: wait for EPOLLOUT */
@@ -386,6 +390,8 @@ int petrel__conn_read(petrel__conn_t *c)
         ssize_t n = read(c->io.fd, c->rbuf + c->rlen, c->rcap - c->rlen);
         if (n > 0) {
             c->rlen += (uint32_t)n;
+            if (!c->cs->quiet)
+                petrel__count(PETREL__C_BYTES_IN, (uint64_t)n);
             return (int)n;
         }
         if (n == 0) {
@@ -396,6 +402,7 @@ int petrel__conn_read(petrel__conn_t *c)
             continue;
         if (errno == EAGAIN || errno == EWOULDBLOCK)
             return 0;
+        petrel__conn_close_why(c, PETREL__CLOSE_RESET);
         return PETREL_EIO;
     }
 }
@@ -484,6 +491,8 @@ static void on_io(petrel__io_t *io, uint32_t events)
 static void on_timer(petrel__timer_t *t)
 {
     petrel__conn_t *c = container_of(t, petrel__conn_t, timer);
+    if (!(c->flags & CONN_LINGER))
+        petrel__conn_close_why(c, PETREL__CLOSE_TIMEOUT);
     if (c->ops->on_timeout)
         c->ops->on_timeout(c);
     else
@@ -582,6 +591,11 @@ void petrel__conn_close(petrel__conn_t *c)
     rbuf_release(c);
     list_unlink(&c->link);
     cs->n--;
+    if (!cs->quiet) {
+        unsigned why = c->why ? c->why - 1u : cs->draining ? PETREL__CLOSE_DRAIN : PETREL__CLOSE_CLIENT;
+        petrel__count(PETREL__C_CONN_CLOSED + why, 1);
+        petrel__gauge_add(PETREL__G_CONN_OPEN, -1);
+    }
     conn_bury(c);
     if (cs->on_gone)
         cs->on_gone(cs);
@@ -656,6 +670,10 @@ static petrel__conn_t *conn_new(petrel__conns_t *cs, int fd)
     c->ops = cs->first;
     list_append(&cs->all, &c->link);
     cs->n++;
+    if (!cs->quiet) {
+        petrel__count(PETREL__C_CONN_ACCEPTED, 1);
+        petrel__gauge_add(PETREL__G_CONN_OPEN, 1);
+    }
     petrel__timer_arm(petrel__loop, &c->timer, &cs->tq_header);
     return c;
 }

@@ -244,6 +244,9 @@ static h2stream_t *stream_new(h2conn_t *h, int32_t id)
     r->_conn = h->c;
     r->_resp = &s->resp;
     petrel__resp_init(&s->resp, r);
+    petrel__req_started(r, 0);
+    petrel__count(PETREL__C_H2_STREAMS, 1);
+    petrel__gauge_add(PETREL__G_H2_STREAMS_OPEN, 1);
     return s;
 }
 
@@ -269,6 +272,7 @@ static void stream_free(h2stream_t *s)
     stats.arena_mallocs += s->arena.mallocs;
     petrel__arena_clear(&s->arena);
     stats.streams--;
+    petrel__gauge_add(PETREL__G_H2_STREAMS_OPEN, -1);
     if (slot_nfree < SLOTS_KEPT) {
         list_append(&slot_free, &s->link);
         slot_nfree++;
@@ -893,8 +897,8 @@ static int h2_send(petrel_req_t *req, petrel_resp_t *r)
     bool with_data = r->body_kind == BODY_STREAM || (send_body && r->len > 0);
     int rv = nghttp2_submit_response(h->ngh, s->id, nv, i, with_data ? &prd : NULL);
     if (rv < 0) {
-        petrel_log(PETREL_LOG_DEBUG, "h2: stream %d: submit_response: %s", s->id,
-                   nghttp2_strerror(rv));
+        petrel_req_log(&s->req, PETREL_LOG_DEBUG, "h2: stream %d: submit_response: %s", s->id,
+                       nghttp2_strerror(rv));
         return rv == NGHTTP2_ERR_NOMEM ? PETREL_ENOMEM : PETREL_ESTATE;
     }
     if (r->body_kind != BODY_STREAM && send_body)
@@ -915,10 +919,11 @@ static int h2_stream_write(petrel_req_t *req, const void *data, size_t len)
     if (h->buffered + len > budget) {
         /* RFC 9113 §8.1: a response that cannot complete ends with
          * RST_STREAM; its buffers go now */
-        petrel_log(PETREL_LOG_WARN,
-                   "h2: %zu bytes of streamed output waiting for a peer that does not take "
-                   "them (limit %zu, see --max-body-size): stream %d reset",
-                   h->buffered + len, budget, s->id);
+        petrel_req_log(req, PETREL_LOG_WARN,
+                       "h2: %zu bytes of streamed output waiting for a peer that does not take "
+                       "them (limit %zu, see --max-body-size): stream %d reset",
+                       h->buffered + len, budget, s->id);
+        petrel__conn_close_why(h->c, PETREL__CLOSE_LIMIT);
         s->flags |= S_RESET;
         sbuf_free_all(s);
         nghttp2_submit_rst_stream(h->ngh, NGHTTP2_FLAG_NONE, s->id, NGHTTP2_INTERNAL_ERROR);

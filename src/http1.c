@@ -823,6 +823,7 @@ static petrel_req_t *req_begin(h1_t *h1)
     if (s == NULL)
         return NULL;
     h1->req = &s->req;
+    petrel__req_started(&s->req, 0);
     h1->hdr_cap = 16;
     h1->body_cap = 0;
     h1->body_end = UINT32_MAX;
@@ -969,6 +970,12 @@ static void send_error(h1_t *h1, int status)
     petrel_req_t *r = h1->req;
     h1->flags &= ~H1_KEEPALIVE;
     h1->flags |= H1_ERROR | H1_LAST;
+    petrel__conn_close_why(c, status == 413 || status == 414 || status == 431 ? PETREL__CLOSE_LIMIT
+                                                                             : PETREL__CLOSE_ERROR);
+    if (r->_resp->sent) {
+        h1->flags |= H1_CLOSING;
+        return;
+    }
     if (r->version == 0)
         r->version = 11;
     if (!(h1->flags & H1_HEAD_DONE)) {

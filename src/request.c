@@ -80,7 +80,10 @@ void petrel__req_dispatch(petrel_req_t *req)
     req->params = m.params;
     req->nparams = m.nparams;
     req->route_data = m.data;
+    uint64_t outer = petrel__log_req; /* petrel_log() lines of the handler carry its id */
+    petrel__log_req = req->id;
     int rc = m.handler(req, m.data);
+    petrel__log_req = outer;
     petrel_resp_t *resp = req->_resp;
     if ((rc == 0 || rc == PETREL_LATER) && resp->sent) {
         /* answered, or streaming: the handler ends the stream later */

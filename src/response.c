@@ -188,7 +188,11 @@ int petrel_stream_write(petrel_req_t *req, const void *data, size_t len)
         return PETREL_EIO; /* the handler lets go with petrel_stream_end() */
     if (!r->sent || r->ended || r->body_kind != BODY_STREAM)
         return PETREL_ESTATE;
-    return req->_proto->stream_write(req, data, len);
+    uint64_t outer = petrel__log_req; /* what it logs is about this request */
+    petrel__log_req = req->id;
+    int rc = req->_proto->stream_write(req, data, len);
+    petrel__log_req = outer;
+    return rc;
 }
 
 int petrel_stream_end(petrel_req_t *req)
@@ -201,7 +205,11 @@ int petrel_stream_end(petrel_req_t *req)
     petrel__resp_drain_off(r);
     r->ended = true;
     r->holds = r->timed_out; /* after a 504 of its own, petrel keeps it for the handler */
-    return req->_proto->stream_end(req, r);
+    uint64_t outer = petrel__log_req;
+    petrel__log_req = req->id;
+    int rc = req->_proto->stream_end(req, r);
+    petrel__log_req = outer;
+    return rc;
 }
 
 /* Backpressure (petrel.h: petrel_stream_on_drain) */

@@ -48,6 +48,14 @@ typedef struct petrel__config {
     const char *pubsub_redis;           /* HOST:PORT or unix:PATH; NULL: no bridge */
     const char *pubsub_redis_prefix;    /* Redis channel = prefix + topic ("petrel:") */
     bool dev; /* --dev: build .c modules, rebuild and reload on change */
+    /* Production (proxy.c, entry.c, admin.c, worker.c) */
+    bool proxy_protocol;                    /* --proxy-protocol: every connection starts with one */
+    const struct petrel__cidr *trusted;     /* --trusted-proxies (NULL: any peer) */
+    size_t ntrusted;
+    size_t max_proxy_header_size;           /* the whole v2 header (4 KiB) */
+    uint64_t drain_delay_ms;                /* /readyz says 503 this long before the drain */
+    int access_log_format;                  /* PETREL__ALOG_COMBINED or _JSON */
+    const char *error_log;                  /* NULL: standard error */
 } petrel__config_t;
 
 void petrel__config_defaults(petrel__config_t *cfg);

@@ -451,6 +451,7 @@ static int ws_send(petrel_ws_t *ws, int opcode, const void *data, size_t len)
     }
     uint8_t h[10];
     size_t hl = frame_header(h, opcode, rsv1, len);
+    petrel__count(PETREL__C_WS_MSG_OUT, 1);
     return queue_frame(ws, h, hl, data, len);
 }
 
@@ -577,6 +578,7 @@ static int send_shared(petrel_ws_t *ws, const uint8_t *frame, const uint8_t *h, 
     }
     ws->staged_bytes += fl;
     ws->out_hint += fl;
+    petrel__count(PETREL__C_WS_MSG_OUT, 1);
     ws_kick(ws);
     return 0;
 }
@@ -946,6 +948,7 @@ static void dispatch(petrel_ws_t *ws)
         char *m = ws->msg ? ws->msg : (char *)"";
         if (ws->msg)
             m[ws->msg_len] = '\0';
+        petrel__count(PETREL__C_WS_MSG_IN, 1);
         ws->route->h.on_message(ws, !text, m, ws->msg_len);
     }
     /* the message scope ends */
@@ -1069,6 +1072,7 @@ static void call_on_close(petrel_ws_t *ws)
     if ((ws->flags & WS_OPENED) && !(ws->flags & WS_CLOSE_CB)) {
         ws->flags |= WS_CLOSE_CB;
         ws_detach(ws);
+        petrel__gauge_add(PETREL__G_WS_OPEN, -1);
         if (ws->route->h.on_close)
             ws->route->h.on_close(ws, ws->cb_code, ws->cb_reason);
     }
@@ -1193,7 +1197,12 @@ petrel_ws_t *petrel__ws_new(const petrel__ws_route_t *rt, const petrel__config_t
     return ws;
 }
 
-void petrel__ws_opened(petrel_ws_t *ws) { ws->flags |= WS_OPENED; }
+void petrel__ws_opened(petrel_ws_t *ws)
+{
+    ws->flags |= WS_OPENED;
+    petrel__count(PETREL__C_WS_OPENED, 1);
+    petrel__gauge_add(PETREL__G_WS_OPEN, 1);
+}
 
 void petrel__ws_start(petrel_ws_t *ws, bool draining)
 {

@@ -76,7 +76,7 @@ START_TEST(test_long_fields)
     r.method_name.len = 4096;
     r.target.ptr = target;
     r.target.len = 8999;
-    petrel__req_log(&r, 12345);
+    petrel__req_log(&r, 12345, 0, 0);
     char buf[16384];
     size_t n = read_log(buf, sizeof(buf));
     ck_assert_uint_gt(n, 0);
@@ -103,7 +103,7 @@ START_TEST(test_escapes)
     r.target.ptr = "/x\r\ny";
     r.target.len = 5;
     resp.status = 404;
-    petrel__req_log(&r, 0);
+    petrel__req_log(&r, 0, 0, 0);
     char buf[4096];
     read_log(buf, sizeof(buf));
     ck_assert_msg(strstr(buf, "\"GET /x\\x0d\\x0ay HTTP/1.1\" 404 0 \"-\" \"a\\x22b\\x5cc\\x0ad\"\n"),

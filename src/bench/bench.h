@@ -252,6 +252,10 @@ typedef struct bench_opts {
     int ws_binary;            /* WebSocket: --binary messages (else text) */
     int grpc;                 /* --grpc: unary gRPC calls over h2c (proto BENCH_H2) */
     int expect_status;        /* --expect-status, 0: any 2xx */
+    /* --proxy v1|v2: a PROXY protocol header sent first on every connection,
+     * as a load balancer does (the client 192.0.2.1:40000 or [2001:db8::1]) */
+    char proxy[64];
+    size_t proxy_len;
     int64_t expect_body_size; /* --expect-body-size, -1: not checked */
     int verbose;
     /* --rate: requests per second, all threads together, sent on an

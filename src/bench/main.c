@@ -2,6 +2,7 @@
  * main.c -- petrel-bench: options, threads, the live progress line, and
  * --compare (the reports are in report.c, --sweep in sweep.c).
  */
+#include <arpa/inet.h>
 #include <errno.h>
 #include <getopt.h>
 #include <limits.h>
@@ -61,6 +62,8 @@ static void usage(FILE *f)
             "      --label NAME        name the server in reports and charts\n"
             "      --json              print one JSON object instead of the summary\n"
             "      --fail-on-error     exit 1 if any request failed\n"
+            "      --proxy v1|v2       begin every connection with a PROXY protocol header\n"
+            "                          (as a load balancer in front of the server does)\n"
             "  -v, --verbose           say why connections fail\n"
             "WebSocket (a ws:// URL; a request is a message and its echo):\n"
             "  -m N                    messages in flight per connection (default 1)\n"
@@ -528,7 +531,53 @@ enum {
     OPT_SWEEP_MAX,
     OPT_PLOT,
     OPT_LABEL,
+    OPT_PROXY,
 };
+
+/* The PROXY protocol header of --proxy (HAProxy's specification): a client
+ * of the documentation ranges, to the server's address and port. */
+static void make_proxy(bench_opts_t *o, const char *version)
+{
+    int v6 = o->addr.ss_family == AF_INET6;
+    const struct sockaddr_in *in = (const struct sockaddr_in *)&o->addr;
+    const struct sockaddr_in6 *in6 = (const struct sockaddr_in6 *)&o->addr;
+    unsigned port = ntohs(v6 ? in6->sin6_port : in->sin_port);
+    if (strcmp(version, "v1") == 0) {
+        char dst[INET6_ADDRSTRLEN];
+        inet_ntop(v6 ? AF_INET6 : AF_INET, v6 ? (const void *)&in6->sin6_addr
+                                              : (const void *)&in->sin_addr,
+                  dst, sizeof dst);
+        o->proxy_len = (size_t)snprintf(o->proxy, sizeof o->proxy, "PROXY %s %s %s 40000 %u\r\n",
+                                        v6 ? "TCP6" : "TCP4", v6 ? "2001:db8::1" : "192.0.2.1",
+                                        dst, port);
+    } else if (strcmp(version, "v2") == 0) {
+        static const char sig[12] = "\r\n\r\n\0\r\nQUIT\n";
+        unsigned char *p = (unsigned char *)o->proxy;
+        memcpy(p, sig, 12);
+        p[12] = 0x21;              /* version 2, PROXY */
+        p[13] = v6 ? 0x21 : 0x11;  /* INET6 or INET, STREAM */
+        size_t alen = v6 ? 36 : 12;
+        p[14] = 0;
+        p[15] = (unsigned char)alen;
+        unsigned char *a = p + 16;
+        if (v6) {
+            inet_pton(AF_INET6, "2001:db8::1", a);
+            memcpy(a + 16, &in6->sin6_addr, 16);
+            a += 32;
+        } else {
+            inet_pton(AF_INET, "192.0.2.1", a);
+            memcpy(a + 4, &in->sin_addr, 4);
+            a += 8;
+        }
+        a[0] = 40000 >> 8;
+        a[1] = 40000 & 0xff;
+        a[2] = (unsigned char)(port >> 8);
+        a[3] = (unsigned char)port;
+        o->proxy_len = 16 + alen;
+    } else {
+        die("--proxy: expected v1 or v2, got '%s'", version);
+    }
+}
 
 int main(int argc, char **argv)
 {
@@ -544,6 +593,7 @@ int main(int argc, char **argv)
         {"verbose", no_argument, NULL, 'v'},
         {"h2", no_argument, NULL, OPT_H2},
         {"close", no_argument, NULL, OPT_CLOSE},
+        {"proxy", required_argument, NULL, OPT_PROXY},
         {"warmup", required_argument, NULL, OPT_WARMUP},
         {"body-size", required_argument, NULL, OPT_BODY_SIZE},
         {"timeout", required_argument, NULL, OPT_TIMEOUT},
@@ -580,6 +630,7 @@ int main(int argc, char **argv)
     o.nsteps = (int)(sizeof default_steps / sizeof default_steps[0]);
     memcpy(o.steps, default_steps, sizeof default_steps);
     int json = 0, fail_on_error = 0, do_compare = 0, have_d = 0, have_m = 0;
+    const char *proxy = NULL;
     int have_body = 0, have_p = 0, have_h2 = 0, have_expect = 0, have_sweep_opt = 0;
     int ch;
     while ((ch = getopt_long(argc, argv, "c:d:n:t:p:m:X:H:vR:", longopts, NULL)) != -1) {
@@ -666,6 +717,9 @@ int main(int argc, char **argv)
         case OPT_CLOSE:
             o.per_request = 1;
             break;
+        case OPT_PROXY:
+            proxy = optarg;
+            break;
         case OPT_WARMUP:
             o.warmup = parse_time(optarg, "--warmup");
             break;
@@ -716,6 +770,8 @@ int main(int argc, char **argv)
     }
     o.url = argv[optind];
     parse_url(&o, o.url);
+    if (proxy)
+        make_proxy(&o, proxy);
     if (o.proto == BENCH_WS) { /* WebSocket: -m is messages in flight */
         if (have_h2 || have_p || do_compare || o.method || have_expect)
             die("%s", "--h2, -p, --compare, -X and --expect-* are for HTTP, not ws:// URLs");

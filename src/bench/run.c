@@ -386,6 +386,8 @@ static void connected(bench_conn_t *c)
 {
     c->state = BENCH_CONN_OPEN;
     c->th->st.connects++;
+    if (c->th->o->proxy_len) /* before anything the protocol sends */
+        memcpy(bench_out_reserve(c, c->th->o->proxy_len), c->th->o->proxy, c->th->o->proxy_len);
     c->th->proto->start(c);
 }
 
