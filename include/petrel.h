@@ -2768,58 +2768,134 @@ enum { PETREL_LOG_ERROR = 0, PETREL_LOG_WARN, PETREL_LOG_INFO, PETREL_LOG_DEBUG 
 PETREL_API void petrel_log(int level, const char *fmt, ...) PETREL_PRINTF(2, 3);
 
 /**
- * petrel_log() about `req`, from anywhere its handler has it (a timer, a
- * callback of a library): the line carries "request ID: ", the id of the
- * JSON access log's "request_id".  `req` must still be valid (its response
- * not yet complete).
+ * Write a line about a request to the error log, from anywhere its handler has it.
+ *
+ * As petrel_log(), from a timer or a library's callback as well as from the
+ * handler: the line carries "request ID: " before the message, the id of
+ * the JSON access log's "request_id", so the two can be matched.
+ *
+ * Returns: nothing.
+ *
+ * Errors: none (a failed write is ignored).
+ *
+ * Lifetime: `req` must still be valid (its response not yet complete, see
+ * "Waiting for work the handler started"); the arguments are read during
+ * the call only.
+ *
+ * Example:
+ *   static void on_reply(petrel_req_t *req, int status)
+ *   {
+ *       if (status != 0)
+ *           petrel_req_log(req, PETREL_LOG_WARN, "backend answered %d", status);
+ *   }
  */
 PETREL_API void petrel_req_log(const petrel_req_t *req, int level, const char *fmt, ...)
     PETREL_PRINTF(3, 4);
 
 /* ------------------------------------------------------------------------ */
-/* Metrics and readiness (the admin listener: --admin-listen)                */
+/* Metrics and readiness                                                    */
+/*                                                                          */
+/* What a module reports on the admin listener (--admin-listen): its own    */
+/* counters and gauges in /metrics, and the checks /readyz depends on.      */
 
 /** A metric of a module (opaque), from petrel_metric_counter/gauge(). */
 typedef struct petrel_metric petrel_metric_t;
 
 /**
- * Register a counter that /metrics reports, summed over the workers of the
- * instance and never going backwards while it runs (the counts of a worker
- * that exits are kept).  `name` follows Prometheus' rules
+ * Register a counter that /metrics reports, summed over the instance's workers.
+ *
+ * The sum never goes backwards while the instance runs (the counts of a
+ * worker that exits are kept).  `name` follows Prometheus' rules
  * ([a-zA-Z_:][a-zA-Z0-9_:]*, at most 63 bytes; counters should end in
- * "_total"), `help` is one line (at most 127 bytes; copied).  Call it from
- * a module's init or another start-up path of the master (before the
+ * "_total"), `help` is one line of at most 127 bytes.  Call it from a
+ * module's init or another start-up path of the master (before the
  * workers fork); registering a name again (a reload) returns the same
- * metric.  Returns NULL for a bad name or help, a name registered with the
- * other kind, 64 metrics already, or a call from a worker.  The handle is
- * valid until exit, in the master and every worker.
+ * metric.
+ *
+ * Returns: the metric, or NULL.
+ *
+ * Errors: NULL for a bad name or help, a name registered with the other
+ * kind, 64 metrics already, or a call from a worker.
+ *
+ * Lifetime: the handle is valid until exit, in the master and every
+ * worker; `name` and `help` are copied.
+ *
+ * Example:
+ *   static petrel_metric_t *hits;
+ *
+ *   static int init(petrel_server_t *srv, const char *args)
+ *   {
+ *       (void)args;
+ *       hits = petrel_metric_counter(srv, "mymod_hits_total", "Requests mymod answered.");
+ *       return hits ? 0 : PETREL_EINVAL;
+ *   }
+ *
+ *   static int handler(petrel_req_t *req, void *data)
+ *   {
+ *       (void)data;
+ *       petrel_metric_add(hits, 1);
+ *       return petrel_send_text(req, 200, "text/plain", "hit\n");
+ *   }
  */
 PETREL_API petrel_metric_t *petrel_metric_counter(petrel_server_t *srv, const char *name,
                                                   const char *help);
 
-/** Register a gauge (a value that goes up and down, summed over the workers
- *  alive); as petrel_metric_counter(). */
+/**
+ * Register a gauge that /metrics reports: a value that goes up and down.
+ *
+ * The value reported is the sum over the workers alive; otherwise as
+ * petrel_metric_counter().
+ *
+ * Returns: the metric, or NULL.
+ *
+ * Errors: as petrel_metric_counter().
+ *
+ * Lifetime: as petrel_metric_counter().
+ */
 PETREL_API petrel_metric_t *petrel_metric_gauge(petrel_server_t *srv, const char *name,
                                                 const char *help);
 
 /**
- * Add `n` to the calling worker's share of a metric (a counter takes n >= 0
- * only).  A plain addition to memory the worker alone writes: cheap enough
- * for every request.  NULL `m` is allowed and does nothing.
+ * Add to the calling worker's share of a metric.
+ *
+ * A counter takes n >= 0 only (a negative `n` is ignored); a gauge either
+ * sign.  A plain addition to memory the worker alone writes: cheap enough
+ * for every request.
+ *
+ * Returns: nothing.
+ *
+ * Errors: none; a NULL `m` (a registration that failed) does nothing.
+ *
+ * Lifetime: `m` is valid until exit.
  */
 PETREL_API void petrel_metric_add(petrel_metric_t *m, int64_t n);
 
-/** Set the calling worker's share of a gauge to `v`.  NULL `m`: nothing. */
+/**
+ * Set the calling worker's share of a gauge.
+ *
+ * Returns: nothing.
+ *
+ * Errors: none; a NULL `m`, or a counter, is left alone.
+ *
+ * Lifetime: `m` is valid until exit.
+ */
 PETREL_API void petrel_metric_set(petrel_metric_t *m, int64_t v);
 
 /**
- * Tell /readyz whether something the worker's requests need is there (a
- * database pool: ready 0 while it is down, 1 once it is back).  While any
- * worker reports a check down, /readyz answers 503 and names it, so that a
- * load balancer sends the requests elsewhere.  `check` is a name of at most
- * 31 bytes; a worker holds at most 8.  Call from a worker (worker_init, a
- * handler, a timer).  Returns 0, PETREL_EINVAL, PETREL_ELIMIT (8 already)
- * or PETREL_ESTATE (not in a worker).
+ * Tell /readyz whether something the worker's requests need is there.
+ *
+ * A database pool, for example: ready 0 while it is down, 1 once it is
+ * back.  While any worker reports a check down, /readyz answers 503 and
+ * names it, so that a load balancer sends the requests elsewhere.  Call
+ * from a worker (worker_init, a handler, a timer).
+ *
+ * Returns: 0, or a negative PETREL_E* code.
+ *
+ * Errors: PETREL_EINVAL (no `check`, or longer than 31 bytes),
+ * PETREL_ELIMIT (the worker holds 8 checks already), PETREL_ESTATE (not
+ * called in a worker).
+ *
+ * Lifetime: `check` is copied.
  */
 PETREL_API int petrel_ready_set(petrel_server_t *srv, const char *check, int ready);
 

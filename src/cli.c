@@ -110,7 +110,7 @@ static void usage(FILE *f)
             "  --admin-listen ADDR:PORT\n"
             "                          serve /livez, /readyz and /metrics there (repeatable;\n"
             "                          default: none)\n"
-            "  --drain-delay SEC       on SIGTERM, /readyz answers 503 this long before the\n"
+            "  --drain-delay SECONDS   on SIGTERM, /readyz answers 503 this long before the\n"
             "                          listeners close (default 0)\n"
             "  --access-log-format combined|json\n"
             "                          format of --access-log lines (default combined)\n"
@@ -603,8 +603,6 @@ int petrel_main(int argc, char **argv, const petrel_module_t *const *builtins)
             cfg->max_connections = v;
             break;
         }
-        case OPT_HEADER_TO:
-        case OPT_KEEPALIVE_TO:
         case OPT_BODY_RATE: {
             size_t v;
             if (!parse_size(optarg, &v)) {
@@ -614,6 +612,8 @@ int petrel_main(int argc, char **argv, const petrel_module_t *const *builtins)
             cfg->body_min_rate = v;
             break;
         }
+        case OPT_HEADER_TO:
+        case OPT_KEEPALIVE_TO:
         case OPT_SEND_TO:
         case OPT_DRAIN_TO:
         case OPT_BODY_TO:

@@ -47,7 +47,7 @@ typedef struct petrel__pending {
     void (*cb)(struct petrel__pending *p);
 } petrel__pending_t;
 
-#define PETREL__LOOP_MAX_TQ 16
+#define PETREL__LOOP_MAX_TQ 32
 
 struct petrel__loop {
     int epfd;

@@ -58,6 +58,10 @@ expect_error 2 --max-header-size "--max-header-size 2m" "${L[@]}" --max-header-s
 expect_error 2 --max-uri-size "--max-uri-size 12q" "${L[@]}" --max-uri-size 12q
 expect_error 2 --header-timeout "--header-timeout 0" "${L[@]}" --header-timeout 0
 expect_error 2 --drain-timeout "--drain-timeout soon" "${L[@]}" --drain-timeout soon
+expect_error 2 --body-timeout "--body-timeout 0" "${L[@]}" --body-timeout 0
+expect_error 2 --body-min-rate "--body-min-rate slow" "${L[@]}" --body-min-rate slow
+expect_error 2 --handler-timeout "--handler-timeout -1" "${L[@]}" --handler-timeout -1
+expect_error 2 --max-pipelined "--max-pipelined 0" "${L[@]}" --max-pipelined 0
 expect_error 2 --log-level "--log-level loud" "${L[@]}" --log-level loud
 expect_error 2 --nope "--nope" "${L[@]}" --nope
 expect_error 2 --listen "--listen 1.2.3.4:99999" --module hello --listen 1.2.3.4:99999
