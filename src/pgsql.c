@@ -29,6 +29,10 @@
  * address during a connect), and the number may be reused at once by the
  * next socket anyone opens: a watch is stopped right after the libpq call
  * that made its descriptor go, before anything else runs (sync_fd()).
+ *
+ * Why this file is over 1,000 lines: it is the one file that touches
+ * libpq; the pool, the batches and their transactions, the retries and
+ * the cancels share one connection state machine.
  */
 #include "config.h"
 

@@ -17,6 +17,10 @@
  * every worker.  Under systemd (Type=notify) the master tells the service
  * manager when the workers accept (READY=1), when a reload starts and ends
  * (RELOADING=1 ... READY=1) and when the drain starts (STOPPING=1).
+ *
+ * Why this file is about 1,000 lines: the master's life (workers, their
+ * restarts, reloads, drains, signals and systemd's notifications) is one
+ * state machine over the same slots.
  */
 #include "server.h"
 

@@ -43,6 +43,12 @@
  * arena, in a scope of its own, given back once on_message has returned:
  * up to 16 KiB in pool chunks (no heap call), above that in a block of its
  * own (one malloc).
+ *
+ * Why this file is over 1,000 lines: it is the one file that touches
+ * wslay, and the RFC 6455 checks wslay skips, permessage-deflate, the
+ * message arena, backpressure and the frames shared by publish/subscribe
+ * all sit between wslay's callbacks and the carrier; split, each part
+ * would reach into the engine's state.
  */
 #include "ws.h"
 
