@@ -50,7 +50,8 @@ enum {
     H1_CONTINUE = 1 << 7,   /* 100 Continue may be sent for this request */
     H1_ERROR = 1 << 8,      /* closing after an error response */
     H1_LAST = 1 << 9,       /* parse no more requests (Connection: close, an upgrade) */
-    H1_IDLE = 1 << 10       /* kept-alive and idle: the state goes at the idle timer */
+    H1_IDLE = 1 << 10,      /* kept-alive and idle: the state goes at the idle timer */
+    H1_TABS = 1 << 11       /* the unparsed bytes may hold an HTAB (ows_tabs) */
 };
 
 /* A request and its response: a slot of its own, so that a request may wait
@@ -147,7 +148,7 @@ static h1_t *h1_get(petrel__conn_t *c)
     }
     stats.states++;
     h1->c = c;
-    h1->flags = 0;
+    h1->flags = H1_TABS; /* its first bytes are not scanned yet */
     h1->req = NULL;
     h1->first = h1->last = NULL;
     h1->inflight = 0;
@@ -1150,12 +1151,16 @@ static void process(h1_t *h1)
         }
         char *start = c->rbuf + c->rpos;
         size_t n = c->rlen - c->rpos;
-        if (!(h1->flags & H1_HEAD_DONE)) {
+        if ((h1->flags & (H1_HEAD_DONE | H1_TABS)) == H1_TABS) {
+            /* scanned again only while an HTAB may be left: once per read
+             * when there is none (h1_read), not once per pipelined request */
             char *tab = memchr(start, '\t', n);
             if (unlikely(tab != NULL)) {
                 n = ows_tabs(c->rbuf + h1->head_start, start, n, tab);
                 if (n == 0)
                     break; /* wait for the rest of the line */
+            } else {
+                h1->flags &= ~H1_TABS;
             }
         }
         llhttp_errno_t e = llhttp_execute(&h1->parser, start, n);
@@ -1337,6 +1342,8 @@ static void h1_read(petrel__conn_t *c)
             petrel__conn_close(c);
             return;
         }
+        if (n > 0 && memchr(c->rbuf + c->rlen - (uint32_t)n, '\t', (size_t)n))
+            h1->flags |= H1_TABS;
         if (n == 0) {
             if (!(c->flags & CONN_EOF)) {
                 if (h1_empty(h1))
@@ -1381,6 +1388,7 @@ static void h1_start(petrel__conn_t *c)
         petrel__conn_close(c);
         return;
     }
+    h1->flags |= H1_TABS; /* bytes read before: not scanned */
     if (c->rpos < c->rlen) {
         process(h1);
         if (c->proto != h1 || (c->flags & CONN_CLOSED) || c->rbuf == NULL || c->rlen < c->rcap)
