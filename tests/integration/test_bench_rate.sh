@@ -115,11 +115,13 @@ SPINNER=
 # the same run with the core back keeps the rate (on a machine shared with
 # others its lag may still reach milliseconds: the bound here is generous)
 rc=0
-timeout $((60 * SCALE)) taskset -c "$last" "$BENCH" --rate 20000 -c 8 -d 2 --timeout 1s \
+# (at the accuracy runs' rate: 20,000/s would measure the server, which
+# may be a sanitizer build sharing its core)
+timeout $((60 * SCALE)) taskset -c "$last" "$BENCH" --rate 5000 -c 8 -d 2 --timeout 1s \
     --max-lag 1s --json "$URL/hello" >"$TMP/nolag" 2>"$TMP/nolag.err" || rc=$?
 expect "$rc" 0 "exit status of a run with its core ($(cat "$TMP/nolag.err"))"
 expect "$(jget "$TMP/nolag" lag_us.exceeded)" False "lag exceeded with its core"
-near "$(jget "$TMP/nolag" rate.achieved)" 20000 2 "achieved with its core"
+near "$(jget "$TMP/nolag" rate.achieved)" 5000 2 "achieved with its core"
 echo "with its core: client lag max $(jget "$TMP/nolag" lag_us.max) us"
 
 # 4. bad values: exit 2, the flag named
