@@ -498,8 +498,6 @@ int petrel_main(int argc, char **argv, const petrel_module_t *const *builtins)
             cfg->max_connections = v;
             break;
         }
-        case OPT_HEADER_TO:
-        case OPT_KEEPALIVE_TO:
         case OPT_BODY_RATE: {
             size_t v;
             if (!parse_size(optarg, &v)) {
@@ -509,6 +507,8 @@ int petrel_main(int argc, char **argv, const petrel_module_t *const *builtins)
             cfg->body_min_rate = v;
             break;
         }
+        case OPT_HEADER_TO:
+        case OPT_KEEPALIVE_TO:
         case OPT_SEND_TO:
         case OPT_DRAIN_TO:
         case OPT_BODY_TO:
