@@ -58,6 +58,9 @@ expect_error 2 --max-header-size "--max-header-size 2m" "${L[@]}" --max-header-s
 expect_error 2 --max-uri-size "--max-uri-size 12q" "${L[@]}" --max-uri-size 12q
 expect_error 2 --header-timeout "--header-timeout 0" "${L[@]}" --header-timeout 0
 expect_error 2 --drain-timeout "--drain-timeout soon" "${L[@]}" --drain-timeout soon
+expect_error 2 --keepalive-timeout "--keepalive-timeout 1k" "${L[@]}" --keepalive-timeout 1k
+expect_error 2 --h2-output-budget "--h2-output-budget 64k" "${L[@]}" --h2-output-budget 64k
+expect_error 2 --h2-output-budget "--h2-output-budget lots" "${L[@]}" --h2-output-budget lots
 expect_error 2 --log-level "--log-level loud" "${L[@]}" --log-level loud
 expect_error 2 --nope "--nope" "${L[@]}" --nope
 expect_error 2 --listen "--listen 1.2.3.4:99999" --module hello --listen 1.2.3.4:99999
