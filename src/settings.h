@@ -62,4 +62,19 @@ static inline size_t petrel__conn_budget(const petrel__config_t *cfg)
     return 2 * cfg->max_body_size + 2 * cfg->max_header_size + (1 << 20);
 }
 
+/* While a body arrives past --body-timeout, its moving deadline is checked
+ * this often. */
+#define PETREL__BODY_CHECK_MS 1000
+
+/* Whether a body (an HTTP/1.1 request body, a WebSocket message) that
+ * started at `start` ms and has `got` bytes so far is past its deadline at
+ * `now` ms: --body-timeout plus one second per --body-min-rate bytes
+ * received. */
+static inline bool petrel__body_late(const petrel__config_t *cfg, uint64_t start, uint64_t got,
+                                     uint64_t now)
+{
+    uint64_t grace = cfg->body_min_rate ? got * 1000 / cfg->body_min_rate : 0;
+    return now >= start + cfg->body_timeout_ms + grace;
+}
+
 #endif /* PETREL_SETTINGS_H */
