@@ -34,7 +34,7 @@ typedef struct petrel__config {
     uint32_t h2_max_concurrent_streams; /* SETTINGS_MAX_CONCURRENT_STREAMS (128) */
     uint32_t h2_initial_window_size;    /* SETTINGS_INITIAL_WINDOW_SIZE (1 MiB) */
     size_t h2_max_header_list_size;     /* SETTINGS_MAX_HEADER_LIST_SIZE (max_header_size) */
-    size_t h2_output_budget;            /* output queued by all h2 connections of a worker (64 MiB) */
+    size_t h2_output_budget;            /* h2 output queued, all connections (64 MiB) */
     /* WebSocket (ws.c); 0 means the default */
     size_t ws_max_message_size;  /* larger messages: close 1009 (16 MiB) */
     uint64_t ws_idle_timeout_ms; /* silence before a ping, then a close (30 s) */

@@ -1189,8 +1189,8 @@ static petrel__tq_t *idle_queue(const petrel__config_t *cfg)
         return NULL;
     /* a message's deadline is checked this often (sooner when
      * --body-timeout is shorter) */
-    uint64_t check = cfg->body_timeout_ms < PETREL__BODY_CHECK_MS ? cfg->body_timeout_ms
-                                                                 : PETREL__BODY_CHECK_MS;
+    uint64_t check =
+        cfg->body_timeout_ms < PETREL__BODY_CHECK_MS ? cfg->body_timeout_ms : PETREL__BODY_CHECK_MS;
     if (!petrel__tq_registered(loop, &msg_q) &&
         petrel__tq_init(loop, &msg_q, check ? check : 1) < 0)
         return NULL;
