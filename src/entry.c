@@ -50,7 +50,10 @@ static void entry_read(petrel__conn_t *c)
 /* A connection that sends nothing (or a prefix of the preface) within the
  * header timeout is closed without a word: there is no protocol to answer
  * in yet. */
-static void entry_timeout(petrel__conn_t *c) { petrel__conn_close(c); }
+static void entry_timeout(petrel__conn_t *c)
+{
+    petrel__conn_close(c);
+}
 
 /* Accepted but not read yet: in flight, not idle.  Its first bytes are
  * served (HTTP/1.1 answers with Connection: close while draining). */
@@ -67,4 +70,7 @@ const petrel__proto_ops_t petrel__entry_ops = {
     .drain = entry_drain,
 };
 
-void petrel__entry_init(void) { petrel__http1_set_upgrade_hook(petrel__h2_upgrade); }
+void petrel__entry_init(void)
+{
+    petrel__http1_set_upgrade_hook(petrel__h2_upgrade);
+}

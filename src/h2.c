@@ -72,8 +72,8 @@
 #define COPY_MAX 4096         /* bodies up to this are copied into DATA frames */
 #define OUT_HIGH (256u << 10) /* output queued per connection before writing */
 #define H2_DEFAULT_OUTPUT_BUDGET ((size_t)64 << 20) /* all connections of a worker */
-#define SLOTS_KEPT 1024       /* free stream slots kept per worker */
-#define RST_RING 32           /* streams we reset lately (RFC 9113 §5.1.1 check) */
+#define SLOTS_KEPT 1024                             /* free stream slots kept per worker */
+#define RST_RING 32 /* streams we reset lately (RFC 9113 §5.1.1 check) */
 
 /* stream flags */
 enum {
@@ -81,13 +81,13 @@ enum {
     S_REQ_DONE = 1 << 1,   /* END_STREAM received */
     S_DISPATCHED = 1 << 2, /* handed to the handler (or answered with an error) */
     S_IN_HANDLER = 1 << 3,
-    S_CLOSED = 1 << 4,     /* nghttp2 closed the stream */
-    S_DEAD = 1 << 5,       /* orphan: the response can no longer be sent */
-    S_REFS = 1 << 6,       /* the output queue refers to the stream's memory or file */
-    S_DISCARD = 1 << 7,    /* ignore the rest of the request body */
-    S_READY = 1 << 8,      /* on h->ready */
-    S_RESET = 1 << 9,      /* reset by us for output over the budget: writes fail */
-    S_ABORTING = 1 << 10,  /* its abort callback is running: not freed under it */
+    S_CLOSED = 1 << 4,    /* nghttp2 closed the stream */
+    S_DEAD = 1 << 5,      /* orphan: the response can no longer be sent */
+    S_REFS = 1 << 6,      /* the output queue refers to the stream's memory or file */
+    S_DISCARD = 1 << 7,   /* ignore the rest of the request body */
+    S_READY = 1 << 8,     /* on h->ready */
+    S_RESET = 1 << 9,     /* reset by us for output over the budget: writes fail */
+    S_ABORTING = 1 << 10, /* its abort callback is running: not freed under it */
 };
 
 /* connection flags */
@@ -119,17 +119,17 @@ typedef struct h2stream {
     h2conn_t *h;          /* NULL once the connection is gone (orphan) */
     int32_t id;
     unsigned flags;
-    uint16_t err;         /* status to answer instead of dispatching */
+    uint16_t err; /* status to answer instead of dispatching */
     uint16_t hdr_cap;
-    uint32_t hdr_bytes;   /* RFC 9113 §6.5.2 accounting: name + value + 32 */
+    uint32_t hdr_bytes; /* RFC 9113 §6.5.2 accounting: name + value + 32 */
     uint32_t scr_used;
     size_t body_cap;
-    size_t sent;          /* body bytes handed to nghttp2 */
-    size_t nc_off;        /* offset of the body bytes of the pending NO_COPY frame */
+    size_t sent;   /* body bytes handed to nghttp2 */
+    size_t nc_off; /* offset of the body bytes of the pending NO_COPY frame */
     uint64_t bytes_out;
     sbuf_t *sb_head, *sb_tail;
-    size_t sb_bytes;      /* streamed body bytes in sb_head..: not framed yet */
-    const char *host;     /* the Host header, if any */
+    size_t sb_bytes;  /* streamed body bytes in sb_head..: not framed yet */
+    const char *host; /* the Host header, if any */
     petrel_req_t req;
     petrel_resp_t resp;
     petrel_arena_t arena;
@@ -143,18 +143,18 @@ struct h2conn {
     petrel__pending_t pending; /* first: loop->pending entry */
     nghttp2_session *ngh;
     petrel__conn_t *c;
-    h2stream_t *cur;           /* the stream whose request head is being received */
-    petrel__list_t streams;    /* live slots of this connection (open or orphan) */
-    petrel__list_t ready;      /* complete requests to dispatch */
-    petrel__list_t zombies;    /* closed streams whose memory the output still reads */
-    size_t queued;             /* bytes serialized in this flush */
-    size_t buffered;           /* streamed body bytes waiting in sbufs, all streams */
-    size_t out_counted;        /* of the output queue, bytes counted in out_total */
-    petrel__list_t wlink;      /* out_waiting */
-    uint32_t nstreams;         /* streams open in nghttp2 */
-    uint32_t nrecv;            /* of these, requests not complete yet */
-    int32_t max_seen;          /* highest stream id a client HEADERS used */
-    int32_t rst[RST_RING];     /* streams we sent RST_STREAM for, lately */
+    h2stream_t *cur;        /* the stream whose request head is being received */
+    petrel__list_t streams; /* live slots of this connection (open or orphan) */
+    petrel__list_t ready;   /* complete requests to dispatch */
+    petrel__list_t zombies; /* closed streams whose memory the output still reads */
+    size_t queued;          /* bytes serialized in this flush */
+    size_t buffered;        /* streamed body bytes waiting in sbufs, all streams */
+    size_t out_counted;     /* of the output queue, bytes counted in out_total */
+    petrel__list_t wlink;   /* out_waiting */
+    uint32_t nstreams;      /* streams open in nghttp2 */
+    uint32_t nrecv;         /* of these, requests not complete yet */
+    int32_t max_seen;       /* highest stream id a client HEADERS used */
+    int32_t rst[RST_RING];  /* streams we sent RST_STREAM for, lately */
     unsigned rst_pos;
     unsigned flags;
 };
@@ -418,8 +418,7 @@ static int on_begin_headers(nghttp2_session *ngh, const nghttp2_frame *frame, vo
 }
 
 static int on_header(nghttp2_session *ngh, const nghttp2_frame *frame, const uint8_t *name,
-                     size_t namelen, const uint8_t *value, size_t valuelen, uint8_t flags,
-                     void *ud)
+                     size_t namelen, const uint8_t *value, size_t valuelen, uint8_t flags, void *ud)
 {
     (void)ngh, (void)frame, (void)flags;
     h2conn_t *h = ud;
@@ -427,8 +426,8 @@ static int on_header(nghttp2_session *ngh, const nghttp2_frame *frame, const uin
     if (s == NULL || s->err)
         return 0;
     const petrel__config_t *cfg = h->c->cs->cfg;
-    size_t limit = cfg->h2_max_header_list_size ? cfg->h2_max_header_list_size
-                                                : cfg->max_header_size;
+    size_t limit =
+        cfg->h2_max_header_list_size ? cfg->h2_max_header_list_size : cfg->max_header_size;
     s->hdr_bytes += (uint32_t)(namelen + valuelen + 32);
     if (s->hdr_bytes > limit) {
         s->err = 431; /* RFC 9113 §10.5.1; the block is still decoded (HPACK state) */
@@ -532,8 +531,8 @@ static void head_done(h2conn_t *h, h2stream_t *s, bool end_stream)
     if (s->err)
         return;
     if (r->method_name.ptr == NULL || r->target.ptr == NULL) {
-        s->err = r->method_name.ptr && petrel__str_ieq(r->method_name.ptr, r->method_name.len,
-                                                        "CONNECT", 7)
+        s->err = r->method_name.ptr &&
+                         petrel__str_ieq(r->method_name.ptr, r->method_name.len, "CONNECT", 7)
                      ? 501
                      : 400;
         return;
@@ -611,8 +610,9 @@ static void req_done(h2conn_t *h, h2stream_t *s)
 static void final_goaway(h2conn_t *h)
 {
     h->flags &= ~H2_NOTICE;
-    nghttp2_submit_goaway(h->ngh, NGHTTP2_FLAG_NONE, nghttp2_session_get_last_proc_stream_id(h->ngh),
-                          NGHTTP2_NO_ERROR, NULL, 0);
+    nghttp2_submit_goaway(h->ngh, NGHTTP2_FLAG_NONE,
+                          nghttp2_session_get_last_proc_stream_id(h->ngh), NGHTTP2_NO_ERROR, NULL,
+                          0);
 }
 
 static int on_frame_recv(nghttp2_session *ngh, const nghttp2_frame *frame, void *ud)
@@ -981,8 +981,8 @@ static int h2_stream_write(petrel_req_t *req, const void *data, size_t len)
             h->flags |= H2_OVER;
             static const char why[] = "output budget exceeded";
             nghttp2_submit_goaway(h->ngh, NGHTTP2_FLAG_NONE,
-                                  nghttp2_session_get_last_proc_stream_id(h->ngh),
-                                  NGHTTP2_NO_ERROR, (const uint8_t *)why, sizeof(why) - 1);
+                                  nghttp2_session_get_last_proc_stream_id(h->ngh), NGHTTP2_NO_ERROR,
+                                  (const uint8_t *)why, sizeof(why) - 1);
         }
         schedule(h);
         return PETREL_ENOMEM;
@@ -1071,8 +1071,7 @@ static size_t h2_buffered(petrel_req_t *req)
 }
 
 static const petrel_proto_t h2_proto = {
-    "h2", h2_send, h2_stream_write, h2_stream_end, h2_peer, h2_release, h2_broken,
-    h2_buffered,
+    "h2", h2_send, h2_stream_write, h2_stream_end, h2_peer, h2_release, h2_broken, h2_buffered,
 };
 
 /* Run the handlers of the requests that are complete. */
@@ -1233,9 +1232,8 @@ static int feed(h2conn_t *h, const char *p, size_t n)
     h->flags &= ~H2_BUSY;
     if (rv < 0) {
         petrel_log(PETREL_LOG_DEBUG, "h2: %s", nghttp2_strerror((int)rv));
-        nghttp2_session_terminate_session(h->ngh, rv == NGHTTP2_ERR_NOMEM
-                                                      ? NGHTTP2_INTERNAL_ERROR
-                                                      : NGHTTP2_PROTOCOL_ERROR);
+        nghttp2_session_terminate_session(h->ngh, rv == NGHTTP2_ERR_NOMEM ? NGHTTP2_INTERNAL_ERROR
+                                                                          : NGHTTP2_PROTOCOL_ERROR);
         h->flags |= H2_CLOSE;
         return -1;
     }
@@ -1279,7 +1277,10 @@ static void h2_on_read(petrel__conn_t *c)
     h2_flush(h);
 }
 
-static void h2_on_written(petrel__conn_t *c) { h2_flush(c->proto); }
+static void h2_on_written(petrel__conn_t *c)
+{
+    h2_flush(c->proto);
+}
 
 /* Part of the queue was written: the worker's count follows (connections
  * waiting for room may go on). */
@@ -1323,7 +1324,8 @@ static void h2_on_close(petrel__conn_t *c)
     while (!list_empty(&h->streams)) {
         h2stream_t *s = container_of(h->streams.next, h2stream_t, link);
         if ((s->flags & S_DISPATCHED) && !(s->flags & S_DEAD)) {
-            /* a handler still at work: it is told (petrel.h, "Waiting for work the handler started") */
+            /* a handler still at work: it is told (petrel.h, "Waiting for work the handler
+             * started") */
             if (!s->resp.ended && !s->resp.sent) {
                 s->resp.status = 499;
                 petrel__req_finished(&s->req, s->bytes_out);
@@ -1433,14 +1435,11 @@ static h2conn_t *session_new(petrel__conn_t *c)
     list_init(&h->ready);
     list_init(&h->zombies);
     list_init(&h->wlink);
-    uint32_t window = cfg->h2_initial_window_size ? cfg->h2_initial_window_size
-                                                  : H2_DEFAULT_WINDOW;
-    size_t hl = cfg->h2_max_header_list_size ? cfg->h2_max_header_list_size
-                                             : cfg->max_header_size;
+    uint32_t window = cfg->h2_initial_window_size ? cfg->h2_initial_window_size : H2_DEFAULT_WINDOW;
+    size_t hl = cfg->h2_max_header_list_size ? cfg->h2_max_header_list_size : cfg->max_header_size;
     nghttp2_settings_entry iv[] = {
         {NGHTTP2_SETTINGS_MAX_CONCURRENT_STREAMS,
-         cfg->h2_max_concurrent_streams ? cfg->h2_max_concurrent_streams
-                                        : H2_DEFAULT_MAX_STREAMS},
+         cfg->h2_max_concurrent_streams ? cfg->h2_max_concurrent_streams : H2_DEFAULT_MAX_STREAMS},
         {NGHTTP2_SETTINGS_INITIAL_WINDOW_SIZE, window},
         {NGHTTP2_SETTINGS_MAX_HEADER_LIST_SIZE, (uint32_t)(hl > UINT32_MAX ? UINT32_MAX : hl)},
         /* RFC 9218 priorities (urgency queues) instead of the RFC 7540 tree */
@@ -1589,9 +1588,9 @@ int petrel__h2_upgrade(petrel_req_t *req)
     petrel_req_t *r = &s->req;
     r->method = req->method;
     r->version = req->version; /* received as HTTP/1.1, answered over h2 */
-    if (!copy_str(s, &r->method_name, &req->method_name) || !copy_str(s, &r->target, &req->target) ||
-        !copy_str(s, &r->path, &req->path) || !copy_str(s, &r->query, &req->query) ||
-        !copy_str(s, &r->authority, &req->authority))
+    if (!copy_str(s, &r->method_name, &req->method_name) ||
+        !copy_str(s, &r->target, &req->target) || !copy_str(s, &r->path, &req->path) ||
+        !copy_str(s, &r->query, &req->query) || !copy_str(s, &r->authority, &req->authority))
         goto fallback;
     for (size_t i = 0; i < req->nheaders; i++) {
         petrel_header_t *hd = &req->headers[i];

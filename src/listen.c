@@ -92,8 +92,7 @@ static void on_accept(petrel__io_t *io, uint32_t events)
 
 static bool may_resume(const petrel_server_t *srv)
 {
-    return srv->accept_paused && !srv->conns.draining &&
-           srv->conns.n < srv->cfg.max_connections;
+    return srv->accept_paused && !srv->conns.draining && srv->conns.n < srv->cfg.max_connections;
 }
 
 static void on_accept_retry_fire(petrel__timer_t *t)

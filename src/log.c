@@ -30,7 +30,10 @@ void petrel_log(int level, const char *fmt, ...)
     localtime_r(&now, &tm);
     int n = (int)strftime(buf, sizeof(buf), "%Y-%m-%d %H:%M:%S ", &tm);
     n += snprintf(buf + n, sizeof(buf) - (size_t)n, "[%s] [%d] ",
-                  level_name[level < 0 ? 0 : level > 3 ? 3 : level], (int)getpid());
+                  level_name[level < 0   ? 0
+                             : level > 3 ? 3
+                                         : level],
+                  (int)getpid());
     va_list ap;
     va_start(ap, fmt);
     int m = vsnprintf(buf + n, sizeof(buf) - (size_t)n - 1, fmt, ap);
@@ -90,4 +93,3 @@ void petrel__alog_flush(void)
     }
     alog_len = 0;
 }
-

@@ -72,7 +72,10 @@ int petrel__route_add_owned(petrel_server_t *srv, int methods, const char *patte
     return rc < 0 ? rc : petrel__router_add(srv->router, methods, pattern, handler, data);
 }
 
-const petrel__router_t *petrel__server_routes(const petrel_server_t *srv) { return srv->router; }
+const petrel__router_t *petrel__server_routes(const petrel_server_t *srv)
+{
+    return srv->router;
+}
 
 /* "ADDR:PORT", "[V6]:PORT", "*:PORT" or "PORT". */
 int petrel__server_add_listen(petrel_server_t *srv, const char *spec, char *err, size_t errlen)
@@ -106,7 +109,8 @@ int petrel__server_add_listen(petrel_server_t *srv, const char *spec, char *err,
                  spec);
         return PETREL_EINVAL;
     }
-    struct addrinfo hints = {.ai_family = AF_UNSPEC, .ai_socktype = SOCK_STREAM,
+    struct addrinfo hints = {.ai_family = AF_UNSPEC,
+                             .ai_socktype = SOCK_STREAM,
                              .ai_flags = AI_PASSIVE | AI_NUMERICSERV};
     struct addrinfo *res = NULL;
     int rc = getaddrinfo(host, port, &hints, &res);
@@ -130,4 +134,3 @@ int petrel__server_add_listen(petrel_server_t *srv, const char *spec, char *err,
     freeaddrinfo(res);
     return 0;
 }
-

@@ -145,7 +145,8 @@ int petrel__worker_init(petrel_server_t *srv)
     petrel__loop = &srv->loop;
     petrel__entry_init();
     int rc = petrel__conns_init(&srv->conns, &srv->cfg, srv, &petrel__entry_ops);
-    if (rc < 0 || (rc = petrel__tq_init(&srv->loop, &srv->tq_drain, srv->cfg.drain_timeout_ms)) < 0 ||
+    if (rc < 0 ||
+        (rc = petrel__tq_init(&srv->loop, &srv->tq_drain, srv->cfg.drain_timeout_ms)) < 0 ||
         (rc = petrel__req_worker_init(&srv->cfg)) < 0 ||
         (rc = petrel__pubsub_worker_init(&srv->cfg)) < 0)
         return rc;
@@ -232,8 +233,8 @@ typedef struct gen {
 } gen_t;
 
 typedef struct slot {
-    pid_t pid;           /* the serving worker, 0 if none */
-    pid_t next;          /* its successor during a reload, 0 if none */
+    pid_t pid;  /* the serving worker, 0 if none */
+    pid_t next; /* its successor during a reload, 0 if none */
     bool next_ready;
     bool ready;
     time_t started;
@@ -260,8 +261,8 @@ typedef struct master {
     uint64_t stop_at;
     bool reloading, reload_again;
     uint64_t reload_deadline;
-    gen_t prev;       /* during a reload: the generation being replaced */
-    unsigned serving; /* the generation the workers serve */
+    gen_t prev;          /* during a reload: the generation being replaced */
+    unsigned serving;    /* the generation the workers serve */
     uint64_t rebuild_at; /* --dev: reload at this time (ms), 0 if none */
 } master_t;
 
@@ -448,8 +449,7 @@ static void abort_reload(master_t *m, const char *why)
     gen_take(srv, &bad);
     gen_free(&bad);
     gen_put(srv, &m->prev);
-    petrel_log(PETREL_LOG_ERROR, "reload failed: %s; still serving generation %u", why,
-               m->serving);
+    petrel_log(PETREL_LOG_ERROR, "reload failed: %s; still serving generation %u", why, m->serving);
     end_reload(m);
 }
 
@@ -617,8 +617,8 @@ static void on_exit_status(master_t *m, pid_t pid, int ws)
             return;
         }
         if (WIFSIGNALED(ws))
-            petrel_log(PETREL_LOG_ERROR, "worker %d (pid %d) killed by signal %d; restarting it",
-                       s, (int)pid, WTERMSIG(ws));
+            petrel_log(PETREL_LOG_ERROR, "worker %d (pid %d) killed by signal %d; restarting it", s,
+                       (int)pid, WTERMSIG(ws));
         else
             petrel_log(PETREL_LOG_ERROR, "worker %d (pid %d) exited with status %d; restarting it",
                        s, (int)pid, WEXITSTATUS(ws));
@@ -737,9 +737,9 @@ int petrel__master_run(petrel_server_t *srv)
     while (!m->stopping || alive(m) > 0) {
         uint64_t now = mono_ms();
         int64_t wait = 1000;
-#define UNTIL(t) \
-    if ((t) && (int64_t)((t) - now) < wait) \
-        wait = (int64_t)((t) - now) < 0 ? 0 : (int64_t)((t) - now)
+#define UNTIL(t)                                                                                   \
+    if ((t) && (int64_t)((t)-now) < wait)                                                          \
+    wait = (int64_t)((t)-now) < 0 ? 0 : (int64_t)((t)-now)
         for (int s = 0; s < m->n; s++)
             UNTIL(m->slots[s].restart_at);
         for (int k = 0; k < m->nret; k++)
@@ -750,8 +750,7 @@ int petrel__master_run(petrel_server_t *srv)
             UNTIL(m->stop_at);
         UNTIL(m->rebuild_at);
 #undef UNTIL
-        struct pollfd pfd[3] = {{m->sfd, POLLIN, 0}, {m->ready[0], POLLIN, 0},
-                                {m->wfd, POLLIN, 0}};
+        struct pollfd pfd[3] = {{m->sfd, POLLIN, 0}, {m->ready[0], POLLIN, 0}, {m->wfd, POLLIN, 0}};
         int pr = poll(pfd, m->wfd >= 0 ? 3 : 2, (int)wait);
         if (pr < 0 && errno != EINTR)
             break;

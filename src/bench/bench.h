@@ -135,8 +135,14 @@ enum { BENCH_WS_HS_OK = 0, BENCH_WS_HS_STATUS = 1, BENCH_WS_HS_BAD = 2 };
 int bench_ws_check_head(const char *head, size_t len, const char *accept, int *status,
                         const char **why);
 
-enum { BENCH_WS_CONT = 0, BENCH_WS_TEXT = 1, BENCH_WS_BINARY = 2, BENCH_WS_CLOSE = 8,
-       BENCH_WS_PING = 9, BENCH_WS_PONG = 10 };
+enum {
+    BENCH_WS_CONT = 0,
+    BENCH_WS_TEXT = 1,
+    BENCH_WS_BINARY = 2,
+    BENCH_WS_CLOSE = 8,
+    BENCH_WS_PING = 9,
+    BENCH_WS_PONG = 10
+};
 
 typedef struct bench_wsf {
     int fin, rsv, opcode, masked;
