@@ -34,7 +34,8 @@
 #define PAGE 4096u
 #define PAGED_MIN PAGE         /* data bytes from which a block is paged */
 #define NZONE 8                /* zones of 1 to 8 pages */
-#define ZONE_SHIFT 32          /* 4 GiB of address space per zone */
+#define ZONE_SHIFT_MAX 32      /* 4 GiB of address space per zone, at most */
+#define ZONE_SHIFT_MIN 24      /* 16 MiB, at least */
 #define GROW ((size_t)1 << 20) /* a zone is made usable 1 MiB at a time */
 
 /* The header at the start of a block (malloc aligns it for any type; the
@@ -54,11 +55,12 @@ static blk_t *free_list[NCLASS];
 static uint32_t nfree[NCLASS];
 
 /* Paged blocks: zone z (0..NZONE-1) holds blocks of z + 1 pages, in
- * [base + z * 2^ZONE_SHIFT, ... + 2^ZONE_SHIFT).  The range is reserved
+ * [base + z * 2^zone_shift, ... + 2^zone_shift).  The range is reserved
  * PROT_NONE at the first paged block (no memory, no commit charge) and made
  * readable and writable GROW bytes at a time.  When it cannot be reserved
  * (an address-space limit), or a zone is full, blocks come from the heap. */
 static char *base;
+static unsigned zone_shift = ZONE_SHIFT_MAX; /* smaller under an address-space limit */
 static int reserved; /* 0 not tried, 1 reserved, -1 failed */
 static struct zone {
     size_t used, usable; /* bytes carved, bytes made usable */
@@ -98,23 +100,28 @@ static inline size_t class_bytes(int c)
 
 static inline bool is_paged(const void *p)
 {
-    return base != NULL && (uintptr_t)p - (uintptr_t)base < ((uintptr_t)NZONE << ZONE_SHIFT);
+    return base != NULL && (uintptr_t)p - (uintptr_t)base < ((uintptr_t)NZONE << zone_shift);
 }
 
 static inline size_t paged_bytes(const void *p)
 {
-    return ((((uintptr_t)p - (uintptr_t)base) >> ZONE_SHIFT) + 1) * PAGE;
+    return ((((uintptr_t)p - (uintptr_t)base) >> zone_shift) + 1) * PAGE;
 }
 
 static bool reserve(void)
 {
-    if (reserved == 0) {
-        void *m = mmap(NULL, (size_t)NZONE << ZONE_SHIFT, PROT_NONE,
+    /* under an address-space limit (RLIMIT_AS), smaller zones */
+    for (; reserved == 0 && zone_shift >= ZONE_SHIFT_MIN; zone_shift -= 4) {
+        void *m = mmap(NULL, (size_t)NZONE << zone_shift, PROT_NONE,
                        MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
-        reserved = m == MAP_FAILED ? -1 : 1;
-        if (m != MAP_FAILED)
+        if (m != MAP_FAILED) {
             base = m;
+            reserved = 1;
+            return true;
+        }
     }
+    if (reserved == 0)
+        reserved = -1;
     return reserved > 0;
 }
 
@@ -130,9 +137,9 @@ static void *paged_get(size_t npages)
     if (!reserve())
         return NULL;
     size_t bytes = npages * PAGE;
-    if (z->used + bytes > ((size_t)1 << ZONE_SHIFT))
+    if (z->used + bytes > ((size_t)1 << zone_shift))
         return NULL;
-    char *zb = base + ((size_t)(npages - 1) << ZONE_SHIFT);
+    char *zb = base + ((size_t)(npages - 1) << zone_shift);
     if (z->used + bytes > z->usable) {
         if (mprotect(zb + z->usable, GROW, PROT_READ | PROT_WRITE) != 0)
             return NULL;

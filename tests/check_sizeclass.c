@@ -8,6 +8,9 @@
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
+#include <stdio.h>
+#include <sys/resource.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 /* A size whose block header would not fit: malloc's contract is NULL, never
@@ -171,6 +174,35 @@ START_TEST(paged_blocks_discard)
 }
 END_TEST
 
+/* Under an address-space limit (RLIMIT_AS) the zones are smaller, and
+ * still paged: a child process with 256 MiB of address space to spare. */
+START_TEST(paged_under_rlimit_as)
+{
+    pid_t pid = fork();
+    ck_assert_int_ge(pid, 0);
+    if (pid == 0) {
+        unsigned long vm_kb = 0;
+        FILE *f = fopen("/proc/self/status", "r");
+        char line[256];
+        while (f && fgets(line, sizeof(line), f))
+            if (sscanf(line, "VmSize: %lu kB", &vm_kb) == 1)
+                break;
+        if (f)
+            fclose(f);
+        struct rlimit rl = {.rlim_cur = (vm_kb << 10) + (256ul << 20),
+                            .rlim_max = (vm_kb << 10) + (256ul << 20)};
+        if (vm_kb == 0 || setrlimit(RLIMIT_AS, &rl) != 0)
+            _exit(2);
+        void *p = petrel__sc_malloc(4096);
+        _exit(p != NULL && petrel__sc_discard(p, true) == 4096 ? 0 : 1);
+    }
+    int st = 0;
+    ck_assert_int_eq(waitpid(pid, &st, 0), pid);
+    ck_assert(WIFEXITED(st));
+    ck_assert_int_eq(WEXITSTATUS(st), 0);
+}
+END_TEST
+
 int main(void)
 {
     Suite *s = suite_create("sizeclass");
@@ -180,6 +212,7 @@ int main(void)
     tcase_add_test(tc, sizes_and_contents);
     tcase_add_test(tc, classes_are_close);
     tcase_add_test(tc, paged_blocks_discard);
+    tcase_add_test(tc, paged_under_rlimit_as);
     suite_add_tcase(s, tc);
     SRunner *sr = srunner_create(s);
     srunner_run_all(sr, CK_ENV);
