@@ -37,7 +37,9 @@
  *     size-class free list in front of malloc (it frees and reallocates
  *     constantly, so never a bump arena).
  *   - Idle: the conn struct, the h2conn_t and the nghttp2 session; the read
- *     buffer goes back to the pool after each read.
+ *     buffer goes back to the pool after each read.  Idle PETREL__IDLE_MS,
+ *     the pages of the session's frame buffer and empty stream map go back
+ *     to the kernel (h2_idle_release).
  *   - A stream is a slot from a per-worker free list (malloc'ed only while
  *     the list is empty): the request, the response, the stream arena and a
  *     1 KiB scratch area for the request head.  The arena takes a pool chunk
