@@ -61,6 +61,7 @@ static uint32_t nfree[NCLASS];
  * (an address-space limit), or a zone is full, blocks come from the heap. */
 static char *base;
 static unsigned zone_shift = ZONE_SHIFT_MAX; /* smaller under an address-space limit */
+static uintptr_t span;                       /* bytes reserved (0: none) */
 static int reserved; /* 0 not tried, 1 reserved, -1 failed */
 static struct zone {
     size_t used, usable; /* bytes carved, bytes made usable */
@@ -100,7 +101,7 @@ static inline size_t class_bytes(int c)
 
 static inline bool is_paged(const void *p)
 {
-    return base != NULL && (uintptr_t)p - (uintptr_t)base < ((uintptr_t)NZONE << zone_shift);
+    return (uintptr_t)p - (uintptr_t)base < span;
 }
 
 static inline size_t paged_bytes(const void *p)
@@ -116,6 +117,7 @@ static bool reserve(void)
                        MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
         if (m != MAP_FAILED) {
             base = m;
+            span = (uintptr_t)NZONE << zone_shift;
             reserved = 1;
             return true;
         }
