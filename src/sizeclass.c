@@ -3,9 +3,10 @@
  * reallocates blocks all the time (nghttp2):
  *
  *   - blocks up to 2 KiB (header included) come from a free list per size
- *     class, four classes per power of two (64, 80, 96, 112, 128, 160, ...,
- *     2048), so that a block wastes at most a fifth of itself: a 1 KiB
- *     array plus its header takes 1280 bytes, not 2048;
+ *     class, eight classes per power of two (64, 72, 80, ..., 128, 144,
+ *     ..., 2048), so that a block wastes at most a ninth of itself: a 1 KiB
+ *     array plus its header (nghttp2's HPACK rings) takes 1152 bytes, not
+ *     2048;
  *   - blocks of 4 KiB to 32 KiB of data ("paged" blocks) start on a page
  *     boundary and take whole pages, carved from a reserved range of the
  *     address space with a zone per number of pages, and have no header (the
@@ -27,7 +28,8 @@
 #define HDR 16
 #define MIN_SHIFT 6  /* the smallest class: 64 bytes, header included */
 #define MAX_SHIFT 11 /* the largest class: 2048 bytes */
-#define NCLASS (1 + 4 * (MAX_SHIFT - MIN_SHIFT))
+#define SUB 3        /* 2^SUB classes per power of two */
+#define NCLASS (1 + ((MAX_SHIFT - MIN_SHIFT) << SUB))
 #define KEPT 1024 /* free blocks kept per class */
 #define LARGE 0xff
 
@@ -84,19 +86,19 @@ static inline int class_of(size_t size, size_t *bytes)
     }
     if (need > ((size_t)1 << MAX_SHIFT))
         return LARGE;
-    /* 2^b < need <= 2^(b+1): the classes (5, 6, 7, 8) * 2^(b-2) */
+    /* 2^b < need <= 2^(b+1): the classes (2^SUB + 1 .. 2^(SUB+1)) * 2^(b-SUB) */
     unsigned b = 63u - (unsigned)__builtin_clzll((unsigned long long)(need - 1));
-    unsigned q = (unsigned)((need - 1) >> (b - 2)) & 3u;
-    *bytes = (size_t)(5 + q) << (b - 2);
-    return (int)(1 + 4 * (b - MIN_SHIFT) + q);
+    unsigned q = (unsigned)((need - 1) >> (b - SUB)) & ((1u << SUB) - 1);
+    *bytes = (size_t)((1u << SUB) + 1 + q) << (b - SUB);
+    return (int)(1 + ((b - MIN_SHIFT) << SUB) + q);
 }
 
 static inline size_t class_bytes(int c)
 {
     if (c == 0)
         return (size_t)1 << MIN_SHIFT;
-    unsigned b = (unsigned)(c - 1) / 4 + MIN_SHIFT, q = (unsigned)(c - 1) % 4;
-    return (size_t)(5 + q) << (b - 2);
+    unsigned b = ((unsigned)(c - 1) >> SUB) + MIN_SHIFT, q = (unsigned)(c - 1) & ((1u << SUB) - 1);
+    return (size_t)((1u << SUB) + 1 + q) << (b - SUB);
 }
 
 static inline bool is_paged(const void *p)

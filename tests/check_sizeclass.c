@@ -43,7 +43,7 @@ START_TEST(blocks_are_recycled)
     petrel__sc_stats_t s0, s1;
     petrel__sc_stats(&s0);
     for (int i = 0; i < 1000; i++) {
-        void *b = petrel__sc_malloc(100 + (size_t)(i % 12));
+        void *b = petrel__sc_malloc(100 + (size_t)(i % 4)); /* one class */
         ck_assert_ptr_nonnull(b);
         memset(b, 0xab, 100);
         petrel__sc_free(b);
@@ -93,7 +93,7 @@ START_TEST(sizes_and_contents)
 }
 END_TEST
 
-/* Four classes per power of two: a 1 KiB array and its header take 1280
+/* Eight classes per power of two: a 1 KiB array and its header take 1152
  * bytes, not 2048. */
 START_TEST(classes_are_close)
 {
@@ -101,12 +101,12 @@ START_TEST(classes_are_close)
     petrel__sc_stats(&s0);
     void *p = petrel__sc_malloc(1024);
     petrel__sc_stats(&s1);
-    ck_assert_uint_eq(s1.bytes - s0.bytes, 1280);
+    ck_assert_uint_eq(s1.bytes - s0.bytes, 1152);
     /* a realloc within the class stays in place */
-    ck_assert_ptr_eq(petrel__sc_realloc(p, 1280 - 16), p);
+    ck_assert_ptr_eq(petrel__sc_realloc(p, 1152 - 16), p);
     petrel__sc_free(p);
     size_t sizes[] = {48, 49, 63, 64, 65, 80, 81, 200, 1000, 2032};
-    size_t want[] = {64, 80, 80, 80, 96, 96, 112, 224, 1024, 2048};
+    size_t want[] = {64, 72, 80, 80, 88, 96, 104, 224, 1024, 2048};
     for (size_t i = 0; i < sizeof(sizes) / sizeof(sizes[0]); i++) {
         petrel__sc_stats(&s0);
         p = petrel__sc_malloc(sizes[i]);
