@@ -213,8 +213,8 @@ static void json(petrel_req_t *req, uint64_t bytes, uint64_t dur_ns, uint64_t ar
             ",\"protocol\":\"%s\",\"status\":%d,\"bytes\":%llu,\"duration_us\":%llu,"
             "\"arena_bytes\":%llu,\"request_id\":\"%llu\",\"user_agent\":",
             proto, req->_resp->status, (unsigned long long)bytes,
-            (unsigned long long)(dur_ns / 1000),
-            (unsigned long long)arena_high, (unsigned long long)req->id);
+            (unsigned long long)(dur_ns / 1000), (unsigned long long)arena_high,
+            (unsigned long long)req->id);
     p = json_cstr(p, AGENT_MAX, petrel_req_header(req, "user-agent"));
     p = fmt(p, 16, ",\"referer\":");
     p = json_cstr(p, REFERER_MAX, petrel_req_header(req, "referer"));

@@ -29,99 +29,100 @@
  * table below. */
 static void usage(FILE *f)
 {
-    fprintf(f,
-            "usage: petrel [options]\n"
-            "\n"
-            "  --listen ADDR:PORT      listen here (repeatable; default 127.0.0.1:8080)\n"
-            "  --module NAME|PATH.so|PATH.c[:ARGS]\n"
-            "                          load a built-in module or a module file (repeatable);\n"
-            "                          PATH.c with --dev; SIGHUP loads the module files again\n"
-            "  --dev                   development: a --module PATH.c is built with cc, and a\n"
-            "                          module file that changes is rebuilt and reloaded\n"
-            "  --root DIR              serve the files of DIR at / (the built-in module static)\n"
-            "  --autoindex             list directories without index.html (with --root)\n"
-            "  --cache-control VALUE   Cache-Control of static files (default: none)\n"
-            "  --default-type TYPE     Content-Type of files of unknown or no extension\n"
-            "                          (default application/octet-stream)\n"
-            "  --static-cache-size BYTES\n"
-            "                          memory of the static file cache, per worker (default 64m)\n"
-            "  --static-max-file-in-memory BYTES\n"
-            "                          files up to this size are cached in memory (default 64k)\n"
-            "  --workers N|auto        worker processes (default 1; auto: one per CPU)\n"
-            "  --log-level error|warn|info|debug\n"
-            "                          what the error log says (default info)\n"
-            "  --access-log FILE|-     write an access log in the combined format (default: none)\n"
-            "  --max-header-size BYTES\n"
-            "                          request header section limit (default 16k) -> 431\n"
-            "  --max-uri-size BYTES    request target limit (default 8k) -> 414\n"
-            "  --max-body-size BYTES   request body limit (default 16m) -> 413\n"
-            "  --max-connections N     connections per worker (default 10000)\n"
-            "  --max-pipelined N       HTTP/1.1 requests of a connection handled at once (default 16)\n"
-            "  --header-timeout SECONDS\n"
-            "                          time to receive a request head (default 10)\n"
-            "  --keepalive-timeout SECONDS\n"
-            "                          idle time between requests (default 60)\n"
-            "  --send-timeout SECONDS  time without write progress (default 60)\n"
-            "  --drain-timeout SECONDS\n"
-            "                          graceful shutdown limit (default 10)\n"
-            "  --handler-timeout SECONDS\n"
-            "                          time a request waits for its handler (default 30) -> 504\n"
-            "  --body-timeout SECONDS  time for a request body or WebSocket message, plus 1 s\n"
-            "                          per --body-min-rate bytes received (default 20) -> 408\n"
-            "  --body-min-rate BYTES   bytes per second that earn a body more time (default 1k)\n"
-            "  --h2-max-concurrent-streams N\n"
-            "                          HTTP/2 streams per connection (default 128)\n"
-            "  --h2-initial-window-size BYTES\n"
-            "                          HTTP/2 flow-control window for request bodies (default 1m)\n"
-            "  --h2-max-header-list-size BYTES\n"
-            "                          HTTP/2 request header list limit (default: --max-header-size)\n"
-            "  --ws-max-message-size BYTES\n"
-            "                          largest WebSocket message (default 16m) -> close 1009\n"
-            "  --ws-idle-timeout SECONDS\n"
-            "                          WebSocket silence before a ping, then a close (default 30)\n"
-            "  --ws-send-limit BYTES   WebSocket output queued past this: close 1008 (default 4m)\n"
-            "  --ws-send-overflow close|drop\n"
-            "                          past --ws-send-limit: close 1008, or drop the message\n"
-            "                          (default close)\n"
-            "  --pubsub-max-topic-size BYTES\n"
-            "                          longest publish/subscribe topic name (default 256)\n"
-            "  --pubsub-max-message-size BYTES\n"
-            "                          largest published message (default 64k)\n"
-            "  --pubsub-max-subscriptions N\n"
-            "                          topics per WebSocket (default 64)\n"
-            "  --pubsub-max-subscribers N\n"
-            "                          WebSockets per topic, per worker (default 100000)\n"
-            "  --pubsub-ring-size BYTES\n"
-            "                          shared memory per worker for the others (default 4m)\n"
-            "  --pubsub-redis HOST:PORT|unix:PATH\n"
-            "                          publish/subscribe across instances through Redis\n"
-            "                          (default: none)\n"
-            "  --pubsub-redis-prefix PREFIX\n"
-            "                          Redis channel of a topic: PREFIX + topic (default petrel:)\n"
-            "\n"
-            "Behind a load balancer, under systemd (doc/deployment.md):\n"
-            "  --proxy-protocol        every connection of the --listen addresses starts with a\n"
-            "                          PROXY protocol header (v1 or v2) naming the client\n"
-            "  --trusted-proxies CIDR[,CIDR...]\n"
-            "                          with --proxy-protocol, accept connections only from these\n"
-            "                          addresses (default: any)\n"
-            "  --max-proxy-header-size BYTES\n"
-            "                          largest PROXY v2 header, TLVs included (default 4k)\n"
-            "  --admin-listen ADDR:PORT\n"
-            "                          serve /livez, /readyz and /metrics there (repeatable;\n"
-            "                          default: none)\n"
-            "  --drain-delay SECONDS   on SIGTERM, /readyz answers 503 this long before the\n"
-            "                          listeners close (default 0)\n"
-            "  --access-log-format combined|json\n"
-            "                          format of --access-log lines (default combined)\n"
-            "  --error-log FILE        write the error log to FILE instead of standard error\n"
-            "  --pid-file FILE         write the master's pid to FILE (removed at exit)\n"
-            "SIGUSR1 opens the log files again (after logrotate moved them).  Sockets passed\n"
-            "by systemd (LISTEN_FDS) serve their --listen or --admin-listen address, or are\n"
-            "listeners of their own (named \"admin\": an admin listener).\n"
-            "  --help, --version\n"
-            "\n"
-            "Sizes take k, m or g suffixes; times may have a fraction (0.5).  See petrel(1).\n");
+    fprintf(
+        f,
+        "usage: petrel [options]\n"
+        "\n"
+        "  --listen ADDR:PORT      listen here (repeatable; default 127.0.0.1:8080)\n"
+        "  --module NAME|PATH.so|PATH.c[:ARGS]\n"
+        "                          load a built-in module or a module file (repeatable);\n"
+        "                          PATH.c with --dev; SIGHUP loads the module files again\n"
+        "  --dev                   development: a --module PATH.c is built with cc, and a\n"
+        "                          module file that changes is rebuilt and reloaded\n"
+        "  --root DIR              serve the files of DIR at / (the built-in module static)\n"
+        "  --autoindex             list directories without index.html (with --root)\n"
+        "  --cache-control VALUE   Cache-Control of static files (default: none)\n"
+        "  --default-type TYPE     Content-Type of files of unknown or no extension\n"
+        "                          (default application/octet-stream)\n"
+        "  --static-cache-size BYTES\n"
+        "                          memory of the static file cache, per worker (default 64m)\n"
+        "  --static-max-file-in-memory BYTES\n"
+        "                          files up to this size are cached in memory (default 64k)\n"
+        "  --workers N|auto        worker processes (default 1; auto: one per CPU)\n"
+        "  --log-level error|warn|info|debug\n"
+        "                          what the error log says (default info)\n"
+        "  --access-log FILE|-     write an access log in the combined format (default: none)\n"
+        "  --max-header-size BYTES\n"
+        "                          request header section limit (default 16k) -> 431\n"
+        "  --max-uri-size BYTES    request target limit (default 8k) -> 414\n"
+        "  --max-body-size BYTES   request body limit (default 16m) -> 413\n"
+        "  --max-connections N     connections per worker (default 10000)\n"
+        "  --max-pipelined N       HTTP/1.1 requests of a connection handled at once (default 16)\n"
+        "  --header-timeout SECONDS\n"
+        "                          time to receive a request head (default 10)\n"
+        "  --keepalive-timeout SECONDS\n"
+        "                          idle time between requests (default 60)\n"
+        "  --send-timeout SECONDS  time without write progress (default 60)\n"
+        "  --drain-timeout SECONDS\n"
+        "                          graceful shutdown limit (default 10)\n"
+        "  --handler-timeout SECONDS\n"
+        "                          time a request waits for its handler (default 30) -> 504\n"
+        "  --body-timeout SECONDS  time for a request body or WebSocket message, plus 1 s\n"
+        "                          per --body-min-rate bytes received (default 20) -> 408\n"
+        "  --body-min-rate BYTES   bytes per second that earn a body more time (default 1k)\n"
+        "  --h2-max-concurrent-streams N\n"
+        "                          HTTP/2 streams per connection (default 128)\n"
+        "  --h2-initial-window-size BYTES\n"
+        "                          HTTP/2 flow-control window for request bodies (default 1m)\n"
+        "  --h2-max-header-list-size BYTES\n"
+        "                          HTTP/2 request header list limit (default: --max-header-size)\n"
+        "  --ws-max-message-size BYTES\n"
+        "                          largest WebSocket message (default 16m) -> close 1009\n"
+        "  --ws-idle-timeout SECONDS\n"
+        "                          WebSocket silence before a ping, then a close (default 30)\n"
+        "  --ws-send-limit BYTES   WebSocket output queued past this: close 1008 (default 4m)\n"
+        "  --ws-send-overflow close|drop\n"
+        "                          past --ws-send-limit: close 1008, or drop the message\n"
+        "                          (default close)\n"
+        "  --pubsub-max-topic-size BYTES\n"
+        "                          longest publish/subscribe topic name (default 256)\n"
+        "  --pubsub-max-message-size BYTES\n"
+        "                          largest published message (default 64k)\n"
+        "  --pubsub-max-subscriptions N\n"
+        "                          topics per WebSocket (default 64)\n"
+        "  --pubsub-max-subscribers N\n"
+        "                          WebSockets per topic, per worker (default 100000)\n"
+        "  --pubsub-ring-size BYTES\n"
+        "                          shared memory per worker for the others (default 4m)\n"
+        "  --pubsub-redis HOST:PORT|unix:PATH\n"
+        "                          publish/subscribe across instances through Redis\n"
+        "                          (default: none)\n"
+        "  --pubsub-redis-prefix PREFIX\n"
+        "                          Redis channel of a topic: PREFIX + topic (default petrel:)\n"
+        "\n"
+        "Behind a load balancer, under systemd (doc/deployment.md):\n"
+        "  --proxy-protocol        every connection of the --listen addresses starts with a\n"
+        "                          PROXY protocol header (v1 or v2) naming the client\n"
+        "  --trusted-proxies CIDR[,CIDR...]\n"
+        "                          with --proxy-protocol, accept connections only from these\n"
+        "                          addresses (default: any)\n"
+        "  --max-proxy-header-size BYTES\n"
+        "                          largest PROXY v2 header, TLVs included (default 4k)\n"
+        "  --admin-listen ADDR:PORT\n"
+        "                          serve /livez, /readyz and /metrics there (repeatable;\n"
+        "                          default: none)\n"
+        "  --drain-delay SECONDS   on SIGTERM, /readyz answers 503 this long before the\n"
+        "                          listeners close (default 0)\n"
+        "  --access-log-format combined|json\n"
+        "                          format of --access-log lines (default combined)\n"
+        "  --error-log FILE        write the error log to FILE instead of standard error\n"
+        "  --pid-file FILE         write the master's pid to FILE (removed at exit)\n"
+        "SIGUSR1 opens the log files again (after logrotate moved them).  Sockets passed\n"
+        "by systemd (LISTEN_FDS) serve their --listen or --admin-listen address, or are\n"
+        "listeners of their own (named \"admin\": an admin listener).\n"
+        "  --help, --version\n"
+        "\n"
+        "Sizes take k, m or g suffixes; times may have a fraction (0.5).  See petrel(1).\n");
 }
 
 static int bad(const char *flag, const char *value, const char *expect)
@@ -146,9 +147,21 @@ static bool parse_size(const char *s, size_t *out)
         return false;
     unsigned long long mul = 1;
     switch (*end) {
-    case 'k': case 'K': mul = 1ull << 10; end++; break;
-    case 'm': case 'M': mul = 1ull << 20; end++; break;
-    case 'g': case 'G': mul = 1ull << 30; end++; break;
+    case 'k':
+    case 'K':
+        mul = 1ull << 10;
+        end++;
+        break;
+    case 'm':
+    case 'M':
+        mul = 1ull << 20;
+        end++;
+        break;
+    case 'g':
+    case 'G':
+        mul = 1ull << 30;
+        end++;
+        break;
     }
     if (*end != '\0' || v > (unsigned long long)SIZE_MAX / mul || v * mul > (1ull << 40))
         return false;
@@ -170,11 +183,29 @@ static bool parse_secs(const char *s, uint64_t *ms)
 }
 
 enum {
-    OPT_LISTEN = 256, OPT_ROOT, OPT_MODULE, OPT_WORKERS, OPT_LOG_LEVEL, OPT_ACCESS_LOG,
-    OPT_MAX_HEADER, OPT_MAX_URI, OPT_MAX_BODY, OPT_MAX_CONN, OPT_HEADER_TO, OPT_KEEPALIVE_TO,
-    OPT_SEND_TO, OPT_DRAIN_TO, OPT_HANDLER_TO, OPT_MAX_PIPELINED, OPT_BODY_TO, OPT_BODY_RATE,
-    OPT_HELP, OPT_VERSION,
-    OPT_H2_STREAMS, OPT_H2_WINDOW, OPT_H2_HEADER_LIST
+    OPT_LISTEN = 256,
+    OPT_ROOT,
+    OPT_MODULE,
+    OPT_WORKERS,
+    OPT_LOG_LEVEL,
+    OPT_ACCESS_LOG,
+    OPT_MAX_HEADER,
+    OPT_MAX_URI,
+    OPT_MAX_BODY,
+    OPT_MAX_CONN,
+    OPT_HEADER_TO,
+    OPT_KEEPALIVE_TO,
+    OPT_SEND_TO,
+    OPT_DRAIN_TO,
+    OPT_HANDLER_TO,
+    OPT_MAX_PIPELINED,
+    OPT_BODY_TO,
+    OPT_BODY_RATE,
+    OPT_HELP,
+    OPT_VERSION,
+    OPT_H2_STREAMS,
+    OPT_H2_WINDOW,
+    OPT_H2_HEADER_LIST
 };
 
 /* modules (module.c) */
@@ -185,20 +216,34 @@ enum { OPT_WS_MAX_MESSAGE = 1024, OPT_WS_IDLE_TO, OPT_WS_SEND_LIMIT, OPT_WS_SEND
 
 /* publish/subscribe (pubsub.c, redis.c) */
 enum {
-    OPT_PS_MAX_TOPIC = 1280, OPT_PS_MAX_MESSAGE, OPT_PS_MAX_SUBSCRIPTIONS, OPT_PS_MAX_SUBSCRIBERS,
-    OPT_PS_RING_SIZE, OPT_PS_REDIS, OPT_PS_REDIS_PREFIX
+    OPT_PS_MAX_TOPIC = 1280,
+    OPT_PS_MAX_MESSAGE,
+    OPT_PS_MAX_SUBSCRIPTIONS,
+    OPT_PS_MAX_SUBSCRIBERS,
+    OPT_PS_RING_SIZE,
+    OPT_PS_REDIS,
+    OPT_PS_REDIS_PREFIX
 };
 
 /* static files (--root: the static module, modules/static/) */
 enum {
-    OPT_AUTOINDEX = 512, OPT_CACHE_CONTROL, OPT_STATIC_CACHE_SIZE, OPT_STATIC_MAX_IN_MEMORY,
+    OPT_AUTOINDEX = 512,
+    OPT_CACHE_CONTROL,
+    OPT_STATIC_CACHE_SIZE,
+    OPT_STATIC_MAX_IN_MEMORY,
     OPT_DEFAULT_TYPE
 };
 
 /* production: PROXY protocol, admin listener, logs (proxy.c, admin.c, log.c) */
 enum {
-    OPT_PROXY = 1536, OPT_TRUSTED, OPT_MAX_PROXY, OPT_ADMIN, OPT_DRAIN_DELAY, OPT_ALOG_FORMAT,
-    OPT_ERROR_LOG, OPT_PID_FILE
+    OPT_PROXY = 1536,
+    OPT_TRUSTED,
+    OPT_MAX_PROXY,
+    OPT_ADMIN,
+    OPT_DRAIN_DELAY,
+    OPT_ALOG_FORMAT,
+    OPT_ERROR_LOG,
+    OPT_PID_FILE
 };
 
 static const struct option opts[] = {
@@ -437,8 +482,10 @@ static int inherit_sockets(petrel_server_t *srv)
         int fd = PETREL__LISTEN_FDS_START + i;
         const char *name = i < 256 ? names[i] : "";
         if (!petrel__sd_is_listener(fd)) {
-            fprintf(stderr, "petrel: descriptor %d from systemd (LISTEN_FDS) is not a listening "
-                            "stream socket (petrel.socket wants ListenStream=)\n", fd);
+            fprintf(stderr,
+                    "petrel: descriptor %d from systemd (LISTEN_FDS) is not a listening "
+                    "stream socket (petrel.socket wants ListenStream=)\n",
+                    fd);
             return -1;
         }
         if (petrel__server_inherit(srv, fd, name, err, sizeof(err)) < 0) {
@@ -505,8 +552,12 @@ int petrel_main(int argc, char **argv, const petrel_module_t *const *builtins)
                 goto out;
             }
             break;
-        case OPT_ROOT: cfg->root = optarg; break;
-        case OPT_AUTOINDEX: ro.autoindex = true; break;
+        case OPT_ROOT:
+            cfg->root = optarg;
+            break;
+        case OPT_AUTOINDEX:
+            ro.autoindex = true;
+            break;
         case OPT_CACHE_CONTROL:
         case OPT_DEFAULT_TYPE: {
             bool ctl = false;
@@ -537,8 +588,12 @@ int petrel_main(int argc, char **argv, const petrel_module_t *const *builtins)
                 ro.max_in_memory = optarg;
             break;
         }
-        case OPT_MODULE: modules[nmodules++] = optarg; break;
-        case OPT_DEV: cfg->dev = true; break;
+        case OPT_MODULE:
+            modules[nmodules++] = optarg;
+            break;
+        case OPT_DEV:
+            cfg->dev = true;
+            break;
         case OPT_WORKERS:
             if (strcmp(optarg, "auto") == 0) {
                 long n = sysconf(_SC_NPROCESSORS_ONLN);
@@ -566,12 +621,15 @@ int petrel_main(int argc, char **argv, const petrel_module_t *const *builtins)
             cfg->log_level = l;
             break;
         }
-        case OPT_ACCESS_LOG: cfg->access_log = optarg; break;
+        case OPT_ACCESS_LOG:
+            cfg->access_log = optarg;
+            break;
         case OPT_MAX_HEADER:
         case OPT_MAX_URI:
         case OPT_MAX_BODY: {
             size_t v;
-            if (!parse_size(optarg, &v) || v == 0 || v > (o == OPT_MAX_BODY ? (1ull << 36) : (1u << 20))) {
+            if (!parse_size(optarg, &v) || v == 0 ||
+                v > (o == OPT_MAX_BODY ? (1ull << 36) : (1u << 20))) {
                 rc = bad(flag, optarg,
                          o == OPT_MAX_BODY ? "a size from 1 byte to 64g (e.g. 16m)"
                                            : "a size from 1 byte to 1m (e.g. 16k)");
@@ -725,7 +783,9 @@ int petrel_main(int argc, char **argv, const petrel_module_t *const *builtins)
                 cfg->pubsub_ring_size = v;
             break;
         }
-        case OPT_PS_REDIS: cfg->pubsub_redis = optarg; break;
+        case OPT_PS_REDIS:
+            cfg->pubsub_redis = optarg;
+            break;
         case OPT_PS_REDIS_PREFIX: {
             size_t n = strlen(optarg);
             bool ctl = false;
@@ -738,7 +798,9 @@ int petrel_main(int argc, char **argv, const petrel_module_t *const *builtins)
             cfg->pubsub_redis_prefix = optarg;
             break;
         }
-        case OPT_PROXY: cfg->proxy_protocol = true; break;
+        case OPT_PROXY:
+            cfg->proxy_protocol = true;
+            break;
         case OPT_TRUSTED:
             free(trusted);
             trusted = parse_trusted(optarg, &cfg->ntrusted);
@@ -780,9 +842,15 @@ int petrel_main(int argc, char **argv, const petrel_module_t *const *builtins)
             }
             alog_format_given = true;
             break;
-        case OPT_ERROR_LOG: cfg->error_log = optarg; break;
-        case OPT_PID_FILE: pid_file = optarg; break;
-        case OPT_HELP: usage(stdout); goto out;
+        case OPT_ERROR_LOG:
+            cfg->error_log = optarg;
+            break;
+        case OPT_PID_FILE:
+            pid_file = optarg;
+            break;
+        case OPT_HELP:
+            usage(stdout);
+            goto out;
         case OPT_VERSION:
             printf("petrel %s (module ABI %d; %s)\n", PACKAGE_VERSION, PETREL_ABI_VERSION,
                    petrel__redis_available() ? "Redis bridge" : "no Redis bridge");
@@ -852,7 +920,10 @@ int petrel_main(int argc, char **argv, const petrel_module_t *const *builtins)
         size_t n = 0;
         for (int k = 0; k < ro.nflags; k++)
             n += (size_t)snprintf(names + n, sizeof(names) - n, "%s--%s",
-                                  k == 0 ? "" : k + 1 == ro.nflags ? " and " : ", ", ro.flags[k]);
+                                  k == 0               ? ""
+                                  : k + 1 == ro.nflags ? " and "
+                                                       : ", ",
+                                  ro.flags[k]);
         petrel_log(PETREL_LOG_WARN, "%s appl%s to --root, and there is none", names,
                    ro.nflags == 1 ? "ies" : "y");
     }

@@ -68,8 +68,8 @@ typedef struct petrel__proto_ops {
     void (*drain)(petrel__conn_t *c, bool close_idle);
     /* The socket is closed (petrel__conn_close): give back c->proto.
      * Requests whose handlers still hold them are detached from the
-     * connection by their protocol (petrel.h, "Waiting for work the handler started").  NULL: nothing
-     * to give back. */
+     * connection by their protocol (petrel.h, "Waiting for work the handler started").  NULL:
+     * nothing to give back. */
     void (*on_close)(petrel__conn_t *c);
     /* The protocol bounds its own output (flow control, a send limit):
      * queued copies do not count toward the connection's arena limit. */
@@ -125,7 +125,7 @@ struct petrel__conns {
     /* a request body: its first deadline, then checks while it moves */
     petrel__tq_t tq_body, tq_body_check;
     bool draining;
-    bool quiet; /* not counted in the metrics (the admin listener's) */
+    bool quiet;           /* not counted in the metrics (the admin listener's) */
     uint64_t next_req_id; /* the last request id given (see worker.c) */
     /* A connection went away: the server layer may accept again, or end
      * its drain when none is left. */
@@ -158,8 +158,8 @@ static inline bool petrel__body_late(const petrel__config_t *cfg, uint64_t start
 #define PETREL__LINGER_MS 2000
 
 /* Register the timer queues of `cs` with the loop (0, or PETREL_ELIMIT). */
-int petrel__conns_init(petrel__conns_t *cs, const petrel__config_t *cfg,
-                       struct petrel_server *srv, const petrel__proto_ops_t *first);
+int petrel__conns_init(petrel__conns_t *cs, const petrel__config_t *cfg, struct petrel_server *srv,
+                       const petrel__proto_ops_t *first);
 
 /* A new connection on socket `fd` (non-blocking), from `peer`: it starts
  * with cs->first at once (the request is usually there already).  Returns
@@ -261,11 +261,20 @@ int petrel__conn_flush(petrel__conn_t *c);
  * what the socket does not take (of all of it when something is queued).
  * 0, PETREL_ENOMEM, or PETREL_EIO (the connection must close). */
 int petrel__conn_writev(petrel__conn_t *c, const struct iovec *iov, int n);
-static inline bool petrel__conn_out_empty(const petrel__conn_t *c) { return c->out.head == NULL; }
+static inline bool petrel__conn_out_empty(const petrel__conn_t *c)
+{
+    return c->out.head == NULL;
+}
 /* Bytes queued and not yet written. */
-static inline size_t petrel__out_bytes(const petrel__conn_t *c) { return c->out.bytes; }
+static inline size_t petrel__out_bytes(const petrel__conn_t *c)
+{
+    return c->out.bytes;
+}
 /* The same for held output. */
-static inline size_t petrel__ob_bytes(const petrel__outbuf_t *ob) { return ob->bytes; }
+static inline size_t petrel__ob_bytes(const petrel__outbuf_t *ob)
+{
+    return ob->bytes;
+}
 
 /* Close now.  The struct is freed at the end of the loop turn. */
 void petrel__conn_close(petrel__conn_t *c);

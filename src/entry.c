@@ -164,4 +164,7 @@ const petrel__proto_ops_t petrel__entry_ops = {
     .drain = entry_drain,
 };
 
-void petrel__entry_init(void) { petrel__http1_set_upgrade_hook(petrel__h2_upgrade); }
+void petrel__entry_init(void)
+{
+    petrel__http1_set_upgrade_hook(petrel__h2_upgrade);
+}

@@ -111,8 +111,7 @@ static void on_accept(petrel__io_t *io, uint32_t events)
 
 static bool may_resume(const petrel_server_t *srv)
 {
-    return srv->accept_paused && !srv->conns.draining &&
-           srv->conns.n < srv->cfg.max_connections;
+    return srv->accept_paused && !srv->conns.draining && srv->conns.n < srv->cfg.max_connections;
 }
 
 static bool admin_may_resume(const petrel_server_t *srv)
@@ -133,7 +132,10 @@ static void on_accept_retry_fire(petrel__timer_t *t)
         resume(retry_srv);
 }
 
-void petrel__listen_on_gone(petrel_server_t *srv) { resume(srv); }
+void petrel__listen_on_gone(petrel_server_t *srv)
+{
+    resume(srv);
+}
 
 int petrel__listen_start(petrel_server_t *srv)
 {
@@ -174,7 +176,10 @@ int petrel__listen_start(petrel_server_t *srv)
     return 0;
 }
 
-void petrel__listen_stop(petrel_server_t *srv) { stop_kind(srv, false); }
+void petrel__listen_stop(petrel_server_t *srv)
+{
+    stop_kind(srv, false);
+}
 
 static void close_kind(petrel_server_t *srv, bool admin)
 {
@@ -192,6 +197,12 @@ static void close_kind(petrel_server_t *srv, bool admin)
     }
 }
 
-void petrel__listen_close(petrel_server_t *srv) { close_kind(srv, false); }
+void petrel__listen_close(petrel_server_t *srv)
+{
+    close_kind(srv, false);
+}
 
-void petrel__listen_close_admin(petrel_server_t *srv) { close_kind(srv, true); }
+void petrel__listen_close_admin(petrel_server_t *srv)
+{
+    close_kind(srv, true);
+}

@@ -35,7 +35,10 @@ void petrel__vlog(int level, uint64_t id, const char *fmt, va_list ap)
     localtime_r(&now, &tm);
     int n = (int)strftime(buf, sizeof(buf), "%Y-%m-%d %H:%M:%S ", &tm);
     n += snprintf(buf + n, sizeof(buf) - (size_t)n, "[%s] [%d] ",
-                  level_name[level < 0 ? 0 : level > 3 ? 3 : level], (int)getpid());
+                  level_name[level < 0   ? 0
+                             : level > 3 ? 3
+                                         : level],
+                  (int)getpid());
     if (id)
         n += snprintf(buf + n, sizeof(buf) - (size_t)n, "request %llu: ", (unsigned long long)id);
     int m = vsnprintf(buf + n, sizeof(buf) - (size_t)n - 1, fmt, ap);
@@ -127,8 +130,8 @@ int petrel__logs_reopen(void)
 {
     int rc = 0;
     if (elog_path && open_onto(elog_path, STDERR_FILENO) < 0) {
-        petrel_log(PETREL_LOG_ERROR, "SIGUSR1: cannot open the error log %s again: %s",
-                   elog_path, strerror(errno));
+        petrel_log(PETREL_LOG_ERROR, "SIGUSR1: cannot open the error log %s again: %s", elog_path,
+                   strerror(errno));
         rc = PETREL_EIO;
     }
     if (alog_path && alog_fd >= 0) {
@@ -170,4 +173,3 @@ void petrel__alog_flush(void)
     }
     alog_len = 0;
 }
-

@@ -34,8 +34,7 @@ void petrel__loop_update_time(petrel__loop_t *loop)
         gmtime_r(&now, &tm);
         petrel_http_date_format(now, loop->date); /* RFC 9110 §5.6.7 IMF-fixdate */
         snprintf(loop->log_time, sizeof(loop->log_time), "%02d/%s/%04d:%02d:%02d:%02d +0000",
-                 tm.tm_mday, month[tm.tm_mon], tm.tm_year + 1900, tm.tm_hour, tm.tm_min,
-                 tm.tm_sec);
+                 tm.tm_mday, month[tm.tm_mon], tm.tm_year + 1900, tm.tm_hour, tm.tm_min, tm.tm_sec);
     }
 }
 

@@ -9,8 +9,8 @@
  * transaction of the batches it got (PQpipelineSync writes: one write per
  * connection and turn, and the server flushes its answers once per
  * transaction too).  A batch that may write or lock rows (sql_writes) is
- * the last of its transaction: its locks are held for no other request.  The server answers the transactions of a connection
- * in order; a connection keeps the batches it sent in `sent`, and a
+ * the last of its transaction: its locks are held for no other request.  The server answers the
+ * transactions of a connection in order; a connection keeps the batches it sent in `sent`, and a
  * cursor says which query of which batch the next result belongs to.
  * Results are held until the transaction's Sync arrives, then the
  * callbacks run in order.  A transaction that failed was rolled back

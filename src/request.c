@@ -53,7 +53,10 @@ const char *petrel_req_query(petrel_req_t *req, const char *name)
     return NULL;
 }
 
-const char *petrel_req_peer(petrel_req_t *req) { return req->_proto->peer(req); }
+const char *petrel_req_peer(petrel_req_t *req)
+{
+    return req->_proto->peer(req);
+}
 
 void petrel__req_dispatch(petrel_req_t *req)
 {
@@ -66,8 +69,8 @@ void petrel__req_dispatch(petrel_req_t *req)
         petrel_send(req, 204, NULL, "", 0);
         return;
     }
-    int st = petrel__router_match(petrel__server_routes(req->server), req->method, req->path.ptr, req->path.len,
-                                  req->arena, &m);
+    int st = petrel__router_match(petrel__server_routes(req->server), req->method, req->path.ptr,
+                                  req->path.len, req->arena, &m);
     if (st) {
         if (st == 405) {
             char allow[96];
@@ -125,4 +128,3 @@ void petrel__req_dispatch(petrel_req_t *req)
         petrel_stream_end(req);
     }
 }
-

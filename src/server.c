@@ -76,11 +76,13 @@ int petrel__route_add_owned(petrel_server_t *srv, int methods, const char *patte
     return rc < 0 ? rc : petrel__router_add(srv->router, methods, pattern, handler, data);
 }
 
-const petrel__router_t *petrel__server_routes(const petrel_server_t *srv) { return srv->router; }
+const petrel__router_t *petrel__server_routes(const petrel_server_t *srv)
+{
+    return srv->router;
+}
 
 /* "ADDR:PORT", "[V6]:PORT", "*:PORT" or "PORT". */
-static int add_listen(petrel_server_t *srv, const char *spec, bool admin, char *err,
-                      size_t errlen)
+static int add_listen(petrel_server_t *srv, const char *spec, bool admin, char *err, size_t errlen)
 {
     const char *flag = admin ? "--admin-listen" : "--listen";
     char host[256] = "";
@@ -112,7 +114,8 @@ static int add_listen(petrel_server_t *srv, const char *spec, bool admin, char *
                  spec);
         return PETREL_EINVAL;
     }
-    struct addrinfo hints = {.ai_family = AF_UNSPEC, .ai_socktype = SOCK_STREAM,
+    struct addrinfo hints = {.ai_family = AF_UNSPEC,
+                             .ai_socktype = SOCK_STREAM,
                              .ai_flags = AI_PASSIVE | AI_NUMERICSERV};
     struct addrinfo *res = NULL;
     int rc = getaddrinfo(host, port, &hints, &res);
@@ -165,8 +168,7 @@ static bool same_addr(const struct sockaddr_storage *a, const struct sockaddr_st
     return false;
 }
 
-int petrel__server_inherit(petrel_server_t *srv, int fd, const char *name, char *err,
-                           size_t errlen)
+int petrel__server_inherit(petrel_server_t *srv, int fd, const char *name, char *err, size_t errlen)
 {
     struct sockaddr_storage ss;
     socklen_t sl = sizeof(ss);
@@ -205,4 +207,3 @@ bool petrel__server_has_admin(const petrel_server_t *srv)
             return true;
     return false;
 }
-

@@ -19,9 +19,9 @@ typedef struct petrel__listen {
     struct sockaddr_storage addr;
     socklen_t addrlen;
     char text[64];
-    int fd;      /* the worker's listening socket */
-    int hold_fd; /* the master's bound (not listening) socket: holds the port */
-    bool admin;  /* --admin-listen: /livez, /readyz, /metrics (admin.c) */
+    int fd;        /* the worker's listening socket */
+    int hold_fd;   /* the master's bound (not listening) socket: holds the port */
+    bool admin;    /* --admin-listen: /livez, /readyz, /metrics (admin.c) */
     int inherited; /* a socket from systemd (LISTEN_FDS), shared by all workers; -1: none */
 } petrel__listen_t;
 

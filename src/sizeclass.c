@@ -64,7 +64,7 @@ static uint32_t nfree[NCLASS];
 static char *base;
 static unsigned zone_shift = ZONE_SHIFT_MAX; /* smaller under an address-space limit */
 static uintptr_t span;                       /* bytes reserved (0: none) */
-static int reserved; /* 0 not tried, 1 reserved, -1 failed */
+static int reserved;                         /* 0 not tried, 1 reserved, -1 failed */
 static struct zone {
     size_t used, usable; /* bytes carved, bytes made usable */
     void *free;          /* freed blocks, linked through their first word */
@@ -318,4 +318,7 @@ void *petrel__sc_paged_since(uint64_t mark, unsigned i, size_t *bytes)
     return p;
 }
 
-void petrel__sc_stats(petrel__sc_stats_t *st) { *st = stats; }
+void petrel__sc_stats(petrel__sc_stats_t *st)
+{
+    *st = stats;
+}

@@ -18,10 +18,10 @@ void *petrel__sc_calloc(size_t n, size_t size);
 void *petrel__sc_realloc(void *p, size_t size);
 
 typedef struct petrel__sc_stats {
-    uint64_t ops;   /* calls (malloc, calloc, realloc, free) */
-    uint64_t calls; /* of these, calls that reached the heap (the free list
-                     * of the class was empty or full, or a large block) */
-    size_t bytes;   /* bytes held now (blocks, headers included) */
+    uint64_t ops;       /* calls (malloc, calloc, realloc, free) */
+    uint64_t calls;     /* of these, calls that reached the heap (the free list
+                         * of the class was empty or full, or a large block) */
+    size_t bytes;       /* bytes held now (blocks, headers included) */
     uint64_t discarded; /* bytes of pages given back by petrel__sc_discard */
 } petrel__sc_stats_t;
 /* Give the kernel back the pages of block p (from this allocator) whose

@@ -169,7 +169,8 @@ int petrel__worker_init(petrel_server_t *srv)
     petrel__loop = &srv->loop;
     petrel__entry_init();
     int rc = petrel__conns_init(&srv->conns, &srv->cfg, srv, &petrel__entry_ops);
-    if (rc < 0 || (rc = petrel__tq_init(&srv->loop, &srv->tq_drain, srv->cfg.drain_timeout_ms)) < 0 ||
+    if (rc < 0 ||
+        (rc = petrel__tq_init(&srv->loop, &srv->tq_drain, srv->cfg.drain_timeout_ms)) < 0 ||
         (rc = petrel__req_worker_init(&srv->cfg)) < 0 ||
         (rc = petrel__pubsub_worker_init(&srv->cfg)) < 0)
         return rc;
@@ -269,8 +270,8 @@ typedef struct gen {
 } gen_t;
 
 typedef struct slot {
-    pid_t pid;           /* the serving worker, 0 if none */
-    pid_t next;          /* its successor during a reload, 0 if none */
+    pid_t pid;  /* the serving worker, 0 if none */
+    pid_t next; /* its successor during a reload, 0 if none */
     bool next_ready;
     bool ready;
     time_t started;
@@ -297,8 +298,8 @@ typedef struct master {
     uint64_t stop_at;
     bool reloading, reload_again;
     uint64_t reload_deadline;
-    gen_t prev;       /* during a reload: the generation being replaced */
-    unsigned serving; /* the generation the workers serve */
+    gen_t prev;          /* during a reload: the generation being replaced */
+    unsigned serving;    /* the generation the workers serve */
     uint64_t rebuild_at; /* --dev: reload at this time (ms), 0 if none */
     uint64_t drain_at;   /* SIGTERM with --drain-delay: the drain starts then (ms) */
     bool told_ready;     /* READY=1 sent to systemd (once every worker accepted) */
@@ -514,11 +515,9 @@ static void abort_reload(master_t *m, const char *why)
     gen_take(srv, &bad);
     gen_free(&bad);
     gen_put(srv, &m->prev);
-    petrel_log(PETREL_LOG_ERROR, "reload failed: %s; still serving generation %u", why,
-               m->serving);
+    petrel_log(PETREL_LOG_ERROR, "reload failed: %s; still serving generation %u", why, m->serving);
     petrel__metrics_instance_add(PETREL__I_RELOADS_FAIL, 1);
-    petrel__sd_notify("READY=1\nSTATUS=reload failed (%s); serving generation %u", why,
-                      m->serving);
+    petrel__sd_notify("READY=1\nSTATUS=reload failed (%s); serving generation %u", why, m->serving);
     end_reload(m);
 }
 
@@ -546,8 +545,8 @@ static void commit_reload(master_t *m)
                m->serving, m->n, m->n == 1 ? "" : "s", n, n == 1 ? "" : "s");
     petrel__metrics_instance_add(PETREL__I_RELOADS_OK, 1);
     petrel__metrics_instance_set(PETREL__I_GENERATION, m->serving);
-    petrel__sd_notify("READY=1\nSTATUS=serving generation %u with %d worker%s", m->serving,
-                      m->n, m->n == 1 ? "" : "s");
+    petrel__sd_notify("READY=1\nSTATUS=serving generation %u with %d worker%s", m->serving, m->n,
+                      m->n == 1 ? "" : "s");
     end_reload(m);
 }
 
@@ -572,10 +571,9 @@ static void begin_reload(master_t *m, const char *why)
      * message; READY=1 follows when the reload is over, whatever its end */
     struct timespec ts;
     clock_gettime(CLOCK_MONOTONIC, &ts);
-    petrel__sd_notify("RELOADING=1\nMONOTONIC_USEC=%llu\nSTATUS=reloading modules (%s)",
-                      (unsigned long long)ts.tv_sec * 1000000ull +
-                          (unsigned long long)ts.tv_nsec / 1000,
-                      why);
+    petrel__sd_notify(
+        "RELOADING=1\nMONOTONIC_USEC=%llu\nSTATUS=reloading modules (%s)",
+        (unsigned long long)ts.tv_sec * 1000000ull + (unsigned long long)ts.tv_nsec / 1000, why);
     petrel__router_t *router = petrel__router_new();
     if (router == NULL) {
         petrel_log(PETREL_LOG_ERROR, "reload failed: out of memory; still serving generation %u",
@@ -746,8 +744,8 @@ static void on_exit_status(master_t *m, pid_t pid, int ws)
             return;
         }
         if (WIFSIGNALED(ws))
-            petrel_log(PETREL_LOG_ERROR, "worker %d (pid %d) killed by signal %d; restarting it",
-                       s, (int)pid, WTERMSIG(ws));
+            petrel_log(PETREL_LOG_ERROR, "worker %d (pid %d) killed by signal %d; restarting it", s,
+                       (int)pid, WTERMSIG(ws));
         else
             petrel_log(PETREL_LOG_ERROR, "worker %d (pid %d) exited with status %d; restarting it",
                        s, (int)pid, WEXITSTATUS(ws));
@@ -873,9 +871,9 @@ int petrel__master_run(petrel_server_t *srv)
     while (!m->stopping || alive(m) > 0) {
         uint64_t now = mono_ms();
         int64_t wait = 1000;
-#define UNTIL(t) \
-    if ((t) && (int64_t)((t) - now) < wait) \
-        wait = (int64_t)((t) - now) < 0 ? 0 : (int64_t)((t) - now)
+#define UNTIL(t)                                                                                   \
+    if ((t) && (int64_t)((t)-now) < wait)                                                          \
+    wait = (int64_t)((t)-now) < 0 ? 0 : (int64_t)((t)-now)
         for (int s = 0; s < m->n; s++)
             UNTIL(m->slots[s].restart_at);
         for (int k = 0; k < m->nret; k++)
@@ -887,8 +885,7 @@ int petrel__master_run(petrel_server_t *srv)
         UNTIL(m->rebuild_at);
         UNTIL(m->drain_at);
 #undef UNTIL
-        struct pollfd pfd[3] = {{m->sfd, POLLIN, 0}, {m->ready[0], POLLIN, 0},
-                                {m->wfd, POLLIN, 0}};
+        struct pollfd pfd[3] = {{m->sfd, POLLIN, 0}, {m->ready[0], POLLIN, 0}, {m->wfd, POLLIN, 0}};
         int pr = poll(pfd, m->wfd >= 0 ? 3 : 2, (int)wait);
         if (pr < 0 && errno != EINTR)
             break;

@@ -59,9 +59,9 @@
 #define WS_DEFAULT_MAX_MESSAGE (16u << 20)
 #define WS_DEFAULT_IDLE_MS 30000
 #define WS_DEFAULT_SEND_LIMIT (4u << 20)
-#define WS_DEFLATE_MIN 32 /* smaller messages are sent as they are */
-#define WS_STAGED 8         /* shared frames (runs of them) a connection refers to */
-#define WS_SHARED_MAX 4096  /* a larger published frame is copied to each connection */
+#define WS_DEFLATE_MIN 32  /* smaller messages are sent as they are */
+#define WS_STAGED 8        /* shared frames (runs of them) a connection refers to */
+#define WS_SHARED_MAX 4096 /* a larger published frame is copied to each connection */
 
 enum { OP_CONT = 0, OP_TEXT = 1, OP_BINARY = 2, OP_CLOSE = 8, OP_PING = 9, OP_PONG = 10 };
 
@@ -86,9 +86,9 @@ enum {
 
 struct petrel_ws {
     const petrel__ws_carrier_t *cops;
-    void *t;                /* the carrier's own pointer */
-    petrel_arena_t arena;   /* messages are assembled here, a scope each */
-    petrel__timer_t timer;  /* idle ping, Close wait, no progress on output */
+    void *t;                   /* the carrier's own pointer */
+    petrel_arena_t arena;      /* messages are assembled here, a scope each */
+    petrel__timer_t timer;     /* idle ping, Close wait, no progress on output */
     petrel__pending_t pending; /* for the carrier (ws.h) */
     unsigned carrier_flags;    /* for the carrier (ws.h) */
     wslay_event_context_ptr wslay;
@@ -1008,7 +1008,10 @@ void petrel__ws_eof(petrel_ws_t *ws)
     ws_finish(ws, 1006, "connection closed without a close frame", 0);
 }
 
-bool petrel__ws_reading(const petrel_ws_t *ws) { return ws->state != WS_DONE; }
+bool petrel__ws_reading(const petrel_ws_t *ws)
+{
+    return ws->state != WS_DONE;
+}
 
 bool petrel__ws_open(const petrel_ws_t *ws)
 {
@@ -1170,7 +1173,7 @@ petrel_ws_t *petrel__ws_new(const petrel__ws_route_t *rt, const petrel__config_t
     ws->route = rt;
     ws->data = rt->data;
     ws->state = WS_OPENING;
-    ws->max_message = rt->h.max_message_size    ? rt->h.max_message_size
+    ws->max_message = rt->h.max_message_size     ? rt->h.max_message_size
                       : cfg->ws_max_message_size ? cfg->ws_max_message_size
                                                  : WS_DEFAULT_MAX_MESSAGE;
     ws->send_limit = cfg->ws_send_limit ? cfg->ws_send_limit : WS_DEFAULT_SEND_LIMIT;
@@ -1224,15 +1227,30 @@ void petrel__ws_drain(petrel_ws_t *ws)
     }
 }
 
-petrel__pending_t *petrel__ws_pending(petrel_ws_t *ws) { return &ws->pending; }
-unsigned *petrel__ws_carrier_flags(petrel_ws_t *ws) { return &ws->carrier_flags; }
+petrel__pending_t *petrel__ws_pending(petrel_ws_t *ws)
+{
+    return &ws->pending;
+}
+unsigned *petrel__ws_carrier_flags(petrel_ws_t *ws)
+{
+    return &ws->carrier_flags;
+}
 petrel_ws_t *petrel__ws_of_pending(petrel__pending_t *p)
 {
     return container_of(p, petrel_ws_t, pending);
 }
-void *petrel__ws_carrier(const petrel_ws_t *ws) { return ws->t; }
-void **petrel__ws_pubsub(petrel_ws_t *ws) { return &ws->pubsub; }
-petrel_arena_t *petrel__ws_arena(petrel_ws_t *ws) { return &ws->arena; }
+void *petrel__ws_carrier(const petrel_ws_t *ws)
+{
+    return ws->t;
+}
+void **petrel__ws_pubsub(petrel_ws_t *ws)
+{
+    return &ws->pubsub;
+}
+petrel_arena_t *petrel__ws_arena(petrel_ws_t *ws)
+{
+    return &ws->arena;
+}
 
 /* ------------------------------------------------------------------------ */
 /* API                                                                      */

@@ -30,7 +30,10 @@ static void setup(void)
     ck_assert_int_eq(petrel__alog_open(log_path), 0);
 }
 
-static void teardown(void) { unlink(log_path); }
+static void teardown(void)
+{
+    unlink(log_path);
+}
 
 /* The log file, NUL-terminated, into buf; returns its length. */
 static size_t read_log(char *buf, size_t cap)
@@ -106,8 +109,9 @@ START_TEST(test_escapes)
     petrel__req_log(&r, 0, 0, 0);
     char buf[4096];
     read_log(buf, sizeof(buf));
-    ck_assert_msg(strstr(buf, "\"GET /x\\x0d\\x0ay HTTP/1.1\" 404 0 \"-\" \"a\\x22b\\x5cc\\x0ad\"\n"),
-                  "%s", buf);
+    ck_assert_msg(
+        strstr(buf, "\"GET /x\\x0d\\x0ay HTTP/1.1\" 404 0 \"-\" \"a\\x22b\\x5cc\\x0ad\"\n"), "%s",
+        buf);
 }
 END_TEST
 

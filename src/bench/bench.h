@@ -249,9 +249,9 @@ typedef struct bench_opts {
     size_t body_size; /* --body-size: a JSON body of exactly this size */
     bench_header_t *headers;
     int nheaders;
-    int ws_binary;            /* WebSocket: --binary messages (else text) */
-    int grpc;                 /* --grpc: unary gRPC calls over h2c (proto BENCH_H2) */
-    int expect_status;        /* --expect-status, 0: any 2xx */
+    int ws_binary;     /* WebSocket: --binary messages (else text) */
+    int grpc;          /* --grpc: unary gRPC calls over h2c (proto BENCH_H2) */
+    int expect_status; /* --expect-status, 0: any 2xx */
     /* --proxy v1|v2: a PROXY protocol header sent first on every connection,
      * as a load balancer does (the client 192.0.2.1:40000 or [2001:db8::1]) */
     char proxy[64];

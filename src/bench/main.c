@@ -544,18 +544,18 @@ static void make_proxy(bench_opts_t *o, const char *version)
     unsigned port = ntohs(v6 ? in6->sin6_port : in->sin_port);
     if (strcmp(version, "v1") == 0) {
         char dst[INET6_ADDRSTRLEN];
-        inet_ntop(v6 ? AF_INET6 : AF_INET, v6 ? (const void *)&in6->sin6_addr
-                                              : (const void *)&in->sin_addr,
-                  dst, sizeof dst);
-        o->proxy_len = (size_t)snprintf(o->proxy, sizeof o->proxy, "PROXY %s %s %s 40000 %u\r\n",
-                                        v6 ? "TCP6" : "TCP4", v6 ? "2001:db8::1" : "192.0.2.1",
-                                        dst, port);
+        inet_ntop(v6 ? AF_INET6 : AF_INET,
+                  v6 ? (const void *)&in6->sin6_addr : (const void *)&in->sin_addr, dst,
+                  sizeof dst);
+        o->proxy_len =
+            (size_t)snprintf(o->proxy, sizeof o->proxy, "PROXY %s %s %s 40000 %u\r\n",
+                             v6 ? "TCP6" : "TCP4", v6 ? "2001:db8::1" : "192.0.2.1", dst, port);
     } else if (strcmp(version, "v2") == 0) {
         static const char sig[12] = "\r\n\r\n\0\r\nQUIT\n";
         unsigned char *p = (unsigned char *)o->proxy;
         memcpy(p, sig, 12);
-        p[12] = 0x21;              /* version 2, PROXY */
-        p[13] = v6 ? 0x21 : 0x11;  /* INET6 or INET, STREAM */
+        p[12] = 0x21;             /* version 2, PROXY */
+        p[13] = v6 ? 0x21 : 0x11; /* INET6 or INET, STREAM */
         size_t alen = v6 ? 36 : 12;
         p[14] = 0;
         p[15] = (unsigned char)alen;
