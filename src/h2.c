@@ -37,7 +37,9 @@
  *     size-class free list in front of malloc (it frees and reallocates
  *     constantly, so never a bump arena).
  *   - Idle: the conn struct, the h2conn_t and the nghttp2 session; the read
- *     buffer goes back to the pool after each read.
+ *     buffer goes back to the pool after each read.  Idle PETREL__IDLE_MS,
+ *     the pages of the session's frame buffer and empty stream map go back
+ *     to the kernel (h2_idle_release).
  *   - A stream is a slot from a per-worker free list (malloc'ed only while
  *     the list is empty): the request, the response, the stream arena and a
  *     1 KiB scratch area for the request head.  The arena takes a pool chunk
@@ -101,7 +103,13 @@ enum {
     H2_ACTIVE = 1 << 6,   /* a stream closed since the last flush: not idle */
     H2_OVER = 1 << 7,     /* output over the budget: GOAWAY sent, no new streams */
     H2_WAITING = 1 << 8,  /* on out_waiting: the worker's output budget is spent */
+    H2_IDLE = 1 << 9,     /* no stream: the idle stage of the keep-alive timeout */
 };
+
+/* Blocks of the session that an idle connection need not keep resident. */
+#define IDLE_BLKS 4
+/* the frame buffer holds a frame of the smallest SETTINGS_MAX_FRAME_SIZE */
+#define FRAMEBUF_MIN 16384
 
 typedef struct h2conn h2conn_t;
 
@@ -157,6 +165,10 @@ struct h2conn {
     int32_t rst[RST_RING];  /* streams we sent RST_STREAM for, lately */
     unsigned rst_pos;
     unsigned flags;
+    /* paged blocks the session made when created (see h2_idle_release) */
+    void *idle_blk[IDLE_BLKS];
+    uint8_t nidle_blk;
+    uint8_t framebuf; /* index of the outbound frame buffer, or IDLE_BLKS */
 };
 
 static const petrel_proto_t h2_proto;
@@ -168,7 +180,15 @@ static void h2_flush(h2conn_t *h);
 /* nghttp2 allocates and frees a few small blocks per stream (the stream,
  * outbound items, the copied header array, HPACK entries): the size-class
  * free lists of sizeclass.c recycle them, like the chunk pool, so that
- * after warm-up the h2 request path makes no heap call. */
+ * after warm-up the h2 request path makes no heap call.
+ *
+ * The blocks of a page or more that a session makes when it is created
+ * are paged blocks of sizeclass.c, noted in the h2conn_t (session_new):
+ * the stream map (4 KiB, all zeros while no stream is open) and the
+ * outbound frame buffer (nghttp2 1.52's aob.framebufs: one chunk of 9 + 1
+ * + 16384 bytes, kept for the life of the session and reset after each
+ * frame is sent: nothing in it outlives the frame).  An idle connection
+ * gives their pages back (h2_idle_release). */
 static void *mem_malloc(size_t size, void *ud)
 {
     (void)ud;
@@ -1205,12 +1225,20 @@ static void h2_flush(h2conn_t *h)
         return; /* the send timeout is armed */
     if (h->nstreams == 0) {
         /* draining: the PING's answer is awaited for as long as a
-         * lingering close waits for the peer's last bytes */
-        petrel__tq_t *q = (h->flags & H2_NOTICE) ? &cs->tq_linger : &cs->tq_keepalive;
-        /* the idle time counts from the last request: a connection whose
-         * requests are all answered within each turn is never idle */
-        if (c->timer.q != q || (h->flags & H2_ACTIVE))
-            petrel__timer_arm(petrel__loop, &c->timer, q);
+         * lingering close waits for the peer's last bytes.  Else the idle
+         * time counts from the last request (a connection whose requests
+         * are all answered within each turn is never idle), in two stages
+         * as HTTP/1.1's: idle PETREL__IDLE_MS, the connection gives back
+         * memory (h2_idle_release), then waits out the rest of the
+         * keep-alive timeout. */
+        if (h->flags & H2_NOTICE) {
+            if (c->timer.q != &cs->tq_linger || (h->flags & H2_ACTIVE))
+                petrel__timer_arm(petrel__loop, &c->timer, &cs->tq_linger);
+        } else if ((c->timer.q != &cs->tq_idle && c->timer.q != &cs->tq_keepalive_rest) ||
+                   (h->flags & H2_ACTIVE)) {
+            h->flags |= H2_IDLE;
+            petrel__timer_arm(petrel__loop, &c->timer, &cs->tq_idle);
+        }
     } else if (h->nrecv > 0 || !list_empty(&h->ready)) {
         /* requests arriving, or an upgrade waiting for the client's preface */
         petrel__timer_arm(petrel__loop, &c->timer, &cs->tq_header);
@@ -1295,9 +1323,28 @@ static void h2_on_progress(petrel__conn_t *c)
         out_sync(c->proto, petrel__out_bytes(c));
 }
 
+/* Idle PETREL__IDLE_MS (no stream, nothing to write, nothing queued in
+ * nghttp2): the pages of the outbound frame buffer go back to the kernel,
+ * and those of the other large session blocks that hold only zeros (the
+ * empty stream map).  HPACK state and settings stay as they are. */
+static void h2_idle_release(h2conn_t *h)
+{
+    for (unsigned i = 0; i < h->nidle_blk; i++)
+        stats.idle_released += petrel__sc_discard(
+            h->idle_blk[i], i == h->framebuf && !nghttp2_session_want_write(h->ngh));
+}
+
 static void h2_on_timeout(petrel__conn_t *c)
 {
     h2conn_t *h = c->proto;
+    if ((h->flags & H2_IDLE) && !(h->flags & (H2_NOTICE | H2_TIMEDOUT | H2_CLOSE | H2_MORE)) &&
+        h->nstreams == 0 && petrel__conn_out_empty(c)) {
+        h->flags &= ~H2_IDLE;
+        h2_idle_release(h);
+        petrel__timer_arm(petrel__loop, &c->timer, &c->cs->tq_keepalive_rest);
+        return;
+    }
+    h->flags &= ~H2_IDLE;
     if ((h->flags & H2_NOTICE) && petrel__conn_out_empty(c)) {
         final_goaway(h); /* the PING of the shutdown notice was not answered */
         h2_flush(h);
@@ -1419,6 +1466,29 @@ static void session_free(h2conn_t *h)
     free(h);
 }
 
+/* The session's paged blocks (see "nghttp2's allocator"): the one of more
+ * than FRAMEBUF_MIN bytes is the frame buffer, if there is exactly one. */
+static void note_blocks(h2conn_t *h, uint64_t mark)
+{
+    unsigned nbig = 0;
+    size_t bytes;
+    void *p;
+    h->framebuf = IDLE_BLKS;
+    for (unsigned i = 0; (p = petrel__sc_paged_since(mark, i, &bytes)) != NULL; i++) {
+        if (i == IDLE_BLKS) {
+            h->nidle_blk = 0; /* not the session we know: leave it alone */
+            return;
+        }
+        if (bytes > FRAMEBUF_MIN) {
+            h->framebuf = (uint8_t)i;
+            nbig++;
+        }
+        h->idle_blk[h->nidle_blk++] = p;
+    }
+    if (nbig != 1)
+        h->framebuf = IDLE_BLKS; /* which block is the frame buffer is not known */
+}
+
 /* A session for `c` (not attached yet: c->proto is set by the switch). */
 static h2conn_t *session_new(petrel__conn_t *c)
 {
@@ -1428,10 +1498,12 @@ static h2conn_t *session_new(petrel__conn_t *c)
     h2conn_t *h = calloc(1, sizeof(*h));
     if (h == NULL)
         return NULL;
+    uint64_t mark = petrel__sc_paged_count();
     if (nghttp2_session_server_new3(&h->ngh, callbacks, h, options, &h2_mem) != 0) {
         free(h);
         return NULL;
     }
+    note_blocks(h, mark);
     stats.sessions++;
     h->c = c;
     h->pending.cb = on_pending;
