@@ -73,6 +73,8 @@
 #define OUT_HIGH (256u << 10) /* bytes serialized per flush before writing */
 #define SLOTS_KEPT 1024       /* free stream slots kept per worker */
 #define RST_RING 32           /* streams we reset lately (RFC 9113 §5.1.1 check) */
+#define RESET_BURST 1000      /* resets (received, or sent for frames on closed */
+#define RESET_RATE 33         /* streams) per connection: burst, then per second */
 
 /* stream flags */
 enum {
@@ -150,8 +152,15 @@ struct h2conn {
     uint32_t nstreams;         /* streams open in nghttp2 */
     uint32_t nrecv;            /* of these, requests not complete yet */
     int32_t max_seen;          /* highest stream id a client HEADERS used */
+    int32_t scan_max;          /* highest HEADERS stream id the frame scanner saw */
+    uint64_t opened;           /* bit k: stream max_seen - 2k was opened by the client */
     int32_t rst[RST_RING];     /* streams we sent RST_STREAM for, lately */
     unsigned rst_pos;
+    uint32_t resets;    /* reset tokens left (RESET_BURST, RESET_RATE) */
+    uint64_t resets_ms; /* when they were last refilled */
+    uint32_t fskip;     /* input bytes before the next frame header */
+    uint8_t fhn;        /* bytes of that header gathered (withheld from nghttp2) */
+    uint8_t fhd[9];
     unsigned flags;
 };
 
@@ -328,18 +337,76 @@ static bool recently_reset(h2conn_t *h, int32_t id)
     return false;
 }
 
-/* RFC 9113 §5.1.1: a HEADERS frame may not open a stream whose id is not
- * larger than every id the client used before.  nghttp2 ignores such a
- * frame when the stream is gone from its memory; it is a connection error. */
+static void remember_reset(h2conn_t *h, int32_t id)
+{
+    if (!recently_reset(h, id))
+        h->rst[h->rst_pos++ % RST_RING] = id;
+}
+
+/* RFC 9113 §7, ENHANCE_YOUR_CALM: a peer whose behaviour generates excessive
+ * load (a flood of PINGs, SETTINGS, CONTINUATIONs or resets), as opposed to
+ * a protocol error. */
+static void calm_down(h2conn_t *h, const char *what)
+{
+    petrel_log(PETREL_LOG_DEBUG, "h2: %s: ENHANCE_YOUR_CALM", what);
+    nghttp2_session_terminate_session(h->ngh, NGHTTP2_ENHANCE_YOUR_CALM);
+}
+
+/* One reset (a RST_STREAM received, or one sent for frames on a closed
+ * stream) out of a bucket of RESET_BURST refilled at RESET_RATE per second
+ * (the rapid-reset defence, CVE-2023-44487).  False when it is empty: the
+ * connection is ended with ENHANCE_YOUR_CALM. */
+static bool reset_token(h2conn_t *h)
+{
+    uint64_t now = petrel__loop->now_ms;
+    if (now > h->resets_ms) {
+        uint64_t add = (now - h->resets_ms) * RESET_RATE / 1000;
+        if (add) {
+            h->resets = add >= RESET_BURST - h->resets ? RESET_BURST : h->resets + (uint32_t)add;
+            h->resets_ms = h->resets == RESET_BURST ? now : h->resets_ms + add * 1000 / RESET_RATE;
+        }
+    }
+    if (h->resets == 0) {
+        calm_down(h, "too many stream resets");
+        return false;
+    }
+    h->resets--;
+    return true;
+}
+
+/* Did the client open stream `id` (not above max_seen)?  Known for the last
+ * 64 client stream ids; false for older ones. */
+static bool was_opened(const h2conn_t *h, int32_t id)
+{
+    if (id > h->max_seen)
+        return false;
+    uint32_t k = (uint32_t)(h->max_seen - id) / 2;
+    return k < 64 && (h->opened >> k & 1);
+}
+
 static int on_begin_frame(nghttp2_session *ngh, const nghttp2_frame_hd *hd, void *ud)
 {
     h2conn_t *h = ud;
+    if (hd->type == NGHTTP2_PRIORITY && hd->stream_id == 0) {
+        /* RFC 9113 §6.3: nghttp2 skips PRIORITY frames once
+         * SETTINGS_NO_RFC7540_PRIORITIES is sent; the stream-0 check is ours */
+        petrel_log(PETREL_LOG_DEBUG, "h2: PRIORITY on stream 0: PROTOCOL_ERROR");
+        nghttp2_session_terminate_session(ngh, NGHTTP2_PROTOCOL_ERROR);
+        return NGHTTP2_ERR_CALLBACK_FAILURE;
+    }
     if (hd->type != NGHTTP2_HEADERS || !(hd->stream_id & 1))
         return 0;
     if (hd->stream_id > h->max_seen) {
+        uint32_t shift = (uint32_t)(hd->stream_id - h->max_seen) / 2;
+        h->opened = (shift >= 64 ? 0 : h->opened << shift) | 1;
         h->max_seen = hd->stream_id;
         return 0;
     }
+    /* RFC 9113 §5.1.1: a HEADERS frame may not open a stream whose id is not
+     * larger than every id the client used before.  nghttp2 ignores such a
+     * frame when the stream is gone from its memory; it is a connection
+     * error.  (HEADERS on a stream the client opened and closed lately got
+     * its STREAM_CLOSED from closed_frame() and is in the ring.) */
     if (nghttp2_session_find_stream(ngh, hd->stream_id) == NULL &&
         !recently_reset(h, hd->stream_id)) {
         petrel_log(PETREL_LOG_DEBUG, "h2: HEADERS on stream %d after stream %d: PROTOCOL_ERROR",
@@ -590,6 +657,10 @@ static int on_frame_recv(nghttp2_session *ngh, const nghttp2_frame *frame, void 
                 req_done(h, s);
         }
         break;
+    case NGHTTP2_RST_STREAM:
+        if (!reset_token(h))
+            return NGHTTP2_ERR_CALLBACK_FAILURE;
+        break;
     case NGHTTP2_PING:
         /* the ACK of the PING sent with the shutdown notice: every stream
          * the client opened before it saw the notice has arrived */
@@ -647,7 +718,7 @@ static int on_frame_send(nghttp2_session *ngh, const nghttp2_frame *frame, void 
 {
     h2conn_t *h = ud;
     if (frame->hd.type == NGHTTP2_RST_STREAM) {
-        h->rst[h->rst_pos++ % RST_RING] = frame->hd.stream_id;
+        remember_reset(h, frame->hd.stream_id);
         return 0;
     }
     if ((frame->hd.flags & NGHTTP2_FLAG_END_STREAM) &&
@@ -1155,19 +1226,110 @@ static void h2_flush(h2conn_t *h)
     h->flags &= ~H2_ACTIVE;
 }
 
+/* A DATA or HEADERS frame for a client stream that is neither idle nor open
+ * in nghttp2 (which forgets closed streams and then drops such frames
+ * silently), judged before nghttp2 sees its header (RFC 9113 §5.1):
+ *   - a stream we reset lately: ignored ("MUST ignore frames that it
+ *     receives on closed streams after it has sent a RST_STREAM frame");
+ *   - DATA on any other closed stream (closed by the client's END_STREAM or
+ *     RST_STREAM, or implicitly): stream error STREAM_CLOSED (§5.1, §6.1);
+ *   - HEADERS on a stream the client opened and closed: the same (§5.1);
+ *     on one it never opened, or closed long ago (beyond the 64 ids
+ *     remembered): on_begin_frame's connection error PROTOCOL_ERROR (§5.1.1).
+ * Each stream gets one RST_STREAM (then it is in the ring: later frames
+ * are ignored), and each counts as a reset (reset_token). */
+static void closed_frame(h2conn_t *h, uint8_t type, int32_t id)
+{
+    if (nghttp2_session_find_stream(h->ngh, id) || recently_reset(h, id))
+        return; /* open (nghttp2 judges), or ignored */
+    if (type == NGHTTP2_HEADERS && !was_opened(h, id))
+        return;
+    if (!reset_token(h))
+        return;
+    petrel_log(PETREL_LOG_DEBUG, "h2: %s on closed stream %d: STREAM_CLOSED",
+               type == NGHTTP2_DATA ? "DATA" : "HEADERS", id);
+    if (nghttp2_submit_rst_stream(h->ngh, NGHTTP2_FLAG_NONE, id, NGHTTP2_STREAM_CLOSED) == 0)
+        remember_reset(h, id);
+}
+
+static int recv_bytes(h2conn_t *h, const uint8_t *p, size_t n)
+{
+    if (n == 0)
+        return 0;
+    ssize_t rv = nghttp2_session_mem_recv(h->ngh, p, n);
+    return rv < 0 ? (int)rv : 0;
+}
+
+/* Hand the input to nghttp2, split at the headers of the frames that
+ * closed_frame() must judge first: the scanner follows frame boundaries
+ * (fskip, fhd) and holds back a frame header split across two reads. */
+static int recv_frames(h2conn_t *h, const uint8_t *p, size_t n)
+{
+    const uint8_t *end = p + n, *from = p, *cur = p, *hs = NULL;
+    while (cur < end) {
+        if (h->fskip) {
+            size_t k = (size_t)(end - cur) < h->fskip ? (size_t)(end - cur) : h->fskip;
+            cur += k;
+            h->fskip -= (uint32_t)k;
+            continue;
+        }
+        size_t had = h->fhn, k = 9 - had;
+        if ((size_t)(end - cur) < k)
+            k = (size_t)(end - cur);
+        hs = had ? p : cur; /* where this header's bytes start in this input */
+        memcpy(h->fhd + had, cur, k);
+        cur += k;
+        h->fhn = (uint8_t)(had + k);
+        if (h->fhn < 9)
+            break; /* held back until the rest arrives */
+        h->fhn = 0;
+        const uint8_t *f = h->fhd;
+        h->fskip = (uint32_t)f[0] << 16 | (uint32_t)f[1] << 8 | f[2];
+        int32_t id =
+            (int32_t)(((uint32_t)f[5] << 24 | (uint32_t)f[6] << 16 | (uint32_t)f[7] << 8 | f[8]) &
+                      0x7fffffff);
+        bool judge = false;
+        if (f[3] == NGHTTP2_HEADERS && (id & 1)) {
+            if (id > h->scan_max)
+                h->scan_max = id; /* a new stream: nothing to judge */
+            else
+                judge = true;
+        } else if (f[3] == NGHTTP2_DATA && (id & 1) && id <= h->scan_max) {
+            judge = true;
+        }
+        if (judge) {
+            /* nghttp2 first takes every frame before this one */
+            int rv = recv_bytes(h, from, (size_t)(hs - from));
+            if (rv < 0)
+                return rv;
+            from = hs;
+            closed_frame(h, f[3], id);
+        }
+        if (had) {
+            int rv = recv_bytes(h, f, had); /* the part held back */
+            if (rv < 0)
+                return rv;
+        }
+        hs = NULL;
+    }
+    return recv_bytes(h, from, (size_t)((h->fhn && hs ? hs : end) - from));
+}
+
 /* Feed bytes to nghttp2 and run the handlers of the complete requests. */
 static int feed(h2conn_t *h, const char *p, size_t n)
 {
     h->flags |= H2_BUSY;
-    ssize_t rv = nghttp2_session_mem_recv(h->ngh, (const uint8_t *)p, n);
+    int rv = recv_frames(h, (const uint8_t *)p, n);
     if (rv >= 0)
         dispatch_ready(h);
     h->flags &= ~H2_BUSY;
     if (rv < 0) {
-        petrel_log(PETREL_LOG_DEBUG, "h2: %s", nghttp2_strerror((int)rv));
-        nghttp2_session_terminate_session(h->ngh, rv == NGHTTP2_ERR_NOMEM
-                                                      ? NGHTTP2_INTERNAL_ERROR
-                                                      : NGHTTP2_PROTOCOL_ERROR);
+        petrel_log(PETREL_LOG_DEBUG, "h2: %s", nghttp2_strerror(rv));
+        if (rv == NGHTTP2_ERR_FLOODED || rv == NGHTTP2_ERR_TOO_MANY_CONTINUATIONS)
+            calm_down(h, nghttp2_strerror(rv)); /* PING, SETTINGS or CONTINUATION flood */
+        else
+            nghttp2_session_terminate_session(
+                h->ngh, rv == NGHTTP2_ERR_NOMEM ? NGHTTP2_INTERNAL_ERROR : NGHTTP2_PROTOCOL_ERROR);
         h->flags |= H2_CLOSE;
         return -1;
     }
@@ -1323,6 +1485,9 @@ static int setup_once(void)
     }
     /* closed streams are not kept for the RFC 7540 priority tree */
     nghttp2_option_set_no_closed_streams(options, 1);
+    /* nghttp2's own reset limit (GOAWAY INTERNAL_ERROR) stays behind
+     * petrel's (reset_token: ENHANCE_YOUR_CALM), as a backstop */
+    nghttp2_option_set_stream_reset_rate_limit(options, 2 * RESET_BURST, 2 * RESET_RATE);
     callbacks = cb;
     return 0;
 }
@@ -1349,6 +1514,9 @@ static h2conn_t *session_new(petrel__conn_t *c)
     }
     stats.sessions++;
     h->c = c;
+    h->fskip = 24; /* the client's connection preface (RFC 9113 §3.4) */
+    h->resets = RESET_BURST;
+    h->resets_ms = petrel__loop->now_ms;
     h->pending.cb = on_pending;
     list_init(&h->pending.node);
     list_init(&h->streams);
@@ -1556,7 +1724,8 @@ int petrel__h2_upgrade(petrel_req_t *req)
     list_unlink(&s->link);
     list_append(&h->streams, &s->link);
     s->h = h;
-    h->max_seen = 1;
+    h->max_seen = h->scan_max = 1;
+    h->opened = 1;
     h->nstreams++;
     /* Stream 1 is answered once the client's preface has arrived (the next
      * feed dispatches it): a response sent with the 101 may not fit in what

@@ -404,15 +404,26 @@ static size_t frame(uint8_t *out, uint8_t type, uint8_t flags, int32_t id, const
     return 9 + len;
 }
 
-/* HEADERS (END_STREAM | END_HEADERS) with fields HPACK-encoded by `d`. */
-static size_t headers_frame(uint8_t *out, nghttp2_hd_deflater *d, int32_t id,
-                            const nghttp2_nv *nv, size_t n)
+/* HEADERS with `flags` and fields HPACK-encoded by `d`. */
+static size_t headers_frame_fl(uint8_t *out, nghttp2_hd_deflater *d, int32_t id,
+                               const nghttp2_nv *nv, size_t n, uint8_t flags)
 {
     uint8_t block[4096];
     ssize_t k = nghttp2_hd_deflate_hd(d, block, sizeof(block), (nghttp2_nv *)nv, n);
     ck_assert_int_gt(k, 0);
-    return frame(out, NGHTTP2_HEADERS, NGHTTP2_FLAG_END_STREAM | NGHTTP2_FLAG_END_HEADERS, id,
-                 block, (size_t)k);
+    return frame(out, NGHTTP2_HEADERS, flags, id, block, (size_t)k);
+}
+
+/* HEADERS (END_STREAM | END_HEADERS) with fields HPACK-encoded by `d`. */
+static size_t headers_frame(uint8_t *out, nghttp2_hd_deflater *d, int32_t id, const nghttp2_nv *nv,
+                            size_t n)
+{
+    return headers_frame_fl(out, d, id, nv, n, NGHTTP2_FLAG_END_STREAM | NGHTTP2_FLAG_END_HEADERS);
+}
+
+static void raw_write(int fd, const void *buf, size_t n)
+{
+    ck_assert_int_eq(write(fd, buf, n), (ssize_t)n);
 }
 
 static const char preface[] = "PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n";
@@ -1097,6 +1108,314 @@ START_TEST(lower_stream_id)
 }
 END_TEST
 
+/* RFC 9113 §6.3: "If a PRIORITY frame is received with a stream identifier
+ * of 0x00, the recipient MUST respond with a connection error of type
+ * PROTOCOL_ERROR" -- petrel's check (nghttp2 skips PRIORITY frames once
+ * SETTINGS_NO_RFC7540_PRIORITIES is sent).  "A PRIORITY frame with a length
+ * other than 5 octets MUST be treated as a stream error of type
+ * FRAME_SIZE_ERROR" (nghttp2 makes it a connection error, which §5.4.1
+ * allows).  A well-formed PRIORITY frame on a stream changes nothing. */
+START_TEST(priority_frames)
+{
+    static const uint8_t pri[5] = {0, 0, 0, 3, 16};
+    int fd = raw_open();
+    uint8_t buf[64];
+    size_t n = frame(buf, NGHTTP2_PRIORITY, 0, 0, pri, 5);
+    raw_write(fd, buf, n);
+    raw_result_t res = {0};
+    raw_pump(fd, &res, 10);
+    ck_assert(res.goaway);
+    ck_assert_uint_eq(res.goaway_error, NGHTTP2_PROTOCOL_ERROR);
+    ck_assert(res.eof);
+    close(fd);
+
+    fd = raw_open();
+    n = frame(buf, NGHTTP2_PRIORITY, 0, 1, pri, 4);
+    raw_write(fd, buf, n);
+    memset(&res, 0, sizeof(res));
+    raw_pump(fd, &res, 10);
+    ck_assert(res.goaway);
+    ck_assert_uint_eq(res.goaway_error, NGHTTP2_FRAME_SIZE_ERROR);
+    close(fd);
+
+    /* on an idle stream, and on an open one: ignored; the request is served */
+    fd = raw_open();
+    nghttp2_hd_deflater *d;
+    nghttp2_hd_deflate_new(&d, 4096);
+    nghttp2_nv ok[] = {MKNV(":method", "GET"), MKNV(":scheme", "http"), MKNV(":path", "/hello"),
+                       MKNV(":authority", "x")};
+    n = frame(buf, NGHTTP2_PRIORITY, 0, 7, pri, 5);
+    n += frame(buf + n, NGHTTP2_PRIORITY, 0, 1, pri, 5);
+    raw_write(fd, buf, n);
+    uint8_t hb[256];
+    n = headers_frame(hb, d, 1, ok, 4);
+    raw_write(fd, hb, n);
+    memset(&res, 0, sizeof(res));
+    raw_pump(fd, &res, 10);
+    ck_assert(!res.goaway);
+    ck_assert_int_eq(res.rst, 0);
+    ck_assert_str_eq(res.status, "200");
+    nghttp2_hd_deflate_del(d);
+    close(fd);
+    still_serving();
+}
+END_TEST
+
+/* RFC 9113 §5.1 and §6.1: DATA on a closed stream.  "If a DATA frame is
+ * received whose stream is not in the open or half-closed (local) state,
+ * the recipient MUST respond with a stream error of type STREAM_CLOSED";
+ * after the peer's RST_STREAM, any frame but PRIORITY "MUST [be treated] as
+ * a stream error of type STREAM_CLOSED"; frames on a stream we reset "MUST
+ * [be] ignore[d]".  nghttp2 forgets closed streams: petrel judges them. */
+START_TEST(data_on_closed_stream)
+{
+    nghttp2_hd_deflater *d;
+    nghttp2_hd_deflate_new(&d, 4096);
+    nghttp2_nv get[] = {MKNV(":method", "GET"), MKNV(":scheme", "http"), MKNV(":path", "/hello"),
+                        MKNV(":authority", "x")};
+    nghttp2_nv post[] = {MKNV(":method", "POST"), MKNV(":scheme", "http"), MKNV(":path", "/echo"),
+                         MKNV(":authority", "x")};
+    uint8_t buf[4096];
+    raw_result_t res = {0};
+
+    /* (a) after the client's END_STREAM, the response sent: stream closed */
+    int fd = raw_open();
+    size_t n = headers_frame(buf, d, 1, get, 4);
+    raw_write(fd, buf, n);
+    raw_pump(fd, &res, 4);
+    ck_assert_str_eq(res.status, "200");
+    n = frame(buf, NGHTTP2_DATA, 0, 1, "abcd", 4);
+    raw_write(fd, buf, n);
+    memset(&res, 0, sizeof(res));
+    raw_pump(fd, &res, 4);
+    ck_assert_int_eq(res.rst, 1);
+    ck_assert_int_eq(res.rst_id, 1);
+    ck_assert_uint_eq(res.rst_error, NGHTTP2_STREAM_CLOSED);
+    ck_assert(!res.goaway);
+    /* more DATA on it: ignored (we reset it); the connection goes on */
+    n = frame(buf, NGHTTP2_DATA, NGHTTP2_FLAG_END_STREAM, 1, "abcd", 4);
+    n += headers_frame(buf + n, d, 3, get, 4);
+    raw_write(fd, buf, n);
+    memset(&res, 0, sizeof(res));
+    raw_pump(fd, &res, 4);
+    ck_assert_int_eq(res.rst, 0);
+    ck_assert(!res.goaway);
+    ck_assert_str_eq(res.status, "200");
+    /* HEADERS (trailers) on a stream the client ended: STREAM_CLOSED too */
+    n = headers_frame(buf, d, 3, get, 4);
+    raw_write(fd, buf, n);
+    memset(&res, 0, sizeof(res));
+    raw_pump(fd, &res, 4);
+    ck_assert_int_eq(res.rst, 1);
+    ck_assert_int_eq(res.rst_id, 3);
+    ck_assert_uint_eq(res.rst_error, NGHTTP2_STREAM_CLOSED);
+    ck_assert(!res.goaway);
+    close(fd);
+    nghttp2_hd_deflate_del(d);
+
+    /* (b) after the client's RST_STREAM, in the same read */
+    nghttp2_hd_deflate_new(&d, 4096);
+    fd = raw_open();
+    n = headers_frame_fl(buf, d, 1, post, 4, NGHTTP2_FLAG_END_HEADERS);
+    n += frame(buf + n, NGHTTP2_DATA, 0, 1, "abcd", 4);
+    n += frame(buf + n, NGHTTP2_RST_STREAM, 0, 1, "\0\0\0\x8", 4); /* CANCEL */
+    n += frame(buf + n, NGHTTP2_DATA, 0, 1, "efgh", 4);
+    n += headers_frame(buf + n, d, 3, get, 4);
+    raw_write(fd, buf, n);
+    memset(&res, 0, sizeof(res));
+    raw_pump(fd, &res, 6);
+    ck_assert_int_eq(res.rst, 1);
+    ck_assert_int_eq(res.rst_id, 1);
+    ck_assert_uint_eq(res.rst_error, NGHTTP2_STREAM_CLOSED);
+    ck_assert(!res.goaway);
+    ck_assert_str_eq(res.status, "200");
+    close(fd);
+    nghttp2_hd_deflate_del(d);
+
+    /* (c) long closed (beyond the ids petrel remembers), and a frame header
+     * split across two reads: still STREAM_CLOSED */
+    nghttp2_hd_deflate_new(&d, 4096);
+    fd = raw_open();
+    n = 0;
+    for (int32_t id = 1; id <= 201; id += 2)
+        n += headers_frame(buf + n, d, id, get, 4);
+    raw_write(fd, buf, n);
+    memset(&res, 0, sizeof(res));
+    raw_pump(fd, &res, 10);
+    ck_assert(!res.goaway);
+    n = frame(buf, NGHTTP2_DATA, 0, 5, "abcd", 4);
+    raw_write(fd, buf, 5);
+    petrel__loop_run_once(&srv->loop, 0);
+    raw_write(fd, buf + 5, n - 5);
+    memset(&res, 0, sizeof(res));
+    raw_pump(fd, &res, 4);
+    ck_assert_int_eq(res.rst, 1);
+    ck_assert_int_eq(res.rst_id, 5);
+    ck_assert_uint_eq(res.rst_error, NGHTTP2_STREAM_CLOSED);
+    ck_assert(!res.goaway);
+    close(fd);
+    nghttp2_hd_deflate_del(d);
+
+    /* (d) half-closed (remote): the stream still open, its handler
+     * streaming: nghttp2's connection error STREAM_CLOSED */
+    nghttp2_hd_deflate_new(&d, 4096);
+    nghttp2_nv stream[] = {MKNV(":method", "GET"), MKNV(":scheme", "http"),
+                           MKNV(":path", "/stream"), MKNV(":authority", "x")};
+    fd = raw_open();
+    n = headers_frame(buf, d, 1, stream, 4);
+    raw_write(fd, buf, n);
+    memset(&res, 0, sizeof(res));
+    raw_pump(fd, &res, 4);
+    ck_assert_ptr_nonnull(held);
+    n = frame(buf, NGHTTP2_DATA, 0, 1, "abcd", 4);
+    raw_write(fd, buf, n);
+    memset(&res, 0, sizeof(res));
+    raw_pump(fd, &res, 10);
+    ck_assert(res.goaway);
+    ck_assert_uint_eq(res.goaway_error, NGHTTP2_STREAM_CLOSED);
+    close(fd);
+    end_orphans();
+    nghttp2_hd_deflate_del(d);
+    still_serving();
+}
+END_TEST
+
+/* RFC 9113 §5.1: after we reset a stream (here a 413 answered before the
+ * body, then RST_STREAM NO_ERROR, §8.1), the client's DATA in flight is
+ * ignored -- no error either way -- and still counts toward the connection
+ * window (§6.9). */
+START_TEST(data_after_our_reset)
+{
+    nghttp2_hd_deflater *d;
+    nghttp2_hd_deflate_new(&d, 4096);
+    nghttp2_nv post[] = {MKNV(":method", "POST"), MKNV(":scheme", "http"), MKNV(":path", "/echo"),
+                         MKNV(":authority", "x"), MKNV("content-length", "99999999")};
+    nghttp2_nv get[] = {MKNV(":method", "GET"), MKNV(":scheme", "http"), MKNV(":path", "/hello"),
+                        MKNV(":authority", "x")};
+    uint8_t buf[4096];
+    int fd = raw_open();
+    size_t n = headers_frame_fl(buf, d, 1, post, 5, NGHTTP2_FLAG_END_HEADERS);
+    raw_write(fd, buf, n);
+    raw_result_t res = {0};
+    raw_pump(fd, &res, 4);
+    ck_assert_str_eq(res.status, "413");
+    ck_assert_int_eq(res.rst, 1);
+    ck_assert_uint_eq(res.rst_error, NGHTTP2_NO_ERROR);
+    n = 0;
+    for (int i = 0; i < 5; i++)
+        n += frame(buf + n, NGHTTP2_DATA, 0, 1, "abcd", 4);
+    n += headers_frame(buf + n, d, 3, get, 4);
+    raw_write(fd, buf, n);
+    memset(&res, 0, sizeof(res));
+    raw_pump(fd, &res, 4);
+    ck_assert_int_eq(res.rst, 0);
+    ck_assert(!res.goaway);
+    ck_assert_str_eq(res.status, "200");
+    close(fd);
+    nghttp2_hd_deflate_del(d);
+    still_serving();
+}
+END_TEST
+
+/* RFC 9113 §7: ENHANCE_YOUR_CALM, "the endpoint detected that its peer is
+ * exhibiting a behavior that might be generating excessive load", ends the
+ * floods; protocol errors keep PROTOCOL_ERROR (frames_on_wrong_stream). */
+static void expect_calm(int fd, const char *what)
+{
+    raw_result_t res = {0};
+    raw_pump(fd, &res, 40);
+    ck_assert_msg(res.goaway, "%s: no GOAWAY (eof %d)", what, res.eof);
+    ck_assert_msg(res.goaway_error == NGHTTP2_ENHANCE_YOUR_CALM, "%s: GOAWAY %u", what,
+                  res.goaway_error);
+    ck_assert_msg(res.eof, "%s: not closed", what);
+    close(fd);
+}
+
+START_TEST(floods_calm)
+{
+    static uint8_t buf[1 << 16];
+    nghttp2_hd_deflater *d;
+    nghttp2_nv get[] = {MKNV(":method", "GET"), MKNV(":scheme", "http"), MKNV(":path", "/hello"),
+                        MKNV(":authority", "x")};
+
+    /* rapid reset (CVE-2023-44487): streams opened and reset at once */
+    nghttp2_hd_deflate_new(&d, 4096);
+    int fd = raw_open();
+    int32_t id = 1;
+    raw_result_t res = {0};
+    int batch;
+    for (batch = 0; batch < 15 && !res.goaway; batch++) {
+        size_t n = 0;
+        for (int i = 0; i < 100; i++, id += 2) {
+            n += headers_frame_fl(buf + n, d, id, get, 4, NGHTTP2_FLAG_END_HEADERS);
+            n += frame(buf + n, NGHTTP2_RST_STREAM, 0, id, "\0\0\0\x8", 4);
+        }
+        raw_write(fd, buf, n);
+        raw_pump(fd, &res, 2);
+    }
+    ck_assert(res.goaway);
+    ck_assert_uint_eq(res.goaway_error, NGHTTP2_ENHANCE_YOUR_CALM);
+    /* not before the burst of 1000 resets is spent (the 11th batch of 100) */
+    ck_assert_int_ge(batch, 11);
+    close(fd);
+    nghttp2_hd_deflate_del(d);
+
+    /* DATA on closed streams (answered, so closed), one after another:
+     * each costs a RST_STREAM, counted as a reset */
+    nghttp2_hd_deflate_new(&d, 4096);
+    fd = raw_open();
+    memset(&res, 0, sizeof(res));
+    id = 1;
+    for (int b = 0; b < 15 && !res.goaway; b++) {
+        size_t n = 0;
+        for (int i = 0; i < 100; i++)
+            n += headers_frame(buf + n, d, id + 2 * i, get, 4);
+        raw_write(fd, buf, n);
+        raw_pump(fd, &res, 3);
+        n = 0;
+        for (int i = 0; i < 100; i++)
+            n += frame(buf + n, NGHTTP2_DATA, 0, id + 2 * i, "x", 1);
+        id += 200;
+        raw_write(fd, buf, n);
+        raw_pump(fd, &res, 3);
+        ck_assert_msg(res.goaway || res.rst == 100 * (b + 1), "batch %d: %d", b, res.rst);
+    }
+    ck_assert(res.goaway);
+    ck_assert_uint_eq(res.goaway_error, NGHTTP2_ENHANCE_YOUR_CALM);
+    close(fd);
+    nghttp2_hd_deflate_del(d);
+
+    /* PING flood: more PINGs in one read than nghttp2 queues answers for */
+    fd = raw_open();
+    size_t n = 0;
+    for (int i = 0; i < 3000; i++)
+        n += frame(buf + n, NGHTTP2_PING, 0, 0, "12345678", 8);
+    raw_write(fd, buf, n);
+    expect_calm(fd, "PING flood");
+
+    /* SETTINGS flood, the same */
+    fd = raw_open();
+    n = 0;
+    for (int i = 0; i < 3000; i++)
+        n += frame(buf + n, NGHTTP2_SETTINGS, 0, 0, NULL, 0);
+    raw_write(fd, buf, n);
+    expect_calm(fd, "SETTINGS flood");
+
+    /* CONTINUATION flood (CVE-2024-27316 class): a header block in more
+     * frames than nghttp2 accepts */
+    nghttp2_hd_deflate_new(&d, 4096);
+    fd = raw_open();
+    n = headers_frame_fl(buf, d, 1, get, 4, NGHTTP2_FLAG_END_STREAM);
+    for (int i = 0; i < 100; i++)
+        n += frame(buf + n, NGHTTP2_CONTINUATION, 0, 1, NULL, 0);
+    raw_write(fd, buf, n);
+    expect_calm(fd, "CONTINUATION flood");
+    nghttp2_hd_deflate_del(d);
+
+    still_serving();
+}
+END_TEST
+
 START_TEST(header_list_too_large)
 {
     srv->cfg.max_header_size = 1024;
@@ -1489,6 +1808,10 @@ static Suite *suite(void)
     tcase_add_test(t, malformed_requests);
     tcase_add_test(t, lower_stream_id);
     tcase_add_test(t, header_list_too_large);
+    tcase_add_test(t, priority_frames);
+    tcase_add_test(t, data_on_closed_stream);
+    tcase_add_test(t, data_after_our_reset);
+    tcase_add_test(t, floods_calm);
     tcase_add_test(t, no_heap_after_warmup);
     tcase_add_test(t, wait_streams);
     tcase_add_test(t, wait_rst_stream);
