@@ -127,6 +127,7 @@ typedef struct h2stream {
     size_t sent;          /* body bytes handed to nghttp2 */
     size_t nc_off;        /* offset of the body bytes of the pending NO_COPY frame */
     uint64_t bytes_out;
+    uint64_t body_start;  /* ms: the request head complete, its body to come */
     sbuf_t *sb_head, *sb_tail;
     size_t sb_bytes;      /* streamed body bytes in sb_head..: not framed yet */
     const char *host;     /* the Host header, if any */
@@ -545,6 +546,7 @@ static void head_done(h2conn_t *h, h2stream_t *s, bool end_stream)
     petrel_req_t *r = &s->req;
     const petrel__config_t *cfg = h->c->cs->cfg;
     s->flags |= S_HEAD_DONE;
+    s->body_start = petrel__loop->now_ms;
     if (s->err)
         return;
     if (r->method_name.ptr == NULL || r->target.ptr == NULL) {
@@ -1210,9 +1212,16 @@ static void h2_flush(h2conn_t *h)
          * requests are all answered within each turn is never idle */
         if (c->timer.q != q || (h->flags & H2_ACTIVE))
             petrel__timer_arm(petrel__loop, &c->timer, q);
-    } else if (h->nrecv > 0 || !list_empty(&h->ready)) {
-        /* requests arriving, or an upgrade waiting for the client's preface */
+    } else if (h->cur || !list_empty(&h->ready)) {
+        /* a request head arriving, or an upgrade waiting for the client's
+         * preface */
         petrel__timer_arm(petrel__loop, &c->timer, &cs->tq_header);
+    } else if (h->nrecv > 0) {
+        /* request bodies arriving: each has --body-timeout plus a second per
+         * --body-min-rate bytes received (body_check); the check is not
+         * pushed back by the traffic of other streams */
+        if (c->timer.q != &cs->tq_body_check)
+            petrel__timer_arm(petrel__loop, &c->timer, &cs->tq_body_check);
     } else if (blocked_on_peer(h)) {
         /* response bytes wait for the peer's flow-control window: a peer
          * that keeps it shut (SETTINGS_INITIAL_WINDOW_SIZE 0) gets the send
@@ -1375,9 +1384,51 @@ static void h2_on_read(petrel__conn_t *c)
 
 static void h2_on_written(petrel__conn_t *c) { h2_flush(c->proto); }
 
+/* The body of each request still arriving against its moving deadline
+ * (petrel__body_late, as HTTP/1.1's): a late one is answered 408 (RFC 9110
+ * §15.5.9) and its stream reset with NO_ERROR once the answer is sent
+ * (on_frame_send; RFC 9113 §8.1), the other streams go on.  False when no
+ * body is arriving (the timeout is the connection's). */
+static bool body_check(h2conn_t *h)
+{
+    const petrel__config_t *cfg = h->c->cs->cfg;
+    uint64_t now = petrel__loop->now_ms;
+    bool arriving = false, late = false;
+    for (petrel__list_t *l = h->streams.next; l != &h->streams; l = l->next) {
+        h2stream_t *s = container_of(l, h2stream_t, link);
+        if ((s->flags & (S_HEAD_DONE | S_REQ_DONE | S_DISPATCHED | S_DISCARD)) != S_HEAD_DONE ||
+            s->err)
+            continue;
+        arriving = true;
+        if (!petrel__body_late(cfg, s->body_start, s->req.body.len, now))
+            continue;
+        petrel_log(PETREL_LOG_INFO,
+                   "request %llu: %zu body bytes in %llu ms, under --body-min-rate: 408",
+                   (unsigned long long)s->req.id, s->req.body.len,
+                   (unsigned long long)(now - s->body_start));
+        s->err = 408;
+        s->flags |= S_DISCARD;
+        make_ready(h, s);
+        late = true;
+    }
+    if (late) {
+        h->flags |= H2_BUSY;
+        dispatch_ready(h);
+        h->flags &= ~H2_BUSY;
+    }
+    return arriving;
+}
+
 static void h2_on_timeout(petrel__conn_t *c)
 {
     h2conn_t *h = c->proto;
+    if (h->nrecv > 0 && !h->cur && list_empty(&h->ready) && petrel__conn_out_empty(c) &&
+        !(h->flags & (H2_NOTICE | H2_TIMEDOUT)) && body_check(h)) {
+        if (c->timer.q == NULL)
+            petrel__timer_arm(petrel__loop, &c->timer, &c->cs->tq_body_check);
+        h2_flush(h);
+        return;
+    }
     if ((h->flags & H2_NOTICE) && petrel__conn_out_empty(c)) {
         final_goaway(h); /* the PING of the shutdown notice was not answered */
         h2_flush(h);

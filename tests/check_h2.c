@@ -1433,6 +1433,78 @@ START_TEST(header_list_too_large)
 }
 END_TEST
 
+/* --body-timeout and --body-min-rate over h2, per stream (RFC 9110
+ * §15.5.9): a request body that trickles below the minimum rate gets 408
+ * and its stream is reset with NO_ERROR after it (RFC 9113 §8.1); the other
+ * streams of the connection are not harmed, and a body that arrives in
+ * time is served. */
+START_TEST(body_timeout)
+{
+    srv->cfg.body_timeout_ms = 150;
+    srv->cfg.body_min_rate = 1000; /* 1 ms more per byte received */
+    srv->conns.tq_body_check.timeout_ms = 10;
+    nghttp2_hd_deflater *d;
+    nghttp2_hd_deflate_new(&d, 4096);
+    nghttp2_nv slow[] = {MKNV(":method", "POST"), MKNV(":scheme", "http"), MKNV(":path", "/echo"),
+                         MKNV(":authority", "x"), MKNV("content-length", "1000")};
+    nghttp2_nv get[] = {MKNV(":method", "GET"), MKNV(":scheme", "http"), MKNV(":path", "/hello"),
+                        MKNV(":authority", "x")};
+    uint8_t buf[4096];
+    int fd = raw_open();
+    uint64_t t0 = srv->loop.now_ms;
+    size_t n = headers_frame_fl(buf, d, 1, slow, 5, NGHTTP2_FLAG_END_HEADERS);
+    n += frame(buf + n, NGHTTP2_DATA, 0, 1, "0123456789", 10);
+    n += headers_frame(buf + n, d, 3, get, 4);
+    raw_write(fd, buf, n);
+    raw_result_t res = {0};
+    raw_pump(fd, &res, 4);
+    ck_assert_str_eq(res.status, "200"); /* stream 3 */
+    ck_assert_int_eq(res.rst, 0);
+    /* stream 1 trickles on: a byte every 20 ms is below 1000 B/s; stream 5
+     * sends its whole body in between and is answered */
+    nghttp2_nv fast[] = {MKNV(":method", "POST"), MKNV(":scheme", "http"), MKNV(":path", "/echo"),
+                         MKNV(":authority", "x"), MKNV("content-length", "3")};
+    bool fast_sent = false, fast_ok = false;
+    memset(&res, 0, sizeof(res));
+    for (int i = 0; i < 200 && res.rst == 0; i++) {
+        petrel__loop_run_once(&srv->loop, 20);
+        n = frame(buf, NGHTTP2_DATA, 0, 1, "x", 1);
+        if (!fast_sent && srv->loop.now_ms - t0 > 50) {
+            n += headers_frame_fl(buf + n, d, 5, fast, 5, NGHTTP2_FLAG_END_HEADERS);
+            n += frame(buf + n, NGHTTP2_DATA, NGHTTP2_FLAG_END_STREAM, 5, "abc", 3);
+            fast_sent = true;
+        }
+        raw_write(fd, buf, n);
+        raw_pump(fd, &res, 1);
+        if (res.status[0] == '2')
+            fast_ok = true;
+    }
+    uint64_t took = srv->loop.now_ms - t0;
+    ck_assert(fast_ok);
+    ck_assert_str_eq(res.status, "408");
+    ck_assert_int_eq(res.rst, 1);
+    ck_assert_int_eq(res.rst_id, 1);
+    ck_assert_uint_eq(res.rst_error, NGHTTP2_NO_ERROR);
+    ck_assert(!res.goaway);
+    /* not before --body-timeout (plus its grace for the bytes received) */
+    ck_assert_uint_ge(took, 150);
+    ck_assert_uint_lt(took, 2000);
+    /* the connection goes on */
+    n = headers_frame(buf, d, 7, get, 4);
+    raw_write(fd, buf, n);
+    memset(&res, 0, sizeof(res));
+    raw_pump(fd, &res, 4);
+    ck_assert_str_eq(res.status, "200");
+    ck_assert(!res.goaway);
+    close(fd);
+    nghttp2_hd_deflate_del(d);
+    petrel__h2_stats_t st;
+    petrel__loop_run_once(&srv->loop, 0);
+    petrel__h2_stats(&st);
+    ck_assert_uint_eq(st.streams, 0);
+}
+END_TEST
+
 /* ------------------------------------------------------------------------ */
 /* Handlers that wait (petrel.h, "Waiting")                                 */
 
@@ -1812,6 +1884,7 @@ static Suite *suite(void)
     tcase_add_test(t, data_on_closed_stream);
     tcase_add_test(t, data_after_our_reset);
     tcase_add_test(t, floods_calm);
+    tcase_add_test(t, body_timeout);
     tcase_add_test(t, no_heap_after_warmup);
     tcase_add_test(t, wait_streams);
     tcase_add_test(t, wait_rst_stream);
