@@ -161,7 +161,7 @@ struct h2conn {
     uint64_t resets_ms; /* when they were last refilled */
     uint32_t fskip;     /* input bytes before the next frame header */
     uint8_t fhn;        /* bytes of that header gathered (withheld from nghttp2) */
-    uint8_t fhd[9];
+    uint8_t fhd[14];    /* a frame header (and a PRIORITY frame's payload) */
     unsigned flags;
 };
 
@@ -1242,23 +1242,31 @@ static void h2_flush(h2conn_t *h)
  *     receives on closed streams after it has sent a RST_STREAM frame");
  *   - DATA on any other closed stream (closed by the client's END_STREAM or
  *     RST_STREAM, or implicitly): stream error STREAM_CLOSED (§5.1, §6.1);
- *   - HEADERS on a stream the client opened and closed: the same (§5.1);
+ *     each stream gets one RST_STREAM (then it is in the ring and later
+ *     frames are ignored), and each counts as a reset (reset_token);
+ *   - HEADERS on a stream the client opened and ended or reset itself:
+ *     connection error STREAM_CLOSED (§5.1 allows it for a closed stream;
+ *     nghttp2 does the same while the stream is half-closed (remote));
  *     on one it never opened, or closed long ago (beyond the 64 ids
  *     remembered): on_begin_frame's connection error PROTOCOL_ERROR (§5.1.1).
- * Each stream gets one RST_STREAM (then it is in the ring: later frames
- * are ignored), and each counts as a reset (reset_token). */
-static void closed_frame(h2conn_t *h, uint8_t type, int32_t id)
+ * Returns 0, or NGHTTP2_ERR_CALLBACK_FAILURE once the session is ended. */
+static int closed_frame(h2conn_t *h, uint8_t type, int32_t id)
 {
     if (nghttp2_session_find_stream(h->ngh, id) || recently_reset(h, id))
-        return; /* open (nghttp2 judges), or ignored */
-    if (type == NGHTTP2_HEADERS && !was_opened(h, id))
-        return;
+        return 0; /* open (nghttp2 judges), or ignored */
+    if (type == NGHTTP2_HEADERS) {
+        if (!was_opened(h, id))
+            return 0;
+        petrel_log(PETREL_LOG_DEBUG, "h2: HEADERS on closed stream %d: STREAM_CLOSED", id);
+        nghttp2_session_terminate_session(h->ngh, NGHTTP2_STREAM_CLOSED);
+        return NGHTTP2_ERR_CALLBACK_FAILURE;
+    }
     if (!reset_token(h))
-        return;
-    petrel_log(PETREL_LOG_DEBUG, "h2: %s on closed stream %d: STREAM_CLOSED",
-               type == NGHTTP2_DATA ? "DATA" : "HEADERS", id);
+        return NGHTTP2_ERR_CALLBACK_FAILURE;
+    petrel_log(PETREL_LOG_DEBUG, "h2: DATA on closed stream %d: STREAM_CLOSED", id);
     if (nghttp2_submit_rst_stream(h->ngh, NGHTTP2_FLAG_NONE, id, NGHTTP2_STREAM_CLOSED) == 0)
         remember_reset(h, id);
+    return 0;
 }
 
 static int recv_bytes(h2conn_t *h, const uint8_t *p, size_t n)
@@ -1269,12 +1277,18 @@ static int recv_bytes(h2conn_t *h, const uint8_t *p, size_t n)
     return rv < 0 ? (int)rv : 0;
 }
 
-/* Hand the input to nghttp2, split at the headers of the frames that
- * closed_frame() must judge first: the scanner follows frame boundaries
- * (fskip, fhd) and holds back a frame header split across two reads. */
+/* Hand the input to nghttp2, split before the frames that petrel judges
+ * first: DATA and HEADERS on a stream id already used (closed_frame), and
+ * PRIORITY frames, whose dependency on the stream itself nghttp2 no longer
+ * checks (RFC 7540 §5.3.1, which RFC 9113 §6.3 refers to for the field: a
+ * PROTOCOL_ERROR, here a connection error).  The scanner follows frame
+ * boundaries (fskip) and gathers each frame header -- 14 bytes for
+ * PRIORITY, 9 for the others -- in fhd, holding back one split across two
+ * reads until it is judged. */
 static int recv_frames(h2conn_t *h, const uint8_t *p, size_t n)
 {
     const uint8_t *end = p + n, *from = p, *cur = p, *hs = NULL;
+    const uint8_t *f = h->fhd;
     while (cur < end) {
         if (h->fskip) {
             size_t k = (size_t)(end - cur) < h->fskip ? (size_t)(end - cur) : h->fskip;
@@ -1282,18 +1296,25 @@ static int recv_frames(h2conn_t *h, const uint8_t *p, size_t n)
             h->fskip -= (uint32_t)k;
             continue;
         }
-        size_t had = h->fhn, k = 9 - had;
-        if ((size_t)(end - cur) < k)
-            k = (size_t)(end - cur);
+        size_t had = h->fhn, need = had >= 9 ? 14 : 9;
         hs = had ? p : cur; /* where this header's bytes start in this input */
-        memcpy(h->fhd + had, cur, k);
-        cur += k;
-        h->fhn = (uint8_t)(had + k);
-        if (h->fhn < 9)
+        for (;;) {
+            size_t k = need - h->fhn;
+            if ((size_t)(end - cur) < k)
+                k = (size_t)(end - cur);
+            memcpy(h->fhd + h->fhn, cur, k);
+            cur += k;
+            h->fhn = (uint8_t)(h->fhn + k);
+            if (h->fhn < need || need == 14 || f[3] != NGHTTP2_PRIORITY || (f[0] | f[1]) != 0 ||
+                f[2] != 5)
+                break;
+            need = 14; /* a PRIORITY frame: its payload too */
+        }
+        if (h->fhn < need)
             break; /* held back until the rest arrives */
+        size_t len = (size_t)f[0] << 16 | (size_t)f[1] << 8 | f[2];
+        h->fskip = (uint32_t)(len - (need - 9));
         h->fhn = 0;
-        const uint8_t *f = h->fhd;
-        h->fskip = (uint32_t)f[0] << 16 | (uint32_t)f[1] << 8 | f[2];
         int32_t id =
             (int32_t)(((uint32_t)f[5] << 24 | (uint32_t)f[6] << 16 | (uint32_t)f[7] << 8 | f[8]) &
                       0x7fffffff);
@@ -1305,6 +1326,11 @@ static int recv_frames(h2conn_t *h, const uint8_t *p, size_t n)
                 judge = true;
         } else if (f[3] == NGHTTP2_DATA && (id & 1) && id <= h->scan_max) {
             judge = true;
+        } else if (need == 14) {
+            int32_t dep = (int32_t)(((uint32_t)f[9] << 24 | (uint32_t)f[10] << 16 |
+                                     (uint32_t)f[11] << 8 | f[12]) &
+                                    0x7fffffff);
+            judge = dep == id && id != 0;
         }
         if (judge) {
             /* nghttp2 first takes every frame before this one */
@@ -1312,7 +1338,13 @@ static int recv_frames(h2conn_t *h, const uint8_t *p, size_t n)
             if (rv < 0)
                 return rv;
             from = hs;
-            closed_frame(h, f[3], id);
+            if (f[3] == NGHTTP2_PRIORITY) {
+                petrel_log(PETREL_LOG_DEBUG, "h2: stream %d depends on itself: PROTOCOL_ERROR", id);
+                nghttp2_session_terminate_session(h->ngh, NGHTTP2_PROTOCOL_ERROR);
+                return NGHTTP2_ERR_CALLBACK_FAILURE;
+            }
+            if ((rv = closed_frame(h, f[3], id)) < 0)
+                return rv;
         }
         if (had) {
             int rv = recv_bytes(h, f, had); /* the part held back */
