@@ -540,6 +540,47 @@ static int parse_path(h2stream_t *s)
     return 0;
 }
 
+/* RFC 9113 §8.2.3: the cookie fields of a request (a client may send each
+ * cookie-pair as its own field, for HPACK) are concatenated with "; "
+ * before the application sees them, so that petrel_req_header() returns
+ * them all, as for HTTP/1.1.  The first keeps its place; 0 or a status. */
+static int merge_cookies(h2stream_t *s)
+{
+    petrel_req_t *r = &s->req;
+    size_t len = 0, first = SIZE_MAX;
+    for (size_t i = 0; i < r->nheaders; i++) {
+        petrel_header_t *hd = &r->headers[i];
+        if (hd->name.len == 6 && memcmp(hd->name.ptr, "cookie", 6) == 0) {
+            len += hd->value.len + 2;
+            if (first == SIZE_MAX)
+                first = i;
+        }
+    }
+    char *v = petrel_arena_alloc(&s->arena, len - 1, 1);
+    if (v == NULL)
+        return 431;
+    size_t o = 0, n = first;
+    for (size_t i = first; i < r->nheaders; i++) {
+        petrel_header_t *hd = &r->headers[i];
+        if (hd->name.len == 6 && memcmp(hd->name.ptr, "cookie", 6) == 0) {
+            if (o) {
+                memcpy(v + o, "; ", 2);
+                o += 2;
+            }
+            memcpy(v + o, hd->value.ptr, hd->value.len);
+            o += hd->value.len;
+            if (i != first)
+                continue; /* dropped: merged into the first */
+        }
+        r->headers[n++] = *hd;
+    }
+    v[o] = '\0';
+    r->headers[first].value.ptr = v;
+    r->headers[first].value.len = o;
+    r->nheaders = n;
+    return 0;
+}
+
 /* The request head is complete: method, path, body buffer. */
 static void head_done(h2conn_t *h, h2stream_t *s, bool end_stream)
 {
@@ -577,12 +618,19 @@ static void head_done(h2conn_t *h, h2stream_t *s, bool end_stream)
         return;
     }
     const char *cl = NULL, *expect = NULL;
+    size_t ncookies = 0;
     for (size_t i = 0; i < r->nheaders; i++) {
         petrel_header_t *hd = &r->headers[i];
         if (hd->name.len == 14 && memcmp(hd->name.ptr, "content-length", 14) == 0)
             cl = hd->value.ptr;
         else if (hd->name.len == 6 && memcmp(hd->name.ptr, "expect", 6) == 0)
             expect = hd->value.ptr;
+        else if (hd->name.len == 6 && memcmp(hd->name.ptr, "cookie", 6) == 0)
+            ncookies++;
+    }
+    if (ncookies > 1 && (st = merge_cookies(s)) != 0) {
+        s->err = (uint16_t)st;
+        return;
     }
     if (expect && !petrel__str_ieq(expect, strlen(expect), "100-continue", 12)) {
         s->err = 417;

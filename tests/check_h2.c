@@ -101,6 +101,19 @@ static int head_info(petrel_req_t *req, void *data)
     return petrel_send_text(req, 200, "text/plain", s);
 }
 
+/* The request's cookie field and how many there are. */
+static int cookie_info(petrel_req_t *req, void *data)
+{
+    (void)data;
+    int n = 0;
+    for (size_t i = 0; i < req->nheaders; i++)
+        n += petrel__str_ieq(req->headers[i].name.ptr, req->headers[i].name.len, "cookie", 6);
+    const char *c = petrel_req_header(req, "cookie");
+    return petrel_send_text(req, 200, "text/plain",
+                            petrel_arena_printf(req->arena, "%d|%s|%s", n, c ? c : "",
+                                                petrel_req_header(req, "x-test")));
+}
+
 /* ------------------------------------------------------------------------ */
 /* Fixture                                                                  */
 
@@ -118,6 +131,7 @@ static void setup(void)
     petrel_route_add(srv, PETREL_GET, "/stream", stream_handler, NULL);
     petrel_route_add(srv, PETREL_POST, "/grpc", grpc_handler, NULL);
     petrel_route_add(srv, PETREL_GET, "/wait", h_wait, NULL);
+    petrel_route_add(srv, PETREL_GET, "/cookie", cookie_info, NULL);
     wait_setup();
     petrel_route_add(srv, PETREL_GET | PETREL_POST | PETREL_OPTIONS, "/info/*", head_info, NULL);
     srv->cfg.max_body_size = 1 << 20;
@@ -1051,11 +1065,38 @@ START_TEST(malformed_requests)
     nghttp2_nv host_mismatch[] = {MKNV(":method", "GET"), MKNV(":scheme", "http"),
                                   MKNV(":path", "/hello"), MKNV(":authority", "a.test"),
                                   MKNV("host", "b.test")};
+    /* RFC 9113 §8.2.1: field names and values; §8.2.2: connection-specific
+     * fields; §8.3 and §8.3.1: pseudo-header fields */
+    nghttp2_nv value_sp[] = {MKNV(":method", "GET"), MKNV(":scheme", "http"),
+                             MKNV(":path", "/hello"), MKNV("x-a", " v")};
+    nghttp2_nv value_crlf[] = {MKNV(":method", "GET"), MKNV(":scheme", "http"),
+                               MKNV(":path", "/hello"), MKNV("x-a", "a\r\nb: c")};
+    nghttp2_nv name_sp[] = {MKNV(":method", "GET"), MKNV(":scheme", "http"),
+                            MKNV(":path", "/hello"), MKNV("x a", "v")};
+    nghttp2_nv empty_path[] = {MKNV(":method", "GET"), MKNV(":scheme", "http"), MKNV(":path", ""),
+                               MKNV(":authority", "x")};
+    nghttp2_nv no_scheme[] = {MKNV(":method", "GET"), MKNV(":path", "/hello"),
+                              MKNV(":authority", "x")};
+    nghttp2_nv two_methods[] = {MKNV(":method", "GET"), MKNV(":method", "GET"),
+                                MKNV(":scheme", "http"), MKNV(":path", "/hello")};
+    nghttp2_nv status_in_req[] = {MKNV(":method", "GET"), MKNV(":scheme", "http"),
+                                  MKNV(":path", "/hello"), MKNV(":status", "200")};
+    nghttp2_nv te_chunked[] = {MKNV(":method", "GET"), MKNV(":scheme", "http"),
+                               MKNV(":path", "/hello"), MKNV("transfer-encoding", "chunked")};
+    nghttp2_nv upgrade[] = {MKNV(":method", "GET"), MKNV(":scheme", "http"),
+                            MKNV(":path", "/hello"), MKNV("upgrade", "websocket")};
+    nghttp2_nv keep_alive[] = {MKNV(":method", "GET"), MKNV(":scheme", "http"),
+                               MKNV(":path", "/hello"), MKNV("keep-alive", "timeout=5")};
+    nghttp2_nv proxy_conn[] = {MKNV(":method", "GET"), MKNV(":scheme", "http"),
+                               MKNV(":path", "/hello"), MKNV("proxy-connection", "close")};
     struct {
         nghttp2_nv *nv;
         size_t n;
-    } cases[] = {{unknown_pseudo, 4}, {no_path, 3},  {pseudo_after, 4}, {conn_hdr, 4},
-                 {te_gzip, 4},        {upper, 4},    {host_mismatch, 5}};
+    } cases[] = {{unknown_pseudo, 4}, {no_path, 3},       {pseudo_after, 4},  {conn_hdr, 4},
+                 {te_gzip, 4},        {upper, 4},         {host_mismatch, 5}, {value_sp, 4},
+                 {value_crlf, 4},     {name_sp, 4},       {empty_path, 4},    {no_scheme, 3},
+                 {two_methods, 4},    {status_in_req, 4}, {te_chunked, 4},    {upgrade, 4},
+                 {keep_alive, 4},     {proxy_conn, 4}};
     for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
         int fd = raw_open();
         nghttp2_hd_deflater *d;
@@ -1105,6 +1146,30 @@ START_TEST(lower_stream_id)
     nghttp2_hd_deflate_del(d);
     close(fd);
     still_serving();
+}
+END_TEST
+
+/* RFC 9113 §8.2.3: "If there are multiple Cookie header fields after
+ * decompression, these MUST be concatenated into a single octet string
+ * using the two-octet delimiter of 0x3b, 0x20 ("; ") before being passed
+ * into ... a generic HTTP server application." */
+START_TEST(cookies_concatenated)
+{
+    client_t *cl = client_new(NULL, 0);
+    nghttp2_nv nv[] = {MKNV(":method", "GET"),  MKNV(":scheme", "http"), MKNV(":path", "/cookie"),
+                       MKNV(":authority", "x"), MKNV("cookie", "a=1"),   MKNV("x-test", "t"),
+                       MKNV("cookie", "b=2"),   MKNV("cookie", "c=3")};
+    resp_t *r = request_nv(cl, nv, 8, NULL, 0);
+    nghttp2_nv one[] = {MKNV(":method", "GET"),     MKNV(":scheme", "http"),
+                        MKNV(":path", "/cookie"),   MKNV(":authority", "x"),
+                        MKNV("cookie", "a=1; b=2"), MKNV("x-test", "u")};
+    resp_t *r1 = request_nv(cl, one, 6, NULL, 0);
+    pump_all(cl);
+    ck_assert_int_eq(r->status, 200);
+    ck_assert_str_eq(r->body, "1|a=1; b=2; c=3|t");
+    ck_assert_int_eq(r1->status, 200);
+    ck_assert_str_eq(r1->body, "1|a=1; b=2|u");
+    client_free(cl);
 }
 END_TEST
 
@@ -1904,6 +1969,7 @@ static Suite *suite(void)
     tcase_add_test(t, lower_stream_id);
     tcase_add_test(t, header_list_too_large);
     tcase_add_test(t, priority_frames);
+    tcase_add_test(t, cookies_concatenated);
     tcase_add_test(t, data_on_closed_stream);
     tcase_add_test(t, data_after_our_reset);
     tcase_add_test(t, floods_calm);
