@@ -154,7 +154,7 @@ struct h2conn {
     uint32_t nrecv;            /* of these, requests not complete yet */
     int32_t max_seen;          /* highest stream id a client HEADERS used */
     int32_t scan_max;          /* highest HEADERS stream id the frame scanner saw */
-    uint64_t opened;           /* bit k: stream max_seen - 2k was opened by the client */
+    uint64_t opened;           /* bit k: stream scan_max - 2k was opened by the client */
     int32_t rst[RST_RING];     /* streams we sent RST_STREAM for, lately */
     unsigned rst_pos;
     uint32_t resets;    /* reset tokens left (RESET_BURST, RESET_RATE) */
@@ -375,39 +375,30 @@ static bool reset_token(h2conn_t *h)
     return true;
 }
 
-/* Did the client open stream `id` (not above max_seen)?  Known for the last
- * 64 client stream ids; false for older ones. */
+/* Did the client open stream `id` (not above scan_max)?  Known for the
+ * last 64 client stream ids; false for older ones. */
 static bool was_opened(const h2conn_t *h, int32_t id)
 {
-    if (id > h->max_seen)
+    if (id > h->scan_max)
         return false;
-    uint32_t k = (uint32_t)(h->max_seen - id) / 2;
+    uint32_t k = (uint32_t)(h->scan_max - id) / 2;
     return k < 64 && (h->opened >> k & 1);
 }
 
 static int on_begin_frame(nghttp2_session *ngh, const nghttp2_frame_hd *hd, void *ud)
 {
     h2conn_t *h = ud;
-    if (hd->type == NGHTTP2_PRIORITY && hd->stream_id == 0) {
-        /* RFC 9113 §6.3: nghttp2 skips PRIORITY frames once
-         * SETTINGS_NO_RFC7540_PRIORITIES is sent; the stream-0 check is ours */
-        petrel_log(PETREL_LOG_DEBUG, "h2: PRIORITY on stream 0: PROTOCOL_ERROR");
-        nghttp2_session_terminate_session(ngh, NGHTTP2_PROTOCOL_ERROR);
-        return NGHTTP2_ERR_CALLBACK_FAILURE;
-    }
     if (hd->type != NGHTTP2_HEADERS || !(hd->stream_id & 1))
         return 0;
     if (hd->stream_id > h->max_seen) {
-        uint32_t shift = (uint32_t)(hd->stream_id - h->max_seen) / 2;
-        h->opened = (shift >= 64 ? 0 : h->opened << shift) | 1;
         h->max_seen = hd->stream_id;
         return 0;
     }
     /* RFC 9113 §5.1.1: a HEADERS frame may not open a stream whose id is not
      * larger than every id the client used before.  nghttp2 ignores such a
      * frame when the stream is gone from its memory; it is a connection
-     * error.  (HEADERS on a stream the client opened and closed lately got
-     * its STREAM_CLOSED from closed_frame() and is in the ring.) */
+     * error.  (HEADERS on a stream the client opened and closed lately was
+     * judged by closed_frame() first.) */
     if (nghttp2_session_find_stream(ngh, hd->stream_id) == NULL &&
         !recently_reset(h, hd->stream_id)) {
         petrel_log(PETREL_LOG_DEBUG, "h2: HEADERS on stream %d after stream %d: PROTOCOL_ERROR",
@@ -587,7 +578,8 @@ static void head_done(h2conn_t *h, h2stream_t *s, bool end_stream)
     petrel_req_t *r = &s->req;
     const petrel__config_t *cfg = h->c->cs->cfg;
     s->flags |= S_HEAD_DONE;
-    s->body_start = petrel__loop->now_ms;
+    if (!end_stream)
+        s->body_start = petrel__loop->now_ms;
     if (s->err)
         return;
     if (r->method_name.ptr == NULL || r->target.ptr == NULL) {
@@ -1327,16 +1319,20 @@ static int recv_bytes(h2conn_t *h, const uint8_t *p, size_t n)
 
 /* Hand the input to nghttp2, split before the frames that petrel judges
  * first: DATA and HEADERS on a stream id already used (closed_frame), and
- * PRIORITY frames, whose dependency on the stream itself nghttp2 no longer
- * checks (RFC 7540 §5.3.1, which RFC 9113 §6.3 refers to for the field: a
- * PROTOCOL_ERROR, here a connection error).  The scanner follows frame
- * boundaries (fskip) and gathers each frame header -- 14 bytes for
- * PRIORITY, 9 for the others -- in fhd, holding back one split across two
- * reads until it is judged. */
+ * PRIORITY frames, which nghttp2 no longer checks once
+ * SETTINGS_NO_RFC7540_PRIORITIES is sent: one on stream 0 (RFC 9113 §6.3)
+ * or one that makes a stream depend on itself (RFC 7540 §5.3.1, which RFC
+ * 9113 §6.3 refers to for the field) is a connection error PROTOCOL_ERROR.  The scanner follows
+ * frame boundaries (fskip) and gathers each frame header -- 14 bytes for PRIORITY, 9 for the others
+ * -- in fhd, holding back one split across two reads until it is judged. */
+static inline bool priority5(const uint8_t *f)
+{
+    return f[3] == NGHTTP2_PRIORITY && f[0] == 0 && f[1] == 0 && f[2] == 5;
+}
+
 static int recv_frames(h2conn_t *h, const uint8_t *p, size_t n)
 {
     const uint8_t *end = p + n, *from = p, *cur = p, *hs = NULL;
-    const uint8_t *f = h->fhd;
     while (cur < end) {
         if (h->fskip) {
             size_t k = (size_t)(end - cur) < h->fskip ? (size_t)(end - cur) : h->fskip;
@@ -1344,41 +1340,55 @@ static int recv_frames(h2conn_t *h, const uint8_t *p, size_t n)
             h->fskip -= (uint32_t)k;
             continue;
         }
-        size_t had = h->fhn, need = had >= 9 ? 14 : 9;
+        const uint8_t *f;
+        size_t had = h->fhn, need;
         hs = had ? p : cur; /* where this header's bytes start in this input */
-        for (;;) {
-            size_t k = need - h->fhn;
-            if ((size_t)(end - cur) < k)
-                k = (size_t)(end - cur);
-            memcpy(h->fhd + h->fhn, cur, k);
-            cur += k;
-            h->fhn = (uint8_t)(h->fhn + k);
-            if (h->fhn < need || need == 14 || f[3] != NGHTTP2_PRIORITY || (f[0] | f[1]) != 0 ||
-                f[2] != 5)
-                break;
-            need = 14; /* a PRIORITY frame: its payload too */
+        if (had == 0 && end - cur >= 14) {
+            f = cur; /* the usual case: the whole header in this input */
+            need = priority5(f) ? 14 : 9;
+            cur += need;
+        } else {
+            f = h->fhd;
+            need = had >= 9 ? 14 : 9;
+            for (;;) {
+                size_t k = need - h->fhn;
+                if ((size_t)(end - cur) < k)
+                    k = (size_t)(end - cur);
+                memcpy(h->fhd + h->fhn, cur, k);
+                cur += k;
+                h->fhn = (uint8_t)(h->fhn + k);
+                if (h->fhn < need || need == 14 || !priority5(f))
+                    break;
+                need = 14; /* a PRIORITY frame: its payload too */
+            }
+            if (h->fhn < need)
+                break; /* held back until the rest arrives */
+            h->fhn = 0;
         }
-        if (h->fhn < need)
-            break; /* held back until the rest arrives */
         size_t len = (size_t)f[0] << 16 | (size_t)f[1] << 8 | f[2];
         h->fskip = (uint32_t)(len - (need - 9));
-        h->fhn = 0;
         int32_t id =
             (int32_t)(((uint32_t)f[5] << 24 | (uint32_t)f[6] << 16 | (uint32_t)f[7] << 8 | f[8]) &
                       0x7fffffff);
         bool judge = false;
         if (f[3] == NGHTTP2_HEADERS && (id & 1)) {
-            if (id > h->scan_max)
-                h->scan_max = id; /* a new stream: nothing to judge */
-            else
+            if (id > h->scan_max) {
+                /* a new stream: nothing to judge */
+                uint32_t shift = (uint32_t)(id - h->scan_max) / 2;
+                h->opened = (shift >= 64 ? 0 : h->opened << shift) | 1;
+                h->scan_max = id;
+            } else {
                 judge = true;
+            }
         } else if (f[3] == NGHTTP2_DATA && (id & 1) && id <= h->scan_max) {
             judge = true;
         } else if (need == 14) {
+            /* PRIORITY on stream 0 (RFC 9113 §6.3), or on a stream it
+             * makes depend on itself */
             int32_t dep = (int32_t)(((uint32_t)f[9] << 24 | (uint32_t)f[10] << 16 |
                                      (uint32_t)f[11] << 8 | f[12]) &
                                     0x7fffffff);
-            judge = dep == id && id != 0;
+            judge = dep == id || id == 0;
         }
         if (judge) {
             /* nghttp2 first takes every frame before this one */
@@ -1387,7 +1397,7 @@ static int recv_frames(h2conn_t *h, const uint8_t *p, size_t n)
                 return rv;
             from = hs;
             if (f[3] == NGHTTP2_PRIORITY) {
-                petrel_log(PETREL_LOG_DEBUG, "h2: stream %d depends on itself: PROTOCOL_ERROR", id);
+                petrel_log(PETREL_LOG_DEBUG, "h2: PRIORITY on stream %d: PROTOCOL_ERROR", id);
                 nghttp2_session_terminate_session(h->ngh, NGHTTP2_PROTOCOL_ERROR);
                 return NGHTTP2_ERR_CALLBACK_FAILURE;
             }
@@ -1395,7 +1405,7 @@ static int recv_frames(h2conn_t *h, const uint8_t *p, size_t n)
                 return rv;
         }
         if (had) {
-            int rv = recv_bytes(h, f, had); /* the part held back */
+            int rv = recv_bytes(h, h->fhd, had); /* the part held back */
             if (rv < 0)
                 return rv;
         }
