@@ -373,6 +373,19 @@ static ssize_t upload_read(nghttp2_session *s, int32_t id, uint8_t *buf, size_t 
 #define MKNV(n, v)                                                                               \
     {(uint8_t *)(n), (uint8_t *)(v), sizeof(n) - 1, strlen(v), NGHTTP2_NV_FLAG_NONE}
 
+/* The fields of GET /hello, as most raw-frame tests send it. */
+#define GET_HELLO_NV                                                                               \
+    {                                                                                              \
+        MKNV(":method", "GET"), MKNV(":scheme", "http"), MKNV(":path", "/hello"),                  \
+            MKNV(":authority", "x")                                                                \
+    }
+
+/* GET /hello with one more field. */
+#define GET_WITH(n, v)                                                                             \
+    {                                                                                              \
+        MKNV(":method", "GET"), MKNV(":scheme", "http"), MKNV(":path", "/hello"), MKNV(n, v)       \
+    }
+
 static resp_t *request_nv(client_t *cl, const nghttp2_nv *nv, size_t n, const char *body,
                           size_t blen)
 {
@@ -1080,45 +1093,33 @@ END_TEST
 
 START_TEST(malformed_requests)
 {
-    nghttp2_nv unknown_pseudo[] = {MKNV(":method", "GET"), MKNV(":scheme", "http"),
-                                   MKNV(":path", "/hello"), MKNV(":foo", "bar")};
+    nghttp2_nv unknown_pseudo[] = GET_WITH(":foo", "bar");
     nghttp2_nv no_path[] = {MKNV(":method", "GET"), MKNV(":scheme", "http"),
                             MKNV(":authority", "x")};
     nghttp2_nv pseudo_after[] = {MKNV(":method", "GET"), MKNV(":scheme", "http"),
                                  MKNV("accept", "*/*"), MKNV(":path", "/hello")};
-    nghttp2_nv conn_hdr[] = {MKNV(":method", "GET"), MKNV(":scheme", "http"),
-                             MKNV(":path", "/hello"), MKNV("connection", "keep-alive")};
-    nghttp2_nv te_gzip[] = {MKNV(":method", "GET"), MKNV(":scheme", "http"),
-                            MKNV(":path", "/hello"), MKNV("te", "gzip")};
-    nghttp2_nv upper[] = {MKNV(":method", "GET"), MKNV(":scheme", "http"),
-                          MKNV(":path", "/hello"), MKNV("Accept", "*/*")};
+    nghttp2_nv conn_hdr[] = GET_WITH("connection", "keep-alive");
+    nghttp2_nv te_gzip[] = GET_WITH("te", "gzip");
+    nghttp2_nv upper[] = GET_WITH("Accept", "*/*");
     nghttp2_nv host_mismatch[] = {MKNV(":method", "GET"), MKNV(":scheme", "http"),
                                   MKNV(":path", "/hello"), MKNV(":authority", "a.test"),
                                   MKNV("host", "b.test")};
     /* RFC 9113 §8.2.1: field names and values; §8.2.2: connection-specific
      * fields; §8.3 and §8.3.1: pseudo-header fields */
-    nghttp2_nv value_sp[] = {MKNV(":method", "GET"), MKNV(":scheme", "http"),
-                             MKNV(":path", "/hello"), MKNV("x-a", " v")};
-    nghttp2_nv value_crlf[] = {MKNV(":method", "GET"), MKNV(":scheme", "http"),
-                               MKNV(":path", "/hello"), MKNV("x-a", "a\r\nb: c")};
-    nghttp2_nv name_sp[] = {MKNV(":method", "GET"), MKNV(":scheme", "http"),
-                            MKNV(":path", "/hello"), MKNV("x a", "v")};
+    nghttp2_nv value_sp[] = GET_WITH("x-a", " v");
+    nghttp2_nv value_crlf[] = GET_WITH("x-a", "a\r\nb: c");
+    nghttp2_nv name_sp[] = GET_WITH("x a", "v");
     nghttp2_nv empty_path[] = {MKNV(":method", "GET"), MKNV(":scheme", "http"), MKNV(":path", ""),
                                MKNV(":authority", "x")};
     nghttp2_nv no_scheme[] = {MKNV(":method", "GET"), MKNV(":path", "/hello"),
                               MKNV(":authority", "x")};
     nghttp2_nv two_methods[] = {MKNV(":method", "GET"), MKNV(":method", "GET"),
                                 MKNV(":scheme", "http"), MKNV(":path", "/hello")};
-    nghttp2_nv status_in_req[] = {MKNV(":method", "GET"), MKNV(":scheme", "http"),
-                                  MKNV(":path", "/hello"), MKNV(":status", "200")};
-    nghttp2_nv te_chunked[] = {MKNV(":method", "GET"), MKNV(":scheme", "http"),
-                               MKNV(":path", "/hello"), MKNV("transfer-encoding", "chunked")};
-    nghttp2_nv upgrade[] = {MKNV(":method", "GET"), MKNV(":scheme", "http"),
-                            MKNV(":path", "/hello"), MKNV("upgrade", "websocket")};
-    nghttp2_nv keep_alive[] = {MKNV(":method", "GET"), MKNV(":scheme", "http"),
-                               MKNV(":path", "/hello"), MKNV("keep-alive", "timeout=5")};
-    nghttp2_nv proxy_conn[] = {MKNV(":method", "GET"), MKNV(":scheme", "http"),
-                               MKNV(":path", "/hello"), MKNV("proxy-connection", "close")};
+    nghttp2_nv status_in_req[] = GET_WITH(":status", "200");
+    nghttp2_nv te_chunked[] = GET_WITH("transfer-encoding", "chunked");
+    nghttp2_nv upgrade[] = GET_WITH("upgrade", "websocket");
+    nghttp2_nv keep_alive[] = GET_WITH("keep-alive", "timeout=5");
+    nghttp2_nv proxy_conn[] = GET_WITH("proxy-connection", "close");
     struct {
         nghttp2_nv *nv;
         size_t n;
@@ -1133,8 +1134,7 @@ START_TEST(malformed_requests)
         nghttp2_hd_deflate_new(&d, 4096);
         uint8_t buf[4096];
         size_t n = headers_frame(buf, d, 1, cases[i].nv, cases[i].n);
-        nghttp2_nv ok[] = {MKNV(":method", "GET"), MKNV(":scheme", "http"),
-                           MKNV(":path", "/hello"), MKNV(":authority", "x")};
+        nghttp2_nv ok[] = GET_HELLO_NV;
         n += headers_frame(buf + n, d, 3, ok, 4);
         ck_assert_int_eq(write(fd, buf, n), (ssize_t)n);
         raw_result_t res = {0};
@@ -1159,8 +1159,7 @@ START_TEST(lower_stream_id)
     nghttp2_hd_deflater *d;
     nghttp2_hd_deflate_new(&d, 4096);
     uint8_t buf[4096];
-    nghttp2_nv ok[] = {MKNV(":method", "GET"), MKNV(":scheme", "http"), MKNV(":path", "/hello"),
-                       MKNV(":authority", "x")};
+    nghttp2_nv ok[] = GET_HELLO_NV;
     size_t n = headers_frame(buf, d, 5, ok, 4);
     ck_assert_int_eq(write(fd, buf, n), (ssize_t)n);
     raw_result_t res = {0};
@@ -1246,8 +1245,7 @@ START_TEST(priority_frames)
     fd = raw_open();
     nghttp2_hd_deflater *d;
     nghttp2_hd_deflate_new(&d, 4096);
-    nghttp2_nv ok[] = {MKNV(":method", "GET"), MKNV(":scheme", "http"), MKNV(":path", "/hello"),
-                       MKNV(":authority", "x")};
+    nghttp2_nv ok[] = GET_HELLO_NV;
     n = frame(buf, NGHTTP2_PRIORITY, 0, 7, pri, 5);
     n += frame(buf + n, NGHTTP2_PRIORITY, 0, 1, pri, 5);
     raw_write(fd, buf, n);
@@ -1275,8 +1273,7 @@ START_TEST(data_on_closed_stream)
 {
     nghttp2_hd_deflater *d;
     nghttp2_hd_deflate_new(&d, 4096);
-    nghttp2_nv get[] = {MKNV(":method", "GET"), MKNV(":scheme", "http"), MKNV(":path", "/hello"),
-                        MKNV(":authority", "x")};
+    nghttp2_nv get[] = GET_HELLO_NV;
     nghttp2_nv post[] = {MKNV(":method", "POST"), MKNV(":scheme", "http"), MKNV(":path", "/echo"),
                          MKNV(":authority", "x")};
     uint8_t buf[4096];
@@ -1376,8 +1373,7 @@ START_TEST(data_after_our_reset)
     nghttp2_hd_deflate_new(&d, 4096);
     nghttp2_nv post[] = {MKNV(":method", "POST"), MKNV(":scheme", "http"), MKNV(":path", "/echo"),
                          MKNV(":authority", "x"), MKNV("content-length", "99999999")};
-    nghttp2_nv get[] = {MKNV(":method", "GET"), MKNV(":scheme", "http"), MKNV(":path", "/hello"),
-                        MKNV(":authority", "x")};
+    nghttp2_nv get[] = GET_HELLO_NV;
     uint8_t buf[4096];
     int fd = raw_open();
     size_t n = headers_frame_fl(buf, d, 1, post, 5, NGHTTP2_FLAG_END_HEADERS);
@@ -1410,8 +1406,7 @@ START_TEST(floods_calm)
 {
     static uint8_t buf[1 << 16];
     nghttp2_hd_deflater *d;
-    nghttp2_nv get[] = {MKNV(":method", "GET"), MKNV(":scheme", "http"), MKNV(":path", "/hello"),
-                        MKNV(":authority", "x")};
+    nghttp2_nv get[] = GET_HELLO_NV;
 
     /* rapid reset (CVE-2023-44487): streams opened and reset at once */
     nghttp2_hd_deflate_new(&d, 4096);
@@ -1522,8 +1517,7 @@ START_TEST(body_timeout)
     nghttp2_hd_deflate_new(&d, 4096);
     nghttp2_nv slow[] = {MKNV(":method", "POST"), MKNV(":scheme", "http"), MKNV(":path", "/echo"),
                          MKNV(":authority", "x"), MKNV("content-length", "1000")};
-    nghttp2_nv get[] = {MKNV(":method", "GET"), MKNV(":scheme", "http"), MKNV(":path", "/hello"),
-                        MKNV(":authority", "x")};
+    nghttp2_nv get[] = GET_HELLO_NV;
     uint8_t buf[4096];
     int fd = raw_open();
     uint64_t t0 = srv->loop.now_ms;
