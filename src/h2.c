@@ -8,7 +8,9 @@
  * HTTP/1.1's upgrade hook).  c->proto is then our state (h2conn_t).
  *
  * The path of a request:
- *   read -> nghttp2_session_mem_recv -> callbacks fill a stream slot (the
+ *   read -> the frame scanner (recv_frames: the checks nghttp2 skips in
+ *   petrel's modes, doc/conformance.md) -> nghttp2_session_mem_recv ->
+ *   callbacks fill a stream slot (the
  *   petrel_req_t with its own arena) -> at END_STREAM the stream joins the
  *   `ready` list -> after mem_recv returns, each ready request is dispatched
  *   to its handler (outside nghttp2's callbacks, like http1.c pauses llhttp)
@@ -1317,19 +1319,21 @@ static int recv_bytes(h2conn_t *h, const uint8_t *p, size_t n)
     return rv < 0 ? (int)rv : 0;
 }
 
-/* Hand the input to nghttp2, split before the frames that petrel judges
- * first: DATA and HEADERS on a stream id already used (closed_frame), and
- * PRIORITY frames, which nghttp2 no longer checks once
- * SETTINGS_NO_RFC7540_PRIORITIES is sent: one on stream 0 (RFC 9113 §6.3)
- * or one that makes a stream depend on itself (RFC 7540 §5.3.1, which RFC
- * 9113 §6.3 refers to for the field) is a connection error PROTOCOL_ERROR.  The scanner follows
- * frame boundaries (fskip) and gathers each frame header -- 14 bytes for PRIORITY, 9 for the others
- * -- in fhd, holding back one split across two reads until it is judged. */
 static inline bool priority5(const uint8_t *f)
 {
     return f[3] == NGHTTP2_PRIORITY && f[0] == 0 && f[1] == 0 && f[2] == 5;
 }
 
+/* Hand the input to nghttp2, split before the frames that petrel judges
+ * first: DATA and HEADERS on a stream id already used (closed_frame), and
+ * PRIORITY frames, which nghttp2 no longer checks once
+ * SETTINGS_NO_RFC7540_PRIORITIES is sent: one on stream 0 (RFC 9113 §6.3)
+ * or one that makes a stream depend on itself (RFC 7540 §5.3.1, which RFC
+ * 9113 §6.3 refers to for the field) is a connection error PROTOCOL_ERROR.
+ * The scanner follows frame boundaries (fskip) and reads each frame header
+ * -- 14 bytes for PRIORITY, 9 for the others -- in place, or gathers it in
+ * fhd when it is split across two reads, holding it back from nghttp2
+ * until it is judged. */
 static int recv_frames(h2conn_t *h, const uint8_t *p, size_t n)
 {
     const uint8_t *end = p + n, *from = p, *cur = p, *hs = NULL;
