@@ -10,8 +10,8 @@
  * The path of a request:
  *   read -> the frame scanner (recv_frames: the checks nghttp2 skips in
  *   petrel's modes, doc/conformance.md) -> nghttp2_session_mem_recv ->
- *   callbacks fill a stream slot (the
- *   petrel_req_t with its own arena) -> at END_STREAM the stream joins the
+ *   callbacks fill a stream slot (the petrel_req_t with its own arena)
+ *   -> at END_STREAM the stream joins the
  *   `ready` list -> after mem_recv returns, each ready request is dispatched
  *   to its handler (outside nghttp2's callbacks, like http1.c pauses llhttp)
  *   -> the handler's response is submitted (nghttp2_submit_response with a
