@@ -84,13 +84,13 @@ enum {
     S_REQ_DONE = 1 << 1,   /* END_STREAM received */
     S_DISPATCHED = 1 << 2, /* handed to the handler (or answered with an error) */
     S_IN_HANDLER = 1 << 3,
-    S_CLOSED = 1 << 4,     /* nghttp2 closed the stream */
-    S_DEAD = 1 << 5,       /* orphan: the response can no longer be sent */
-    S_REFS = 1 << 6,       /* the output queue refers to the stream's memory or file */
-    S_DISCARD = 1 << 7,    /* ignore the rest of the request body */
-    S_READY = 1 << 8,      /* on h->ready */
-    S_RESET = 1 << 9,      /* reset by us for output over the budget: writes fail */
-    S_ABORTING = 1 << 10,  /* its abort callback is running: not freed under it */
+    S_CLOSED = 1 << 4,    /* nghttp2 closed the stream */
+    S_DEAD = 1 << 5,      /* orphan: the response can no longer be sent */
+    S_REFS = 1 << 6,      /* the output queue refers to the stream's memory or file */
+    S_DISCARD = 1 << 7,   /* ignore the rest of the request body */
+    S_READY = 1 << 8,     /* on h->ready */
+    S_RESET = 1 << 9,     /* reset by us for output over the budget: writes fail */
+    S_ABORTING = 1 << 10, /* its abort callback is running: not freed under it */
 };
 
 /* connection flags */
@@ -121,18 +121,18 @@ typedef struct h2stream {
     h2conn_t *h;          /* NULL once the connection is gone (orphan) */
     int32_t id;
     unsigned flags;
-    uint16_t err;         /* status to answer instead of dispatching */
+    uint16_t err; /* status to answer instead of dispatching */
     uint16_t hdr_cap;
-    uint32_t hdr_bytes;   /* RFC 9113 §6.5.2 accounting: name + value + 32 */
+    uint32_t hdr_bytes; /* RFC 9113 §6.5.2 accounting: name + value + 32 */
     uint32_t scr_used;
     size_t body_cap;
-    size_t sent;          /* body bytes handed to nghttp2 */
-    size_t nc_off;        /* offset of the body bytes of the pending NO_COPY frame */
+    size_t sent;   /* body bytes handed to nghttp2 */
+    size_t nc_off; /* offset of the body bytes of the pending NO_COPY frame */
     uint64_t bytes_out;
-    uint64_t body_start;  /* ms: the request head complete, its body to come */
+    uint64_t body_start; /* ms: the request head complete, its body to come */
     sbuf_t *sb_head, *sb_tail;
-    size_t sb_bytes;      /* streamed body bytes in sb_head..: not framed yet */
-    const char *host;     /* the Host header, if any */
+    size_t sb_bytes;  /* streamed body bytes in sb_head..: not framed yet */
+    const char *host; /* the Host header, if any */
     petrel_req_t req;
     petrel_resp_t resp;
     petrel_arena_t arena;
@@ -146,18 +146,18 @@ struct h2conn {
     petrel__pending_t pending; /* first: loop->pending entry */
     nghttp2_session *ngh;
     petrel__conn_t *c;
-    h2stream_t *cur;           /* the stream whose request head is being received */
-    petrel__list_t streams;    /* live slots of this connection (open or orphan) */
-    petrel__list_t ready;      /* complete requests to dispatch */
-    petrel__list_t zombies;    /* closed streams whose memory the output still reads */
-    size_t queued;             /* bytes serialized in this flush */
-    size_t buffered;           /* streamed body bytes waiting in sbufs, all streams */
-    uint32_t nstreams;         /* streams open in nghttp2 */
-    uint32_t nrecv;            /* of these, requests not complete yet */
-    int32_t max_seen;          /* highest stream id a client HEADERS used */
-    int32_t scan_max;          /* highest HEADERS stream id the frame scanner saw */
-    uint64_t opened;           /* bit k: stream scan_max - 2k was opened by the client */
-    int32_t rst[RST_RING];     /* streams we sent RST_STREAM for, lately */
+    h2stream_t *cur;        /* the stream whose request head is being received */
+    petrel__list_t streams; /* live slots of this connection (open or orphan) */
+    petrel__list_t ready;   /* complete requests to dispatch */
+    petrel__list_t zombies; /* closed streams whose memory the output still reads */
+    size_t queued;          /* bytes serialized in this flush */
+    size_t buffered;        /* streamed body bytes waiting in sbufs, all streams */
+    uint32_t nstreams;      /* streams open in nghttp2 */
+    uint32_t nrecv;         /* of these, requests not complete yet */
+    int32_t max_seen;       /* highest stream id a client HEADERS used */
+    int32_t scan_max;       /* highest HEADERS stream id the frame scanner saw */
+    uint64_t opened;        /* bit k: stream scan_max - 2k was opened by the client */
+    int32_t rst[RST_RING];  /* streams we sent RST_STREAM for, lately */
     unsigned rst_pos;
     uint32_t resets;    /* reset tokens left (RESET_BURST, RESET_RATE) */
     uint64_t resets_ms; /* when they were last refilled */
@@ -256,6 +256,9 @@ static h2stream_t *stream_new(h2conn_t *h, int32_t id)
     r->_conn = h->c;
     r->_resp = &s->resp;
     petrel__resp_init(&s->resp, r);
+    petrel__req_started(r, 0);
+    petrel__count(PETREL__C_H2_STREAMS, 1);
+    petrel__gauge_add(PETREL__G_H2_STREAMS_OPEN, 1);
     return s;
 }
 
@@ -281,6 +284,7 @@ static void stream_free(h2stream_t *s)
     stats.arena_mallocs += s->arena.mallocs;
     petrel__arena_clear(&s->arena);
     stats.streams--;
+    petrel__gauge_add(PETREL__G_H2_STREAMS_OPEN, -1);
     if (slot_nfree < SLOTS_KEPT) {
         list_append(&slot_free, &s->link);
         slot_nfree++;
@@ -428,8 +432,7 @@ static int on_begin_headers(nghttp2_session *ngh, const nghttp2_frame *frame, vo
 }
 
 static int on_header(nghttp2_session *ngh, const nghttp2_frame *frame, const uint8_t *name,
-                     size_t namelen, const uint8_t *value, size_t valuelen, uint8_t flags,
-                     void *ud)
+                     size_t namelen, const uint8_t *value, size_t valuelen, uint8_t flags, void *ud)
 {
     (void)ngh, (void)frame, (void)flags;
     h2conn_t *h = ud;
@@ -437,8 +440,8 @@ static int on_header(nghttp2_session *ngh, const nghttp2_frame *frame, const uin
     if (s == NULL || s->err)
         return 0;
     const petrel__config_t *cfg = h->c->cs->cfg;
-    size_t limit = cfg->h2_max_header_list_size ? cfg->h2_max_header_list_size
-                                                : cfg->max_header_size;
+    size_t limit =
+        cfg->h2_max_header_list_size ? cfg->h2_max_header_list_size : cfg->max_header_size;
     s->hdr_bytes += (uint32_t)(namelen + valuelen + 32);
     if (s->hdr_bytes > limit) {
         s->err = 431; /* RFC 9113 §10.5.1; the block is still decoded (HPACK state) */
@@ -585,8 +588,8 @@ static void head_done(h2conn_t *h, h2stream_t *s, bool end_stream)
     if (s->err)
         return;
     if (r->method_name.ptr == NULL || r->target.ptr == NULL) {
-        s->err = r->method_name.ptr && petrel__str_ieq(r->method_name.ptr, r->method_name.len,
-                                                        "CONNECT", 7)
+        s->err = r->method_name.ptr &&
+                         petrel__str_ieq(r->method_name.ptr, r->method_name.len, "CONNECT", 7)
                      ? 501
                      : 400;
         return;
@@ -671,8 +674,9 @@ static void req_done(h2conn_t *h, h2stream_t *s)
 static void final_goaway(h2conn_t *h)
 {
     h->flags &= ~H2_NOTICE;
-    nghttp2_submit_goaway(h->ngh, NGHTTP2_FLAG_NONE, nghttp2_session_get_last_proc_stream_id(h->ngh),
-                          NGHTTP2_NO_ERROR, NULL, 0);
+    nghttp2_submit_goaway(h->ngh, NGHTTP2_FLAG_NONE,
+                          nghttp2_session_get_last_proc_stream_id(h->ngh), NGHTTP2_NO_ERROR, NULL,
+                          0);
 }
 
 static int on_frame_recv(nghttp2_session *ngh, const nghttp2_frame *frame, void *ud)
@@ -1008,8 +1012,8 @@ static int h2_send(petrel_req_t *req, petrel_resp_t *r)
     bool with_data = r->body_kind == BODY_STREAM || (send_body && r->len > 0);
     int rv = nghttp2_submit_response(h->ngh, s->id, nv, i, with_data ? &prd : NULL);
     if (rv < 0) {
-        petrel_log(PETREL_LOG_DEBUG, "h2: stream %d: submit_response: %s", s->id,
-                   nghttp2_strerror(rv));
+        petrel_req_log(&s->req, PETREL_LOG_DEBUG, "h2: stream %d: submit_response: %s", s->id,
+                       nghttp2_strerror(rv));
         return rv == NGHTTP2_ERR_NOMEM ? PETREL_ENOMEM : PETREL_ESTATE;
     }
     if (r->body_kind != BODY_STREAM && send_body)
@@ -1030,10 +1034,11 @@ static int h2_stream_write(petrel_req_t *req, const void *data, size_t len)
     if (h->buffered + len > budget) {
         /* RFC 9113 §8.1: a response that cannot complete ends with
          * RST_STREAM; its buffers go now */
-        petrel_log(PETREL_LOG_WARN,
-                   "h2: %zu bytes of streamed output waiting for a peer that does not take "
-                   "them (limit %zu, see --max-body-size): stream %d reset",
-                   h->buffered + len, budget, s->id);
+        petrel_req_log(req, PETREL_LOG_WARN,
+                       "h2: %zu bytes of streamed output waiting for a peer that does not take "
+                       "them (limit %zu, see --max-body-size): stream %d reset",
+                       h->buffered + len, budget, s->id);
+        petrel__conn_close_why(h->c, PETREL__CLOSE_LIMIT);
         s->flags |= S_RESET;
         sbuf_free_all(s);
         nghttp2_submit_rst_stream(h->ngh, NGHTTP2_FLAG_NONE, s->id, NGHTTP2_INTERNAL_ERROR);
@@ -1043,8 +1048,8 @@ static int h2_stream_write(petrel_req_t *req, const void *data, size_t len)
             h->flags |= H2_OVER;
             static const char why[] = "output budget exceeded";
             nghttp2_submit_goaway(h->ngh, NGHTTP2_FLAG_NONE,
-                                  nghttp2_session_get_last_proc_stream_id(h->ngh),
-                                  NGHTTP2_NO_ERROR, (const uint8_t *)why, sizeof(why) - 1);
+                                  nghttp2_session_get_last_proc_stream_id(h->ngh), NGHTTP2_NO_ERROR,
+                                  (const uint8_t *)why, sizeof(why) - 1);
         }
         schedule(h);
         return PETREL_ENOMEM;
@@ -1133,8 +1138,7 @@ static size_t h2_buffered(petrel_req_t *req)
 }
 
 static const petrel_proto_t h2_proto = {
-    "h2", h2_send, h2_stream_write, h2_stream_end, h2_peer, h2_release, h2_broken,
-    h2_buffered,
+    "h2", h2_send, h2_stream_write, h2_stream_end, h2_peer, h2_release, h2_broken, h2_buffered,
 };
 
 /* Run the handlers of the requests that are complete. */
@@ -1476,7 +1480,10 @@ static void h2_on_read(petrel__conn_t *c)
     h2_flush(h);
 }
 
-static void h2_on_written(petrel__conn_t *c) { h2_flush(c->proto); }
+static void h2_on_written(petrel__conn_t *c)
+{
+    h2_flush(c->proto);
+}
 
 /* The body of each request still arriving against its moving deadline
  * (petrel__body_late, as HTTP/1.1's): a late one is answered 408 (RFC 9110
@@ -1552,7 +1559,8 @@ static void h2_on_close(petrel__conn_t *c)
     while (!list_empty(&h->streams)) {
         h2stream_t *s = container_of(h->streams.next, h2stream_t, link);
         if ((s->flags & S_DISPATCHED) && !(s->flags & S_DEAD)) {
-            /* a handler still at work: it is told (petrel.h, "Waiting for work the handler started") */
+            /* a handler still at work: it is told (petrel.h, "Waiting for work the handler
+             * started") */
             if (!s->resp.ended && !s->resp.sent) {
                 s->resp.status = 499;
                 petrel__req_finished(&s->req, s->bytes_out);
@@ -1667,14 +1675,11 @@ static h2conn_t *session_new(petrel__conn_t *c)
     list_init(&h->streams);
     list_init(&h->ready);
     list_init(&h->zombies);
-    uint32_t window = cfg->h2_initial_window_size ? cfg->h2_initial_window_size
-                                                  : H2_DEFAULT_WINDOW;
-    size_t hl = cfg->h2_max_header_list_size ? cfg->h2_max_header_list_size
-                                             : cfg->max_header_size;
+    uint32_t window = cfg->h2_initial_window_size ? cfg->h2_initial_window_size : H2_DEFAULT_WINDOW;
+    size_t hl = cfg->h2_max_header_list_size ? cfg->h2_max_header_list_size : cfg->max_header_size;
     nghttp2_settings_entry iv[] = {
         {NGHTTP2_SETTINGS_MAX_CONCURRENT_STREAMS,
-         cfg->h2_max_concurrent_streams ? cfg->h2_max_concurrent_streams
-                                        : H2_DEFAULT_MAX_STREAMS},
+         cfg->h2_max_concurrent_streams ? cfg->h2_max_concurrent_streams : H2_DEFAULT_MAX_STREAMS},
         {NGHTTP2_SETTINGS_INITIAL_WINDOW_SIZE, window},
         {NGHTTP2_SETTINGS_MAX_HEADER_LIST_SIZE, (uint32_t)(hl > UINT32_MAX ? UINT32_MAX : hl)},
         /* RFC 9218 priorities (urgency queues) instead of the RFC 7540 tree */
@@ -1822,9 +1827,9 @@ int petrel__h2_upgrade(petrel_req_t *req)
     petrel_req_t *r = &s->req;
     r->method = req->method;
     r->version = req->version; /* received as HTTP/1.1, answered over h2 */
-    if (!copy_str(s, &r->method_name, &req->method_name) || !copy_str(s, &r->target, &req->target) ||
-        !copy_str(s, &r->path, &req->path) || !copy_str(s, &r->query, &req->query) ||
-        !copy_str(s, &r->authority, &req->authority))
+    if (!copy_str(s, &r->method_name, &req->method_name) ||
+        !copy_str(s, &r->target, &req->target) || !copy_str(s, &r->path, &req->path) ||
+        !copy_str(s, &r->query, &req->query) || !copy_str(s, &r->authority, &req->authority))
         goto fallback;
     for (size_t i = 0; i < req->nheaders; i++) {
         petrel_header_t *hd = &req->headers[i];
