@@ -72,11 +72,12 @@
 #define SCRATCH 1024          /* request head bytes kept in the stream slot */
 #define NHDR_INLINE 16        /* request headers in the slot; more go to the arena */
 #define COPY_MAX 4096         /* bodies up to this are copied into DATA frames */
-#define OUT_HIGH (256u << 10) /* bytes serialized per flush before writing */
-#define SLOTS_KEPT 1024       /* free stream slots kept per worker */
-#define RST_RING 32           /* streams we reset lately (RFC 9113 §5.1.1 check) */
-#define RESET_BURST 1000      /* resets (received, or sent for frames on closed */
-#define RESET_RATE 33         /* streams) per connection: burst, then per second */
+#define OUT_HIGH (256u << 10) /* output queued per connection before writing */
+#define H2_DEFAULT_OUTPUT_BUDGET ((size_t)64 << 20) /* all connections of a worker */
+#define SLOTS_KEPT 1024                             /* free stream slots kept per worker */
+#define RST_RING 32      /* streams we reset lately (RFC 9113 §5.1.1 check) */
+#define RESET_BURST 1000 /* resets (received, or sent for frames on closed */
+#define RESET_RATE 33    /* streams) per connection: burst, then per second */
 
 /* stream flags */
 enum {
@@ -103,6 +104,7 @@ enum {
     H2_NOTICE = 1 << 5,   /* shutdown notice and PING sent, final GOAWAY not yet */
     H2_ACTIVE = 1 << 6,   /* a stream closed since the last flush: not idle */
     H2_OVER = 1 << 7,     /* output over the budget: GOAWAY sent, no new streams */
+    H2_WAITING = 1 << 8,  /* on out_waiting: the worker's output budget is spent */
 };
 
 typedef struct h2conn h2conn_t;
@@ -152,6 +154,8 @@ struct h2conn {
     petrel__list_t zombies; /* closed streams whose memory the output still reads */
     size_t queued;          /* bytes serialized in this flush */
     size_t buffered;        /* streamed body bytes waiting in sbufs, all streams */
+    size_t out_counted;     /* of the output queue, bytes counted in out_total */
+    petrel__list_t wlink;   /* out_waiting */
     uint32_t nstreams;      /* streams open in nghttp2 */
     uint32_t nrecv;         /* of these, requests not complete yet */
     int32_t max_seen;       /* highest stream id a client HEADERS used */
@@ -204,6 +208,53 @@ static void *mem_realloc(void *p, size_t size, void *ud)
 static nghttp2_mem h2_mem = {NULL, mem_malloc, mem_free, mem_calloc, mem_realloc};
 
 static petrel__h2_stats_t stats;
+
+/* Output is produced lazily: DATA frames are framed (file bytes as
+ * references to the file, sent with sendfile) only while the connection's
+ * queue holds less than OUT_HIGH and the queues of all h2 connections of
+ * the worker hold less than --h2-output-budget.  A connection that stopped
+ * at the worker's bound waits on out_waiting, and is scheduled again as
+ * soon as other queues drain below it; one stopped at its own bound goes on
+ * when its socket drains (EPOLLOUT).  A peer that opens large windows and
+ * never reads thus holds at most OUT_HIGH of queue (and what the kernel
+ * takes), and is closed by --send-timeout (CVE-2019-9517). */
+static size_t out_total;
+static petrel__list_t out_waiting = {&out_waiting, &out_waiting};
+
+static size_t out_budget(const petrel__config_t *cfg)
+{
+    return cfg->h2_output_budget ? cfg->h2_output_budget : H2_DEFAULT_OUTPUT_BUDGET;
+}
+
+/* Whether `h` may frame more output now: 0, or why not (1: its own queue
+ * is full, 2: the worker's budget is spent). */
+static int out_full(const h2conn_t *h)
+{
+    size_t mine = petrel__out_bytes(h->c);
+    if (mine >= OUT_HIGH)
+        return 1;
+    return out_total - h->out_counted + mine >= out_budget(h->c->cs->cfg) ? 2 : 0;
+}
+
+static void schedule(h2conn_t *h);
+
+/* Bring the worker's count of `h`'s queue up to date; when it shrank below
+ * the budget, connections waiting for room are scheduled. */
+static void out_sync(h2conn_t *h, size_t now)
+{
+    out_total = out_total - h->out_counted + now;
+    bool shrank = now < h->out_counted;
+    h->out_counted = now;
+    if (!shrank)
+        return;
+    size_t budget = out_budget(h->c->cs->cfg);
+    while (out_total < budget && !list_empty(&out_waiting)) {
+        h2conn_t *w = container_of(out_waiting.next, h2conn_t, wlink);
+        list_unlink(&w->wlink);
+        w->flags &= ~H2_WAITING;
+        schedule(w);
+    }
+}
 
 void petrel__h2_stats(petrel__h2_stats_t *st)
 {
@@ -965,7 +1016,9 @@ static int send_data(nghttp2_session *ngh, nghttp2_frame *frame, const uint8_t *
         return NGHTTP2_ERR_CALLBACK_FAILURE;
     s->flags |= S_REFS;
     h->queued += 9 + length;
-    return 0;
+    /* nghttp2 frames NO_COPY DATA of every stream in one mem_send call, as
+     * far as the windows allow: stop it at the bound */
+    return out_full(h) ? NGHTTP2_ERR_PAUSE : 0;
 }
 
 static int h2_send(petrel_req_t *req, petrel_resp_t *r)
@@ -1166,27 +1219,41 @@ static void dispatch_ready(h2conn_t *h)
 /* ------------------------------------------------------------------------ */
 /* The connection                                                           */
 
-/* Serialize what nghttp2 has into the output queue, up to OUT_HIGH. */
+/* Serialize what nghttp2 has into the output queue, while there is room
+ * (out_full).  Stopped by the connection's own queue: H2_MORE (the queue's
+ * drain calls h2_flush again); by the worker's budget: H2_WAITING. */
 static int produce(h2conn_t *h)
 {
     h->queued = 0;
     h->flags &= ~H2_MORE;
     for (;;) {
+        int full = out_full(h);
+        if (full == 1) {
+            h->flags |= H2_MORE;
+            return 0;
+        }
+        if (full == 2) {
+            if (!(h->flags & H2_WAITING)) {
+                h->flags |= H2_WAITING;
+                list_append(&out_waiting, &h->wlink);
+                stats.out_waits++;
+            }
+            return 0;
+        }
         const uint8_t *data;
         ssize_t n = nghttp2_session_mem_send(h->ngh, &data);
         if (n < 0) {
             petrel_log(PETREL_LOG_DEBUG, "h2: mem_send: %s", nghttp2_strerror((int)n));
             return -1;
         }
-        if (n == 0)
+        if (n == 0) {
+            if (out_full(h))
+                continue; /* paused by send_data: more may wait */
             return 0;
+        }
         if (petrel__out_copy(h->c, data, (size_t)n) < 0)
             return -1;
         h->queued += (size_t)n;
-        if (h->queued >= OUT_HIGH) {
-            h->flags |= H2_MORE;
-            return 0;
-        }
     }
 }
 
@@ -1230,6 +1297,7 @@ static void h2_flush(h2conn_t *h)
         if (!(h->flags & H2_MORE))
             break;
     }
+    out_sync(h, petrel__out_bytes(c));
     if (h->buffered < buffered) {
         /* streamed bytes were framed: producers waiting for them to drain */
         for (petrel__list_t *l = h->streams.next; l != &h->streams; l = l->next) {
@@ -1485,6 +1553,14 @@ static void h2_on_written(petrel__conn_t *c)
     h2_flush(c->proto);
 }
 
+/* Part of the queue was written: the worker's count follows (connections
+ * waiting for room may go on). */
+static void h2_on_progress(petrel__conn_t *c)
+{
+    if (c->proto)
+        out_sync(c->proto, petrel__out_bytes(c));
+}
+
 /* The body of each request still arriving against its moving deadline
  * (petrel__body_late, as HTTP/1.1's): a late one is answered 408 (RFC 9110
  * §15.5.9) and its stream reset with NO_ERROR once the answer is sent
@@ -1555,6 +1631,8 @@ static void h2_on_close(petrel__conn_t *c)
     if (h == NULL)
         return;
     list_unlink(&h->pending.node);
+    list_unlink(&h->wlink);
+    out_sync(h, 0);
     zombies_release(h);
     while (!list_empty(&h->streams)) {
         h2stream_t *s = container_of(h->streams.next, h2stream_t, link);
@@ -1675,6 +1753,7 @@ static h2conn_t *session_new(petrel__conn_t *c)
     list_init(&h->streams);
     list_init(&h->ready);
     list_init(&h->zombies);
+    list_init(&h->wlink);
     uint32_t window = cfg->h2_initial_window_size ? cfg->h2_initial_window_size : H2_DEFAULT_WINDOW;
     size_t hl = cfg->h2_max_header_list_size ? cfg->h2_max_header_list_size : cfg->max_header_size;
     nghttp2_settings_entry iv[] = {
@@ -1721,6 +1800,7 @@ const petrel__proto_ops_t petrel__h2_ops = {
     .start = h2_start,
     .on_read = h2_on_read,
     .on_written = h2_on_written,
+    .on_progress = h2_on_progress,
     .on_timeout = h2_on_timeout,
     .drain = h2_drain,
     .on_close = h2_on_close,
