@@ -8,8 +8,10 @@
  * HTTP/1.1's upgrade hook).  c->proto is then our state (h2conn_t).
  *
  * The path of a request:
- *   read -> nghttp2_session_mem_recv -> callbacks fill a stream slot (the
- *   petrel_req_t with its own arena) -> at END_STREAM the stream joins the
+ *   read -> the frame scanner (recv_frames: the checks nghttp2 skips in
+ *   petrel's modes, doc/conformance.md) -> nghttp2_session_mem_recv ->
+ *   callbacks fill a stream slot (the petrel_req_t with its own arena)
+ *   -> at END_STREAM the stream joins the
  *   `ready` list -> after mem_recv returns, each ready request is dispatched
  *   to its handler (outside nghttp2's callbacks, like http1.c pauses llhttp)
  *   -> the handler's response is submitted (nghttp2_submit_response with a
@@ -75,7 +77,9 @@
 #define OUT_HIGH (256u << 10) /* output queued per connection before writing */
 #define H2_DEFAULT_OUTPUT_BUDGET ((size_t)64 << 20) /* all connections of a worker */
 #define SLOTS_KEPT 1024                             /* free stream slots kept per worker */
-#define RST_RING 32 /* streams we reset lately (RFC 9113 §5.1.1 check) */
+#define RST_RING 32      /* streams we reset lately (RFC 9113 §5.1.1 check) */
+#define RESET_BURST 1000 /* resets (received, or sent for frames on closed */
+#define RESET_RATE 33    /* streams) per connection: burst, then per second */
 
 /* stream flags */
 enum {
@@ -135,6 +139,7 @@ typedef struct h2stream {
     size_t sent;   /* body bytes handed to nghttp2 */
     size_t nc_off; /* offset of the body bytes of the pending NO_COPY frame */
     uint64_t bytes_out;
+    uint64_t body_start; /* ms: the request head complete, its body to come */
     sbuf_t *sb_head, *sb_tail;
     size_t sb_bytes;  /* streamed body bytes in sb_head..: not framed yet */
     const char *host; /* the Host header, if any */
@@ -162,8 +167,15 @@ struct h2conn {
     uint32_t nstreams;      /* streams open in nghttp2 */
     uint32_t nrecv;         /* of these, requests not complete yet */
     int32_t max_seen;       /* highest stream id a client HEADERS used */
+    int32_t scan_max;       /* highest HEADERS stream id the frame scanner saw */
+    uint64_t opened;        /* bit k: stream scan_max - 2k was opened by the client */
     int32_t rst[RST_RING];  /* streams we sent RST_STREAM for, lately */
     unsigned rst_pos;
+    uint32_t resets;    /* reset tokens left (RESET_BURST, RESET_RATE) */
+    uint64_t resets_ms; /* when they were last refilled */
+    uint32_t fskip;     /* input bytes before the next frame header */
+    uint8_t fhn;        /* bytes of that header gathered (withheld from nghttp2) */
+    uint8_t fhd[14];    /* a frame header (and a PRIORITY frame's payload) */
     unsigned flags;
     /* paged blocks the session made when created (see h2_idle_release) */
     void *idle_blk[IDLE_BLKS];
@@ -403,9 +415,53 @@ static bool recently_reset(h2conn_t *h, int32_t id)
     return false;
 }
 
-/* RFC 9113 §5.1.1: a HEADERS frame may not open a stream whose id is not
- * larger than every id the client used before.  nghttp2 ignores such a
- * frame when the stream is gone from its memory; it is a connection error. */
+static void remember_reset(h2conn_t *h, int32_t id)
+{
+    if (!recently_reset(h, id))
+        h->rst[h->rst_pos++ % RST_RING] = id;
+}
+
+/* RFC 9113 §7, ENHANCE_YOUR_CALM: a peer whose behaviour generates excessive
+ * load (a flood of PINGs, SETTINGS, CONTINUATIONs or resets), as opposed to
+ * a protocol error. */
+static void calm_down(h2conn_t *h, const char *what)
+{
+    petrel_log(PETREL_LOG_DEBUG, "h2: %s: ENHANCE_YOUR_CALM", what);
+    nghttp2_session_terminate_session(h->ngh, NGHTTP2_ENHANCE_YOUR_CALM);
+}
+
+/* One reset (a RST_STREAM received, or one sent for frames on a closed
+ * stream) out of a bucket of RESET_BURST refilled at RESET_RATE per second
+ * (the rapid-reset defence, CVE-2023-44487).  False when it is empty: the
+ * connection is ended with ENHANCE_YOUR_CALM. */
+static bool reset_token(h2conn_t *h)
+{
+    uint64_t now = petrel__loop->now_ms;
+    if (now > h->resets_ms) {
+        uint64_t add = (now - h->resets_ms) * RESET_RATE / 1000;
+        if (add) {
+            h->resets = add >= RESET_BURST - h->resets ? RESET_BURST : h->resets + (uint32_t)add;
+            h->resets_ms = h->resets == RESET_BURST ? now : h->resets_ms + add * 1000 / RESET_RATE;
+        }
+    }
+    if (h->resets == 0) {
+        calm_down(h, "too many stream resets");
+        return false;
+    }
+    h->resets--;
+    return true;
+}
+
+/* Did the client open stream `id` (not above scan_max)?  Known for the
+ * last 64 client stream ids; false for older ones. */
+static bool was_opened(const h2conn_t *h, int32_t id)
+{
+    if (id > h->scan_max)
+        return false;
+    uint32_t k = (uint32_t)(h->scan_max - id) / 2;
+    return k < 64 && (h->opened >> k & 1);
+}
+
 static int on_begin_frame(nghttp2_session *ngh, const nghttp2_frame_hd *hd, void *ud)
 {
     h2conn_t *h = ud;
@@ -415,6 +471,11 @@ static int on_begin_frame(nghttp2_session *ngh, const nghttp2_frame_hd *hd, void
         h->max_seen = hd->stream_id;
         return 0;
     }
+    /* RFC 9113 §5.1.1: a HEADERS frame may not open a stream whose id is not
+     * larger than every id the client used before.  nghttp2 ignores such a
+     * frame when the stream is gone from its memory; it is a connection
+     * error.  (HEADERS on a stream the client opened and closed lately was
+     * judged by closed_frame() first.) */
     if (nghttp2_session_find_stream(ngh, hd->stream_id) == NULL &&
         !recently_reset(h, hd->stream_id)) {
         petrel_log(PETREL_LOG_DEBUG, "h2: HEADERS on stream %d after stream %d: PROTOCOL_ERROR",
@@ -546,12 +607,55 @@ static int parse_path(h2stream_t *s)
     return 0;
 }
 
+/* RFC 9113 §8.2.3: the cookie fields of a request (a client may send each
+ * cookie-pair as its own field, for HPACK) are concatenated with "; "
+ * before the application sees them, so that petrel_req_header() returns
+ * them all, as for HTTP/1.1.  The first keeps its place; 0 or a status. */
+static int merge_cookies(h2stream_t *s)
+{
+    petrel_req_t *r = &s->req;
+    size_t len = 0, first = SIZE_MAX;
+    for (size_t i = 0; i < r->nheaders; i++) {
+        petrel_header_t *hd = &r->headers[i];
+        if (hd->name.len == 6 && memcmp(hd->name.ptr, "cookie", 6) == 0) {
+            len += hd->value.len + 2;
+            if (first == SIZE_MAX)
+                first = i;
+        }
+    }
+    char *v = petrel_arena_alloc(&s->arena, len - 1, 1);
+    if (v == NULL)
+        return 431;
+    size_t o = 0, n = first;
+    for (size_t i = first; i < r->nheaders; i++) {
+        petrel_header_t *hd = &r->headers[i];
+        if (hd->name.len == 6 && memcmp(hd->name.ptr, "cookie", 6) == 0) {
+            if (o) {
+                memcpy(v + o, "; ", 2);
+                o += 2;
+            }
+            memcpy(v + o, hd->value.ptr, hd->value.len);
+            o += hd->value.len;
+            if (i != first)
+                continue; /* dropped: merged into the first */
+        }
+        r->headers[n++] = *hd;
+    }
+    v[o] = '\0';
+    r->headers[first].value.ptr = v;
+    r->headers[first].value.len = o;
+    r->nheaders = n;
+    return 0;
+}
+
 /* The request head is complete: method, path, body buffer. */
 static void head_done(h2conn_t *h, h2stream_t *s, bool end_stream)
 {
     petrel_req_t *r = &s->req;
     const petrel__config_t *cfg = h->c->cs->cfg;
     s->flags |= S_HEAD_DONE;
+    if (!end_stream)
+        s->body_start = petrel__loop->now_ms;
     if (s->err)
         return;
     if (r->method_name.ptr == NULL || r->target.ptr == NULL) {
@@ -582,12 +686,19 @@ static void head_done(h2conn_t *h, h2stream_t *s, bool end_stream)
         return;
     }
     const char *cl = NULL, *expect = NULL;
+    size_t ncookies = 0;
     for (size_t i = 0; i < r->nheaders; i++) {
         petrel_header_t *hd = &r->headers[i];
         if (hd->name.len == 14 && memcmp(hd->name.ptr, "content-length", 14) == 0)
             cl = hd->value.ptr;
         else if (hd->name.len == 6 && memcmp(hd->name.ptr, "expect", 6) == 0)
             expect = hd->value.ptr;
+        else if (hd->name.len == 6 && memcmp(hd->name.ptr, "cookie", 6) == 0)
+            ncookies++;
+    }
+    if (ncookies > 1 && (st = merge_cookies(s)) != 0) {
+        s->err = (uint16_t)st;
+        return;
     }
     if (expect && !petrel__str_ieq(expect, strlen(expect), "100-continue", 12)) {
         s->err = 417;
@@ -665,6 +776,10 @@ static int on_frame_recv(nghttp2_session *ngh, const nghttp2_frame *frame, void 
                 req_done(h, s);
         }
         break;
+    case NGHTTP2_RST_STREAM:
+        if (!reset_token(h))
+            return NGHTTP2_ERR_CALLBACK_FAILURE;
+        break;
     case NGHTTP2_PING:
         /* the ACK of the PING sent with the shutdown notice: every stream
          * the client opened before it saw the notice has arrived */
@@ -722,7 +837,7 @@ static int on_frame_send(nghttp2_session *ngh, const nghttp2_frame *frame, void 
 {
     h2conn_t *h = ud;
     if (frame->hd.type == NGHTTP2_RST_STREAM) {
-        h->rst[h->rst_pos++ % RST_RING] = frame->hd.stream_id;
+        remember_reset(h, frame->hd.stream_id);
         return 0;
     }
     if ((frame->hd.flags & NGHTTP2_FLAG_END_STREAM) &&
@@ -1239,9 +1354,16 @@ static void h2_flush(h2conn_t *h)
             h->flags |= H2_IDLE;
             petrel__timer_arm(petrel__loop, &c->timer, &cs->tq_idle);
         }
-    } else if (h->nrecv > 0 || !list_empty(&h->ready)) {
-        /* requests arriving, or an upgrade waiting for the client's preface */
+    } else if (h->cur || !list_empty(&h->ready)) {
+        /* a request head arriving, or an upgrade waiting for the client's
+         * preface */
         petrel__timer_arm(petrel__loop, &c->timer, &cs->tq_header);
+    } else if (h->nrecv > 0) {
+        /* request bodies arriving: each has --body-timeout plus a second per
+         * --body-min-rate bytes received (body_check); the check is not
+         * pushed back by the traffic of other streams */
+        if (c->timer.q != &cs->tq_body_check)
+            petrel__timer_arm(petrel__loop, &c->timer, &cs->tq_body_check);
     } else if (blocked_on_peer(h)) {
         /* response bytes wait for the peer's flow-control window: a peer
          * that keeps it shut (SETTINGS_INITIAL_WINDOW_SIZE 0) gets the send
@@ -1255,18 +1377,162 @@ static void h2_flush(h2conn_t *h)
     h->flags &= ~H2_ACTIVE;
 }
 
+/* A DATA or HEADERS frame for a client stream that is neither idle nor open
+ * in nghttp2 (which forgets closed streams and then drops such frames
+ * silently), judged before nghttp2 sees its header (RFC 9113 §5.1):
+ *   - a stream we reset lately: ignored ("MUST ignore frames that it
+ *     receives on closed streams after it has sent a RST_STREAM frame");
+ *   - DATA on any other closed stream (closed by the client's END_STREAM or
+ *     RST_STREAM, or implicitly): stream error STREAM_CLOSED (§5.1, §6.1);
+ *     each stream gets one RST_STREAM (then it is in the ring and later
+ *     frames are ignored), and each counts as a reset (reset_token);
+ *   - HEADERS on a stream the client opened and ended or reset itself:
+ *     connection error STREAM_CLOSED (§5.1 allows it for a closed stream;
+ *     nghttp2 does the same while the stream is half-closed (remote));
+ *     on one it never opened, or closed long ago (beyond the 64 ids
+ *     remembered): on_begin_frame's connection error PROTOCOL_ERROR (§5.1.1).
+ * Returns 0, or NGHTTP2_ERR_CALLBACK_FAILURE once the session is ended. */
+static int closed_frame(h2conn_t *h, uint8_t type, int32_t id)
+{
+    if (nghttp2_session_find_stream(h->ngh, id) || recently_reset(h, id))
+        return 0; /* open (nghttp2 judges), or ignored */
+    if (type == NGHTTP2_HEADERS) {
+        if (!was_opened(h, id))
+            return 0;
+        petrel_log(PETREL_LOG_DEBUG, "h2: HEADERS on closed stream %d: STREAM_CLOSED", id);
+        nghttp2_session_terminate_session(h->ngh, NGHTTP2_STREAM_CLOSED);
+        return NGHTTP2_ERR_CALLBACK_FAILURE;
+    }
+    if (!reset_token(h))
+        return NGHTTP2_ERR_CALLBACK_FAILURE;
+    petrel_log(PETREL_LOG_DEBUG, "h2: DATA on closed stream %d: STREAM_CLOSED", id);
+    if (nghttp2_submit_rst_stream(h->ngh, NGHTTP2_FLAG_NONE, id, NGHTTP2_STREAM_CLOSED) == 0)
+        remember_reset(h, id);
+    return 0;
+}
+
+static int recv_bytes(h2conn_t *h, const uint8_t *p, size_t n)
+{
+    if (n == 0)
+        return 0;
+    ssize_t rv = nghttp2_session_mem_recv(h->ngh, p, n);
+    return rv < 0 ? (int)rv : 0;
+}
+
+static inline bool priority5(const uint8_t *f)
+{
+    return f[3] == NGHTTP2_PRIORITY && f[0] == 0 && f[1] == 0 && f[2] == 5;
+}
+
+/* Hand the input to nghttp2, split before the frames that petrel judges
+ * first: DATA and HEADERS on a stream id already used (closed_frame), and
+ * PRIORITY frames, which nghttp2 no longer checks once
+ * SETTINGS_NO_RFC7540_PRIORITIES is sent: one on stream 0 (RFC 9113 §6.3)
+ * or one that makes a stream depend on itself (RFC 7540 §5.3.1, which RFC
+ * 9113 §6.3 refers to for the field) is a connection error PROTOCOL_ERROR.
+ * The scanner follows frame boundaries (fskip) and reads each frame header
+ * -- 14 bytes for PRIORITY, 9 for the others -- in place, or gathers it in
+ * fhd when it is split across two reads, holding it back from nghttp2
+ * until it is judged. */
+static int recv_frames(h2conn_t *h, const uint8_t *p, size_t n)
+{
+    const uint8_t *end = p + n, *from = p, *cur = p, *hs = NULL;
+    while (cur < end) {
+        if (h->fskip) {
+            size_t k = (size_t)(end - cur) < h->fskip ? (size_t)(end - cur) : h->fskip;
+            cur += k;
+            h->fskip -= (uint32_t)k;
+            continue;
+        }
+        const uint8_t *f;
+        size_t had = h->fhn, need;
+        hs = had ? p : cur; /* where this header's bytes start in this input */
+        if (had == 0 && end - cur >= 14) {
+            f = cur; /* the usual case: the whole header in this input */
+            need = priority5(f) ? 14 : 9;
+            cur += need;
+        } else {
+            f = h->fhd;
+            need = had >= 9 ? 14 : 9;
+            for (;;) {
+                size_t k = need - h->fhn;
+                if ((size_t)(end - cur) < k)
+                    k = (size_t)(end - cur);
+                memcpy(h->fhd + h->fhn, cur, k);
+                cur += k;
+                h->fhn = (uint8_t)(h->fhn + k);
+                if (h->fhn < need || need == 14 || !priority5(f))
+                    break;
+                need = 14; /* a PRIORITY frame: its payload too */
+            }
+            if (h->fhn < need)
+                break; /* held back until the rest arrives */
+            h->fhn = 0;
+        }
+        size_t len = (size_t)f[0] << 16 | (size_t)f[1] << 8 | f[2];
+        h->fskip = (uint32_t)(len - (need - 9));
+        int32_t id =
+            (int32_t)(((uint32_t)f[5] << 24 | (uint32_t)f[6] << 16 | (uint32_t)f[7] << 8 | f[8]) &
+                      0x7fffffff);
+        bool judge = false;
+        if (f[3] == NGHTTP2_HEADERS && (id & 1)) {
+            if (id > h->scan_max) {
+                /* a new stream: nothing to judge */
+                uint32_t shift = (uint32_t)(id - h->scan_max) / 2;
+                h->opened = (shift >= 64 ? 0 : h->opened << shift) | 1;
+                h->scan_max = id;
+            } else {
+                judge = true;
+            }
+        } else if (f[3] == NGHTTP2_DATA && (id & 1) && id <= h->scan_max) {
+            judge = true;
+        } else if (need == 14) {
+            /* PRIORITY on stream 0 (RFC 9113 §6.3), or on a stream it
+             * makes depend on itself */
+            int32_t dep = (int32_t)(((uint32_t)f[9] << 24 | (uint32_t)f[10] << 16 |
+                                     (uint32_t)f[11] << 8 | f[12]) &
+                                    0x7fffffff);
+            judge = dep == id || id == 0;
+        }
+        if (judge) {
+            /* nghttp2 first takes every frame before this one */
+            int rv = recv_bytes(h, from, (size_t)(hs - from));
+            if (rv < 0)
+                return rv;
+            from = hs;
+            if (f[3] == NGHTTP2_PRIORITY) {
+                petrel_log(PETREL_LOG_DEBUG, "h2: PRIORITY on stream %d: PROTOCOL_ERROR", id);
+                nghttp2_session_terminate_session(h->ngh, NGHTTP2_PROTOCOL_ERROR);
+                return NGHTTP2_ERR_CALLBACK_FAILURE;
+            }
+            if ((rv = closed_frame(h, f[3], id)) < 0)
+                return rv;
+        }
+        if (had) {
+            int rv = recv_bytes(h, h->fhd, had); /* the part held back */
+            if (rv < 0)
+                return rv;
+        }
+        hs = NULL;
+    }
+    return recv_bytes(h, from, (size_t)((h->fhn && hs ? hs : end) - from));
+}
+
 /* Feed bytes to nghttp2 and run the handlers of the complete requests. */
 static int feed(h2conn_t *h, const char *p, size_t n)
 {
     h->flags |= H2_BUSY;
-    ssize_t rv = nghttp2_session_mem_recv(h->ngh, (const uint8_t *)p, n);
+    int rv = recv_frames(h, (const uint8_t *)p, n);
     if (rv >= 0)
         dispatch_ready(h);
     h->flags &= ~H2_BUSY;
     if (rv < 0) {
-        petrel_log(PETREL_LOG_DEBUG, "h2: %s", nghttp2_strerror((int)rv));
-        nghttp2_session_terminate_session(h->ngh, rv == NGHTTP2_ERR_NOMEM ? NGHTTP2_INTERNAL_ERROR
-                                                                          : NGHTTP2_PROTOCOL_ERROR);
+        petrel_log(PETREL_LOG_DEBUG, "h2: %s", nghttp2_strerror(rv));
+        if (rv == NGHTTP2_ERR_FLOODED || rv == NGHTTP2_ERR_TOO_MANY_CONTINUATIONS)
+            calm_down(h, nghttp2_strerror(rv)); /* PING, SETTINGS or CONTINUATION flood */
+        else
+            nghttp2_session_terminate_session(
+                h->ngh, rv == NGHTTP2_ERR_NOMEM ? NGHTTP2_INTERNAL_ERROR : NGHTTP2_PROTOCOL_ERROR);
         h->flags |= H2_CLOSE;
         return -1;
     }
@@ -1334,6 +1600,41 @@ static void h2_idle_release(h2conn_t *h)
             h->idle_blk[i], i == h->framebuf && !nghttp2_session_want_write(h->ngh));
 }
 
+/* The body of each request still arriving against its moving deadline
+ * (petrel__body_late, as HTTP/1.1's): a late one is answered 408 (RFC 9110
+ * §15.5.9) and its stream reset with NO_ERROR once the answer is sent
+ * (on_frame_send; RFC 9113 §8.1), the other streams go on.  False when no
+ * body is arriving (the timeout is the connection's). */
+static bool body_check(h2conn_t *h)
+{
+    const petrel__config_t *cfg = h->c->cs->cfg;
+    uint64_t now = petrel__loop->now_ms;
+    bool arriving = false, late = false;
+    for (petrel__list_t *l = h->streams.next; l != &h->streams; l = l->next) {
+        h2stream_t *s = container_of(l, h2stream_t, link);
+        if ((s->flags & (S_HEAD_DONE | S_REQ_DONE | S_DISPATCHED | S_DISCARD)) != S_HEAD_DONE ||
+            s->err)
+            continue;
+        arriving = true;
+        if (!petrel__body_late(cfg, s->body_start, s->req.body.len, now))
+            continue;
+        petrel_log(PETREL_LOG_INFO,
+                   "request %llu: %zu body bytes in %llu ms, under --body-min-rate: 408",
+                   (unsigned long long)s->req.id, s->req.body.len,
+                   (unsigned long long)(now - s->body_start));
+        s->err = 408;
+        s->flags |= S_DISCARD;
+        make_ready(h, s);
+        late = true;
+    }
+    if (late) {
+        h->flags |= H2_BUSY;
+        dispatch_ready(h);
+        h->flags &= ~H2_BUSY;
+    }
+    return arriving;
+}
+
 static void h2_on_timeout(petrel__conn_t *c)
 {
     h2conn_t *h = c->proto;
@@ -1345,6 +1646,13 @@ static void h2_on_timeout(petrel__conn_t *c)
         return;
     }
     h->flags &= ~H2_IDLE;
+    if (h->nrecv > 0 && !h->cur && list_empty(&h->ready) && petrel__conn_out_empty(c) &&
+        !(h->flags & (H2_NOTICE | H2_TIMEDOUT)) && body_check(h)) {
+        if (c->timer.q == NULL)
+            petrel__timer_arm(petrel__loop, &c->timer, &c->cs->tq_body_check);
+        h2_flush(h);
+        return;
+    }
     if ((h->flags & H2_NOTICE) && petrel__conn_out_empty(c)) {
         final_goaway(h); /* the PING of the shutdown notice was not answered */
         h2_flush(h);
@@ -1455,6 +1763,9 @@ static int setup_once(void)
     }
     /* closed streams are not kept for the RFC 7540 priority tree */
     nghttp2_option_set_no_closed_streams(options, 1);
+    /* nghttp2's own reset limit (GOAWAY INTERNAL_ERROR) stays behind
+     * petrel's (reset_token: ENHANCE_YOUR_CALM), as a backstop */
+    nghttp2_option_set_stream_reset_rate_limit(options, 2 * RESET_BURST, 2 * RESET_RATE);
     callbacks = cb;
     return 0;
 }
@@ -1506,6 +1817,9 @@ static h2conn_t *session_new(petrel__conn_t *c)
     note_blocks(h, mark);
     stats.sessions++;
     h->c = c;
+    h->fskip = 24; /* the client's connection preface (RFC 9113 §3.4) */
+    h->resets = RESET_BURST;
+    h->resets_ms = petrel__loop->now_ms;
     h->pending.cb = on_pending;
     list_init(&h->pending.node);
     list_init(&h->streams);
@@ -1712,7 +2026,8 @@ int petrel__h2_upgrade(petrel_req_t *req)
     list_unlink(&s->link);
     list_append(&h->streams, &s->link);
     s->h = h;
-    h->max_seen = 1;
+    h->max_seen = h->scan_max = 1;
+    h->opened = 1;
     h->nstreams++;
     /* Stream 1 is answered once the client's preface has arrived (the next
      * feed dispatches it): a response sent with the 101 may not fit in what

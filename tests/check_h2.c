@@ -100,6 +100,19 @@ static int head_info(petrel_req_t *req, void *data)
     return petrel_send_text(req, 200, "text/plain", s);
 }
 
+/* The request's cookie field and how many there are. */
+static int cookie_info(petrel_req_t *req, void *data)
+{
+    (void)data;
+    int n = 0;
+    for (size_t i = 0; i < req->nheaders; i++)
+        n += petrel__str_ieq(req->headers[i].name.ptr, req->headers[i].name.len, "cookie", 6);
+    const char *c = petrel_req_header(req, "cookie");
+    return petrel_send_text(req, 200, "text/plain",
+                            petrel_arena_printf(req->arena, "%d|%s|%s", n, c ? c : "",
+                                                petrel_req_header(req, "x-test")));
+}
+
 /* ------------------------------------------------------------------------ */
 /* Fixture                                                                  */
 
@@ -117,6 +130,7 @@ static void setup(void)
     petrel_route_add(srv, PETREL_GET, "/stream", stream_handler, NULL);
     petrel_route_add(srv, PETREL_POST, "/grpc", grpc_handler, NULL);
     petrel_route_add(srv, PETREL_GET, "/wait", h_wait, NULL);
+    petrel_route_add(srv, PETREL_GET, "/cookie", cookie_info, NULL);
     wait_setup();
     petrel_route_add(srv, PETREL_GET | PETREL_POST | PETREL_OPTIONS, "/info/*", head_info, NULL);
     srv->cfg.max_body_size = 1 << 20;
@@ -362,6 +376,19 @@ static ssize_t upload_read(nghttp2_session *s, int32_t id, uint8_t *buf, size_t 
         (uint8_t *)(n), (uint8_t *)(v), sizeof(n) - 1, strlen(v), NGHTTP2_NV_FLAG_NONE             \
     }
 
+/* The fields of GET /hello, as most raw-frame tests send it. */
+#define GET_HELLO_NV                                                                               \
+    {                                                                                              \
+        MKNV(":method", "GET"), MKNV(":scheme", "http"), MKNV(":path", "/hello"),                  \
+            MKNV(":authority", "x")                                                                \
+    }
+
+/* GET /hello with one more field. */
+#define GET_WITH(n, v)                                                                             \
+    {                                                                                              \
+        MKNV(":method", "GET"), MKNV(":scheme", "http"), MKNV(":path", "/hello"), MKNV(n, v)       \
+    }
+
 static resp_t *request_nv(client_t *cl, const nghttp2_nv *nv, size_t n, const char *body,
                           size_t blen)
 {
@@ -407,15 +434,26 @@ static size_t frame(uint8_t *out, uint8_t type, uint8_t flags, int32_t id, const
     return 9 + len;
 }
 
-/* HEADERS (END_STREAM | END_HEADERS) with fields HPACK-encoded by `d`. */
-static size_t headers_frame(uint8_t *out, nghttp2_hd_deflater *d, int32_t id, const nghttp2_nv *nv,
-                            size_t n)
+/* HEADERS with `flags` and fields HPACK-encoded by `d`. */
+static size_t headers_frame_fl(uint8_t *out, nghttp2_hd_deflater *d, int32_t id,
+                               const nghttp2_nv *nv, size_t n, uint8_t flags)
 {
     uint8_t block[4096];
     ssize_t k = nghttp2_hd_deflate_hd(d, block, sizeof(block), (nghttp2_nv *)nv, n);
     ck_assert_int_gt(k, 0);
-    return frame(out, NGHTTP2_HEADERS, NGHTTP2_FLAG_END_STREAM | NGHTTP2_FLAG_END_HEADERS, id,
-                 block, (size_t)k);
+    return frame(out, NGHTTP2_HEADERS, flags, id, block, (size_t)k);
+}
+
+/* HEADERS (END_STREAM | END_HEADERS) with fields HPACK-encoded by `d`. */
+static size_t headers_frame(uint8_t *out, nghttp2_hd_deflater *d, int32_t id, const nghttp2_nv *nv,
+                            size_t n)
+{
+    return headers_frame_fl(out, d, id, nv, n, NGHTTP2_FLAG_END_STREAM | NGHTTP2_FLAG_END_HEADERS);
+}
+
+static void raw_write(int fd, const void *buf, size_t n)
+{
+    ck_assert_int_eq(write(fd, buf, n), (ssize_t)n);
 }
 
 static const char preface[] = "PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n";
@@ -440,7 +478,9 @@ typedef struct raw_result {
     int32_t rst_id;
     int headers;
     bool eof;
-    char status[8];
+    char status[8];           /* the last :status seen */
+    char status_of[32][8];    /* the :status of streams 1, 3, ... 63 */
+    nghttp2_hd_inflater *inf; /* the connection's HPACK state, if kept over pumps */
 } raw_result_t;
 
 /* Turn the loop and parse what the server sends, until EOF or `turns`. */
@@ -448,8 +488,9 @@ static void raw_pump(int fd, raw_result_t *res, int turns)
 {
     static uint8_t acc[1 << 20];
     size_t have = 0;
-    nghttp2_hd_inflater *inf;
-    nghttp2_hd_inflate_new(&inf);
+    nghttp2_hd_inflater *inf = res->inf;
+    if (inf == NULL)
+        nghttp2_hd_inflate_new(&inf); /* for the frames of this pump only */
     for (int t = 0; t < turns && !res->eof; t++) {
         petrel__loop_run_once(&srv->loop, 0);
         ssize_t n;
@@ -489,8 +530,11 @@ static void raw_pump(int fd, raw_result_t *res, int turns)
                 in += k;
                 inlen -= (size_t)k;
                 if (fl & NGHTTP2_HD_INFLATE_EMIT && nv.namelen == 7 &&
-                    memcmp(nv.name, ":status", 7) == 0)
+                    memcmp(nv.name, ":status", 7) == 0) {
                     snprintf(res->status, sizeof(res->status), "%.*s", (int)nv.valuelen, nv.value);
+                    if (id / 2 < 32)
+                        memcpy(res->status_of[id / 2], res->status, sizeof(res->status));
+                }
                 if (fl & NGHTTP2_HD_INFLATE_FINAL) {
                     nghttp2_hd_inflate_end_headers(inf);
                     break;
@@ -501,7 +545,31 @@ static void raw_pump(int fd, raw_result_t *res, int turns)
         }
         off += 9 + len;
     }
-    nghttp2_hd_inflate_del(inf);
+    if (inf != res->inf)
+        nghttp2_hd_inflate_del(inf);
+}
+
+/* The server ends the connection with a GOAWAY of `code` and closes it;
+ * `fd` is closed. */
+static void conn_error(int fd, uint32_t code, const char *what)
+{
+    raw_result_t res = {0};
+    raw_pump(fd, &res, 40);
+    ck_assert_msg(res.goaway, "%s: no GOAWAY (eof %d)", what, res.eof);
+    ck_assert_msg(res.goaway_error == code, "%s: GOAWAY %u, want %u", what, res.goaway_error, code);
+    ck_assert_msg(res.eof, "%s: not closed", what);
+    close(fd);
+}
+
+/* The server resets stream `id` with `code`, once, and goes on. */
+static void stream_error(int fd, int32_t id, uint32_t code)
+{
+    raw_result_t res = {0};
+    raw_pump(fd, &res, 4);
+    ck_assert_int_eq(res.rst, 1);
+    ck_assert_int_eq(res.rst_id, id);
+    ck_assert_uint_eq(res.rst_error, code);
+    ck_assert(!res.goaway);
 }
 
 /* The server still answers a new connection. */
@@ -1025,34 +1093,48 @@ END_TEST
 
 START_TEST(malformed_requests)
 {
-    nghttp2_nv unknown_pseudo[] = {MKNV(":method", "GET"), MKNV(":scheme", "http"),
-                                   MKNV(":path", "/hello"), MKNV(":foo", "bar")};
+    nghttp2_nv unknown_pseudo[] = GET_WITH(":foo", "bar");
     nghttp2_nv no_path[] = {MKNV(":method", "GET"), MKNV(":scheme", "http"),
                             MKNV(":authority", "x")};
     nghttp2_nv pseudo_after[] = {MKNV(":method", "GET"), MKNV(":scheme", "http"),
                                  MKNV("accept", "*/*"), MKNV(":path", "/hello")};
-    nghttp2_nv conn_hdr[] = {MKNV(":method", "GET"), MKNV(":scheme", "http"),
-                             MKNV(":path", "/hello"), MKNV("connection", "keep-alive")};
-    nghttp2_nv te_gzip[] = {MKNV(":method", "GET"), MKNV(":scheme", "http"),
-                            MKNV(":path", "/hello"), MKNV("te", "gzip")};
-    nghttp2_nv upper[] = {MKNV(":method", "GET"), MKNV(":scheme", "http"), MKNV(":path", "/hello"),
-                          MKNV("Accept", "*/*")};
+    nghttp2_nv conn_hdr[] = GET_WITH("connection", "keep-alive");
+    nghttp2_nv te_gzip[] = GET_WITH("te", "gzip");
+    nghttp2_nv upper[] = GET_WITH("Accept", "*/*");
     nghttp2_nv host_mismatch[] = {MKNV(":method", "GET"), MKNV(":scheme", "http"),
                                   MKNV(":path", "/hello"), MKNV(":authority", "a.test"),
                                   MKNV("host", "b.test")};
+    /* RFC 9113 §8.2.1: field names and values; §8.2.2: connection-specific
+     * fields; §8.3 and §8.3.1: pseudo-header fields */
+    nghttp2_nv value_sp[] = GET_WITH("x-a", " v");
+    nghttp2_nv value_crlf[] = GET_WITH("x-a", "a\r\nb: c");
+    nghttp2_nv name_sp[] = GET_WITH("x a", "v");
+    nghttp2_nv empty_path[] = {MKNV(":method", "GET"), MKNV(":scheme", "http"), MKNV(":path", ""),
+                               MKNV(":authority", "x")};
+    nghttp2_nv no_scheme[] = {MKNV(":method", "GET"), MKNV(":path", "/hello"),
+                              MKNV(":authority", "x")};
+    nghttp2_nv two_methods[] = {MKNV(":method", "GET"), MKNV(":method", "GET"),
+                                MKNV(":scheme", "http"), MKNV(":path", "/hello")};
+    nghttp2_nv status_in_req[] = GET_WITH(":status", "200");
+    nghttp2_nv te_chunked[] = GET_WITH("transfer-encoding", "chunked");
+    nghttp2_nv upgrade[] = GET_WITH("upgrade", "websocket");
+    nghttp2_nv keep_alive[] = GET_WITH("keep-alive", "timeout=5");
+    nghttp2_nv proxy_conn[] = GET_WITH("proxy-connection", "close");
     struct {
         nghttp2_nv *nv;
         size_t n;
-    } cases[] = {{unknown_pseudo, 4}, {no_path, 3}, {pseudo_after, 4}, {conn_hdr, 4},
-                 {te_gzip, 4},        {upper, 4},   {host_mismatch, 5}};
+    } cases[] = {{unknown_pseudo, 4}, {no_path, 3},       {pseudo_after, 4},  {conn_hdr, 4},
+                 {te_gzip, 4},        {upper, 4},         {host_mismatch, 5}, {value_sp, 4},
+                 {value_crlf, 4},     {name_sp, 4},       {empty_path, 4},    {no_scheme, 3},
+                 {two_methods, 4},    {status_in_req, 4}, {te_chunked, 4},    {upgrade, 4},
+                 {keep_alive, 4},     {proxy_conn, 4}};
     for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
         int fd = raw_open();
         nghttp2_hd_deflater *d;
         nghttp2_hd_deflate_new(&d, 4096);
         uint8_t buf[4096];
         size_t n = headers_frame(buf, d, 1, cases[i].nv, cases[i].n);
-        nghttp2_nv ok[] = {MKNV(":method", "GET"), MKNV(":scheme", "http"), MKNV(":path", "/hello"),
-                           MKNV(":authority", "x")};
+        nghttp2_nv ok[] = GET_HELLO_NV;
         n += headers_frame(buf + n, d, 3, ok, 4);
         ck_assert_int_eq(write(fd, buf, n), (ssize_t)n);
         raw_result_t res = {0};
@@ -1077,8 +1159,7 @@ START_TEST(lower_stream_id)
     nghttp2_hd_deflater *d;
     nghttp2_hd_deflate_new(&d, 4096);
     uint8_t buf[4096];
-    nghttp2_nv ok[] = {MKNV(":method", "GET"), MKNV(":scheme", "http"), MKNV(":path", "/hello"),
-                       MKNV(":authority", "x")};
+    nghttp2_nv ok[] = GET_HELLO_NV;
     size_t n = headers_frame(buf, d, 5, ok, 4);
     ck_assert_int_eq(write(fd, buf, n), (ssize_t)n);
     raw_result_t res = {0};
@@ -1097,6 +1178,314 @@ START_TEST(lower_stream_id)
 }
 END_TEST
 
+/* RFC 9113 §8.2.3: "If there are multiple Cookie header fields after
+ * decompression, these MUST be concatenated into a single octet string
+ * using the two-octet delimiter of 0x3b, 0x20 ("; ") before being passed
+ * into ... a generic HTTP server application." */
+START_TEST(cookies_concatenated)
+{
+    client_t *cl = client_new(NULL, 0);
+    nghttp2_nv nv[] = {MKNV(":method", "GET"),  MKNV(":scheme", "http"), MKNV(":path", "/cookie"),
+                       MKNV(":authority", "x"), MKNV("cookie", "a=1"),   MKNV("x-test", "t"),
+                       MKNV("cookie", "b=2"),   MKNV("cookie", "c=3")};
+    resp_t *r = request_nv(cl, nv, 8, NULL, 0);
+    nghttp2_nv one[] = {MKNV(":method", "GET"),     MKNV(":scheme", "http"),
+                        MKNV(":path", "/cookie"),   MKNV(":authority", "x"),
+                        MKNV("cookie", "a=1; b=2"), MKNV("x-test", "u")};
+    resp_t *r1 = request_nv(cl, one, 6, NULL, 0);
+    pump_all(cl);
+    ck_assert_int_eq(r->status, 200);
+    ck_assert_str_eq(r->body, "1|a=1; b=2; c=3|t");
+    ck_assert_int_eq(r1->status, 200);
+    ck_assert_str_eq(r1->body, "1|a=1; b=2|u");
+    client_free(cl);
+}
+END_TEST
+
+/* RFC 9113 §6.3: "If a PRIORITY frame is received with a stream identifier
+ * of 0x00, the recipient MUST respond with a connection error of type
+ * PROTOCOL_ERROR" -- petrel's check (nghttp2 skips PRIORITY frames once
+ * SETTINGS_NO_RFC7540_PRIORITIES is sent).  "A PRIORITY frame with a length
+ * other than 5 octets MUST be treated as a stream error of type
+ * FRAME_SIZE_ERROR" (nghttp2 makes it a connection error, which §5.4.1
+ * allows).  A well-formed PRIORITY frame on a stream changes nothing. */
+START_TEST(priority_frames)
+{
+    static const uint8_t pri[5] = {0, 0, 0, 3, 16};
+    int fd = raw_open();
+    uint8_t buf[64];
+    size_t n = frame(buf, NGHTTP2_PRIORITY, 0, 0, pri, 5);
+    raw_write(fd, buf, n);
+    conn_error(fd, NGHTTP2_PROTOCOL_ERROR, "PRIORITY on stream 0");
+
+    fd = raw_open();
+    n = frame(buf, NGHTTP2_PRIORITY, 0, 1, pri, 4);
+    raw_write(fd, buf, n);
+    conn_error(fd, NGHTTP2_FRAME_SIZE_ERROR, "PRIORITY of 4 octets");
+    raw_result_t res = {0};
+
+    /* RFC 7540 §5.3.1 (the field's definition, RFC 9113 §6.3): "A stream
+     * cannot depend on itself ... PROTOCOL_ERROR", here for the connection;
+     * also with the frame split across two reads */
+    for (size_t split = 0; split < 14; split += 13) {
+        static const uint8_t self[5] = {0, 0, 0, 1, 16};
+        fd = raw_open();
+        n = frame(buf, NGHTTP2_PRIORITY, 0, 1, self, 5);
+        if (split) {
+            raw_write(fd, buf, split);
+            memset(&res, 0, sizeof(res));
+            raw_pump(fd, &res, 2);
+            ck_assert(!res.goaway);
+        }
+        raw_write(fd, buf + split, n - split);
+        conn_error(fd, NGHTTP2_PROTOCOL_ERROR, "a stream depending on itself");
+    }
+
+    /* on an idle stream, and on an open one: ignored; the request is served */
+    fd = raw_open();
+    nghttp2_hd_deflater *d;
+    nghttp2_hd_deflate_new(&d, 4096);
+    nghttp2_nv ok[] = GET_HELLO_NV;
+    n = frame(buf, NGHTTP2_PRIORITY, 0, 7, pri, 5);
+    n += frame(buf + n, NGHTTP2_PRIORITY, 0, 1, pri, 5);
+    raw_write(fd, buf, n);
+    uint8_t hb[256];
+    n = headers_frame(hb, d, 1, ok, 4);
+    raw_write(fd, hb, n);
+    memset(&res, 0, sizeof(res));
+    raw_pump(fd, &res, 10);
+    ck_assert(!res.goaway);
+    ck_assert_int_eq(res.rst, 0);
+    ck_assert_str_eq(res.status, "200");
+    nghttp2_hd_deflate_del(d);
+    close(fd);
+    still_serving();
+}
+END_TEST
+
+/* RFC 9113 §5.1 and §6.1: DATA on a closed stream.  "If a DATA frame is
+ * received whose stream is not in the open or half-closed (local) state,
+ * the recipient MUST respond with a stream error of type STREAM_CLOSED";
+ * after the peer's RST_STREAM, any frame but PRIORITY "MUST [be treated] as
+ * a stream error of type STREAM_CLOSED"; frames on a stream we reset "MUST
+ * [be] ignore[d]".  nghttp2 forgets closed streams: petrel judges them. */
+START_TEST(data_on_closed_stream)
+{
+    nghttp2_hd_deflater *d;
+    nghttp2_hd_deflate_new(&d, 4096);
+    nghttp2_nv get[] = GET_HELLO_NV;
+    nghttp2_nv post[] = {MKNV(":method", "POST"), MKNV(":scheme", "http"), MKNV(":path", "/echo"),
+                         MKNV(":authority", "x")};
+    uint8_t buf[4096];
+    raw_result_t res = {0};
+
+    /* (a) after the client's END_STREAM, the response sent: stream closed */
+    int fd = raw_open();
+    size_t n = headers_frame(buf, d, 1, get, 4);
+    raw_write(fd, buf, n);
+    raw_pump(fd, &res, 4);
+    ck_assert_str_eq(res.status, "200");
+    n = frame(buf, NGHTTP2_DATA, 0, 1, "abcd", 4);
+    raw_write(fd, buf, n);
+    stream_error(fd, 1, NGHTTP2_STREAM_CLOSED);
+    /* more DATA on it: ignored (we reset it); the connection goes on */
+    n = frame(buf, NGHTTP2_DATA, NGHTTP2_FLAG_END_STREAM, 1, "abcd", 4);
+    n += headers_frame(buf + n, d, 3, get, 4);
+    raw_write(fd, buf, n);
+    memset(&res, 0, sizeof(res));
+    raw_pump(fd, &res, 4);
+    ck_assert_int_eq(res.rst, 0);
+    ck_assert(!res.goaway);
+    ck_assert_str_eq(res.status, "200");
+    /* HEADERS on a stream the client ended: "MAY treat ... as a connection
+     * error of type STREAM_CLOSED" (§5.1), as nghttp2 does while the
+     * stream is half-closed (remote) */
+    n = headers_frame(buf, d, 3, get, 4);
+    raw_write(fd, buf, n);
+    conn_error(fd, NGHTTP2_STREAM_CLOSED, "HEADERS on a closed stream");
+    nghttp2_hd_deflate_del(d);
+
+    /* (b) after the client's RST_STREAM, in the same read */
+    nghttp2_hd_deflate_new(&d, 4096);
+    fd = raw_open();
+    n = headers_frame_fl(buf, d, 1, post, 4, NGHTTP2_FLAG_END_HEADERS);
+    n += frame(buf + n, NGHTTP2_DATA, 0, 1, "abcd", 4);
+    n += frame(buf + n, NGHTTP2_RST_STREAM, 0, 1, "\0\0\0\x8", 4); /* CANCEL */
+    n += frame(buf + n, NGHTTP2_DATA, 0, 1, "efgh", 4);
+    n += headers_frame(buf + n, d, 3, get, 4);
+    raw_write(fd, buf, n);
+    memset(&res, 0, sizeof(res));
+    raw_pump(fd, &res, 6);
+    ck_assert_int_eq(res.rst, 1);
+    ck_assert_int_eq(res.rst_id, 1);
+    ck_assert_uint_eq(res.rst_error, NGHTTP2_STREAM_CLOSED);
+    ck_assert(!res.goaway);
+    ck_assert_str_eq(res.status, "200"); /* stream 3 */
+    close(fd);
+    nghttp2_hd_deflate_del(d);
+
+    /* (c) long closed (beyond the ids petrel remembers), and a frame header
+     * split across two reads: still STREAM_CLOSED */
+    nghttp2_hd_deflate_new(&d, 4096);
+    fd = raw_open();
+    n = 0;
+    for (int32_t id = 1; id <= 201; id += 2)
+        n += headers_frame(buf + n, d, id, get, 4);
+    raw_write(fd, buf, n);
+    memset(&res, 0, sizeof(res));
+    raw_pump(fd, &res, 10);
+    ck_assert(!res.goaway);
+    n = frame(buf, NGHTTP2_DATA, 0, 5, "abcd", 4);
+    raw_write(fd, buf, 5);
+    petrel__loop_run_once(&srv->loop, 0);
+    raw_write(fd, buf + 5, n - 5);
+    stream_error(fd, 5, NGHTTP2_STREAM_CLOSED);
+    close(fd);
+    nghttp2_hd_deflate_del(d);
+
+    /* (d) half-closed (remote): the stream still open, its handler
+     * streaming: nghttp2's connection error STREAM_CLOSED */
+    nghttp2_hd_deflate_new(&d, 4096);
+    nghttp2_nv stream[] = {MKNV(":method", "GET"), MKNV(":scheme", "http"),
+                           MKNV(":path", "/stream"), MKNV(":authority", "x")};
+    fd = raw_open();
+    n = headers_frame(buf, d, 1, stream, 4);
+    raw_write(fd, buf, n);
+    memset(&res, 0, sizeof(res));
+    raw_pump(fd, &res, 4);
+    ck_assert_ptr_nonnull(held);
+    n = frame(buf, NGHTTP2_DATA, 0, 1, "abcd", 4);
+    raw_write(fd, buf, n);
+    conn_error(fd, NGHTTP2_STREAM_CLOSED, "DATA on a half-closed (remote) stream");
+    end_orphans();
+    nghttp2_hd_deflate_del(d);
+    still_serving();
+}
+END_TEST
+
+/* RFC 9113 §5.1: after we reset a stream (here a 413 answered before the
+ * body, then RST_STREAM NO_ERROR, §8.1), the client's DATA in flight is
+ * ignored -- no error either way -- and still counts toward the connection
+ * window (§6.9). */
+START_TEST(data_after_our_reset)
+{
+    nghttp2_hd_deflater *d;
+    nghttp2_hd_deflate_new(&d, 4096);
+    nghttp2_nv post[] = {MKNV(":method", "POST"), MKNV(":scheme", "http"), MKNV(":path", "/echo"),
+                         MKNV(":authority", "x"), MKNV("content-length", "99999999")};
+    nghttp2_nv get[] = GET_HELLO_NV;
+    uint8_t buf[4096];
+    int fd = raw_open();
+    size_t n = headers_frame_fl(buf, d, 1, post, 5, NGHTTP2_FLAG_END_HEADERS);
+    raw_write(fd, buf, n);
+    raw_result_t res = {0};
+    raw_pump(fd, &res, 4);
+    ck_assert_str_eq(res.status, "413");
+    ck_assert_int_eq(res.rst, 1);
+    ck_assert_uint_eq(res.rst_error, NGHTTP2_NO_ERROR);
+    n = 0;
+    for (int i = 0; i < 5; i++)
+        n += frame(buf + n, NGHTTP2_DATA, 0, 1, "abcd", 4);
+    n += headers_frame(buf + n, d, 3, get, 4);
+    raw_write(fd, buf, n);
+    memset(&res, 0, sizeof(res));
+    raw_pump(fd, &res, 4);
+    ck_assert_int_eq(res.rst, 0);
+    ck_assert(!res.goaway);
+    ck_assert_str_eq(res.status, "200");
+    close(fd);
+    nghttp2_hd_deflate_del(d);
+    still_serving();
+}
+END_TEST
+
+/* RFC 9113 §7: ENHANCE_YOUR_CALM, "the endpoint detected that its peer is
+ * exhibiting a behavior that might be generating excessive load", ends the
+ * floods; protocol errors keep PROTOCOL_ERROR (frames_on_wrong_stream). */
+START_TEST(floods_calm)
+{
+    static uint8_t buf[1 << 16];
+    nghttp2_hd_deflater *d;
+    nghttp2_nv get[] = GET_HELLO_NV;
+
+    /* rapid reset (CVE-2023-44487): streams opened and reset at once */
+    nghttp2_hd_deflate_new(&d, 4096);
+    int fd = raw_open();
+    int32_t id = 1;
+    raw_result_t res = {0};
+    int batch;
+    for (batch = 0; batch < 15 && !res.goaway; batch++) {
+        size_t n = 0;
+        for (int i = 0; i < 100; i++, id += 2) {
+            n += headers_frame_fl(buf + n, d, id, get, 4, NGHTTP2_FLAG_END_HEADERS);
+            n += frame(buf + n, NGHTTP2_RST_STREAM, 0, id, "\0\0\0\x8", 4);
+        }
+        raw_write(fd, buf, n);
+        raw_pump(fd, &res, 2);
+    }
+    ck_assert(res.goaway);
+    ck_assert_uint_eq(res.goaway_error, NGHTTP2_ENHANCE_YOUR_CALM);
+    /* not before the burst of 1000 resets is spent (the 11th batch of 100) */
+    ck_assert_int_ge(batch, 11);
+    close(fd);
+    nghttp2_hd_deflate_del(d);
+
+    /* DATA on closed streams (answered, so closed), one after another:
+     * each costs a RST_STREAM, counted as a reset */
+    nghttp2_hd_deflate_new(&d, 4096);
+    fd = raw_open();
+    memset(&res, 0, sizeof(res));
+    id = 1;
+    for (int b = 0; b < 15 && !res.goaway; b++) {
+        size_t n = 0;
+        for (int i = 0; i < 100; i++)
+            n += headers_frame(buf + n, d, id + 2 * i, get, 4);
+        raw_write(fd, buf, n);
+        raw_pump(fd, &res, 3);
+        n = 0;
+        for (int i = 0; i < 100; i++)
+            n += frame(buf + n, NGHTTP2_DATA, 0, id + 2 * i, "x", 1);
+        id += 200;
+        raw_write(fd, buf, n);
+        raw_pump(fd, &res, 3);
+        ck_assert_msg(res.goaway || res.rst == 100 * (b + 1), "batch %d: %d", b, res.rst);
+    }
+    ck_assert(res.goaway);
+    ck_assert_uint_eq(res.goaway_error, NGHTTP2_ENHANCE_YOUR_CALM);
+    close(fd);
+    nghttp2_hd_deflate_del(d);
+
+    /* PING flood: more PINGs in one read than nghttp2 queues answers for */
+    fd = raw_open();
+    size_t n = 0;
+    for (int i = 0; i < 3000; i++)
+        n += frame(buf + n, NGHTTP2_PING, 0, 0, "12345678", 8);
+    raw_write(fd, buf, n);
+    conn_error(fd, NGHTTP2_ENHANCE_YOUR_CALM, "PING flood");
+
+    /* SETTINGS flood, the same */
+    fd = raw_open();
+    n = 0;
+    for (int i = 0; i < 3000; i++)
+        n += frame(buf + n, NGHTTP2_SETTINGS, 0, 0, NULL, 0);
+    raw_write(fd, buf, n);
+    conn_error(fd, NGHTTP2_ENHANCE_YOUR_CALM, "SETTINGS flood");
+
+    /* CONTINUATION flood (CVE-2024-27316 class): a header block in more
+     * frames than nghttp2 accepts */
+    nghttp2_hd_deflate_new(&d, 4096);
+    fd = raw_open();
+    n = headers_frame_fl(buf, d, 1, get, 4, NGHTTP2_FLAG_END_STREAM);
+    for (int i = 0; i < 100; i++)
+        n += frame(buf + n, NGHTTP2_CONTINUATION, 0, 1, NULL, 0);
+    raw_write(fd, buf, n);
+    conn_error(fd, NGHTTP2_ENHANCE_YOUR_CALM, "CONTINUATION flood");
+    nghttp2_hd_deflate_del(d);
+
+    still_serving();
+}
+END_TEST
+
 START_TEST(header_list_too_large)
 {
     srv->cfg.max_header_size = 1024;
@@ -1111,6 +1500,82 @@ START_TEST(header_list_too_large)
     ck_assert_int_eq(r->status, 431);
     ck_assert_int_eq(h->status, 200);
     client_free(cl);
+}
+END_TEST
+
+/* --body-timeout and --body-min-rate over h2, per stream (RFC 9110
+ * §15.5.9): a request body that trickles below the minimum rate gets 408
+ * and its stream is reset with NO_ERROR after it (RFC 9113 §8.1); the other
+ * streams of the connection are not harmed, and a body that arrives in
+ * time is served. */
+START_TEST(body_timeout)
+{
+    srv->cfg.body_timeout_ms = 150;
+    srv->cfg.body_min_rate = 1000; /* 1 ms more per byte received */
+    srv->conns.tq_body_check.timeout_ms = 10;
+    nghttp2_hd_deflater *d;
+    nghttp2_hd_deflate_new(&d, 4096);
+    nghttp2_nv slow[] = {MKNV(":method", "POST"), MKNV(":scheme", "http"), MKNV(":path", "/echo"),
+                         MKNV(":authority", "x"), MKNV("content-length", "1000")};
+    nghttp2_nv get[] = GET_HELLO_NV;
+    uint8_t buf[4096];
+    int fd = raw_open();
+    uint64_t t0 = srv->loop.now_ms;
+    size_t n = headers_frame_fl(buf, d, 1, slow, 5, NGHTTP2_FLAG_END_HEADERS);
+    n += frame(buf + n, NGHTTP2_DATA, 0, 1, "0123456789", 10);
+    n += headers_frame(buf + n, d, 3, get, 4);
+    raw_write(fd, buf, n);
+    /* stream 1 trickles on: a byte every 20 ms is below 1000 B/s; stream 5
+     * sends its whole body in between and is answered (the statuses are
+     * told apart per stream: a slow run may see them in any grouping) */
+    nghttp2_nv fast[] = {MKNV(":method", "POST"), MKNV(":scheme", "http"), MKNV(":path", "/echo"),
+                         MKNV(":authority", "x"), MKNV("content-length", "3")};
+    bool fast_sent = false;
+    raw_result_t res = {0};
+    nghttp2_hd_inflate_new(&res.inf);
+    for (int i = 0; i < 200 && res.rst == 0; i++) {
+        raw_pump(fd, &res, 1);
+        if (res.rst)
+            break;
+        petrel__loop_run_once(&srv->loop, 20);
+        n = frame(buf, NGHTTP2_DATA, 0, 1, "x", 1);
+        if (!fast_sent && srv->loop.now_ms - t0 > 50) {
+            n += headers_frame_fl(buf + n, d, 5, fast, 5, NGHTTP2_FLAG_END_HEADERS);
+            n += frame(buf + n, NGHTTP2_DATA, NGHTTP2_FLAG_END_STREAM, 5, "abc", 3);
+            fast_sent = true;
+        }
+        raw_write(fd, buf, n);
+    }
+    uint64_t took = srv->loop.now_ms - t0;
+    ck_assert_str_eq(res.status_of[1 / 2], "408");
+    ck_assert_int_eq(res.rst, 1);
+    ck_assert_int_eq(res.rst_id, 1);
+    ck_assert_uint_eq(res.rst_error, NGHTTP2_NO_ERROR);
+    ck_assert(!res.goaway);
+    /* not before --body-timeout (plus its grace for the bytes received) */
+    ck_assert_uint_ge(took, 150);
+    ck_assert_uint_lt(took, 5000);
+    /* the other streams, and the connection, go on */
+    if (!fast_sent) {
+        n = headers_frame_fl(buf, d, 5, fast, 5, NGHTTP2_FLAG_END_HEADERS);
+        n += frame(buf + n, NGHTTP2_DATA, NGHTTP2_FLAG_END_STREAM, 5, "abc", 3);
+        raw_write(fd, buf, n);
+    }
+    n = headers_frame(buf, d, 7, get, 4);
+    raw_write(fd, buf, n);
+    raw_pump(fd, &res, 6);
+    ck_assert_str_eq(res.status_of[3 / 2], "200");
+    ck_assert_str_eq(res.status_of[5 / 2], "200");
+    ck_assert_str_eq(res.status_of[7 / 2], "200");
+    ck_assert_int_eq(res.rst, 1);
+    ck_assert(!res.goaway);
+    close(fd);
+    nghttp2_hd_inflate_del(res.inf);
+    nghttp2_hd_deflate_del(d);
+    petrel__h2_stats_t st;
+    petrel__loop_run_once(&srv->loop, 0);
+    petrel__h2_stats(&st);
+    ck_assert_uint_eq(st.streams, 0);
 }
 END_TEST
 
@@ -1518,6 +1983,12 @@ static Suite *suite(void)
     tcase_add_test(t, malformed_requests);
     tcase_add_test(t, lower_stream_id);
     tcase_add_test(t, header_list_too_large);
+    tcase_add_test(t, priority_frames);
+    tcase_add_test(t, cookies_concatenated);
+    tcase_add_test(t, data_on_closed_stream);
+    tcase_add_test(t, data_after_our_reset);
+    tcase_add_test(t, floods_calm);
+    tcase_add_test(t, body_timeout);
     tcase_add_test(t, no_heap_after_warmup);
     tcase_add_test(t, wait_streams);
     tcase_add_test(t, wait_rst_stream);

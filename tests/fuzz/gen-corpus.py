@@ -136,6 +136,11 @@ def req(path, method="GET", extra=()):
             (":path", path)] + list(extra)
 
 
+def rawframe(ftype, flags, stream, payload):
+    return struct.pack("!I", len(payload))[1:] + bytes([ftype, flags]) + \
+        struct.pack("!I", stream) + payload
+
+
 def h2seed(name, build, validate=True):
     c = h2client(validate)
     build(c)
@@ -241,6 +246,21 @@ def http2():
     c.send_headers(1, req("/echo", "POST"))
     c.send_data(1, b"partial")
     write("h2", "timeout-open-stream", b"\x61" + c.data_to_send())
+    # frames petrel judges before nghttp2 (RFC 9113 §5.1, §6.3): DATA after
+    # the client's END_STREAM and after its RST_STREAM, trailers on an ended
+    # stream, PRIORITY frames on stream 0 and on a stream that depends on
+    # itself; mode 1 with small splits, so that frame headers straddle reads
+    c = h2client()
+    c.data_to_send()
+    c.send_headers(1, req("/hello"), end_stream=True)
+    c.send_headers(3, req("/echo", "POST"))
+    c.reset_stream(3)
+    c.send_headers(5, req("/hello"), end_stream=True)
+    write("h2", "closed-streams", b"\x05" + c.data_to_send() + rawframe(0, 0, 1, b"abcd")
+          + rawframe(0, 1, 3, b"efgh") + rawframe(1, 5, 5, b"\x40\x01a\x01b"))
+    write("h2", "priority-raw", b"\x05" + rawframe(2, 0, 7, b"\x00\x00\x00\x01\x10")
+          + rawframe(2, 0, 9, b"\x00\x00\x00\x09\x10")
+          + rawframe(2, 0, 0, b"\x00\x00\x00\x01\x10"))
 
 
 # ---------------------------------------------------------------------------
