@@ -368,6 +368,8 @@ static int on_header_value(llhttp_t *p, const char *at, size_t len)
     h1_t *h1 = H1(p);
     if (h1->flags & H1_HEAD_DONE)
         return 0;
+    if (!(h1->flags & H1_IN_VALUE))
+        return fail(h1, 400); /* ": v": an empty field name (RFC 9110 §5.1) */
     h1->hdr_bytes += (uint32_t)len;
     if (h1->hdr_bytes > h1->c->cs->cfg->max_header_size)
         return fail(h1, 431);
@@ -446,6 +448,8 @@ static int on_header_value_complete(llhttp_t *p)
     h1_t *h1 = H1(p);
     if (h1->flags & H1_HEAD_DONE)
         return 0;
+    if (!(h1->flags & H1_IN_VALUE))
+        return fail(h1, 400); /* ":" alone: an empty field name (RFC 9110 §5.1) */
     h1->flags &= ~H1_IN_VALUE;
     petrel_req_t *r = h1->req;
     petrel_header_t *h = &r->headers[r->nheaders - 1];
@@ -460,8 +464,11 @@ static int on_header_value_complete(llhttp_t *p)
         }
     }
     h1->hdr_bytes += 4; /* ": " and CRLF */
-    /* RFC 9110 §5.1, RFC 9112 §5.1: a field name is a token, with no
-     * whitespace before the colon (llhttp 8.1 lets some through) */
+    /* RFC 9110 §5.1, RFC 9112 §5.1: a field name is a token (one
+     * character at least), with no whitespace before the colon (llhttp
+     * 8.1 lets some through, and an empty name) */
+    if (h->name.len == 0)
+        return fail(h1, 400);
     for (size_t i = 0; i < h->name.len; i++)
         if (!petrel__tchar[(unsigned char)h->name.ptr[i]])
             return fail(h1, 400);
@@ -1028,7 +1035,11 @@ static int status_for_error(h1_t *h1, llhttp_errno_t e)
         return h1->err_status;
     switch (e) {
     case HPE_INVALID_METHOD: {
-        /* A well-formed token we do not know: 501 (RFC 9110 §9.1). */
+        /* A method we do not know on a well-formed request line: 501 (RFC
+         * 9110 §9.1); a line that is not "method SP target SP HTTP/d.d"
+         * (an invalid connection preface, say) is malformed: 400 (RFC 9112
+         * §3).  llhttp stops at the method: the rest is judged here, when
+         * the line has arrived (else the method alone decides). */
         const char *s = c->rbuf + h1->head_start, *end = c->rbuf + c->rlen;
         const char *sp = memchr(s, ' ', (size_t)(end - s));
         if (sp == NULL || sp == s)
@@ -1037,6 +1048,17 @@ static int status_for_error(h1_t *h1, llhttp_errno_t e)
             if (!((*p >= 'A' && *p <= 'Z') || (*p >= 'a' && *p <= 'z') ||
                   (*p >= '0' && *p <= '9') || strchr("!#$%&'*+-.^_`|~", *p)))
                 return 400;
+        const char *eol = memchr(sp, '\n', (size_t)(end - sp));
+        if (eol == NULL)
+            return 501;
+        const char *le = eol > sp && eol[-1] == '\r' ? eol - 1 : eol;
+        const char *t = sp + 1, *sp2 = t;
+        while (sp2 < le && (unsigned char)*sp2 > ' ' && *sp2 != 0x7f)
+            sp2++;
+        const char *v = sp2 + 1;
+        if (sp2 == t || sp2 >= le || *sp2 != ' ' || le - v != 8 || memcmp(v, "HTTP/", 5) != 0 ||
+            v[5] < '0' || v[5] > '9' || v[6] != '.' || v[7] < '0' || v[7] > '9')
+            return 400;
         return 501;
     }
     case HPE_INVALID_VERSION: {

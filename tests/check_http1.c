@@ -1283,6 +1283,19 @@ static const bad_t bad_requests[] = {
     {"PROPFIND", "PROPFIND /x HTTP/1.1\r\nHost: x\r\n\r\n", 501, 0},
     {"CONNECT", "CONNECT example.com:443 HTTP/1.1\r\nHost: example.com:443\r\n\r\n", 501, 400},
     {"method not a token", "G(T /hello HTTP/1.1\r\nHost: x\r\n\r\n", 400, 0},
+    /* RFC 9112 §3: an unknown method on a line that is not a request line
+     * (an invalid connection preface) is a malformed request: 400 */
+    {"invalid preface", "INVALID CONNECTION PREFACE\r\n\r\n", 400, 0},
+    {"unknown method, no version", "FOO /x\r\nHost: x\r\n\r\n", 400, 0},
+    {"unknown method, two spaces", "FOO  /x HTTP/1.1\r\nHost: x\r\n\r\n", 400, 0},
+    /* RFC 9112 §2.2: a bare CR is not a line ending; §2.2: whitespace
+     * between the start line and the first field line */
+    {"bare CR", "GET /hello HTTP/1.1\rHost: x\r\n\r\n", 400, 0},
+    {"space before the first field", "GET /hello HTTP/1.1\r\n Host: x\r\n\r\n", 400, 0},
+    /* RFC 9110 §5.1: a field name is a token, one character at least */
+    {"empty field name first", "GET /hello HTTP/1.1\r\n: v\r\nHost: x\r\n\r\n", 400, 0},
+    {"empty field name later", "GET /hello HTTP/1.1\r\nHost: x\r\n: v\r\n\r\n", 400, 0},
+    {"empty field name and value", "GET /hello HTTP/1.1\r\nHost: x\r\n:\r\n\r\n", 400, 0},
     /* RFC 9112 §3.2 request targets */
     {"above the root", "GET /../hello HTTP/1.1\r\nHost: x\r\n\r\n", 400, 0},
     {"encoded above the root", "GET /%2e%2e/hello HTTP/1.1\r\nHost: x\r\n\r\n", 400, 0},
