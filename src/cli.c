@@ -79,6 +79,9 @@ static void usage(FILE *f)
         "  --h2-output-budget BYTES\n"
         "                          HTTP/2 response bytes queued, all connections of a worker\n"
         "                          (default 64m)\n"
+        "  --h2-max-resets N       stream resets an h2 connection may cause at once (RST_STREAM\n"
+        "                          sent or received), then ENHANCE_YOUR_CALM (default 1000)\n"
+        "  --h2-reset-rate N       resets per second that refill them (default 33)\n"
         "  --ws-max-message-size BYTES\n"
         "                          largest WebSocket message (default 16m) -> close 1009\n"
         "  --ws-idle-timeout SECONDS\n"
@@ -209,7 +212,9 @@ enum {
     OPT_H2_STREAMS,
     OPT_H2_WINDOW,
     OPT_H2_HEADER_LIST,
-    OPT_H2_OUTPUT
+    OPT_H2_OUTPUT,
+    OPT_H2_RESETS,
+    OPT_H2_RESET_RATE
 };
 
 /* modules (module.c) */
@@ -279,6 +284,8 @@ static const struct option opts[] = {
     {"h2-initial-window-size", required_argument, NULL, OPT_H2_WINDOW},
     {"h2-max-header-list-size", required_argument, NULL, OPT_H2_HEADER_LIST},
     {"h2-output-budget", required_argument, NULL, OPT_H2_OUTPUT},
+    {"h2-max-resets", required_argument, NULL, OPT_H2_RESETS},
+    {"h2-reset-rate", required_argument, NULL, OPT_H2_RESET_RATE},
     {"ws-max-message-size", required_argument, NULL, OPT_WS_MAX_MESSAGE},
     {"ws-idle-timeout", required_argument, NULL, OPT_WS_IDLE_TO},
     {"ws-send-limit", required_argument, NULL, OPT_WS_SEND_LIMIT},
@@ -732,6 +739,22 @@ int petrel_main(int argc, char **argv, const petrel_module_t *const *builtins)
                 goto out;
             }
             cfg->h2_output_budget = v;
+            break;
+        }
+        case OPT_H2_RESETS:
+        case OPT_H2_RESET_RATE: {
+            /* the rapid-reset defence (CVE-2023-44487): a bucket of resets */
+            size_t v;
+            if (!parse_size(optarg, &v) || v > 1000000 || (o == OPT_H2_RESETS && v == 0)) {
+                rc = bad(flag, optarg,
+                         o == OPT_H2_RESETS ? "a number of resets from 1 to 1000000"
+                                            : "a number of resets per second from 0 to 1000000");
+                goto out;
+            }
+            if (o == OPT_H2_RESETS)
+                cfg->h2_reset_burst = (uint32_t)v;
+            else
+                cfg->h2_reset_rate = (uint32_t)v;
             break;
         }
         case OPT_WS_MAX_MESSAGE:

@@ -77,9 +77,7 @@
 #define OUT_HIGH (256u << 10) /* output queued per connection before writing */
 #define H2_DEFAULT_OUTPUT_BUDGET ((size_t)64 << 20) /* all connections of a worker */
 #define SLOTS_KEPT 1024                             /* free stream slots kept per worker */
-#define RST_RING 32      /* streams we reset lately (RFC 9113 §5.1.1 check) */
-#define RESET_BURST 1000 /* resets (received, or sent for frames on closed */
-#define RESET_RATE 33    /* streams) per connection: burst, then per second */
+#define RST_RING 32 /* streams we reset lately (RFC 9113 §5.1.1 check) */
 
 /* stream flags */
 enum {
@@ -171,7 +169,7 @@ struct h2conn {
     uint64_t opened;        /* bit k: stream scan_max - 2k was opened by the client */
     int32_t rst[RST_RING];  /* streams we sent RST_STREAM for, lately */
     unsigned rst_pos;
-    uint32_t resets;    /* reset tokens left (RESET_BURST, RESET_RATE) */
+    uint32_t resets;    /* reset tokens left (--h2-max-resets, --h2-reset-rate) */
     uint64_t resets_ms; /* when they were last refilled */
     uint32_t fskip;     /* input bytes before the next frame header */
     uint8_t fhn;        /* bytes of that header gathered (withheld from nghttp2) */
@@ -431,17 +429,20 @@ static void calm_down(h2conn_t *h, const char *what)
 }
 
 /* One reset (a RST_STREAM received, or one sent for frames on a closed
- * stream) out of a bucket of RESET_BURST refilled at RESET_RATE per second
+ * stream) out of a bucket of --h2-max-resets refilled at --h2-reset-rate
+ * per second
  * (the rapid-reset defence, CVE-2023-44487).  False when it is empty: the
  * connection is ended with ENHANCE_YOUR_CALM. */
 static bool reset_token(h2conn_t *h)
 {
+    const petrel__config_t *cfg = h->c->cs->cfg;
+    uint32_t burst = cfg->h2_reset_burst, rate = cfg->h2_reset_rate;
     uint64_t now = petrel__loop->now_ms;
-    if (now > h->resets_ms) {
-        uint64_t add = (now - h->resets_ms) * RESET_RATE / 1000;
+    if (now > h->resets_ms && rate) {
+        uint64_t add = (now - h->resets_ms) * rate / 1000;
         if (add) {
-            h->resets = add >= RESET_BURST - h->resets ? RESET_BURST : h->resets + (uint32_t)add;
-            h->resets_ms = h->resets == RESET_BURST ? now : h->resets_ms + add * 1000 / RESET_RATE;
+            h->resets = add >= burst - h->resets ? burst : h->resets + (uint32_t)add;
+            h->resets_ms = h->resets == burst ? now : h->resets_ms + add * 1000 / rate;
         }
     }
     if (h->resets == 0) {
@@ -1742,7 +1743,7 @@ static void h2_drain(petrel__conn_t *c, bool close_idle)
 static nghttp2_session_callbacks *callbacks;
 static nghttp2_option *options;
 
-static int setup_once(void)
+static int setup_once(const petrel__config_t *cfg)
 {
     if (callbacks)
         return 0;
@@ -1765,7 +1766,8 @@ static int setup_once(void)
     nghttp2_option_set_no_closed_streams(options, 1);
     /* nghttp2's own reset limit (GOAWAY INTERNAL_ERROR) stays behind
      * petrel's (reset_token: ENHANCE_YOUR_CALM), as a backstop */
-    nghttp2_option_set_stream_reset_rate_limit(options, 2 * RESET_BURST, 2 * RESET_RATE);
+    nghttp2_option_set_stream_reset_rate_limit(options, 2 * (uint64_t)cfg->h2_reset_burst,
+                                               2 * (uint64_t)cfg->h2_reset_rate);
     callbacks = cb;
     return 0;
 }
@@ -1804,7 +1806,7 @@ static void note_blocks(h2conn_t *h, uint64_t mark)
 static h2conn_t *session_new(petrel__conn_t *c)
 {
     const petrel__config_t *cfg = c->cs->cfg;
-    if (setup_once() < 0)
+    if (setup_once(cfg) < 0)
         return NULL;
     h2conn_t *h = calloc(1, sizeof(*h));
     if (h == NULL)
@@ -1818,7 +1820,7 @@ static h2conn_t *session_new(petrel__conn_t *c)
     stats.sessions++;
     h->c = c;
     h->fskip = 24; /* the client's connection preface (RFC 9113 §3.4) */
-    h->resets = RESET_BURST;
+    h->resets = cfg->h2_reset_burst;
     h->resets_ms = petrel__loop->now_ms;
     h->pending.cb = on_pending;
     list_init(&h->pending.node);

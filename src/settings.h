@@ -35,6 +35,8 @@ typedef struct petrel__config {
     uint32_t h2_initial_window_size;    /* SETTINGS_INITIAL_WINDOW_SIZE (1 MiB) */
     size_t h2_max_header_list_size;     /* SETTINGS_MAX_HEADER_LIST_SIZE (max_header_size) */
     size_t h2_output_budget;            /* h2 output queued, all connections (64 MiB) */
+    uint32_t h2_reset_burst;            /* RST_STREAMs per h2 connection at once (1000) */
+    uint32_t h2_reset_rate;             /* ... then per second (33) */
     /* WebSocket (ws.c); 0 means the default */
     size_t ws_max_message_size;  /* larger messages: close 1009 (16 MiB) */
     uint64_t ws_idle_timeout_ms; /* silence before a ping, then a close (30 s) */

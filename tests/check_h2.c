@@ -1399,6 +1399,35 @@ START_TEST(data_after_our_reset)
 }
 END_TEST
 
+/* --h2-max-resets: the rapid-reset bucket follows the flag (50 here: the
+ * first batch of 100 opened-and-reset streams spends it). */
+START_TEST(resets_flag)
+{
+    static uint8_t buf[1 << 15];
+    srv->cfg.h2_reset_burst = 50;
+    srv->cfg.h2_reset_rate = 0;
+    nghttp2_hd_deflater *d;
+    nghttp2_nv get[] = GET_HELLO_NV;
+    nghttp2_hd_deflate_new(&d, 4096);
+    int fd = raw_open();
+    raw_result_t res = {0};
+    size_t n = 0;
+    for (int i = 0, id = 1; i < 100; i++, id += 2) {
+        n += headers_frame_fl(buf + n, d, id, get, 4, NGHTTP2_FLAG_END_HEADERS);
+        n += frame(buf + n, NGHTTP2_RST_STREAM, 0, id, "\0\0\0\x8", 4);
+    }
+    raw_write(fd, buf, n);
+    raw_pump(fd, &res, 2);
+    ck_assert(res.goaway);
+    ck_assert_uint_eq(res.goaway_error, NGHTTP2_ENHANCE_YOUR_CALM);
+    close(fd);
+    nghttp2_hd_deflate_del(d);
+    srv->cfg.h2_reset_burst = 1000;
+    srv->cfg.h2_reset_rate = 33;
+    still_serving();
+}
+END_TEST
+
 /* RFC 9113 §7: ENHANCE_YOUR_CALM, "the endpoint detected that its peer is
  * exhibiting a behavior that might be generating excessive load", ends the
  * floods; protocol errors keep PROTOCOL_ERROR (frames_on_wrong_stream). */
@@ -1988,6 +2017,7 @@ static Suite *suite(void)
     tcase_add_test(t, data_on_closed_stream);
     tcase_add_test(t, data_after_our_reset);
     tcase_add_test(t, floods_calm);
+    tcase_add_test(t, resets_flag);
     tcase_add_test(t, body_timeout);
     tcase_add_test(t, no_heap_after_warmup);
     tcase_add_test(t, wait_streams);
