@@ -337,21 +337,29 @@ static int bad_request(petrel_req_t *req, const char *why)
 static int ws_handshake(petrel_req_t *req, void *data)
 {
     const petrel__ws_route_t *rt = data;
-    petrel__conn_t *c = petrel__http1_conn(req);
-    if (req->version != 11 || c == NULL)
-        return bad_request(req, req->version == 20 ? "WebSocket over HTTP/2 is not supported"
-                                                   : "WebSocket needs HTTP/1.1");
-    if (req->method != PETREL_GET)
-        return bad_request(req, "the handshake is a GET");
-    if (!header_has_token(req, "upgrade", "websocket"))
-        return bad_request(req, "no Upgrade: websocket");
-    if (!header_has_token(req, "connection", "upgrade"))
-        return bad_request(req, "no Connection: Upgrade");
-    const char *key = petrel_req_header(req, "sec-websocket-key");
-    uint8_t raw[18];
-    if (key == NULL || header_count(req, "sec-websocket-key") != 1 ||
-        petrel__base64_decode(key, strlen(key), raw, sizeof(raw)) != 16)
-        return bad_request(req, "Sec-WebSocket-Key is not 16 bytes in base64");
+    /* HTTP/2: an Extended CONNECT with :protocol websocket (RFC 8441 §4;
+     * h2.c lets no other protocol reach a route).  §5: no Upgrade,
+     * Connection nor Sec-WebSocket-Key/-Accept there. */
+    bool h2 = req->method == PETREL__CONNECT;
+    petrel__conn_t *c = h2 ? req->_conn : petrel__http1_conn(req);
+    const char *key = NULL;
+    if (!h2) {
+        if (req->version != 11 || c == NULL)
+            return bad_request(req, req->version == 20
+                                        ? "WebSocket over HTTP/2 is an Extended CONNECT (RFC 8441)"
+                                        : "WebSocket needs HTTP/1.1");
+        if (req->method != PETREL_GET)
+            return bad_request(req, "the handshake is a GET");
+        if (!header_has_token(req, "upgrade", "websocket"))
+            return bad_request(req, "no Upgrade: websocket");
+        if (!header_has_token(req, "connection", "upgrade"))
+            return bad_request(req, "no Connection: Upgrade");
+        key = petrel_req_header(req, "sec-websocket-key");
+        uint8_t raw[18];
+        if (key == NULL || header_count(req, "sec-websocket-key") != 1 ||
+            petrel__base64_decode(key, strlen(key), raw, sizeof(raw)) != 16)
+            return bad_request(req, "Sec-WebSocket-Key is not 16 bytes in base64");
+    }
     const char *ver = petrel_req_header(req, "sec-websocket-version");
     if (ver == NULL || strcmp(ver, "13") != 0 || header_count(req, "sec-websocket-version") != 1) {
         /* §4.2.2: the versions we speak */
@@ -369,6 +377,8 @@ static int ws_handshake(petrel_req_t *req, void *data)
     const char *sub = pick_subprotocol(req, rt->h.subprotocols);
     char ext[160];
     int bits = rt->h.no_compression ? 0 : negotiate_deflate(req, ext, sizeof(ext));
+    if (h2)
+        return petrel__ws_h2_accept(req, rt, sub, bits, ext);
     petrel_ws_t *ws = petrel__ws_new(rt, c->cs->cfg, sub, bits, &wc_carrier, c);
     if (ws == NULL)
         return 503;
@@ -412,5 +422,7 @@ int petrel_ws_route_add(petrel_server_t *srv, const char *pattern,
     rt->h = *handler;
     rt->data = data;
     /* the route's router frees it (a reload drops the old generation's) */
-    return petrel__route_add_owned(srv, PETREL_GET, pattern, ws_handshake, rt, free);
+    /* GET: HTTP/1.1's Upgrade; PETREL__CONNECT: HTTP/2's Extended CONNECT */
+    return petrel__route_add_owned(srv, PETREL_GET | PETREL__CONNECT, pattern, ws_handshake, rt,
+                                   free);
 }
