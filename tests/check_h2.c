@@ -1461,6 +1461,484 @@ START_TEST(h2c_upgrade)
 }
 END_TEST
 
+/* ------------------------------------------------------------------------ */
+/* WebSocket over HTTP/2 (RFC 8441)                                         */
+
+/* The handler's view: route /wst echoes and counts. */
+static struct {
+    int opens, messages, closes, code;
+    petrel_ws_t *ws[8]; /* by order of opening */
+} wsr;
+
+static void wst_open(petrel_ws_t *ws, petrel_req_t *req)
+{
+    (void)req;
+    if (wsr.opens < 8)
+        wsr.ws[wsr.opens] = ws;
+    wsr.opens++;
+}
+
+static void wst_message(petrel_ws_t *ws, int binary, const void *data, size_t len)
+{
+    wsr.messages++;
+    if (binary)
+        petrel_ws_send_binary(ws, data, len);
+    else
+        petrel_ws_send_text(ws, data, len);
+}
+
+static void wst_close(petrel_ws_t *ws, int code, const char *reason)
+{
+    (void)ws, (void)reason;
+    wsr.closes++;
+    wsr.code = code;
+}
+
+static const petrel_ws_handler_t wst_handler = {
+    .on_open = wst_open, .on_message = wst_message, .on_close = wst_close};
+
+static void ws_setup(void)
+{
+    memset(&wsr, 0, sizeof(wsr));
+    ck_assert_int_eq(petrel_ws_route_add(srv, "/wst", &wst_handler, NULL), 0);
+}
+
+/* The client's side of a tunnel: bytes to send, END_STREAM once sent. */
+typedef struct tun {
+    uint8_t out[1 << 16];
+    size_t len, off;
+    bool end;
+    int32_t id;
+    resp_t *r;
+} tun_t;
+
+static ssize_t tun_read(nghttp2_session *s, int32_t id, uint8_t *buf, size_t len,
+                        uint32_t *flags, nghttp2_data_source *src, void *ud)
+{
+    (void)s, (void)id, (void)ud;
+    tun_t *t = src->ptr;
+    size_t n = t->len - t->off;
+    if (n > len)
+        n = len;
+    memcpy(buf, t->out + t->off, n);
+    t->off += n;
+    if (t->off == t->len) {
+        t->off = t->len = 0;
+        if (t->end)
+            *flags |= NGHTTP2_DATA_FLAG_EOF;
+        else if (n == 0)
+            return NGHTTP2_ERR_DEFERRED;
+    }
+    return (ssize_t)n;
+}
+
+/* Extended CONNECT to `path` (RFC 8441 §4), the stream kept open. */
+static void ws_open(client_t *cl, tun_t *t, const char *path)
+{
+    nghttp2_nv nv[] = {MKNV(":method", "CONNECT"), MKNV(":protocol", "websocket"),
+                       MKNV(":scheme", "http"),    MKNV(":path", path),
+                       MKNV(":authority", "x"),    MKNV("sec-websocket-version", "13")};
+    memset(t, 0, sizeof(*t));
+    nghttp2_data_provider prd = {.source.ptr = t, .read_callback = tun_read};
+    t->id = nghttp2_submit_request(cl->ngh, NULL, nv, 6, &prd, NULL);
+    ck_assert_int_gt(t->id, 0);
+    t->r = &cl->r[cl->n++];
+    memset(t->r, 0, sizeof(*t->r));
+    t->r->id = t->id;
+}
+
+/* A masked client frame (RFC 6455 §5.2) of up to 64 KiB. */
+static size_t ws_frame(uint8_t *out, int opcode, const void *payload, size_t len)
+{
+    static const uint8_t mask[4] = {0x37, 0xfa, 0x21, 0x3d};
+    const uint8_t *p = payload;
+    size_t n = 0;
+    out[n++] = (uint8_t)(0x80 | opcode);
+    if (len < 126) {
+        out[n++] = (uint8_t)(0x80 | len);
+    } else {
+        out[n++] = 0x80 | 126;
+        out[n++] = (uint8_t)(len >> 8);
+        out[n++] = (uint8_t)len;
+    }
+    memcpy(out + n, mask, 4);
+    n += 4;
+    for (size_t i = 0; i < len; i++)
+        out[n + i] = p[i] ^ mask[i % 4];
+    return n + len;
+}
+
+static void tun_send(client_t *cl, tun_t *t, int opcode, const void *payload, size_t len)
+{
+    ck_assert_uint_le(t->len + len + 8, sizeof(t->out));
+    t->len += ws_frame(t->out + t->len, opcode, payload, len);
+    nghttp2_session_resume_data(cl->ngh, t->id);
+}
+
+static void tun_end(client_t *cl, tun_t *t)
+{
+    t->end = true;
+    nghttp2_session_resume_data(cl->ngh, t->id);
+}
+
+/* Pump until `r` has `len` body bytes (or 200 turns). */
+static void pump_body(client_t *cl, resp_t *r, size_t len)
+{
+    for (int i = 0; i < 200 && r->len < len && !cl->eof; i++)
+        pump(cl, 1);
+}
+
+START_TEST(ws_h2_echo)
+{
+    ws_setup();
+    client_t *cl = client_new(NULL, 0);
+    pump(cl, 3);
+    /* RFC 8441 §3: the server says it takes Extended CONNECT */
+    ck_assert_uint_eq(nghttp2_session_get_remote_settings(
+                          cl->ngh, NGHTTP2_SETTINGS_ENABLE_CONNECT_PROTOCOL),
+                      1);
+    tun_t t;
+    ws_open(cl, &t, "/wst");
+    pump(cl, 5);
+    /* RFC 8441 §5: 200 (not 101), no END_STREAM; RFC 9113 §8.2.2: no
+     * connection-specific fields; no content-length on a tunnel, and no
+     * Sec-WebSocket-Accept over HTTP/2 */
+    ck_assert_int_eq(t.r->status, 200);
+    ck_assert(!t.r->closed);
+    ck_assert_ptr_null(strstr(t.r->headers, "content-length"));
+    ck_assert_ptr_null(strstr(t.r->headers, "transfer-encoding"));
+    ck_assert_ptr_null(strstr(t.r->headers, "connection"));
+    ck_assert_ptr_null(strstr(t.r->headers, "sec-websocket-accept"));
+    ck_assert_int_eq(wsr.opens, 1);
+    /* RFC 8441 §5: frames are independent of DATA boundaries: a header cut
+     * in two DATA frames, then three frames in one */
+    uint8_t f[64];
+    size_t n = ws_frame(f, 1, "hello", 5);
+    memcpy(t.out, f, 3);
+    t.len = 3;
+    nghttp2_session_resume_data(cl->ngh, t.id);
+    pump(cl, 3);
+    ck_assert_int_eq(wsr.messages, 0);
+    memcpy(t.out, f + 3, n - 3);
+    t.len = n - 3;
+    nghttp2_session_resume_data(cl->ngh, t.id);
+    pump_body(cl, t.r, 7);
+    ck_assert_uint_eq(t.r->len, 7);
+    ck_assert(memcmp(t.r->body, "\x81\x05hello", 7) == 0);
+    tun_send(cl, &t, 2, "a", 1);
+    tun_send(cl, &t, 2, "bb", 2);
+    tun_send(cl, &t, 1, "ccc", 3);
+    pump_body(cl, t.r, 7 + 3 + 4 + 5);
+    ck_assert_uint_eq(t.r->len, 19);
+    ck_assert(memcmp(t.r->body + 7, "\x82\x01" "a\x82\x02" "bb\x81\x03" "ccc", 12) == 0);
+    ck_assert_int_eq(wsr.messages, 4);
+    /* a plain request on the same connection */
+    resp_t *g = request(cl, "GET", "/hello", NULL, 0);
+    for (int i = 0; i < 50 && !g->closed; i++)
+        pump(cl, 1);
+    ck_assert_int_eq(g->status, 200);
+    ck_assert(!t.r->closed);
+    client_free(cl);
+    petrel__loop_run_once(&srv->loop, 0);
+    ck_assert_int_eq(wsr.closes, 1);
+    ck_assert_int_eq(wsr.code, 1006); /* the connection went without a Close */
+}
+END_TEST
+
+/* RFC 8441 §5 / RFC 6455 §7: Close both ways, then END_STREAM both ways;
+ * never a reset after our END_STREAM. */
+START_TEST(ws_h2_close)
+{
+    ws_setup();
+    client_t *cl = client_new(NULL, 0);
+    tun_t t;
+    ws_open(cl, &t, "/wst");
+    pump(cl, 5);
+    ck_assert_int_eq(t.r->status, 200);
+    tun_send(cl, &t, 8, "\x03\xe8" "bye", 5);
+    pump_body(cl, t.r, 4);
+    for (int i = 0; i < 10; i++)
+        pump(cl, 1);
+    ck_assert_uint_ge(t.r->len, 4);
+    ck_assert(memcmp(t.r->body, "\x88", 1) == 0);
+    ck_assert(memcmp(t.r->body + 2, "\x03\xe8", 2) == 0);
+    ck_assert_int_eq(wsr.closes, 1);
+    ck_assert_int_eq(wsr.code, 1000);
+    /* the server's END_STREAM came; the stream waits for ours */
+    ck_assert(!t.r->closed);
+    ck_assert_int_eq(nghttp2_session_get_stream_remote_close(cl->ngh, t.id), 1);
+    tun_end(cl, &t);
+    for (int i = 0; i < 10 && !t.r->closed; i++)
+        pump(cl, 1);
+    ck_assert(t.r->closed);
+    ck_assert_uint_eq(t.r->error, NGHTTP2_NO_ERROR);
+    ck_assert_int_eq(cl->rst_recv, 0);
+    ck_assert(!cl->goaway);
+    client_free(cl);
+}
+END_TEST
+
+/* RST_STREAM from the client: the handler sees 1006; the connection and
+ * its other streams go on.  RFC 9113 §5.4.2: DATA after the WebSocket
+ * closed is a stream error. */
+START_TEST(ws_h2_reset)
+{
+    ws_setup();
+    client_t *cl = client_new(NULL, 0);
+    tun_t a, b;
+    ws_open(cl, &a, "/wst");
+    ws_open(cl, &b, "/wst");
+    pump(cl, 5);
+    ck_assert_int_eq(wsr.opens, 2);
+    nghttp2_submit_rst_stream(cl->ngh, NGHTTP2_FLAG_NONE, a.id, NGHTTP2_CANCEL);
+    pump(cl, 5);
+    ck_assert_int_eq(wsr.closes, 1);
+    ck_assert_int_eq(wsr.code, 1006);
+    tun_send(cl, &b, 1, "still", 5);
+    pump_body(cl, b.r, 7);
+    ck_assert(memcmp(b.r->body, "\x81\x05still", 7) == 0);
+    /* b's Close handshake, then DATA on it: RST_STREAM */
+    tun_send(cl, &b, 8, "\x03\xe8", 2);
+    for (int i = 0; i < 10; i++)
+        pump(cl, 1);
+    ck_assert_int_eq(wsr.closes, 2);
+    ck_assert_int_eq(wsr.code, 1000);
+    ck_assert(!b.r->closed);
+    tun_send(cl, &b, 1, "late", 4);
+    for (int i = 0; i < 10 && !b.r->closed; i++)
+        pump(cl, 1);
+    ck_assert(b.r->closed);
+    ck_assert_uint_eq(b.r->error, NGHTTP2_STREAM_CLOSED);
+    resp_t *g = request(cl, "GET", "/hello", NULL, 0);
+    for (int i = 0; i < 50 && !g->closed; i++)
+        pump(cl, 1);
+    ck_assert_int_eq(g->status, 200);
+    ck_assert(!cl->goaway);
+    client_free(cl);
+    /* a GOAWAY-less end of the connection with a WebSocket open: 1006 */
+    cl = client_new(NULL, 0);
+    ws_open(cl, &a, "/wst");
+    pump(cl, 5);
+    ck_assert_int_eq(wsr.opens, 3);
+    client_free(cl);
+    for (int i = 0; i < 3; i++)
+        petrel__loop_run_once(&srv->loop, 0);
+    ck_assert_int_eq(wsr.closes, 3);
+    ck_assert_int_eq(wsr.code, 1006);
+    ck_assert_uint_eq(srv->conns.n, 0);
+}
+END_TEST
+
+/* Bad Extended CONNECTs (RFC 8441 §4, RFC 9113 §8.5, RFC 9110 §9.3.6):
+ * never a tunnel, and the connection serves on. */
+START_TEST(ws_h2_bad_requests)
+{
+    ws_setup();
+    /* a plain CONNECT (no :protocol) is a proxy request: not served here */
+    nghttp2_nv plain[] = {MKNV(":method", "CONNECT"), MKNV(":authority", "x:80")};
+    /* RFC 8441 §4: :protocol on another method makes the request malformed */
+    nghttp2_nv on_get[] = {MKNV(":method", "GET"), MKNV(":protocol", "websocket"),
+                           MKNV(":scheme", "http"), MKNV(":path", "/wst"),
+                           MKNV(":authority", "x")};
+    /* RFC 8441 §4: an Extended CONNECT has :scheme and :path; RFC 9113
+     * §8.5: missing pseudo-headers make it malformed */
+    nghttp2_nv no_path[] = {MKNV(":method", "CONNECT"), MKNV(":protocol", "websocket"),
+                            MKNV(":scheme", "http"), MKNV(":authority", "x")};
+    nghttp2_nv no_scheme[] = {MKNV(":method", "CONNECT"), MKNV(":protocol", "websocket"),
+                              MKNV(":path", "/wst"), MKNV(":authority", "x")};
+    nghttp2_nv no_authority[] = {MKNV(":method", "CONNECT"), MKNV(":protocol", "websocket"),
+                                 MKNV(":scheme", "http"), MKNV(":path", "/wst")};
+    /* an unknown protocol: not implemented (RFC 9110 §15.6.2) */
+    nghttp2_nv other[] = {MKNV(":method", "CONNECT"), MKNV(":protocol", "webtransport"),
+                          MKNV(":scheme", "http"), MKNV(":path", "/wst"),
+                          MKNV(":authority", "x")};
+    /* only WebSocket routes take it: a GET route, and no route */
+    nghttp2_nv get_route[] = {MKNV(":method", "CONNECT"), MKNV(":protocol", "websocket"),
+                              MKNV(":scheme", "http"), MKNV(":path", "/hello"),
+                              MKNV(":authority", "x")};
+    nghttp2_nv no_route[] = {MKNV(":method", "CONNECT"), MKNV(":protocol", "websocket"),
+                             MKNV(":scheme", "http"), MKNV(":path", "/nowhere"),
+                             MKNV(":authority", "x")};
+    struct {
+        nghttp2_nv *nv;
+        size_t n;
+        const char *status; /* NULL: RST_STREAM PROTOCOL_ERROR */
+    } cases[] = {{plain, 2, "501"},     {on_get, 5, NULL},       {no_path, 4, NULL},
+                 {no_scheme, 4, NULL},  {no_authority, 4, NULL}, {other, 5, "501"},
+                 {get_route, 5, "405"}, {no_route, 5, "404"}};
+    for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+        int fd = raw_open();
+        nghttp2_hd_deflater *d;
+        nghttp2_hd_deflate_new(&d, 4096);
+        uint8_t buf[4096];
+        size_t n = headers_frame(buf, d, 1, cases[i].nv, cases[i].n);
+        nghttp2_nv ok[] = {MKNV(":method", "GET"), MKNV(":scheme", "http"),
+                           MKNV(":path", "/hello"), MKNV(":authority", "x")};
+        n += headers_frame(buf + n, d, 3, ok, 4);
+        nghttp2_hd_deflate_del(d);
+        ck_assert_int_eq(write(fd, buf, n), (ssize_t)n);
+        raw_result_t res = {0};
+        raw_pump(fd, &res, 10);
+        ck_assert_msg(!res.goaway, "case %zu: the connection ended", i);
+        if (cases[i].status == NULL) {
+            ck_assert_msg(res.rst == 1 && res.rst_id == 1 &&
+                              res.rst_error == NGHTTP2_PROTOCOL_ERROR,
+                          "case %zu: rst %d on %d error %u", i, res.rst, res.rst_id,
+                          res.rst_error);
+            ck_assert_str_eq(res.status, "200"); /* stream 3 */
+        } else {
+            ck_assert_int_eq(res.headers, 2);
+        }
+        close(fd);
+    }
+    /* the statuses, one connection each (raw_pump keeps the last :status) */
+    for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+        if (cases[i].status == NULL)
+            continue;
+        int fd = raw_open();
+        nghttp2_hd_deflater *d;
+        nghttp2_hd_deflate_new(&d, 4096);
+        uint8_t buf[4096];
+        size_t n = headers_frame(buf, d, 1, cases[i].nv, cases[i].n);
+        nghttp2_hd_deflate_del(d);
+        ck_assert_int_eq(write(fd, buf, n), (ssize_t)n);
+        raw_result_t res = {0};
+        raw_pump(fd, &res, 10);
+        ck_assert_msg(strcmp(res.status, cases[i].status) == 0, "case %zu: %s, not %s", i,
+                      res.status, cases[i].status);
+        close(fd);
+    }
+    ck_assert_int_eq(wsr.opens, 0);
+    /* PETREL__CONNECT is WebSocket's: petrel_route_add() refuses it */
+    ck_assert_int_eq(petrel_route_add(srv, PETREL_GET | (1 << 7), "/x", head_info, NULL),
+                     PETREL_EINVAL);
+}
+END_TEST
+
+/* Flow control is the backpressure (RFC 9113 §5.2): a WebSocket whose
+ * reader opens no window stops being read -- its stream window closes --
+ * while the connection window stays open for the others. */
+START_TEST(ws_h2_flow_control)
+{
+    ws_setup();
+    /* the client's streams start with no window for the server's DATA */
+    nghttp2_settings_entry iv[] = {{NGHTTP2_SETTINGS_INITIAL_WINDOW_SIZE, 0}};
+    client_t *cl = client_new(iv, 1);
+    pump(cl, 3);
+    static tun_t a, b;
+    ws_open(cl, &a, "/wst");
+    ws_open(cl, &b, "/wst");
+    pump(cl, 5);
+    ck_assert_int_eq(a.r->status, 200);
+    nghttp2_submit_window_update(cl->ngh, NGHTTP2_FLAG_NONE, b.id, 1 << 20);
+    /* 600 messages of 1000 bytes on a: more than half the 1 MiB windows */
+    static char m[1000];
+    memset(m, 'm', sizeof(m));
+    int sent = 0;
+    for (int round = 0; round < 20; round++) {
+        for (int k = 0; k < 30; k++, sent++)
+            tun_send(cl, &a, 2, m, sizeof(m));
+        pump(cl, 3);
+    }
+    for (int i = 0; i < 10; i++)
+        pump(cl, 1);
+    ck_assert_uint_eq(a.r->len, 0);
+    /* the engine stopped taking a's input once its echoes waited */
+    ck_assert_int_lt(wsr.messages, 100);
+    ck_assert_uint_gt(petrel_ws_buffered(wsr.ws[0]), 0);
+    int32_t stream_win = nghttp2_session_get_stream_remote_window_size(cl->ngh, a.id);
+    int32_t conn_win = nghttp2_session_get_remote_window_size(cl->ngh);
+    ck_assert_int_lt(stream_win, (1 << 20) - 500 * 1006);
+    ck_assert_int_gt(conn_win, stream_win + 400 * 1000);
+    /* b goes on */
+    int before = wsr.messages;
+    tun_send(cl, &b, 1, "beside", 6);
+    pump_body(cl, b.r, 8);
+    ck_assert(memcmp(b.r->body, "\x81\x06" "beside", 8) == 0);
+    ck_assert_int_eq(wsr.messages, before + 1);
+    /* a's reader comes back: every message is echoed, in order */
+    nghttp2_submit_window_update(cl->ngh, NGHTTP2_FLAG_NONE, a.id, 1 << 30);
+    pump_body(cl, a.r, (size_t)sent * 1004);
+    ck_assert_uint_eq(a.r->len, (size_t)sent * 1004);
+    ck_assert_int_eq(wsr.messages, sent + 1);
+    ck_assert_int_gt(nghttp2_session_get_stream_remote_window_size(cl->ngh, a.id),
+                     (1 << 19));
+    client_free(cl);
+}
+END_TEST
+
+/* Each WebSocket holds a stream of SETTINGS_MAX_CONCURRENT_STREAMS. */
+START_TEST(ws_h2_concurrent_limit)
+{
+    ws_setup();
+    srv->cfg.h2_max_concurrent_streams = 2;
+    int fd = raw_open();
+    nghttp2_hd_deflater *d;
+    nghttp2_hd_deflate_new(&d, 4096);
+    nghttp2_nv nv[] = {MKNV(":method", "CONNECT"), MKNV(":protocol", "websocket"),
+                       MKNV(":scheme", "http"), MKNV(":path", "/wst"), MKNV(":authority", "x"),
+                       MKNV("sec-websocket-version", "13")};
+    uint8_t buf[4096], block[512];
+    size_t n = 0;
+    for (int32_t id = 1; id <= 3; id += 2) {
+        ssize_t k = nghttp2_hd_deflate_hd(d, block, sizeof(block), nv, 6);
+        n += frame(buf + n, NGHTTP2_HEADERS, NGHTTP2_FLAG_END_HEADERS, id, block, (size_t)k);
+    }
+    ck_assert_int_eq(write(fd, buf, n), (ssize_t)n);
+    raw_result_t res = {0};
+    raw_pump(fd, &res, 5);
+    ck_assert_int_eq(res.headers, 2);
+    ck_assert_str_eq(res.status, "200");
+    ck_assert_int_eq(wsr.opens, 2);
+    ck_assert_int_eq(res.rst, 0);
+    ssize_t k = nghttp2_hd_deflate_hd(d, block, sizeof(block), nv, 6);
+    n = frame(buf, NGHTTP2_HEADERS, NGHTTP2_FLAG_END_HEADERS, 5, block, (size_t)k);
+    ck_assert_int_eq(write(fd, buf, n), (ssize_t)n);
+    memset(&res, 0, sizeof(res));
+    raw_pump(fd, &res, 5);
+    ck_assert_int_eq(res.rst, 1);
+    ck_assert_int_eq(res.rst_id, 5);
+    ck_assert_uint_eq(res.rst_error, NGHTTP2_REFUSED_STREAM);
+    ck_assert_int_eq(wsr.opens, 2);
+    ck_assert_int_eq(wsr.closes, 0);
+    nghttp2_hd_deflate_del(d);
+    close(fd);
+}
+END_TEST
+
+/* Graceful shutdown: GOAWAY, and Close 1001 as over HTTP/1.1; the stream
+ * ends once the peer's Close came, then the connection. */
+START_TEST(ws_h2_drain)
+{
+    ws_setup();
+    client_t *cl = client_new(NULL, 0);
+    tun_t t;
+    ws_open(cl, &t, "/wst");
+    pump(cl, 5);
+    ck_assert_int_eq(t.r->status, 200);
+    petrel__conns_drain(&srv->conns, true);
+    pump_body(cl, t.r, 4);
+    ck_assert(cl->goaway);
+    ck_assert(memcmp(t.r->body, "\x88", 1) == 0);
+    ck_assert(memcmp(t.r->body + 2, "\x03\xe9", 2) == 0);
+    ck_assert(!t.r->closed);
+    tun_send(cl, &t, 8, "\x03\xe9", 2);
+    for (int i = 0; i < 10; i++)
+        pump(cl, 1);
+    ck_assert_int_eq(wsr.closes, 1);
+    ck_assert_int_eq(wsr.code, 1001);
+    ck_assert_int_eq(nghttp2_session_get_stream_remote_close(cl->ngh, t.id), 1);
+    tun_end(cl, &t);
+    for (int i = 0; i < 20 && !cl->eof; i++)
+        pump(cl, 1);
+    ck_assert(t.r->closed);
+    ck_assert_uint_eq(t.r->error, NGHTTP2_NO_ERROR);
+    ck_assert(cl->eof);
+    ck_assert_uint_eq(srv->conns.n, 0);
+    client_free(cl);
+}
+END_TEST
+
 static Suite *suite(void)
 {
     Suite *s = suite_create("h2");
@@ -1497,6 +1975,18 @@ static Suite *suite(void)
     tcase_add_test(t, no_heap_for_bodies);
     tcase_add_test(t, idle_connection_memory);
     tcase_add_test(t, h2c_upgrade);
+    suite_add_tcase(s, t);
+    /* WebSocket over HTTP/2 (RFC 8441) */
+    t = tcase_create("ws");
+    tcase_add_checked_fixture(t, setup, teardown);
+    tcase_set_timeout(t, 30);
+    tcase_add_test(t, ws_h2_echo);
+    tcase_add_test(t, ws_h2_close);
+    tcase_add_test(t, ws_h2_reset);
+    tcase_add_test(t, ws_h2_bad_requests);
+    tcase_add_test(t, ws_h2_flow_control);
+    tcase_add_test(t, ws_h2_concurrent_limit);
+    tcase_add_test(t, ws_h2_drain);
     suite_add_tcase(s, t);
     return s;
 }
