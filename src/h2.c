@@ -118,7 +118,8 @@ typedef struct sbuf {
 
 typedef struct h2stream {
     petrel__list_t link;  /* h->streams, h->zombies, or the free list */
-    petrel__list_t rlink; /* h->ready */
+    petrel__list_t rlink; /* h->ready, or h->tunnels */
+    petrel__list_t tlink; /* h->tready: a tunnel with something to tell its carrier */
     h2conn_t *h;          /* NULL once the connection is gone (orphan) */
     int32_t id;
     unsigned flags;
@@ -159,6 +160,7 @@ struct h2conn {
     petrel__list_t ready;      /* complete requests to dispatch */
     petrel__list_t zombies;    /* closed streams whose memory the output still reads */
     petrel__list_t tunnels;    /* streams made tunnels (their rlink) */
+    petrel__list_t tready;     /* of these, and Extended CONNECTs, with news (tlink) */
     size_t queued;             /* bytes serialized in this flush */
     size_t buffered;           /* streamed body bytes waiting in sbufs, all streams */
     uint32_t nstreams;         /* streams open in nghttp2 */
@@ -243,6 +245,7 @@ static h2stream_t *stream_new(h2conn_t *h, int32_t id)
     petrel__conns_t *cs = h->c->cs;
     memset(s, 0, offsetof(h2stream_t, hdrs));
     list_init(&s->rlink);
+    list_init(&s->tlink);
     list_append(&h->streams, &s->link);
     s->h = h;
     s->id = id;
@@ -355,6 +358,7 @@ static void stream_free(h2stream_t *s)
 {
     list_unlink(&s->link);
     list_unlink(&s->rlink);
+    list_unlink(&s->tlink);
     sbuf_free_all(s);
     chain_free(&s->in_head, &s->in_tail);
     stats.arena_mallocs += s->arena.mallocs;
@@ -406,6 +410,14 @@ static void on_pending(petrel__pending_t *p)
 /* ------------------------------------------------------------------------ */
 /* Tunnels (RFC 8441)                                                       */
 
+/* The tunnel has news for its carrier (input, the peer's end, output
+ * framed): tunnels_service() comes to it. */
+static inline void tunnel_mark(h2conn_t *h, h2stream_t *s)
+{
+    if (list_empty(&s->tlink))
+        list_append(&h->tready, &s->tlink);
+}
+
 /* DATA of an Extended CONNECT stream: the connection window opens at once
  * (the bytes are buffered: other streams go on), the stream window only
  * when the tunnel's carrier takes them (tunnel_service). */
@@ -419,6 +431,7 @@ static int tunnel_data(h2conn_t *h, h2stream_t *s, const uint8_t *data, size_t l
     }
     if (chain_append(&s->in_head, &s->in_tail, data, len) != len)
         return NGHTTP2_ERR_TEMPORAL_CALLBACK_FAILURE; /* RST_STREAM INTERNAL_ERROR */
+    tunnel_mark(h, s);
     return 0;
 }
 
@@ -502,14 +515,14 @@ reset:
     nghttp2_submit_rst_stream(h->ngh, NGHTTP2_FLAG_NONE, s->id, NGHTTP2_STREAM_CLOSED);
 }
 
-/* The tunnels of the connection, after a read or a flush. */
-static void tunnels_service(h2conn_t *h, bool framed)
+/* The tunnels with news, after a read or a flush.  (One whose input
+ * waits for its peer's window is marked again when its output is framed.) */
+static void tunnels_service(h2conn_t *h)
 {
-    petrel__list_t *l = h->tunnels.next;
-    while (l != &h->tunnels) {
-        h2stream_t *s = container_of(l, h2stream_t, rlink);
-        l = l->next; /* a carrier's call may end its stream, not the others */
-        if (framed && s->tframed && s->tops) {
+    while (!list_empty(&h->tready)) {
+        h2stream_t *s = container_of(h->tready.next, h2stream_t, tlink);
+        list_unlink(&s->tlink);
+        if (s->tframed && s->tops) {
             s->tframed = 0;
             s->tops->progress(s->tctx, s->sb_bytes);
         }
@@ -522,6 +535,7 @@ static void tunnel_gone(h2stream_t *s)
 {
     const petrel__h2_tunnel_ops_t *ops = s->tops;
     list_unlink(&s->rlink);
+    list_unlink(&s->tlink);
     chain_free(&s->in_head, &s->in_tail);
     if (ops) {
         s->tops = NULL;
@@ -555,6 +569,8 @@ int petrel__h2_tunnel(petrel_req_t *req, const petrel__h2_tunnel_ops_t *ops, voi
     s->tops = ops;
     s->tctx = ctx;
     list_append(&s->h->tunnels, &s->rlink);
+    if (s->in_head || (s->flags & S_PEER_END))
+        tunnel_mark(s->h, s); /* DATA that came with the request */
     return 0;
 }
 
@@ -912,8 +928,10 @@ static int on_frame_recv(nghttp2_session *ngh, const nghttp2_frame *frame, void 
     case NGHTTP2_DATA:
         if (end) {
             h2stream_t *s = stream_of(ngh, frame->hd.stream_id);
-            if (s && (s->flags & S_XCONNECT))
+            if (s && (s->flags & S_XCONNECT)) {
                 s->flags |= S_PEER_END; /* told to the tunnel after its bytes */
+                tunnel_mark(h, s);
+            }
             else if (s)
                 req_done(h, s);
         }
@@ -1108,6 +1126,7 @@ static ssize_t read_body(nghttp2_session *ngh, int32_t id, uint8_t *buf, size_t 
     if (s->flags & S_TUNNEL) {
         n = sbuf_take(s, buf, length);
         s->tframed += n; /* framed: its carrier hears of it after the flush */
+        tunnel_mark(s->h, s);
         if (s->sb_head == NULL && (s->flags & S_TEND))
             *data_flags |= NGHTTP2_DATA_FLAG_EOF; /* RFC 8441 §5: the tunnel's end */
         else if (n == 0)
@@ -1417,8 +1436,7 @@ static void h2_flush(h2conn_t *h)
         if (!(h->flags & H2_MORE))
             break;
     }
-    if (!list_empty(&h->tunnels))
-        tunnels_service(h, true); /* output framed: their input may go on */
+    tunnels_service(h); /* output framed: their input may go on */
     if (h->buffered < buffered) {
         /* streamed bytes were framed: producers waiting for them to drain */
         for (petrel__list_t *l = h->streams.next; l != &h->streams; l = l->next) {
@@ -1470,7 +1488,7 @@ static int feed(h2conn_t *h, const char *p, size_t n)
     ssize_t rv = nghttp2_session_mem_recv(h->ngh, (const uint8_t *)p, n);
     if (rv >= 0) {
         dispatch_ready(h);
-        tunnels_service(h, false); /* DATA for the tunnels, outside nghttp2's callbacks */
+        tunnels_service(h); /* DATA for the tunnels, outside nghttp2's callbacks */
     }
     h->flags &= ~H2_BUSY;
     if (rv < 0) {
@@ -1675,6 +1693,7 @@ static h2conn_t *session_new(petrel__conn_t *c)
     list_init(&h->ready);
     list_init(&h->zombies);
     list_init(&h->tunnels);
+    list_init(&h->tready);
     uint32_t window = cfg->h2_initial_window_size ? cfg->h2_initial_window_size
                                                   : H2_DEFAULT_WINDOW;
     size_t hl = cfg->h2_max_header_list_size ? cfg->h2_max_header_list_size
