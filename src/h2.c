@@ -92,6 +92,8 @@ enum {
     S_TUNNEL = 1 << 12,    /* made a tunnel (petrel__h2_tunnel): DATA both ways */
     S_PEER_END = 1 << 13,  /* a tunnel's peer sent END_STREAM (told after its bytes) */
     S_TEND = 1 << 14,      /* a tunnel ended by us: END_STREAM after its output */
+    S_TDATA = 1 << 15,     /* a tunnel's DATA is queued in nghttp2 (read_body) */
+    S_TEOS = 1 << 16,      /* ... and its EOF is the stream's END_STREAM */
 };
 
 /* connection flags */
@@ -410,29 +412,16 @@ static void on_pending(petrel__pending_t *p)
 /* ------------------------------------------------------------------------ */
 /* Tunnels (RFC 8441)                                                       */
 
+static ssize_t read_body(nghttp2_session *ngh, int32_t id, uint8_t *buf, size_t length,
+                         uint32_t *data_flags, nghttp2_data_source *src, void *ud);
+static void tunnel_data_queue(h2stream_t *s);
+
 /* The tunnel has news for its carrier (input, the peer's end, output
  * framed): tunnels_service() comes to it. */
 static inline void tunnel_mark(h2conn_t *h, h2stream_t *s)
 {
     if (list_empty(&s->tlink))
         list_append(&h->tready, &s->tlink);
-}
-
-/* DATA of an Extended CONNECT stream: the connection window opens at once
- * (the bytes are buffered: other streams go on), the stream window only
- * when the tunnel's carrier takes them (tunnel_service). */
-static int tunnel_data(h2conn_t *h, h2stream_t *s, const uint8_t *data, size_t len)
-{
-    nghttp2_session_consume_connection(h->ngh, len);
-    if ((s->flags & S_RESET) || ((s->flags & S_DISPATCHED) && s->tops == NULL)) {
-        /* answered without a tunnel, or reset: dropped */
-        nghttp2_session_consume_stream(h->ngh, s->id, len);
-        return 0;
-    }
-    if (chain_append(&s->in_head, &s->in_tail, data, len) != len)
-        return NGHTTP2_ERR_TEMPORAL_CALLBACK_FAILURE; /* RST_STREAM INTERNAL_ERROR */
-    tunnel_mark(h, s);
-    return 0;
 }
 
 /* A tunnel's carrier waits for its peer: what it queued does not fit in
@@ -442,6 +431,48 @@ static bool tunnel_blocked(h2conn_t *h, const h2stream_t *s)
 {
     return s->sb_bytes > 0 &&
            (int64_t)s->sb_bytes >= nghttp2_session_get_stream_remote_window_size(h->ngh, s->id);
+}
+
+/* DATA after the tunnel's end (RFC 9113 §5.4.2: a stream error). */
+static void tunnel_fail(h2conn_t *h, h2stream_t *s)
+{
+    s->flags |= S_RESET;
+    chain_free(&s->in_head, &s->in_tail);
+    s->stash_len = 0;
+    nghttp2_submit_rst_stream(h->ngh, NGHTTP2_FLAG_NONE, s->id, NGHTTP2_STREAM_CLOSED);
+}
+
+/* DATA of an Extended CONNECT stream: the connection window opens at once
+ * (what the carrier does not take now is buffered: other streams go on),
+ * the stream window only as the tunnel's carrier takes the bytes. */
+static int tunnel_data(h2conn_t *h, h2stream_t *s, const uint8_t *data, size_t len)
+{
+    nghttp2_session_consume_connection(h->ngh, len);
+    if ((s->flags & S_RESET) || ((s->flags & S_DISPATCHED) && s->tops == NULL)) {
+        /* answered without a tunnel, or reset: dropped */
+        nghttp2_session_consume_stream(h->ngh, s->id, len);
+        return 0;
+    }
+    if (s->tops && s->in_head == NULL && s->stash_len == 0 && !tunnel_blocked(h, s)) {
+        /* nothing waits before these bytes: straight to the carrier (it
+         * may send -- nghttp2 takes submissions from its callbacks -- but
+         * its end comes later, from the loop) */
+        ssize_t k = s->tops->input(s->tctx, (const char *)data, len);
+        if (k < 0) {
+            tunnel_fail(h, s);
+            return 0;
+        }
+        if (k)
+            nghttp2_session_consume_stream(h->ngh, s->id, (size_t)k);
+        data += k;
+        len -= (size_t)k;
+        if (len == 0)
+            return 0;
+    }
+    if (chain_append(&s->in_head, &s->in_tail, data, len) != len)
+        return NGHTTP2_ERR_TEMPORAL_CALLBACK_FAILURE; /* RST_STREAM INTERNAL_ERROR */
+    tunnel_mark(h, s);
+    return 0;
 }
 
 /* Give the tunnel's carrier the DATA it has not taken (a frame header cut
@@ -508,11 +539,7 @@ static void tunnel_service(h2conn_t *h, h2stream_t *s)
     }
     return;
 reset:
-    /* DATA after the tunnel's end (RFC 9113 §5.4.2: a stream error) */
-    s->flags |= S_RESET;
-    chain_free(&s->in_head, &s->in_tail);
-    s->stash_len = 0;
-    nghttp2_submit_rst_stream(h->ngh, NGHTTP2_FLAG_NONE, s->id, NGHTTP2_STREAM_CLOSED);
+    tunnel_fail(h, s);
 }
 
 /* The tunnels with news, after a read or a flush.  (One whose input
@@ -525,6 +552,10 @@ static void tunnels_service(h2conn_t *h)
         if (s->tframed && s->tops) {
             s->tframed = 0;
             s->tops->progress(s->tctx, s->sb_bytes);
+        }
+        if ((s->flags & (S_TEND | S_TDATA | S_RESET | S_CLOSED)) == S_TEND) {
+            tunnel_data_queue(s); /* the last DATA item did not end the stream */
+            schedule(h);
         }
         tunnel_service(h, s);
     }
@@ -566,12 +597,27 @@ int petrel__h2_tunnel(petrel_req_t *req, const petrel__h2_tunnel_ops_t *ops, voi
         return rc;
     }
     s->resp.ended = true; /* the tunnel writes from now on, not the handler */
+    s->flags |= S_TDATA | S_TEOS; /* the response's data provider (read_body) */
     s->tops = ops;
     s->tctx = ctx;
     list_append(&s->h->tunnels, &s->rlink);
     if (s->in_head || (s->flags & S_PEER_END))
         tunnel_mark(s->h, s); /* DATA that came with the request */
     return 0;
+}
+
+/* Have nghttp2 frame the tunnel's queued output (its END_STREAM). */
+static void tunnel_data_queue(h2stream_t *s)
+{
+    if (s->flags & S_TDATA) {
+        nghttp2_session_resume_data(s->h->ngh, s->id);
+        return;
+    }
+    nghttp2_data_provider prd = {.source.ptr = s, .read_callback = read_body};
+    bool eos = (s->flags & S_TEND) != 0;
+    if (nghttp2_submit_data(s->h->ngh, eos ? NGHTTP2_FLAG_END_STREAM : NGHTTP2_FLAG_NONE, s->id,
+                            &prd) == 0)
+        s->flags |= S_TDATA | (eos ? S_TEOS : 0);
 }
 
 int petrel__h2_tunnel_write(petrel_req_t *req, const void *h, size_t hl, const void *data,
@@ -583,7 +629,7 @@ int petrel__h2_tunnel_write(petrel_req_t *req, const void *h, size_t hl, const v
     if (sbuf_append(s, h, hl) < 0 || (len && sbuf_append(s, data, len) < 0))
         return PETREL_ENOMEM;
     s->bytes_out += hl + len;
-    nghttp2_session_resume_data(s->h->ngh, s->id);
+    tunnel_data_queue(s);
     schedule(s->h);
     return 0;
 }
@@ -600,7 +646,7 @@ void petrel__h2_tunnel_end(petrel_req_t *req)
     if (s == NULL || (s->flags & S_TEND))
         return;
     s->flags |= S_TEND;
-    nghttp2_session_resume_data(s->h->ngh, s->id);
+    tunnel_data_queue(s);
     schedule(s->h);
 }
 
@@ -1125,12 +1171,22 @@ static ssize_t read_body(nghttp2_session *ngh, int32_t id, uint8_t *buf, size_t 
     size_t n;
     if (s->flags & S_TUNNEL) {
         n = sbuf_take(s, buf, length);
+        if (s->sb_head) {
+            /* more than a frame: nghttp2 comes back */
+        } else if ((s->flags & (S_TEND | S_TEOS)) == (S_TEND | S_TEOS)) {
+            *data_flags |= NGHTTP2_DATA_FLAG_EOF; /* RFC 8441 §5: the tunnel's end */
+        } else if (n == 0 && !(s->flags & S_TEND)) {
+            return NGHTTP2_ERR_DEFERRED; /* petrel__h2_tunnel_write resumes it */
+        } else {
+            /* all of it: this DATA item ends here and the next write (or
+             * the end: tunnels_service) submits another, rather than
+             * nghttp2 asking again now only to be deferred -- a round of
+             * its scheduler per message */
+            *data_flags |= NGHTTP2_DATA_FLAG_EOF | NGHTTP2_DATA_FLAG_NO_END_STREAM;
+            s->flags &= ~(S_TDATA | S_TEOS);
+        }
         s->tframed += n; /* framed: its carrier hears of it after the flush */
         tunnel_mark(s->h, s);
-        if (s->sb_head == NULL && (s->flags & S_TEND))
-            *data_flags |= NGHTTP2_DATA_FLAG_EOF; /* RFC 8441 §5: the tunnel's end */
-        else if (n == 0)
-            return NGHTTP2_ERR_DEFERRED; /* petrel__h2_tunnel_write resumes it */
         return (ssize_t)n;
     }
     if (r->body_kind == BODY_STREAM) {
