@@ -271,14 +271,20 @@ static h2stream_t *stream_new(h2conn_t *h, int32_t id)
  * send timeout of its own). */
 static inline bool counted(const h2stream_t *s) { return s->h && !(s->flags & S_TUNNEL); }
 
+/* The head chunk of a chain has been read to its end: it goes. */
+static inline void chain_pop(sbuf_t **head, sbuf_t **tail)
+{
+    sbuf_t *b = *head;
+    *head = b->next;
+    if (*head == NULL)
+        *tail = NULL;
+    petrel__chunk_put(&petrel__pool, b);
+}
+
 static void chain_free(sbuf_t **head, sbuf_t **tail)
 {
-    while (*head) {
-        sbuf_t *b = *head;
-        *head = b->next;
-        petrel__chunk_put(&petrel__pool, b);
-    }
-    *tail = NULL;
+    while (*head)
+        chain_pop(head, tail);
 }
 
 static void sbuf_free_all(h2stream_t *s)
@@ -342,12 +348,8 @@ static size_t sbuf_take(h2stream_t *s, uint8_t *buf, size_t length)
         memcpy(buf + n, b->data + b->r, k);
         b->r += (uint32_t)k;
         n += k;
-        if (b->r == b->w) {
-            s->sb_head = b->next;
-            if (s->sb_head == NULL)
-                s->sb_tail = NULL;
-            petrel__chunk_put(&petrel__pool, b);
-        }
+        if (b->r == b->w)
+            chain_pop(&s->sb_head, &s->sb_tail);
     }
     s->sb_bytes -= n;
     if (counted(s))
@@ -524,12 +526,8 @@ static void tunnel_service(h2conn_t *h, h2stream_t *s)
         }
         b->r += (uint32_t)used;
         taken += used;
-        if (b->r == b->w) {
-            s->in_head = b->next;
-            if (s->in_head == NULL)
-                s->in_tail = NULL;
-            petrel__chunk_put(&petrel__pool, b);
-        }
+        if (b->r == b->w)
+            chain_pop(&s->in_head, &s->in_tail);
     }
     if (taken)
         nghttp2_session_consume_stream(h->ngh, s->id, taken);

@@ -502,6 +502,27 @@ static void raw_pump(int fd, raw_result_t *res, int turns)
     nghttp2_hd_inflate_del(inf);
 }
 
+/* On a new raw connection: `nv` on stream 1 (HEADERS, END_STREAM) and,
+ * unless `alone`, GET /hello on stream 3; what came back in `res`. */
+static void raw_request(const nghttp2_nv *nv, size_t n, bool alone, int turns,
+                        raw_result_t *res)
+{
+    int fd = raw_open();
+    nghttp2_hd_deflater *d;
+    nghttp2_hd_deflate_new(&d, 4096);
+    uint8_t buf[4096];
+    size_t len = headers_frame(buf, d, 1, nv, n);
+    nghttp2_nv ok[] = {MKNV(":method", "GET"), MKNV(":scheme", "http"), MKNV(":path", "/hello"),
+                       MKNV(":authority", "x")};
+    if (!alone)
+        len += headers_frame(buf + len, d, 3, ok, 4);
+    nghttp2_hd_deflate_del(d);
+    ck_assert_int_eq(write(fd, buf, len), (ssize_t)len);
+    memset(res, 0, sizeof(*res));
+    raw_pump(fd, res, turns);
+    close(fd);
+}
+
 /* The server still answers a new connection. */
 static void still_serving(void)
 {
@@ -1046,25 +1067,14 @@ START_TEST(malformed_requests)
     } cases[] = {{unknown_pseudo, 4}, {no_path, 3},  {pseudo_after, 4}, {conn_hdr, 4},
                  {te_gzip, 4},        {upper, 4},    {host_mismatch, 5}};
     for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
-        int fd = raw_open();
-        nghttp2_hd_deflater *d;
-        nghttp2_hd_deflate_new(&d, 4096);
-        uint8_t buf[4096];
-        size_t n = headers_frame(buf, d, 1, cases[i].nv, cases[i].n);
-        nghttp2_nv ok[] = {MKNV(":method", "GET"), MKNV(":scheme", "http"),
-                           MKNV(":path", "/hello"), MKNV(":authority", "x")};
-        n += headers_frame(buf + n, d, 3, ok, 4);
-        ck_assert_int_eq(write(fd, buf, n), (ssize_t)n);
-        raw_result_t res = {0};
-        raw_pump(fd, &res, 6);
+        raw_result_t res;
+        raw_request(cases[i].nv, cases[i].n, false, 6, &res);
         ck_assert_msg(res.rst == 1 && res.rst_id == 1, "case %zu: rst %d on %d", i, res.rst,
                       res.rst_id);
         ck_assert_uint_eq(res.rst_error, NGHTTP2_PROTOCOL_ERROR);
         ck_assert_msg(!res.goaway, "case %zu: connection error", i);
         /* a stream error: the connection goes on serving stream 3 */
         ck_assert_str_eq(res.status, "200");
-        nghttp2_hd_deflate_del(d);
-        close(fd);
     }
     still_serving();
 }
@@ -1767,18 +1777,8 @@ START_TEST(ws_h2_bad_requests)
                  {no_scheme, 4, NULL},  {no_authority, 4, NULL}, {other, 5, "501"},
                  {get_route, 5, "405"}, {no_route, 5, "404"}};
     for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
-        int fd = raw_open();
-        nghttp2_hd_deflater *d;
-        nghttp2_hd_deflate_new(&d, 4096);
-        uint8_t buf[4096];
-        size_t n = headers_frame(buf, d, 1, cases[i].nv, cases[i].n);
-        nghttp2_nv ok[] = {MKNV(":method", "GET"), MKNV(":scheme", "http"),
-                           MKNV(":path", "/hello"), MKNV(":authority", "x")};
-        n += headers_frame(buf + n, d, 3, ok, 4);
-        nghttp2_hd_deflate_del(d);
-        ck_assert_int_eq(write(fd, buf, n), (ssize_t)n);
-        raw_result_t res = {0};
-        raw_pump(fd, &res, 10);
+        raw_result_t res;
+        raw_request(cases[i].nv, cases[i].n, false, 10, &res);
         ck_assert_msg(!res.goaway, "case %zu: the connection ended", i);
         if (cases[i].status == NULL) {
             ck_assert_msg(res.rst == 1 && res.rst_id == 1 &&
@@ -1789,24 +1789,15 @@ START_TEST(ws_h2_bad_requests)
         } else {
             ck_assert_int_eq(res.headers, 2);
         }
-        close(fd);
     }
     /* the statuses, one connection each (raw_pump keeps the last :status) */
     for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
         if (cases[i].status == NULL)
             continue;
-        int fd = raw_open();
-        nghttp2_hd_deflater *d;
-        nghttp2_hd_deflate_new(&d, 4096);
-        uint8_t buf[4096];
-        size_t n = headers_frame(buf, d, 1, cases[i].nv, cases[i].n);
-        nghttp2_hd_deflate_del(d);
-        ck_assert_int_eq(write(fd, buf, n), (ssize_t)n);
-        raw_result_t res = {0};
-        raw_pump(fd, &res, 10);
+        raw_result_t res;
+        raw_request(cases[i].nv, cases[i].n, true, 10, &res);
         ck_assert_msg(strcmp(res.status, cases[i].status) == 0, "case %zu: %s, not %s", i,
                       res.status, cases[i].status);
-        close(fd);
     }
     ck_assert_int_eq(wsr.opens, 0);
     /* PETREL__CONNECT is WebSocket's: petrel_route_add() refuses it */

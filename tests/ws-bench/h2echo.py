@@ -9,7 +9,7 @@ echo is checked.
 
     h2echo.py h2|h1 PORT [-c WEBSOCKETS] [-n MESSAGES] [-s SIZE] [--path /ws]
 
-For instructions per message (h2-instr.sh): the server runs under callgrind
+For instructions per message (fanout.sh h2): the server runs under callgrind
 and this client twice with different -n; the difference cancels set-up.
 """
 import argparse
