@@ -1598,6 +1598,30 @@ static void pump_body(client_t *cl, resp_t *r, size_t len)
         pump(cl, 1);
 }
 
+/* A connection with one WebSocket open on `t`. */
+static client_t *ws_client(tun_t *t)
+{
+    ws_setup();
+    client_t *cl = client_new(NULL, 0);
+    ws_open(cl, t, "/wst");
+    pump(cl, 5);
+    ck_assert_int_eq(t->r->status, 200);
+    return cl;
+}
+
+/* After the Close handshake: the server's END_STREAM came; ours closes
+ * the stream, without a reset (RFC 8441 §5). */
+static void ws_end_both(client_t *cl, tun_t *t)
+{
+    ck_assert(!t->r->closed);
+    ck_assert_int_eq(nghttp2_session_get_stream_remote_close(cl->ngh, t->id), 1);
+    tun_end(cl, t);
+    for (int i = 0; i < 10 && !t->r->closed; i++)
+        pump(cl, 1);
+    ck_assert(t->r->closed);
+    ck_assert_uint_eq(t->r->error, NGHTTP2_NO_ERROR);
+}
+
 START_TEST(ws_h2_echo)
 {
     ws_setup();
@@ -1659,12 +1683,8 @@ END_TEST
  * never a reset after our END_STREAM. */
 START_TEST(ws_h2_close)
 {
-    ws_setup();
-    client_t *cl = client_new(NULL, 0);
     tun_t t;
-    ws_open(cl, &t, "/wst");
-    pump(cl, 5);
-    ck_assert_int_eq(t.r->status, 200);
+    client_t *cl = ws_client(&t);
     tun_send(cl, &t, 8, "\x03\xe8" "bye", 5);
     pump_body(cl, t.r, 4);
     for (int i = 0; i < 10; i++)
@@ -1674,14 +1694,7 @@ START_TEST(ws_h2_close)
     ck_assert(memcmp(t.r->body + 2, "\x03\xe8", 2) == 0);
     ck_assert_int_eq(wsr.closes, 1);
     ck_assert_int_eq(wsr.code, 1000);
-    /* the server's END_STREAM came; the stream waits for ours */
-    ck_assert(!t.r->closed);
-    ck_assert_int_eq(nghttp2_session_get_stream_remote_close(cl->ngh, t.id), 1);
-    tun_end(cl, &t);
-    for (int i = 0; i < 10 && !t.r->closed; i++)
-        pump(cl, 1);
-    ck_assert(t.r->closed);
-    ck_assert_uint_eq(t.r->error, NGHTTP2_NO_ERROR);
+    ws_end_both(cl, &t);
     ck_assert_int_eq(cl->rst_recv, 0);
     ck_assert(!cl->goaway);
     client_free(cl);
@@ -1744,38 +1757,43 @@ END_TEST
 START_TEST(ws_h2_bad_requests)
 {
     ws_setup();
-    /* a plain CONNECT (no :protocol) is a proxy request: not served here */
-    nghttp2_nv plain[] = {MKNV(":method", "CONNECT"), MKNV(":authority", "x:80")};
-    /* RFC 8441 §4: :protocol on another method makes the request malformed */
-    nghttp2_nv on_get[] = {MKNV(":method", "GET"), MKNV(":protocol", "websocket"),
-                           MKNV(":scheme", "http"), MKNV(":path", "/wst"),
-                           MKNV(":authority", "x")};
-    /* RFC 8441 §4: an Extended CONNECT has :scheme and :path; RFC 9113
-     * §8.5: missing pseudo-headers make it malformed */
-    nghttp2_nv no_path[] = {MKNV(":method", "CONNECT"), MKNV(":protocol", "websocket"),
-                            MKNV(":scheme", "http"), MKNV(":authority", "x")};
-    nghttp2_nv no_scheme[] = {MKNV(":method", "CONNECT"), MKNV(":protocol", "websocket"),
-                              MKNV(":path", "/wst"), MKNV(":authority", "x")};
-    nghttp2_nv no_authority[] = {MKNV(":method", "CONNECT"), MKNV(":protocol", "websocket"),
-                                 MKNV(":scheme", "http"), MKNV(":path", "/wst")};
-    /* an unknown protocol: not implemented (RFC 9110 §15.6.2) */
-    nghttp2_nv other[] = {MKNV(":method", "CONNECT"), MKNV(":protocol", "webtransport"),
-                          MKNV(":scheme", "http"), MKNV(":path", "/wst"),
-                          MKNV(":authority", "x")};
-    /* only WebSocket routes take it: a GET route, and no route */
-    nghttp2_nv get_route[] = {MKNV(":method", "CONNECT"), MKNV(":protocol", "websocket"),
-                              MKNV(":scheme", "http"), MKNV(":path", "/hello"),
-                              MKNV(":authority", "x")};
-    nghttp2_nv no_route[] = {MKNV(":method", "CONNECT"), MKNV(":protocol", "websocket"),
-                             MKNV(":scheme", "http"), MKNV(":path", "/nowhere"),
-                             MKNV(":authority", "x")};
-    struct {
-        nghttp2_nv *nv;
-        size_t n;
+    static const struct {
+        const char *method, *protocol, *scheme, *path, *authority;
         const char *status; /* NULL: RST_STREAM PROTOCOL_ERROR */
-    } cases[] = {{plain, 2, "501"},     {on_get, 5, NULL},       {no_path, 4, NULL},
-                 {no_scheme, 4, NULL},  {no_authority, 4, NULL}, {other, 5, "501"},
-                 {get_route, 5, "405"}, {no_route, 5, "404"}};
+    } req[] = {
+        /* a plain CONNECT (no :protocol) asks for a proxy's tunnel: not
+         * served here (RFC 9110 §9.3.6, §15.6.2) */
+        {"CONNECT", NULL, NULL, NULL, "x:80", "501"},
+        /* RFC 8441 §4: :protocol on another method: malformed (RFC 9113 §8.5) */
+        {"GET", "websocket", "http", "/wst", "x", NULL},
+        /* RFC 8441 §4: an Extended CONNECT has :scheme, :path and
+         * :authority; RFC 9113 §8.5: without one it is malformed */
+        {"CONNECT", "websocket", "http", NULL, "x", NULL},
+        {"CONNECT", "websocket", NULL, "/wst", "x", NULL},
+        {"CONNECT", "websocket", "http", "/wst", NULL, NULL},
+        /* an unknown protocol: not implemented (RFC 9110 §15.6.2) */
+        {"CONNECT", "webtransport", "http", "/wst", "x", "501"},
+        /* only WebSocket routes take it: a GET route, and no route */
+        {"CONNECT", "websocket", "http", "/hello", "x", "405"},
+        {"CONNECT", "websocket", "http", "/nowhere", "x", "404"},
+    };
+    struct {
+        nghttp2_nv nv[5];
+        size_t n;
+        const char *status;
+    } cases[sizeof(req) / sizeof(req[0])];
+    for (size_t i = 0; i < sizeof(req) / sizeof(req[0]); i++) {
+        const char *names[] = {":method", ":protocol", ":scheme", ":path", ":authority"};
+        const char *values[] = {req[i].method, req[i].protocol, req[i].scheme, req[i].path,
+                                req[i].authority};
+        cases[i].n = 0;
+        cases[i].status = req[i].status;
+        for (int k = 0; k < 5; k++)
+            if (values[k])
+                cases[i].nv[cases[i].n++] =
+                    (nghttp2_nv){(uint8_t *)names[k], (uint8_t *)values[k], strlen(names[k]),
+                                 strlen(values[k]), NGHTTP2_NV_FLAG_NONE};
+    }
     for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
         raw_result_t res;
         raw_request(cases[i].nv, cases[i].n, false, 10, &res);
@@ -1901,12 +1919,8 @@ END_TEST
  * ends once the peer's Close came, then the connection. */
 START_TEST(ws_h2_drain)
 {
-    ws_setup();
-    client_t *cl = client_new(NULL, 0);
     tun_t t;
-    ws_open(cl, &t, "/wst");
-    pump(cl, 5);
-    ck_assert_int_eq(t.r->status, 200);
+    client_t *cl = ws_client(&t);
     petrel__conns_drain(&srv->conns, true);
     pump_body(cl, t.r, 4);
     ck_assert(cl->goaway);
@@ -1918,12 +1932,9 @@ START_TEST(ws_h2_drain)
         pump(cl, 1);
     ck_assert_int_eq(wsr.closes, 1);
     ck_assert_int_eq(wsr.code, 1001);
-    ck_assert_int_eq(nghttp2_session_get_stream_remote_close(cl->ngh, t.id), 1);
-    tun_end(cl, &t);
+    ws_end_both(cl, &t);
     for (int i = 0; i < 20 && !cl->eof; i++)
         pump(cl, 1);
-    ck_assert(t.r->closed);
-    ck_assert_uint_eq(t.r->error, NGHTTP2_NO_ERROR);
     ck_assert(cl->eof);
     ck_assert_uint_eq(srv->conns.n, 0);
     client_free(cl);
