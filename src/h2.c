@@ -1632,8 +1632,8 @@ static void h2_on_close(petrel__conn_t *c)
             if (!s->resp.ended && !s->resp.sent) {
                 s->resp.status = 499;
                 petrel__req_finished(&s->req, s->bytes_out);
-            } else if (!s->resp.ended) {
-                petrel__req_finished(&s->req, s->bytes_out);
+            } else if (!s->resp.ended || (s->flags & S_TUNNEL)) {
+                petrel__req_finished(&s->req, s->bytes_out); /* (a tunnel ends here) */
             }
             s->flags |= S_ABORTING;
             bool held = petrel__req_abort(&s->req);

@@ -1915,6 +1915,51 @@ START_TEST(ws_h2_concurrent_limit)
 }
 END_TEST
 
+/* RST_STREAM of WebSocket streams counts toward the rapid-reset limit
+ * (CVE-2023-44487; nghttp2's stream reset rate limit, a burst of 1000):
+ * a client that opens and resets WebSockets in a loop gets GOAWAY, and
+ * every handler that saw on_open sees on_close. */
+START_TEST(ws_h2_rapid_reset)
+{
+    ws_setup();
+    int fd = raw_open();
+    nghttp2_hd_deflater *d;
+    nghttp2_hd_deflate_new(&d, 4096);
+    nghttp2_nv nv[] = {MKNV(":method", "CONNECT"), MKNV(":protocol", "websocket"),
+                       MKNV(":scheme", "http"), MKNV(":path", "/wst"), MKNV(":authority", "x"),
+                       MKNV("sec-websocket-version", "13")};
+    static uint8_t buf[1 << 17];
+    uint8_t block[512], cancel[4] = {0, 0, 0, NGHTTP2_CANCEL};
+    raw_result_t res = {0};
+    int32_t id = 1;
+    for (int round = 0; round < 12 && !res.goaway && !res.eof; round++) {
+        /* 100 WebSockets open (on_open), then 100 resets */
+        size_t n = 0;
+        for (int k = 0; k < 100; k++) {
+            ssize_t hl = nghttp2_hd_deflate_hd(d, block, sizeof(block), nv, 6);
+            n += frame(buf + n, NGHTTP2_HEADERS, NGHTTP2_FLAG_END_HEADERS, id + 2 * k, block,
+                       (size_t)hl);
+        }
+        ck_assert_int_eq(write(fd, buf, n), (ssize_t)n);
+        raw_pump(fd, &res, 2);
+        n = 0;
+        for (int k = 0; k < 100; k++, id += 2)
+            n += frame(buf + n, NGHTTP2_RST_STREAM, 0, id, cancel, 4);
+        ck_assert_int_eq(write(fd, buf, n), (ssize_t)n);
+        raw_pump(fd, &res, 2);
+    }
+    ck_assert(res.goaway);
+    ck_assert_uint_eq(res.goaway_error, NGHTTP2_INTERNAL_ERROR);
+    ck_assert_int_ge(wsr.opens, 1000);
+    ck_assert_int_le(id, 2 * 1100 + 1);
+    for (int i = 0; i < 5; i++)
+        petrel__loop_run_once(&srv->loop, 0);
+    ck_assert_int_eq(wsr.closes, wsr.opens);
+    nghttp2_hd_deflate_del(d);
+    close(fd);
+}
+END_TEST
+
 /* Graceful shutdown: GOAWAY, and Close 1001 as over HTTP/1.1; the stream
  * ends once the peer's Close came, then the connection. */
 START_TEST(ws_h2_drain)
@@ -1988,6 +2033,7 @@ static Suite *suite(void)
     tcase_add_test(t, ws_h2_bad_requests);
     tcase_add_test(t, ws_h2_flow_control);
     tcase_add_test(t, ws_h2_concurrent_limit);
+    tcase_add_test(t, ws_h2_rapid_reset);
     tcase_add_test(t, ws_h2_drain);
     suite_add_tcase(s, t);
     return s;
