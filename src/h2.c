@@ -81,19 +81,19 @@ enum {
     S_REQ_DONE = 1 << 1,   /* END_STREAM received */
     S_DISPATCHED = 1 << 2, /* handed to the handler (or answered with an error) */
     S_IN_HANDLER = 1 << 3,
-    S_CLOSED = 1 << 4,     /* nghttp2 closed the stream */
-    S_DEAD = 1 << 5,       /* orphan: the response can no longer be sent */
-    S_REFS = 1 << 6,       /* the output queue refers to the stream's memory or file */
-    S_DISCARD = 1 << 7,    /* ignore the rest of the request body */
-    S_READY = 1 << 8,      /* on h->ready */
-    S_RESET = 1 << 9,      /* reset by us for output over the budget: writes fail */
-    S_ABORTING = 1 << 10,  /* its abort callback is running: not freed under it */
-    S_XCONNECT = 1 << 11,  /* Extended CONNECT, :protocol websocket (RFC 8441 §4) */
-    S_TUNNEL = 1 << 12,    /* made a tunnel (petrel__h2_tunnel): DATA both ways */
-    S_PEER_END = 1 << 13,  /* a tunnel's peer sent END_STREAM (told after its bytes) */
-    S_TEND = 1 << 14,      /* a tunnel ended by us: END_STREAM after its output */
-    S_TDATA = 1 << 15,     /* a tunnel's DATA is queued in nghttp2 (read_body) */
-    S_TEOS = 1 << 16,      /* ... and its EOF is the stream's END_STREAM */
+    S_CLOSED = 1 << 4,    /* nghttp2 closed the stream */
+    S_DEAD = 1 << 5,      /* orphan: the response can no longer be sent */
+    S_REFS = 1 << 6,      /* the output queue refers to the stream's memory or file */
+    S_DISCARD = 1 << 7,   /* ignore the rest of the request body */
+    S_READY = 1 << 8,     /* on h->ready */
+    S_RESET = 1 << 9,     /* reset by us for output over the budget: writes fail */
+    S_ABORTING = 1 << 10, /* its abort callback is running: not freed under it */
+    S_XCONNECT = 1 << 11, /* Extended CONNECT, :protocol websocket (RFC 8441 §4) */
+    S_TUNNEL = 1 << 12,   /* made a tunnel (petrel__h2_tunnel): DATA both ways */
+    S_PEER_END = 1 << 13, /* a tunnel's peer sent END_STREAM (told after its bytes) */
+    S_TEND = 1 << 14,     /* a tunnel ended by us: END_STREAM after its output */
+    S_TDATA = 1 << 15,    /* a tunnel's DATA is queued in nghttp2 (read_body) */
+    S_TEOS = 1 << 16,     /* ... and its EOF is the stream's END_STREAM */
 };
 
 /* connection flags */
@@ -141,8 +141,8 @@ typedef struct h2stream {
     const petrel__h2_tunnel_ops_t *tops;
     void *tctx;
     sbuf_t *in_head, *in_tail;
-    size_t tframed;       /* output framed since its carrier was last told */
-    uint8_t stash_len;    /* an incomplete frame header across two buffers */
+    size_t tframed;    /* output framed since its carrier was last told */
+    uint8_t stash_len; /* an incomplete frame header across two buffers */
     uint8_t stash[15];
     petrel_req_t req;
     petrel_resp_t resp;
@@ -269,7 +269,10 @@ static h2stream_t *stream_new(h2conn_t *h, int32_t id)
 /* A streamed body's bytes count in h->buffered (the connection waits for
  * the peer while there are some); a tunnel's do not (its carrier has a
  * send timeout of its own). */
-static inline bool counted(const h2stream_t *s) { return s->h && !(s->flags & S_TUNNEL); }
+static inline bool counted(const h2stream_t *s)
+{
+    return s->h && !(s->flags & S_TUNNEL);
+}
 
 /* The head chunk of a chain has been read to its end: it goes. */
 static inline void chain_pop(sbuf_t **head, sbuf_t **tail)
@@ -594,7 +597,7 @@ int petrel__h2_tunnel(petrel_req_t *req, const petrel__h2_tunnel_ops_t *ops, voi
         s->flags &= ~S_TUNNEL;
         return rc;
     }
-    s->resp.ended = true; /* the tunnel writes from now on, not the handler */
+    s->resp.ended = true;         /* the tunnel writes from now on, not the handler */
     s->flags |= S_TDATA | S_TEOS; /* the response's data provider (read_body) */
     s->tops = ops;
     s->tctx = ctx;
@@ -975,8 +978,7 @@ static int on_frame_recv(nghttp2_session *ngh, const nghttp2_frame *frame, void 
             if (s && (s->flags & S_XCONNECT)) {
                 s->flags |= S_PEER_END; /* told to the tunnel after its bytes */
                 tunnel_mark(h, s);
-            }
-            else if (s)
+            } else if (s)
                 req_done(h, s);
         }
         break;
@@ -1754,8 +1756,7 @@ static h2conn_t *session_new(petrel__conn_t *c)
                                              : cfg->max_header_size;
     nghttp2_settings_entry iv[] = {
         {NGHTTP2_SETTINGS_MAX_CONCURRENT_STREAMS,
-         cfg->h2_max_concurrent_streams ? cfg->h2_max_concurrent_streams
-                                        : H2_DEFAULT_MAX_STREAMS},
+         cfg->h2_max_concurrent_streams ? cfg->h2_max_concurrent_streams : H2_DEFAULT_MAX_STREAMS},
         {NGHTTP2_SETTINGS_INITIAL_WINDOW_SIZE, window},
         {NGHTTP2_SETTINGS_MAX_HEADER_LIST_SIZE, (uint32_t)(hl > UINT32_MAX ? UINT32_MAX : hl)},
         /* RFC 9218 priorities (urgency queues) instead of the RFC 7540 tree */

@@ -25,14 +25,20 @@ enum {
     WH_WAITING = 1 << 1, /* output waited for the peer's window */
 };
 
-static petrel_ws_t *engine(void *t) { return petrel__h2_tunnel_ctx(t); }
+static petrel_ws_t *engine(void *t)
+{
+    return petrel__h2_tunnel_ctx(t);
+}
 
 static int wh_write(void *t, const void *h, size_t hl, const void *data, size_t len)
 {
     return petrel__h2_tunnel_write(t, h, hl, data, len);
 }
 
-static size_t wh_queued(void *t) { return petrel__h2_tunnel_queued(t); }
+static size_t wh_queued(void *t)
+{
+    return petrel__h2_tunnel_queued(t);
+}
 
 static void wh_kick(void *t)
 {
@@ -101,9 +107,15 @@ static void wh_progress(void *ctx, size_t left)
     }
 }
 
-static void wh_drain(void *ctx) { petrel__ws_drain(ctx); }
+static void wh_drain(void *ctx)
+{
+    petrel__ws_drain(ctx);
+}
 
-static void wh_gone(void *ctx) { petrel__ws_gone(ctx); }
+static void wh_gone(void *ctx)
+{
+    petrel__ws_gone(ctx);
+}
 
 static const petrel__h2_tunnel_ops_t wh_ops = {
     .input = wh_input,
@@ -113,8 +125,8 @@ static const petrel__h2_tunnel_ops_t wh_ops = {
     .gone = wh_gone,
 };
 
-int petrel__ws_h2_accept(petrel_req_t *req, const petrel__ws_route_t *rt, const char *sub,
-                         int bits, const char *ext)
+int petrel__ws_h2_accept(petrel_req_t *req, const petrel__ws_route_t *rt, const char *sub, int bits,
+                         const char *ext)
 {
     petrel__conn_t *c = req->_conn;
     petrel_ws_t *ws = petrel__ws_new(rt, c->cs->cfg, sub, bits, &wh_carrier, req);

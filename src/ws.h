@@ -106,8 +106,8 @@ void petrel__ws_peer_read(petrel_ws_t *ws);
  * `sub` and Sec-WebSocket-Extensions `ext` when `bits`), make the stream
  * the engine's carrier and call on_open.  0, or a status / PETREL_E* code
  * for the handler to return. */
-int petrel__ws_h2_accept(petrel_req_t *req, const petrel__ws_route_t *rt, const char *sub,
-                         int bits, const char *ext);
+int petrel__ws_h2_accept(petrel_req_t *req, const petrel__ws_route_t *rt, const char *sub, int bits,
+                         const char *ext);
 
 /* ------------------------------------------------------------------------ */
 /* One message for many connections (publish/subscribe, pubsub.c): framed   */

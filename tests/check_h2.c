@@ -504,8 +504,7 @@ static void raw_pump(int fd, raw_result_t *res, int turns)
 
 /* On a new raw connection: `nv` on stream 1 (HEADERS, END_STREAM) and,
  * unless `alone`, GET /hello on stream 3; what came back in `res`. */
-static void raw_request(const nghttp2_nv *nv, size_t n, bool alone, int turns,
-                        raw_result_t *res)
+static void raw_request(const nghttp2_nv *nv, size_t n, bool alone, int turns, raw_result_t *res)
 {
     int fd = raw_open();
     nghttp2_hd_deflater *d;
@@ -1522,8 +1521,8 @@ typedef struct tun {
     resp_t *r;
 } tun_t;
 
-static ssize_t tun_read(nghttp2_session *s, int32_t id, uint8_t *buf, size_t len,
-                        uint32_t *flags, nghttp2_data_source *src, void *ud)
+static ssize_t tun_read(nghttp2_session *s, int32_t id, uint8_t *buf, size_t len, uint32_t *flags,
+                        nghttp2_data_source *src, void *ud)
 {
     (void)s, (void)id, (void)ud;
     tun_t *t = src->ptr;
@@ -1628,9 +1627,8 @@ START_TEST(ws_h2_echo)
     client_t *cl = client_new(NULL, 0);
     pump(cl, 3);
     /* RFC 8441 §3: the server says it takes Extended CONNECT */
-    ck_assert_uint_eq(nghttp2_session_get_remote_settings(
-                          cl->ngh, NGHTTP2_SETTINGS_ENABLE_CONNECT_PROTOCOL),
-                      1);
+    ck_assert_uint_eq(
+        nghttp2_session_get_remote_settings(cl->ngh, NGHTTP2_SETTINGS_ENABLE_CONNECT_PROTOCOL), 1);
     tun_t t;
     ws_open(cl, &t, "/wst");
     pump(cl, 5);
@@ -1664,7 +1662,12 @@ START_TEST(ws_h2_echo)
     tun_send(cl, &t, 1, "ccc", 3);
     pump_body(cl, t.r, 7 + 3 + 4 + 5);
     ck_assert_uint_eq(t.r->len, 19);
-    ck_assert(memcmp(t.r->body + 7, "\x82\x01" "a\x82\x02" "bb\x81\x03" "ccc", 12) == 0);
+    ck_assert(memcmp(t.r->body + 7,
+                     "\x82\x01"
+                     "a\x82\x02"
+                     "bb\x81\x03"
+                     "ccc",
+                     12) == 0);
     ck_assert_int_eq(wsr.messages, 4);
     /* a plain request on the same connection */
     resp_t *g = request(cl, "GET", "/hello", NULL, 0);
@@ -1685,7 +1688,10 @@ START_TEST(ws_h2_close)
 {
     tun_t t;
     client_t *cl = ws_client(&t);
-    tun_send(cl, &t, 8, "\x03\xe8" "bye", 5);
+    tun_send(cl, &t, 8,
+             "\x03\xe8"
+             "bye",
+             5);
     pump_body(cl, t.r, 4);
     for (int i = 0; i < 10; i++)
         pump(cl, 1);
@@ -1801,8 +1807,7 @@ START_TEST(ws_h2_bad_requests)
         if (cases[i].status == NULL) {
             ck_assert_msg(res.rst == 1 && res.rst_id == 1 &&
                               res.rst_error == NGHTTP2_PROTOCOL_ERROR,
-                          "case %zu: rst %d on %d error %u", i, res.rst, res.rst_id,
-                          res.rst_error);
+                          "case %zu: rst %d on %d error %u", i, res.rst, res.rst_id, res.rst_error);
             ck_assert_str_eq(res.status, "200"); /* stream 3 */
         } else {
             ck_assert_int_eq(res.headers, 2);
@@ -1863,15 +1868,17 @@ START_TEST(ws_h2_flow_control)
     int before = wsr.messages;
     tun_send(cl, &b, 1, "beside", 6);
     pump_body(cl, b.r, 8);
-    ck_assert(memcmp(b.r->body, "\x81\x06" "beside", 8) == 0);
+    ck_assert(memcmp(b.r->body,
+                     "\x81\x06"
+                     "beside",
+                     8) == 0);
     ck_assert_int_eq(wsr.messages, before + 1);
     /* a's reader comes back: every message is echoed, in order */
     nghttp2_submit_window_update(cl->ngh, NGHTTP2_FLAG_NONE, a.id, 1 << 30);
     pump_body(cl, a.r, (size_t)sent * 1004);
     ck_assert_uint_eq(a.r->len, (size_t)sent * 1004);
     ck_assert_int_eq(wsr.messages, sent + 1);
-    ck_assert_int_gt(nghttp2_session_get_stream_remote_window_size(cl->ngh, a.id),
-                     (1 << 19));
+    ck_assert_int_gt(nghttp2_session_get_stream_remote_window_size(cl->ngh, a.id), (1 << 19));
     client_free(cl);
 }
 END_TEST
@@ -1885,8 +1892,8 @@ START_TEST(ws_h2_concurrent_limit)
     nghttp2_hd_deflater *d;
     nghttp2_hd_deflate_new(&d, 4096);
     nghttp2_nv nv[] = {MKNV(":method", "CONNECT"), MKNV(":protocol", "websocket"),
-                       MKNV(":scheme", "http"), MKNV(":path", "/wst"), MKNV(":authority", "x"),
-                       MKNV("sec-websocket-version", "13")};
+                       MKNV(":scheme", "http"),    MKNV(":path", "/wst"),
+                       MKNV(":authority", "x"),    MKNV("sec-websocket-version", "13")};
     uint8_t buf[4096], block[512];
     size_t n = 0;
     for (int32_t id = 1; id <= 3; id += 2) {
@@ -1926,8 +1933,8 @@ START_TEST(ws_h2_rapid_reset)
     nghttp2_hd_deflater *d;
     nghttp2_hd_deflate_new(&d, 4096);
     nghttp2_nv nv[] = {MKNV(":method", "CONNECT"), MKNV(":protocol", "websocket"),
-                       MKNV(":scheme", "http"), MKNV(":path", "/wst"), MKNV(":authority", "x"),
-                       MKNV("sec-websocket-version", "13")};
+                       MKNV(":scheme", "http"),    MKNV(":path", "/wst"),
+                       MKNV(":authority", "x"),    MKNV("sec-websocket-version", "13")};
     static uint8_t buf[1 << 17];
     uint8_t block[512], cancel[4] = {0, 0, 0, NGHTTP2_CANCEL};
     raw_result_t res = {0};
