@@ -166,6 +166,7 @@ struct h2conn {
     size_t queued;             /* bytes serialized in this flush */
     size_t buffered;           /* streamed body bytes waiting in sbufs, all streams */
     uint32_t nstreams;         /* streams open in nghttp2 */
+    uint32_t ntunnels;         /* of these, tunnels (RFC 8441) */
     uint32_t nrecv;            /* of these, requests not complete yet */
     int32_t max_seen;          /* highest stream id a client HEADERS used */
     int32_t rst[RST_RING];     /* streams we sent RST_STREAM for, lately */
@@ -602,6 +603,7 @@ int petrel__h2_tunnel(petrel_req_t *req, const petrel__h2_tunnel_ops_t *ops, voi
     s->tops = ops;
     s->tctx = ctx;
     list_append(&s->h->tunnels, &s->rlink);
+    s->h->ntunnels++;
     if (s->in_head || (s->flags & S_PEER_END))
         tunnel_mark(s->h, s); /* DATA that came with the request */
     return 0;
@@ -1073,6 +1075,8 @@ static int on_stream_close(nghttp2_session *ngh, int32_t id, uint32_t error_code
     if (!(s->flags & S_REQ_DONE))
         h->nrecv--;
     h->nstreams--;
+    if (s->flags & S_TUNNEL)
+        h->ntunnels--;
     h->flags |= H2_ACTIVE;
     s->flags |= S_CLOSED | S_REQ_DONE;
     list_unlink(&s->rlink);
@@ -1463,6 +1467,8 @@ static bool blocked_on_peer(h2conn_t *h)
 {
     if (h->buffered)
         return true;
+    if (h->nstreams == h->ntunnels)
+        return false; /* tunnels wait on their own (their carriers' timers) */
     for (petrel__list_t *l = h->streams.next; l != &h->streams; l = l->next) {
         h2stream_t *s = container_of(l, h2stream_t, link);
         const petrel_resp_t *r = &s->resp;
