@@ -6,6 +6,7 @@
  */
 #include "server.h"
 #include "h2.h"
+#include "ws.h"
 
 #include "check_client.h"
 #include "check_wait.h"
@@ -1922,6 +1923,43 @@ START_TEST(ws_h2_concurrent_limit)
 }
 END_TEST
 
+/* After warm-up an echo over h2c makes no heap call: DATA in and out
+ * through pool chunks, nghttp2's items through its size-class lists, the
+ * message in the engine's arena. */
+START_TEST(ws_h2_no_heap)
+{
+    tun_t t;
+    client_t *cl = ws_client(&t);
+    static char m[100];
+    memset(m, 'h', sizeof(m));
+    petrel__h2_stats_t a, b;
+    uint64_t pool0 = 0, arena0 = 0;
+    size_t got = 0;
+    for (int i = 0; i < 2100; i++) {
+        if (i == 100) {
+            petrel__h2_stats(&a);
+            pool0 = petrel__pool.mallocs;
+            arena0 = petrel__ws_arena(wsr.ws[0])->mallocs;
+        }
+        tun_send(cl, &t, 2, m, sizeof(m));
+        got += 102;
+        pump_body(cl, t.r, got);
+        ck_assert_uint_eq(t.r->len, got);
+        t.r->len = got = 0; /* the client's buffer starts over */
+    }
+    petrel__h2_stats(&b);
+    ck_assert_int_eq(wsr.messages, 2100);
+    ck_assert_uint_eq(petrel__pool.mallocs, pool0);
+    ck_assert_uint_eq(petrel__ws_arena(wsr.ws[0])->mallocs, arena0);
+    ck_assert_uint_eq(b.slot_mallocs, a.slot_mallocs);
+    printf("h2 WebSocket: 2000 echoes: nghttp2 allocator calls %.2f/message, heap calls %llu\n",
+           (double)(b.ng_ops - a.ng_ops) / 2000, (unsigned long long)(b.ng_calls - a.ng_calls));
+    /* (no HEADERS after the 200: HPACK's table does not grow either) */
+    ck_assert_uint_eq(b.ng_calls, a.ng_calls);
+    client_free(cl);
+}
+END_TEST
+
 /* RST_STREAM of WebSocket streams counts toward the rapid-reset limit
  * (CVE-2023-44487; nghttp2's stream reset rate limit, a burst of 1000):
  * a client that opens and resets WebSockets in a loop gets GOAWAY, and
@@ -2040,6 +2078,7 @@ static Suite *suite(void)
     tcase_add_test(t, ws_h2_bad_requests);
     tcase_add_test(t, ws_h2_flow_control);
     tcase_add_test(t, ws_h2_concurrent_limit);
+    tcase_add_test(t, ws_h2_no_heap);
     tcase_add_test(t, ws_h2_rapid_reset);
     tcase_add_test(t, ws_h2_drain);
     suite_add_tcase(s, t);
