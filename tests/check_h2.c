@@ -1884,6 +1884,48 @@ START_TEST(ws_h2_flow_control)
 }
 END_TEST
 
+/* A WebSocket whose peer opens no window for its output is given up at
+ * its send timeout (--ws-idle-timeout): RST_STREAM (CANCEL) for its stream
+ * alone, 1006 for its handler; the other WebSocket of the connection goes
+ * on. */
+START_TEST(ws_h2_send_timeout)
+{
+    srv->cfg.ws_idle_timeout_ms = 200;
+    ws_setup();
+    nghttp2_settings_entry iv[] = {{NGHTTP2_SETTINGS_INITIAL_WINDOW_SIZE, 0}};
+    client_t *cl = client_new(iv, 1);
+    pump(cl, 3);
+    tun_t a, b;
+    ws_open(cl, &a, "/wst");
+    ws_open(cl, &b, "/wst");
+    pump(cl, 5);
+    ck_assert_int_eq(wsr.opens, 2);
+    nghttp2_submit_window_update(cl->ngh, NGHTTP2_FLAG_NONE, b.id, 1 << 20);
+    tun_send(cl, &a, 1, "stuck", 5);
+    pump(cl, 5);
+    ck_assert_uint_gt(petrel_ws_buffered(wsr.ws[0]), 0);
+    uint64_t t0 = petrel__loop->now_ms;
+    for (int i = 0; i < 200 && !a.r->closed; i++) {
+        /* b stays busy: its peer reads */
+        tun_send(cl, &b, 1, "b", 1);
+        ck_turn(20);
+        pump(cl, 1);
+    }
+    ck_assert(a.r->closed);
+    ck_assert_uint_eq(a.r->error, NGHTTP2_CANCEL);
+    ck_assert_uint_ge(petrel__loop->now_ms - t0, 150);
+    ck_assert_int_eq(wsr.closes, 1);
+    ck_assert_int_eq(wsr.code, 1006);
+    ck_assert(!b.r->closed);
+    size_t before = b.r->len;
+    tun_send(cl, &b, 1, "after", 5);
+    pump_body(cl, b.r, before + 7);
+    ck_assert(memcmp(b.r->body + before, "\x81\x05" "after", 7) == 0);
+    ck_assert(!cl->goaway);
+    client_free(cl);
+}
+END_TEST
+
 /* Each WebSocket holds a stream of SETTINGS_MAX_CONCURRENT_STREAMS. */
 START_TEST(ws_h2_concurrent_limit)
 {
@@ -2077,6 +2119,7 @@ static Suite *suite(void)
     tcase_add_test(t, ws_h2_reset);
     tcase_add_test(t, ws_h2_bad_requests);
     tcase_add_test(t, ws_h2_flow_control);
+    tcase_add_test(t, ws_h2_send_timeout);
     tcase_add_test(t, ws_h2_concurrent_limit);
     tcase_add_test(t, ws_h2_no_heap);
     tcase_add_test(t, ws_h2_rapid_reset);
