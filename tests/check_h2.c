@@ -1901,10 +1901,11 @@ START_TEST(ws_h2_send_timeout)
     pump(cl, 5);
     ck_assert_int_eq(wsr.opens, 2);
     nghttp2_submit_window_update(cl->ngh, NGHTTP2_FLAG_NONE, b.id, 1 << 20);
+    petrel__loop_update_time(petrel__loop);
+    uint64_t t0 = petrel__loop->now_ms; /* before a's last input: its timer starts later */
     tun_send(cl, &a, 1, "stuck", 5);
     pump(cl, 5);
     ck_assert_uint_gt(petrel_ws_buffered(wsr.ws[0]), 0);
-    uint64_t t0 = petrel__loop->now_ms;
     for (int i = 0; i < 200 && !a.r->closed; i++) {
         /* b stays busy: its peer reads */
         tun_send(cl, &b, 1, "b", 1);
