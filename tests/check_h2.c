@@ -1921,7 +1921,10 @@ START_TEST(ws_h2_send_timeout)
     size_t before = b.r->len;
     tun_send(cl, &b, 1, "after", 5);
     pump_body(cl, b.r, before + 7);
-    ck_assert(memcmp(b.r->body + before, "\x81\x05" "after", 7) == 0);
+    ck_assert(memcmp(b.r->body + before,
+                     "\x81\x05"
+                     "after",
+                     7) == 0);
     ck_assert(!cl->goaway);
     client_free(cl);
 }
