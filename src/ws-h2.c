@@ -126,7 +126,7 @@ static const petrel__h2_tunnel_ops_t wh_ops = {
 };
 
 int petrel__ws_h2_accept(petrel_req_t *req, const petrel__ws_route_t *rt, const char *sub, int bits,
-                         const char *ext)
+                         const char *ext, petrel_ws_t **out)
 {
     petrel__conn_t *c = req->_conn;
     petrel_ws_t *ws = petrel__ws_new(rt, c->cs->cfg, sub, bits, &wh_carrier, req);
@@ -144,10 +144,13 @@ int petrel__ws_h2_accept(petrel_req_t *req, const petrel__ws_route_t *rt, const 
         petrel__ws_free(ws);
         return rc;
     }
-    petrel__ws_opened(ws);
-    if (rt->h.on_open)
-        rt->h.on_open(ws, req);
+    *out = ws;
+    return 0;
+}
+
+void petrel__ws_h2_start(petrel_ws_t *ws)
+{
+    petrel_req_t *req = petrel__ws_carrier(ws);
     petrel__ws_start(ws, petrel__h2_draining(req));
     wh_kick(req); /* on_open may have closed it already */
-    return 0;
 }

@@ -334,6 +334,18 @@ static int bad_request(petrel_req_t *req, const char *why)
     return petrel_send(req, 400, "text/plain", body, strlen(body));
 }
 
+/* The answer is queued: on_open; over HTTP/2 the engine starts now (over
+ * HTTP/1.1, once the connection is switched: wc_start). */
+static int ws_opened(petrel_ws_t *ws, const petrel__ws_route_t *rt, petrel_req_t *req, bool h2)
+{
+    petrel__ws_opened(ws);
+    if (rt->h.on_open)
+        rt->h.on_open(ws, req);
+    if (h2)
+        petrel__ws_h2_start(ws);
+    return 0;
+}
+
 static int ws_handshake(petrel_req_t *req, void *data)
 {
     const petrel__ws_route_t *rt = data;
@@ -377,9 +389,14 @@ static int ws_handshake(petrel_req_t *req, void *data)
     const char *sub = pick_subprotocol(req, rt->h.subprotocols);
     char ext[160];
     int bits = rt->h.no_compression ? 0 : negotiate_deflate(req, ext, sizeof(ext));
-    if (h2)
-        return petrel__ws_h2_accept(req, rt, sub, bits, ext);
-    petrel_ws_t *ws = petrel__ws_new(rt, c->cs->cfg, sub, bits, &wc_carrier, c);
+    petrel_ws_t *ws;
+    if (h2) {
+        int rc = petrel__ws_h2_accept(req, rt, sub, bits, ext, &ws);
+        if (rc)
+            return rc;
+        return ws_opened(ws, rt, req, true);
+    }
+    ws = petrel__ws_new(rt, c->cs->cfg, sub, bits, &wc_carrier, c);
     if (ws == NULL)
         return 503;
 
@@ -398,10 +415,7 @@ static int ws_handshake(petrel_req_t *req, void *data)
         petrel__ws_free(ws);
         return rc;
     }
-    petrel__ws_opened(ws);
-    if (rt->h.on_open)
-        rt->h.on_open(ws, req);
-    return 0;
+    return ws_opened(ws, rt, req, false);
 }
 
 /* ------------------------------------------------------------------------ */

@@ -103,11 +103,13 @@ void petrel__ws_peer_read(petrel_ws_t *ws);
 
 /* RFC 8441 (ws-h2.c): the handshake of ws-handshake.c accepted an Extended
  * CONNECT on an HTTP/2 stream; answer 200 (with Sec-WebSocket-Protocol
- * `sub` and Sec-WebSocket-Extensions `ext` when `bits`), make the stream
- * the engine's carrier and call on_open.  0, or a status / PETREL_E* code
- * for the handler to return. */
+ * `sub` and Sec-WebSocket-Extensions `ext` when `bits`) and make the stream
+ * the carrier of a new engine (*out).  0, or a status / PETREL_E* code for
+ * the handler to return (no engine then).  After on_open,
+ * petrel__ws_h2_start() starts the engine. */
 int petrel__ws_h2_accept(petrel_req_t *req, const petrel__ws_route_t *rt, const char *sub, int bits,
-                         const char *ext);
+                         const char *ext, petrel_ws_t **out);
+void petrel__ws_h2_start(petrel_ws_t *ws);
 
 /* ------------------------------------------------------------------------ */
 /* One message for many connections (publish/subscribe, pubsub.c): framed   */

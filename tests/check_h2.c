@@ -1930,6 +1930,17 @@ START_TEST(ws_h2_send_timeout)
 }
 END_TEST
 
+/* The header block of an Extended CONNECT to /wst, HPACK-encoded by `d`. */
+static size_t ws_connect_block(nghttp2_hd_deflater *d, uint8_t *block, size_t cap)
+{
+    nghttp2_nv nv[] = {MKNV(":method", "CONNECT"), MKNV(":protocol", "websocket"),
+                       MKNV(":scheme", "http"),    MKNV(":path", "/wst"),
+                       MKNV(":authority", "x"),    MKNV("sec-websocket-version", "13")};
+    ssize_t k = nghttp2_hd_deflate_hd(d, block, cap, nv, 6);
+    ck_assert_int_gt(k, 0);
+    return (size_t)k;
+}
+
 /* Each WebSocket holds a stream of SETTINGS_MAX_CONCURRENT_STREAMS. */
 START_TEST(ws_h2_concurrent_limit)
 {
@@ -1938,14 +1949,11 @@ START_TEST(ws_h2_concurrent_limit)
     int fd = raw_open();
     nghttp2_hd_deflater *d;
     nghttp2_hd_deflate_new(&d, 4096);
-    nghttp2_nv nv[] = {MKNV(":method", "CONNECT"), MKNV(":protocol", "websocket"),
-                       MKNV(":scheme", "http"),    MKNV(":path", "/wst"),
-                       MKNV(":authority", "x"),    MKNV("sec-websocket-version", "13")};
     uint8_t buf[4096], block[512];
     size_t n = 0;
     for (int32_t id = 1; id <= 3; id += 2) {
-        ssize_t k = nghttp2_hd_deflate_hd(d, block, sizeof(block), nv, 6);
-        n += frame(buf + n, NGHTTP2_HEADERS, NGHTTP2_FLAG_END_HEADERS, id, block, (size_t)k);
+        size_t k = ws_connect_block(d, block, sizeof(block));
+        n += frame(buf + n, NGHTTP2_HEADERS, NGHTTP2_FLAG_END_HEADERS, id, block, k);
     }
     ck_assert_int_eq(write(fd, buf, n), (ssize_t)n);
     raw_result_t res = {0};
@@ -1954,8 +1962,8 @@ START_TEST(ws_h2_concurrent_limit)
     ck_assert_str_eq(res.status, "200");
     ck_assert_int_eq(wsr.opens, 2);
     ck_assert_int_eq(res.rst, 0);
-    ssize_t k = nghttp2_hd_deflate_hd(d, block, sizeof(block), nv, 6);
-    n = frame(buf, NGHTTP2_HEADERS, NGHTTP2_FLAG_END_HEADERS, 5, block, (size_t)k);
+    size_t k = ws_connect_block(d, block, sizeof(block));
+    n = frame(buf, NGHTTP2_HEADERS, NGHTTP2_FLAG_END_HEADERS, 5, block, k);
     ck_assert_int_eq(write(fd, buf, n), (ssize_t)n);
     memset(&res, 0, sizeof(res));
     raw_pump(fd, &res, 5);
@@ -2016,9 +2024,6 @@ START_TEST(ws_h2_rapid_reset)
     int fd = raw_open();
     nghttp2_hd_deflater *d;
     nghttp2_hd_deflate_new(&d, 4096);
-    nghttp2_nv nv[] = {MKNV(":method", "CONNECT"), MKNV(":protocol", "websocket"),
-                       MKNV(":scheme", "http"),    MKNV(":path", "/wst"),
-                       MKNV(":authority", "x"),    MKNV("sec-websocket-version", "13")};
     static uint8_t buf[1 << 17];
     uint8_t block[512], cancel[4] = {0, 0, 0, NGHTTP2_CANCEL};
     raw_result_t res = {0};
@@ -2027,9 +2032,8 @@ START_TEST(ws_h2_rapid_reset)
         /* 100 WebSockets open (on_open), then 100 resets */
         size_t n = 0;
         for (int k = 0; k < 100; k++) {
-            ssize_t hl = nghttp2_hd_deflate_hd(d, block, sizeof(block), nv, 6);
-            n += frame(buf + n, NGHTTP2_HEADERS, NGHTTP2_FLAG_END_HEADERS, id + 2 * k, block,
-                       (size_t)hl);
+            size_t hl = ws_connect_block(d, block, sizeof(block));
+            n += frame(buf + n, NGHTTP2_HEADERS, NGHTTP2_FLAG_END_HEADERS, id + 2 * k, block, hl);
         }
         ck_assert_int_eq(write(fd, buf, n), (ssize_t)n);
         raw_pump(fd, &res, 2);
