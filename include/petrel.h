@@ -56,9 +56,9 @@ extern "C" {
  */
 enum {
     PETREL_OK = 0,
-    PETREL_ENOMEM = -1,   /**< out of memory, or an arena over its limit */
-    PETREL_EINVAL = -2,   /**< invalid argument */
-    PETREL_ESTATE = -3,   /**< call not allowed in this state (e.g. sent twice) */
+    PETREL_ENOMEM = -1,    /**< out of memory, or an arena over its limit */
+    PETREL_EINVAL = -2,    /**< invalid argument */
+    PETREL_ESTATE = -3,    /**< call not allowed in this state (e.g. sent twice) */
     PETREL_EIO = -4,       /**< I/O error, the connection is gone */
     PETREL_ENOTFOUND = -5, /**< no such thing (module, file, route) */
     PETREL_ELIMIT = -6     /**< a configured limit was reached */
@@ -124,10 +124,10 @@ typedef struct petrel_arena_mark {
 
 /** Counters of an arena and of the pool under it, from petrel_arena_stats(). */
 typedef struct petrel_arena_stats {
-    size_t chunks;        /**< chunks this arena holds now */
-    size_t bytes;         /**< bytes handed out since the arena was empty */
-    size_t bytes_high;    /**< high-water mark of `bytes` */
-    uint64_t mallocs;     /**< heap calls made for this arena (chunks + large) */
+    size_t chunks;         /**< chunks this arena holds now */
+    size_t bytes;          /**< bytes handed out since the arena was empty */
+    size_t bytes_high;     /**< high-water mark of `bytes` */
+    uint64_t mallocs;      /**< heap calls made for this arena (chunks + large) */
     uint64_t pool_mallocs; /**< heap calls made by the worker's chunk pool */
 } petrel_arena_stats_t;
 
@@ -441,19 +441,22 @@ typedef struct petrel_req {
     int version;              /**< 10, 11 or 20 */
     petrel_header_t *headers; /**< in order of arrival */
     size_t nheaders;
-    petrel_param_t *params;   /**< path parameters of the matched route */
+    petrel_param_t *params; /**< path parameters of the matched route */
     size_t nparams;
-    petrel_str_t body;        /**< the whole request body, NUL-terminated */
-    petrel_arena_t *arena;    /**< the request scope: allocate freely from it */
+    petrel_str_t body;     /**< the whole request body, NUL-terminated */
+    petrel_arena_t *arena; /**< the request scope: allocate freely from it */
     petrel_server_t *server;
-    void *route_data;         /**< the `data` of the matched route */
-    uint64_t id;              /**< unique per worker, for logs */
+    void *route_data; /**< the `data` of the matched route */
+    uint64_t id;      /**< unique per worker, for logs */
 
     /* private: owned by the protocol module */
     const petrel_proto_t *_proto;
     void *_conn;
     petrel_resp_t *_resp;
     unsigned _flags;
+    /* private: its start, for the metrics and the access log (proto.h) */
+    uint64_t _t0; /* ns, monotonic */
+    size_t _a0;   /* bytes of `arena` when its scope began */
 } petrel_req_t;
 
 /**
@@ -672,8 +675,8 @@ PETREL_API int petrel_send_text(petrel_req_t *req, int status, const char *type,
  *       return petrel_send_copy(req, 200, "text/plain", buf, (size_t)n);
  *   }
  */
-PETREL_API int petrel_send_copy(petrel_req_t *req, int status, const char *type,
-                                const void *body, size_t len);
+PETREL_API int petrel_send_copy(petrel_req_t *req, int status, const char *type, const void *body,
+                                size_t len);
 
 /**
  * Send a whole response whose body is a part of a file.
@@ -711,8 +714,8 @@ PETREL_API int petrel_send_copy(petrel_req_t *req, int status, const char *type,
  *       return petrel_send_fd(req, 200, "text/plain", fd, 0, (size_t)st.st_size, 1);
  *   }
  */
-PETREL_API int petrel_send_fd(petrel_req_t *req, int status, const char *type, int fd,
-                              off_t offset, size_t len, int close_fd);
+PETREL_API int petrel_send_fd(petrel_req_t *req, int status, const char *type, int fd, off_t offset,
+                              size_t len, int close_fd);
 
 /**
  * Send a status with a short default body.
@@ -890,7 +893,7 @@ typedef void (*petrel_stream_drain_cb)(petrel_req_t *req, void *data);
  *   }
  */
 PETREL_API int petrel_stream_on_drain(petrel_req_t *req, size_t mark, petrel_stream_drain_cb cb,
-                                       void *data);
+                                      void *data);
 
 /**
  * The reason phrase of a status code.
@@ -1037,7 +1040,7 @@ typedef struct petrel_module {
  * built-in module of the same name must not take its place), and one
  * well-known symbol points to it for dlsym(). */
 #define PETREL_MODULE_DESC_(name) static const petrel_module_t petrel_module_##name
-#define PETREL_MODULE_ENTRY_(name)                                                              \
+#define PETREL_MODULE_ENTRY_(name)                                                                 \
     PETREL_API const petrel_module_t *petrel_module_entry = &petrel_module_##name;
 #endif
 
@@ -1066,9 +1069,9 @@ typedef struct petrel_module {
  *
  *   PETREL_MODULE(hello, routes, NULL, NULL, NULL)
  */
-#define PETREL_MODULE(name, routes, init, worker_init, worker_fini)                             \
-    PETREL_MODULE_DESC_(name) = {                                                               \
-        PETREL_ABI_VERSION, #name, routes, init, worker_init, worker_fini};                     \
+#define PETREL_MODULE(name, routes, init, worker_init, worker_fini)                                \
+    PETREL_MODULE_DESC_(name) = {                                                                  \
+        PETREL_ABI_VERSION, #name, routes, init, worker_init, worker_fini};                        \
     PETREL_MODULE_ENTRY_(name)
 
 /**
@@ -1272,8 +1275,7 @@ PETREL_API int petrel_preconditions(const petrel_conditions_t *c, const char *et
  *         return petrel_send_text(req, 200, "text/plain", "version 1\n");
  *     }
  */
-PETREL_API int petrel_req_preconditions(petrel_req_t *req, const char *etag,
-                                        time_t last_modified);
+PETREL_API int petrel_req_preconditions(petrel_req_t *req, const char *etag, time_t last_modified);
 
 /**
  * Whether an If-Range value lets a Range request be honoured.
@@ -1487,8 +1489,8 @@ typedef struct petrel_watch petrel_watch_t;
 
 /** Events of a watched descriptor. */
 enum {
-    PETREL_WATCH_READ = 1,  /**< readable, or the other end hung up, or an error */
-    PETREL_WATCH_WRITE = 2  /**< writable */
+    PETREL_WATCH_READ = 1, /**< readable, or the other end hung up, or an error */
+    PETREL_WATCH_WRITE = 2 /**< writable */
 };
 
 /**
@@ -1968,8 +1970,7 @@ PETREL_API petrel_pg_stmt_t *petrel_pg_prepare(petrel_pg_t *pg, const char *sql)
  *   }
  */
 PETREL_API int petrel_pg_exec(petrel_pg_t *pg, petrel_req_t *req, const petrel_pg_stmt_t *stmt,
-                              int nparams, const char *const *params, petrel_pg_cb cb,
-                              void *data);
+                              int nparams, const char *const *params, petrel_pg_cb cb, void *data);
 
 /**
  * Run one SQL statement given as text, with parameters.
@@ -2113,8 +2114,7 @@ PETREL_API petrel_str_t petrel_pg_value(const petrel_pg_result_t *res, int row, 
  *
  * Lifetime: nothing is kept.
  */
-PETREL_API int petrel_pg_value_int(const petrel_pg_result_t *res, int row, int col,
-                                   int64_t *out);
+PETREL_API int petrel_pg_value_int(const petrel_pg_result_t *res, int row, int col, int64_t *out);
 
 /**
  * The number of rows a statement changed.
@@ -2557,8 +2557,7 @@ typedef void (*petrel_ws_drain_cb)(petrel_ws_t *ws, void *data);
  *       feed(ws, &feed_left); // one feed for the example: real code keeps it per connection
  *   }
  */
-PETREL_API int petrel_ws_on_drain(petrel_ws_t *ws, size_t mark, petrel_ws_drain_cb cb,
-                                  void *data);
+PETREL_API int petrel_ws_on_drain(petrel_ws_t *ws, size_t mark, petrel_ws_drain_cb cb, void *data);
 
 /* WebSocket -- end                                                          */
 
@@ -2694,19 +2693,19 @@ PETREL_API int petrel_publish_binary(const char *topic, const void *data, size_t
 
 /** Counters of publish/subscribe in one worker, from petrel_pubsub_stats(). */
 typedef struct petrel_pubsub_stats {
-    uint64_t published;    /**< messages published in this worker */
-    uint64_t delivered;    /**< messages queued for subscribers of this worker */
-    uint64_t dropped;      /**< not queued: a subscriber over --ws-send-limit (drop) */
-    uint64_t closed;       /**< subscribers closed with 1008 over --ws-send-limit */
-    uint64_t from_workers; /**< messages of the other workers read here */
-    uint64_t lost_workers; /**< messages of other workers overwritten before read */
-    uint64_t to_redis;     /**< messages published to Redis */
-    uint64_t from_redis;   /**< messages of other instances received from Redis */
-    uint64_t unbridged;    /**< published while Redis was unreachable: not bridged */
+    uint64_t published;         /**< messages published in this worker */
+    uint64_t delivered;         /**< messages queued for subscribers of this worker */
+    uint64_t dropped;           /**< not queued: a subscriber over --ws-send-limit (drop) */
+    uint64_t closed;            /**< subscribers closed with 1008 over --ws-send-limit */
+    uint64_t from_workers;      /**< messages of the other workers read here */
+    uint64_t lost_workers;      /**< messages of other workers overwritten before read */
+    uint64_t to_redis;          /**< messages published to Redis */
+    uint64_t from_redis;        /**< messages of other instances received from Redis */
+    uint64_t unbridged;         /**< published while Redis was unreachable: not bridged */
     uint64_t redis_disconnects; /**< times Redis became unreachable */
-    int redis;             /**< 1 bridge up, 0 down (reconnecting), -1 no --pubsub-redis */
-    size_t topics;         /**< topics with subscribers in this worker */
-    size_t subscriptions;  /**< subscriptions in this worker */
+    int redis;                  /**< 1 bridge up, 0 down (reconnecting), -1 no --pubsub-redis */
+    size_t topics;              /**< topics with subscribers in this worker */
+    size_t subscriptions;       /**< subscriptions in this worker */
 } petrel_pubsub_stats_t;
 
 /**
@@ -2753,10 +2752,13 @@ enum { PETREL_LOG_ERROR = 0, PETREL_LOG_WARN, PETREL_LOG_INFO, PETREL_LOG_DEBUG 
 /**
  * Write a line to the error log.
  *
- * Formats as printf(3) and writes one line to standard error, with the
- * time, the level and the process id, when `level` is at or above
- * --log-level (PETREL_LOG_INFO by default); a line is cut at about 2 KiB.
- * One write(2) a line: lines of several workers do not mix.
+ * Formats as printf(3) and writes one line to the error log (standard
+ * error, or --error-log FILE), with the time, the level and the process
+ * id, when `level` is at or above --log-level (PETREL_LOG_INFO by
+ * default); a line is cut at about 2 KiB.  One write(2) a line: lines of
+ * several workers do not mix.  A line written while a handler runs (or
+ * petrel_stream_write/petrel_stream_end) carries the request's id:
+ * "request ID: " before the message.
  *
  * Returns: nothing.
  *
@@ -2777,6 +2779,138 @@ enum { PETREL_LOG_ERROR = 0, PETREL_LOG_WARN, PETREL_LOG_INFO, PETREL_LOG_DEBUG 
  *   }
  */
 PETREL_API void petrel_log(int level, const char *fmt, ...) PETREL_PRINTF(2, 3);
+
+/**
+ * Write a line about a request to the error log, from anywhere its handler has it.
+ *
+ * As petrel_log(), from a timer or a library's callback as well as from the
+ * handler: the line carries "request ID: " before the message, the id of
+ * the JSON access log's "request_id", so the two can be matched.
+ *
+ * Returns: nothing.
+ *
+ * Errors: none (a failed write is ignored).
+ *
+ * Lifetime: `req` must still be valid (its response not yet complete, see
+ * "Waiting for work the handler started"); the arguments are read during
+ * the call only.
+ *
+ * Example:
+ *   static void on_reply(petrel_req_t *req, int status)
+ *   {
+ *       if (status != 0)
+ *           petrel_req_log(req, PETREL_LOG_WARN, "backend answered %d", status);
+ *   }
+ */
+PETREL_API void petrel_req_log(const petrel_req_t *req, int level, const char *fmt, ...)
+    PETREL_PRINTF(3, 4);
+
+/* ------------------------------------------------------------------------ */
+/* Metrics and readiness                                                    */
+/*                                                                          */
+/* What a module reports on the admin listener (--admin-listen): its own    */
+/* counters and gauges in /metrics, and the checks /readyz depends on.      */
+
+/** A metric of a module (opaque), from petrel_metric_counter/gauge(). */
+typedef struct petrel_metric petrel_metric_t;
+
+/**
+ * Register a counter that /metrics reports, summed over the instance's workers.
+ *
+ * The sum never goes backwards while the instance runs (the counts of a
+ * worker that exits are kept).  `name` follows Prometheus' rules
+ * ([a-zA-Z_:][a-zA-Z0-9_:]*, at most 63 bytes; counters should end in
+ * "_total"), `help` is one line of at most 127 bytes.  Call it from a
+ * module's init or another start-up path of the master (before the
+ * workers fork); registering a name again (a reload) returns the same
+ * metric.
+ *
+ * Returns: the metric, or NULL.
+ *
+ * Errors: NULL for a bad name or help, a name registered with the other
+ * kind, 64 metrics already, or a call from a worker.
+ *
+ * Lifetime: the handle is valid until exit, in the master and every
+ * worker; `name` and `help` are copied.
+ *
+ * Example:
+ *   static petrel_metric_t *hits;
+ *
+ *   static int init(petrel_server_t *srv, const char *args)
+ *   {
+ *       (void)args;
+ *       hits = petrel_metric_counter(srv, "mymod_hits_total", "Requests mymod answered.");
+ *       return hits ? 0 : PETREL_EINVAL;
+ *   }
+ *
+ *   static int handler(petrel_req_t *req, void *data)
+ *   {
+ *       (void)data;
+ *       petrel_metric_add(hits, 1);
+ *       return petrel_send_text(req, 200, "text/plain", "hit\n");
+ *   }
+ */
+PETREL_API petrel_metric_t *petrel_metric_counter(petrel_server_t *srv, const char *name,
+                                                  const char *help);
+
+/**
+ * Register a gauge that /metrics reports: a value that goes up and down.
+ *
+ * The value reported is the sum over the workers alive; otherwise as
+ * petrel_metric_counter().
+ *
+ * Returns: the metric, or NULL.
+ *
+ * Errors: as petrel_metric_counter().
+ *
+ * Lifetime: as petrel_metric_counter().
+ */
+PETREL_API petrel_metric_t *petrel_metric_gauge(petrel_server_t *srv, const char *name,
+                                                const char *help);
+
+/**
+ * Add to the calling worker's share of a metric.
+ *
+ * A counter takes n >= 0 only (a negative `n` is ignored); a gauge either
+ * sign.  A plain addition to memory the worker alone writes: cheap enough
+ * for every request.
+ *
+ * Returns: nothing.
+ *
+ * Errors: none; a NULL `m` (a registration that failed) does nothing.
+ *
+ * Lifetime: `m` is valid until exit.
+ */
+PETREL_API void petrel_metric_add(petrel_metric_t *m, int64_t n);
+
+/**
+ * Set the calling worker's share of a gauge.
+ *
+ * Returns: nothing.
+ *
+ * Errors: none; a NULL `m`, or a counter, is left alone.
+ *
+ * Lifetime: `m` is valid until exit.
+ */
+PETREL_API void petrel_metric_set(petrel_metric_t *m, int64_t v);
+
+/**
+ * Tell /readyz whether something the worker's requests need is there.
+ *
+ * A database pool, for example: ready 0 while it is down, 1 once it is
+ * back.  While any worker reports a check down, /readyz answers 503 and
+ * names it, so that a load balancer sends the requests elsewhere.  Call
+ * from a worker (worker_init, a handler, a timer).
+ *
+ * Returns: 0, or a negative PETREL_E* code.
+ *
+ * Errors: PETREL_EINVAL (no `check`, or longer than 31 bytes),
+ * PETREL_ELIMIT (the worker holds 8 checks already), PETREL_ESTATE (not
+ * called in a worker).
+ *
+ * Lifetime: `check` is copied.
+ */
+PETREL_API int petrel_ready_set(petrel_server_t *srv, const char *check, int ready);
 
 #ifdef __cplusplus
 }

@@ -281,13 +281,21 @@ void petrel_arena_stats(const petrel_arena_t *a, petrel_arena_stats_t *st)
 const char *petrel_strerror(int err)
 {
     switch (err) {
-    case PETREL_OK: return "success";
-    case PETREL_ENOMEM: return "out of memory";
-    case PETREL_EINVAL: return "invalid argument";
-    case PETREL_ESTATE: return "not allowed in this state";
-    case PETREL_EIO: return "I/O error";
-    case PETREL_ENOTFOUND: return "not found";
-    case PETREL_ELIMIT: return "limit reached";
-    default: return "unknown error";
+    case PETREL_OK:
+        return "success";
+    case PETREL_ENOMEM:
+        return "out of memory";
+    case PETREL_EINVAL:
+        return "invalid argument";
+    case PETREL_ESTATE:
+        return "not allowed in this state";
+    case PETREL_EIO:
+        return "I/O error";
+    case PETREL_ENOTFOUND:
+        return "not found";
+    case PETREL_ELIMIT:
+        return "limit reached";
+    default:
+        return "unknown error";
     }
 }

@@ -31,11 +31,11 @@ typedef struct petrel__pool {
 struct petrel_arena {
     petrel__chunk_t *chunk; /* current (newest) chunk; older ones linked by next */
     char *pos, *end;
-    void *defer;            /* newest cleanup */
-    void *large;            /* newest large block */
-    size_t bytes;           /* bytes handed out (incl. large) */
+    void *defer;  /* newest cleanup */
+    void *large;  /* newest large block */
+    size_t bytes; /* bytes handed out (incl. large) */
     size_t bytes_high;
-    size_t limit;           /* 0 = no limit */
+    size_t limit; /* 0 = no limit */
     size_t nchunks;
     uint64_t mallocs;
     petrel__pool_t *pool;

@@ -5,6 +5,10 @@
 #include "config.h"
 #include "log.h"
 #include "redis.h"
+#include "metrics.h"
+#include "proto.h"
+#include "proxy.h"
+#include "sdnotify.h"
 #include "server.h"
 
 #include <errno.h>
@@ -25,78 +29,100 @@
  * table below. */
 static void usage(FILE *f)
 {
-    fprintf(f,
-            "usage: petrel [options]\n"
-            "\n"
-            "  --listen ADDR:PORT      listen here (repeatable; default 127.0.0.1:8080)\n"
-            "  --module NAME|PATH.so|PATH.c[:ARGS]\n"
-            "                          load a built-in module or a module file (repeatable);\n"
-            "                          PATH.c with --dev; SIGHUP loads the module files again\n"
-            "  --dev                   development: a --module PATH.c is built with cc, and a\n"
-            "                          module file that changes is rebuilt and reloaded\n"
-            "  --root DIR              serve the files of DIR at / (the built-in module static)\n"
-            "  --autoindex             list directories without index.html (with --root)\n"
-            "  --cache-control VALUE   Cache-Control of static files (default: none)\n"
-            "  --default-type TYPE     Content-Type of files of unknown or no extension\n"
-            "                          (default application/octet-stream)\n"
-            "  --static-cache-size BYTES\n"
-            "                          memory of the static file cache, per worker (default 64m)\n"
-            "  --static-max-file-in-memory BYTES\n"
-            "                          files up to this size are cached in memory (default 64k)\n"
-            "  --workers N|auto        worker processes (default 1; auto: one per CPU)\n"
-            "  --log-level error|warn|info|debug\n"
-            "                          what the error log says (default info)\n"
-            "  --access-log FILE|-     write an access log in the combined format (default: none)\n"
-            "  --max-header-size BYTES\n"
-            "                          request header section limit (default 16k) -> 431\n"
-            "  --max-uri-size BYTES    request target limit (default 8k) -> 414\n"
-            "  --max-body-size BYTES   request body limit (default 16m) -> 413\n"
-            "  --max-connections N     connections per worker (default 10000)\n"
-            "  --max-pipelined N       HTTP/1.1 requests of a connection handled at once (default 16)\n"
-            "  --header-timeout SECONDS\n"
-            "                          time to receive a request head (default 10)\n"
-            "  --keepalive-timeout SECONDS\n"
-            "                          idle time between requests (default 60)\n"
-            "  --send-timeout SECONDS  time without write progress (default 60)\n"
-            "  --drain-timeout SECONDS\n"
-            "                          graceful shutdown limit (default 10)\n"
-            "  --handler-timeout SECONDS\n"
-            "                          time a request waits for its handler (default 30) -> 504\n"
-            "  --body-timeout SECONDS  time for a request body or WebSocket message, plus 1 s\n"
-            "                          per --body-min-rate bytes received (default 20) -> 408\n"
-            "  --body-min-rate BYTES   bytes per second that earn a body more time (default 1k)\n"
-            "  --h2-max-concurrent-streams N\n"
-            "                          HTTP/2 streams per connection (default 128)\n"
-            "  --h2-initial-window-size BYTES\n"
-            "                          HTTP/2 flow-control window for request bodies (default 1m)\n"
-            "  --h2-max-header-list-size BYTES\n"
-            "                          HTTP/2 request header list limit (default: --max-header-size)\n"
-            "  --ws-max-message-size BYTES\n"
-            "                          largest WebSocket message (default 16m) -> close 1009\n"
-            "  --ws-idle-timeout SECONDS\n"
-            "                          WebSocket silence before a ping, then a close (default 30)\n"
-            "  --ws-send-limit BYTES   WebSocket output queued past this: close 1008 (default 4m)\n"
-            "  --ws-send-overflow close|drop\n"
-            "                          past --ws-send-limit: close 1008, or drop the message\n"
-            "                          (default close)\n"
-            "  --pubsub-max-topic-size BYTES\n"
-            "                          longest publish/subscribe topic name (default 256)\n"
-            "  --pubsub-max-message-size BYTES\n"
-            "                          largest published message (default 64k)\n"
-            "  --pubsub-max-subscriptions N\n"
-            "                          topics per WebSocket (default 64)\n"
-            "  --pubsub-max-subscribers N\n"
-            "                          WebSockets per topic, per worker (default 100000)\n"
-            "  --pubsub-ring-size BYTES\n"
-            "                          shared memory per worker for the others (default 4m)\n"
-            "  --pubsub-redis HOST:PORT|unix:PATH\n"
-            "                          publish/subscribe across instances through Redis\n"
-            "                          (default: none)\n"
-            "  --pubsub-redis-prefix PREFIX\n"
-            "                          Redis channel of a topic: PREFIX + topic (default petrel:)\n"
-            "  --help, --version\n"
-            "\n"
-            "Sizes take k, m or g suffixes; times may have a fraction (0.5).  See petrel(1).\n");
+    fprintf(
+        f,
+        "usage: petrel [options]\n"
+        "\n"
+        "  --listen ADDR:PORT      listen here (repeatable; default 127.0.0.1:8080)\n"
+        "  --module NAME|PATH.so|PATH.c[:ARGS]\n"
+        "                          load a built-in module or a module file (repeatable);\n"
+        "                          PATH.c with --dev; SIGHUP loads the module files again\n"
+        "  --dev                   development: a --module PATH.c is built with cc, and a\n"
+        "                          module file that changes is rebuilt and reloaded\n"
+        "  --root DIR              serve the files of DIR at / (the built-in module static)\n"
+        "  --autoindex             list directories without index.html (with --root)\n"
+        "  --cache-control VALUE   Cache-Control of static files (default: none)\n"
+        "  --default-type TYPE     Content-Type of files of unknown or no extension\n"
+        "                          (default application/octet-stream)\n"
+        "  --static-cache-size BYTES\n"
+        "                          memory of the static file cache, per worker (default 64m)\n"
+        "  --static-max-file-in-memory BYTES\n"
+        "                          files up to this size are cached in memory (default 64k)\n"
+        "  --workers N|auto        worker processes (default 1; auto: one per CPU)\n"
+        "  --log-level error|warn|info|debug\n"
+        "                          what the error log says (default info)\n"
+        "  --access-log FILE|-     write an access log in the combined format (default: none)\n"
+        "  --max-header-size BYTES\n"
+        "                          request header section limit (default 16k) -> 431\n"
+        "  --max-uri-size BYTES    request target limit (default 8k) -> 414\n"
+        "  --max-body-size BYTES   request body limit (default 16m) -> 413\n"
+        "  --max-connections N     connections per worker (default 10000)\n"
+        "  --max-pipelined N       HTTP/1.1 requests of a connection handled at once (default 16)\n"
+        "  --header-timeout SECONDS\n"
+        "                          time to receive a request head (default 10)\n"
+        "  --keepalive-timeout SECONDS\n"
+        "                          idle time between requests (default 60)\n"
+        "  --send-timeout SECONDS  time without write progress (default 60)\n"
+        "  --drain-timeout SECONDS\n"
+        "                          graceful shutdown limit (default 10)\n"
+        "  --handler-timeout SECONDS\n"
+        "                          time a request waits for its handler (default 30) -> 504\n"
+        "  --body-timeout SECONDS  time for a request body or WebSocket message, plus 1 s\n"
+        "                          per --body-min-rate bytes received (default 20) -> 408\n"
+        "  --body-min-rate BYTES   bytes per second that earn a body more time (default 1k)\n"
+        "  --h2-max-concurrent-streams N\n"
+        "                          HTTP/2 streams per connection (default 128)\n"
+        "  --h2-initial-window-size BYTES\n"
+        "                          HTTP/2 flow-control window for request bodies (default 1m)\n"
+        "  --h2-max-header-list-size BYTES\n"
+        "                          HTTP/2 request header list limit (default: --max-header-size)\n"
+        "  --ws-max-message-size BYTES\n"
+        "                          largest WebSocket message (default 16m) -> close 1009\n"
+        "  --ws-idle-timeout SECONDS\n"
+        "                          WebSocket silence before a ping, then a close (default 30)\n"
+        "  --ws-send-limit BYTES   WebSocket output queued past this: close 1008 (default 4m)\n"
+        "  --ws-send-overflow close|drop\n"
+        "                          past --ws-send-limit: close 1008, or drop the message\n"
+        "                          (default close)\n"
+        "  --pubsub-max-topic-size BYTES\n"
+        "                          longest publish/subscribe topic name (default 256)\n"
+        "  --pubsub-max-message-size BYTES\n"
+        "                          largest published message (default 64k)\n"
+        "  --pubsub-max-subscriptions N\n"
+        "                          topics per WebSocket (default 64)\n"
+        "  --pubsub-max-subscribers N\n"
+        "                          WebSockets per topic, per worker (default 100000)\n"
+        "  --pubsub-ring-size BYTES\n"
+        "                          shared memory per worker for the others (default 4m)\n"
+        "  --pubsub-redis HOST:PORT|unix:PATH\n"
+        "                          publish/subscribe across instances through Redis\n"
+        "                          (default: none)\n"
+        "  --pubsub-redis-prefix PREFIX\n"
+        "                          Redis channel of a topic: PREFIX + topic (default petrel:)\n"
+        "\n"
+        "Behind a load balancer, under systemd (doc/deployment.md):\n"
+        "  --proxy-protocol        every connection of the --listen addresses starts with a\n"
+        "                          PROXY protocol header (v1 or v2) naming the client\n"
+        "  --trusted-proxies CIDR[,CIDR...]\n"
+        "                          with --proxy-protocol, accept connections only from these\n"
+        "                          addresses (default: any)\n"
+        "  --max-proxy-header-size BYTES\n"
+        "                          largest PROXY v2 header, TLVs included (default 4k)\n"
+        "  --admin-listen ADDR:PORT\n"
+        "                          serve /livez, /readyz and /metrics there (repeatable;\n"
+        "                          default: none)\n"
+        "  --drain-delay SECONDS   on SIGTERM, /readyz answers 503 this long before the\n"
+        "                          listeners close (default 0)\n"
+        "  --access-log-format combined|json\n"
+        "                          format of --access-log lines (default combined)\n"
+        "  --error-log FILE        write the error log to FILE instead of standard error\n"
+        "  --pid-file FILE         write the master's pid to FILE (removed at exit)\n"
+        "SIGUSR1 opens the log files again (after logrotate moved them).  Sockets passed\n"
+        "by systemd (LISTEN_FDS) serve their --listen or --admin-listen address, or are\n"
+        "listeners of their own (named \"admin\": an admin listener).\n"
+        "  --help, --version\n"
+        "\n"
+        "Sizes take k, m or g suffixes; times may have a fraction (0.5).  See petrel(1).\n");
 }
 
 static int bad(const char *flag, const char *value, const char *expect)
@@ -121,9 +147,21 @@ static bool parse_size(const char *s, size_t *out)
         return false;
     unsigned long long mul = 1;
     switch (*end) {
-    case 'k': case 'K': mul = 1ull << 10; end++; break;
-    case 'm': case 'M': mul = 1ull << 20; end++; break;
-    case 'g': case 'G': mul = 1ull << 30; end++; break;
+    case 'k':
+    case 'K':
+        mul = 1ull << 10;
+        end++;
+        break;
+    case 'm':
+    case 'M':
+        mul = 1ull << 20;
+        end++;
+        break;
+    case 'g':
+    case 'G':
+        mul = 1ull << 30;
+        end++;
+        break;
     }
     if (*end != '\0' || v > (unsigned long long)SIZE_MAX / mul || v * mul > (1ull << 40))
         return false;
@@ -145,11 +183,29 @@ static bool parse_secs(const char *s, uint64_t *ms)
 }
 
 enum {
-    OPT_LISTEN = 256, OPT_ROOT, OPT_MODULE, OPT_WORKERS, OPT_LOG_LEVEL, OPT_ACCESS_LOG,
-    OPT_MAX_HEADER, OPT_MAX_URI, OPT_MAX_BODY, OPT_MAX_CONN, OPT_HEADER_TO, OPT_KEEPALIVE_TO,
-    OPT_SEND_TO, OPT_DRAIN_TO, OPT_HANDLER_TO, OPT_MAX_PIPELINED, OPT_BODY_TO, OPT_BODY_RATE,
-    OPT_HELP, OPT_VERSION,
-    OPT_H2_STREAMS, OPT_H2_WINDOW, OPT_H2_HEADER_LIST
+    OPT_LISTEN = 256,
+    OPT_ROOT,
+    OPT_MODULE,
+    OPT_WORKERS,
+    OPT_LOG_LEVEL,
+    OPT_ACCESS_LOG,
+    OPT_MAX_HEADER,
+    OPT_MAX_URI,
+    OPT_MAX_BODY,
+    OPT_MAX_CONN,
+    OPT_HEADER_TO,
+    OPT_KEEPALIVE_TO,
+    OPT_SEND_TO,
+    OPT_DRAIN_TO,
+    OPT_HANDLER_TO,
+    OPT_MAX_PIPELINED,
+    OPT_BODY_TO,
+    OPT_BODY_RATE,
+    OPT_HELP,
+    OPT_VERSION,
+    OPT_H2_STREAMS,
+    OPT_H2_WINDOW,
+    OPT_H2_HEADER_LIST
 };
 
 /* modules (module.c) */
@@ -160,14 +216,34 @@ enum { OPT_WS_MAX_MESSAGE = 1024, OPT_WS_IDLE_TO, OPT_WS_SEND_LIMIT, OPT_WS_SEND
 
 /* publish/subscribe (pubsub.c, redis.c) */
 enum {
-    OPT_PS_MAX_TOPIC = 1280, OPT_PS_MAX_MESSAGE, OPT_PS_MAX_SUBSCRIPTIONS, OPT_PS_MAX_SUBSCRIBERS,
-    OPT_PS_RING_SIZE, OPT_PS_REDIS, OPT_PS_REDIS_PREFIX
+    OPT_PS_MAX_TOPIC = 1280,
+    OPT_PS_MAX_MESSAGE,
+    OPT_PS_MAX_SUBSCRIPTIONS,
+    OPT_PS_MAX_SUBSCRIBERS,
+    OPT_PS_RING_SIZE,
+    OPT_PS_REDIS,
+    OPT_PS_REDIS_PREFIX
 };
 
 /* static files (--root: the static module, modules/static/) */
 enum {
-    OPT_AUTOINDEX = 512, OPT_CACHE_CONTROL, OPT_STATIC_CACHE_SIZE, OPT_STATIC_MAX_IN_MEMORY,
+    OPT_AUTOINDEX = 512,
+    OPT_CACHE_CONTROL,
+    OPT_STATIC_CACHE_SIZE,
+    OPT_STATIC_MAX_IN_MEMORY,
     OPT_DEFAULT_TYPE
+};
+
+/* production: PROXY protocol, admin listener, logs (proxy.c, admin.c, log.c) */
+enum {
+    OPT_PROXY = 1536,
+    OPT_TRUSTED,
+    OPT_MAX_PROXY,
+    OPT_ADMIN,
+    OPT_DRAIN_DELAY,
+    OPT_ALOG_FORMAT,
+    OPT_ERROR_LOG,
+    OPT_PID_FILE
 };
 
 static const struct option opts[] = {
@@ -209,6 +285,14 @@ static const struct option opts[] = {
     {"pubsub-ring-size", required_argument, NULL, OPT_PS_RING_SIZE},
     {"pubsub-redis", required_argument, NULL, OPT_PS_REDIS},
     {"pubsub-redis-prefix", required_argument, NULL, OPT_PS_REDIS_PREFIX},
+    {"proxy-protocol", no_argument, NULL, OPT_PROXY},
+    {"trusted-proxies", required_argument, NULL, OPT_TRUSTED},
+    {"max-proxy-header-size", required_argument, NULL, OPT_MAX_PROXY},
+    {"admin-listen", required_argument, NULL, OPT_ADMIN},
+    {"drain-delay", required_argument, NULL, OPT_DRAIN_DELAY},
+    {"access-log-format", required_argument, NULL, OPT_ALOG_FORMAT},
+    {"error-log", required_argument, NULL, OPT_ERROR_LOG},
+    {"pid-file", required_argument, NULL, OPT_PID_FILE},
     {"help", no_argument, NULL, OPT_HELP},
     {"version", no_argument, NULL, OPT_VERSION},
     {NULL, 0, NULL, 0},
@@ -357,6 +441,69 @@ static int setup(petrel_server_t *srv, void *ctx, char *err, size_t errlen)
     return 0;
 }
 
+/* --trusted-proxies CIDR[,CIDR...]: a list of the heap (freed by the caller). */
+static petrel__cidr_t *parse_trusted(const char *s, size_t *n)
+{
+    size_t cap = 1;
+    for (const char *p = s; *p; p++)
+        cap += *p == ',';
+    petrel__cidr_t *list = calloc(cap, sizeof(*list));
+    if (list == NULL)
+        return NULL;
+    *n = 0;
+    const char *p = s;
+    for (;;) {
+        const char *e = strchr(p, ',');
+        size_t len = e ? (size_t)(e - p) : strlen(p);
+        if (petrel__cidr_parse(p, len, &list[*n]) < 0) {
+            free(list);
+            return NULL;
+        }
+        (*n)++;
+        if (e == NULL)
+            break;
+        p = e + 1;
+    }
+    return list;
+}
+
+/* The sockets systemd passed (socket activation): they serve before any
+ * default address is bound.  -1 on error (said), else how many. */
+static int inherit_sockets(petrel_server_t *srv)
+{
+    const char *names[256];
+    char err[256];
+    int n = petrel__sd_listen_fds(names, 256, err, sizeof(err));
+    if (n < 0) {
+        fprintf(stderr, "petrel: %s\n", err);
+        return -1;
+    }
+    for (int i = 0; i < n; i++) {
+        int fd = PETREL__LISTEN_FDS_START + i;
+        const char *name = i < 256 ? names[i] : "";
+        if (!petrel__sd_is_listener(fd)) {
+            fprintf(stderr,
+                    "petrel: descriptor %d from systemd (LISTEN_FDS) is not a listening "
+                    "stream socket (petrel.socket wants ListenStream=)\n",
+                    fd);
+            return -1;
+        }
+        if (petrel__server_inherit(srv, fd, name, err, sizeof(err)) < 0) {
+            fprintf(stderr, "petrel: %s\n", err);
+            return -1;
+        }
+    }
+    return n;
+}
+
+static bool has_public_listen(const petrel_server_t *srv)
+{
+    for (int i = 0; i < srv->nlistens; i++)
+        if (!srv->listens[i].admin)
+            return true;
+    return false;
+}
+
 int petrel_main(int argc, char **argv, const petrel_module_t *const *builtins)
 {
     petrel_server_t *srv = petrel__server_new();
@@ -371,6 +518,9 @@ int petrel_main(int argc, char **argv, const petrel_module_t *const *builtins)
     char *root_spec = NULL;
     const char **modules = calloc((size_t)argc + 1, sizeof(char *));
     int nmodules = 0, rc = 0;
+    petrel__cidr_t *trusted = NULL;
+    const char *trusted_flag = NULL, *max_proxy_flag = NULL, *pid_file = NULL;
+    bool pid_written = false, alog_format_given = false;
     char err[1024];
     opterr = 0;
     optind = 1;
@@ -394,14 +544,20 @@ int petrel_main(int argc, char **argv, const petrel_module_t *const *builtins)
         }
         switch (o) {
         case OPT_LISTEN:
-            if (petrel__server_add_listen(srv, optarg, err, sizeof(err)) < 0) {
+        case OPT_ADMIN:
+            if ((o == OPT_ADMIN ? petrel__server_add_admin
+                                : petrel__server_add_listen)(srv, optarg, err, sizeof(err)) < 0) {
                 fprintf(stderr, "petrel: %s\n", err);
                 rc = 2;
                 goto out;
             }
             break;
-        case OPT_ROOT: cfg->root = optarg; break;
-        case OPT_AUTOINDEX: ro.autoindex = true; break;
+        case OPT_ROOT:
+            cfg->root = optarg;
+            break;
+        case OPT_AUTOINDEX:
+            ro.autoindex = true;
+            break;
         case OPT_CACHE_CONTROL:
         case OPT_DEFAULT_TYPE: {
             bool ctl = false;
@@ -432,8 +588,12 @@ int petrel_main(int argc, char **argv, const petrel_module_t *const *builtins)
                 ro.max_in_memory = optarg;
             break;
         }
-        case OPT_MODULE: modules[nmodules++] = optarg; break;
-        case OPT_DEV: cfg->dev = true; break;
+        case OPT_MODULE:
+            modules[nmodules++] = optarg;
+            break;
+        case OPT_DEV:
+            cfg->dev = true;
+            break;
         case OPT_WORKERS:
             if (strcmp(optarg, "auto") == 0) {
                 long n = sysconf(_SC_NPROCESSORS_ONLN);
@@ -461,12 +621,15 @@ int petrel_main(int argc, char **argv, const petrel_module_t *const *builtins)
             cfg->log_level = l;
             break;
         }
-        case OPT_ACCESS_LOG: cfg->access_log = optarg; break;
+        case OPT_ACCESS_LOG:
+            cfg->access_log = optarg;
+            break;
         case OPT_MAX_HEADER:
         case OPT_MAX_URI:
         case OPT_MAX_BODY: {
             size_t v;
-            if (!parse_size(optarg, &v) || v == 0 || v > (o == OPT_MAX_BODY ? (1ull << 36) : (1u << 20))) {
+            if (!parse_size(optarg, &v) || v == 0 ||
+                v > (o == OPT_MAX_BODY ? (1ull << 36) : (1u << 20))) {
                 rc = bad(flag, optarg,
                          o == OPT_MAX_BODY ? "a size from 1 byte to 64g (e.g. 16m)"
                                            : "a size from 1 byte to 1m (e.g. 16k)");
@@ -498,8 +661,6 @@ int petrel_main(int argc, char **argv, const petrel_module_t *const *builtins)
             cfg->max_connections = v;
             break;
         }
-        case OPT_HEADER_TO:
-        case OPT_KEEPALIVE_TO:
         case OPT_BODY_RATE: {
             size_t v;
             if (!parse_size(optarg, &v)) {
@@ -509,6 +670,8 @@ int petrel_main(int argc, char **argv, const petrel_module_t *const *builtins)
             cfg->body_min_rate = v;
             break;
         }
+        case OPT_HEADER_TO:
+        case OPT_KEEPALIVE_TO:
         case OPT_SEND_TO:
         case OPT_DRAIN_TO:
         case OPT_BODY_TO:
@@ -620,7 +783,9 @@ int petrel_main(int argc, char **argv, const petrel_module_t *const *builtins)
                 cfg->pubsub_ring_size = v;
             break;
         }
-        case OPT_PS_REDIS: cfg->pubsub_redis = optarg; break;
+        case OPT_PS_REDIS:
+            cfg->pubsub_redis = optarg;
+            break;
         case OPT_PS_REDIS_PREFIX: {
             size_t n = strlen(optarg);
             bool ctl = false;
@@ -633,7 +798,59 @@ int petrel_main(int argc, char **argv, const petrel_module_t *const *builtins)
             cfg->pubsub_redis_prefix = optarg;
             break;
         }
-        case OPT_HELP: usage(stdout); goto out;
+        case OPT_PROXY:
+            cfg->proxy_protocol = true;
+            break;
+        case OPT_TRUSTED:
+            free(trusted);
+            trusted = parse_trusted(optarg, &cfg->ntrusted);
+            if (trusted == NULL) {
+                rc = bad(flag, optarg,
+                         "a comma-separated list of addresses or CIDR blocks "
+                         "(e.g. 10.0.0.0/8,2001:db8::/32)");
+                goto out;
+            }
+            cfg->trusted = trusted;
+            trusted_flag = flag;
+            break;
+        case OPT_MAX_PROXY: {
+            size_t v;
+            if (!parse_size(optarg, &v) || v < PETREL__PROXY_MAX_MIN || v > PETREL__PROXY_MAX_MAX) {
+                rc = bad(flag, optarg, "a size from 232 bytes to 16k");
+                goto out;
+            }
+            cfg->max_proxy_header_size = v;
+            max_proxy_flag = flag;
+            break;
+        }
+        case OPT_DRAIN_DELAY:
+            if (strcmp(optarg, "0") == 0)
+                cfg->drain_delay_ms = 0;
+            else if (!parse_secs(optarg, &cfg->drain_delay_ms)) {
+                rc = bad(flag, optarg, "a number of seconds, 0 or more (e.g. 5 or 0.5)");
+                goto out;
+            }
+            break;
+        case OPT_ALOG_FORMAT:
+            if (strcmp(optarg, "combined") == 0)
+                cfg->access_log_format = PETREL__ALOG_COMBINED;
+            else if (strcmp(optarg, "json") == 0)
+                cfg->access_log_format = PETREL__ALOG_JSON;
+            else {
+                rc = bad(flag, optarg, "combined or json");
+                goto out;
+            }
+            alog_format_given = true;
+            break;
+        case OPT_ERROR_LOG:
+            cfg->error_log = optarg;
+            break;
+        case OPT_PID_FILE:
+            pid_file = optarg;
+            break;
+        case OPT_HELP:
+            usage(stdout);
+            goto out;
         case OPT_VERSION:
             printf("petrel %s (module ABI %d; %s)\n", PACKAGE_VERSION, PETREL_ABI_VERSION,
                    petrel__redis_available() ? "Redis bridge" : "no Redis bridge");
@@ -663,8 +880,38 @@ int petrel_main(int argc, char **argv, const petrel_module_t *const *builtins)
         rc = 2;
         goto out;
     }
-    if (srv->nlistens == 0 && petrel__server_add_listen(srv, "127.0.0.1:8080", err, sizeof(err)) < 0) {
+    if (trusted_flag && !cfg->proxy_protocol) {
+        fprintf(stderr, "petrel: %s: applies to --proxy-protocol, which is not given\n",
+                trusted_flag);
+        rc = 2;
+        goto out;
+    }
+    if (cfg->error_log && petrel__elog_open(cfg->error_log) < 0) {
+        fprintf(stderr, "petrel: --error-log '%s': %s\n", cfg->error_log, strerror(errno));
+        rc = 1;
+        goto out;
+    }
+    if (max_proxy_flag && !cfg->proxy_protocol)
+        petrel_log(PETREL_LOG_WARN, "%s applies to --proxy-protocol, which is not given",
+                   max_proxy_flag);
+    if (alog_format_given && cfg->access_log == NULL)
+        petrel_log(PETREL_LOG_WARN, "--access-log-format applies to --access-log, which is not "
+                                    "given");
+    /* socket activation: systemd's sockets, and no default address besides */
+    if (inherit_sockets(srv) < 0) {
+        rc = 1;
+        goto out;
+    }
+    if (!has_public_listen(srv) &&
+        petrel__server_add_listen(srv, "127.0.0.1:8080", err, sizeof(err)) < 0) {
         fprintf(stderr, "petrel: %s\n", err);
+        rc = 1;
+        goto out;
+    }
+    /* the counters in shared memory, before the modules register theirs */
+    if (petrel__server_has_admin(srv) && petrel__metrics_init(cfg->workers) < 0) {
+        fprintf(stderr, "petrel: --admin-listen: cannot map the shared counters: %s\n",
+                strerror(errno));
         rc = 1;
         goto out;
     }
@@ -673,7 +920,10 @@ int petrel_main(int argc, char **argv, const petrel_module_t *const *builtins)
         size_t n = 0;
         for (int k = 0; k < ro.nflags; k++)
             n += (size_t)snprintf(names + n, sizeof(names) - n, "%s--%s",
-                                  k == 0 ? "" : k + 1 == ro.nflags ? " and " : ", ", ro.flags[k]);
+                                  k == 0               ? ""
+                                  : k + 1 == ro.nflags ? " and "
+                                                       : ", ",
+                                  ro.flags[k]);
         petrel_log(PETREL_LOG_WARN, "%s appl%s to --root, and there is none", names,
                    ro.nflags == 1 ? "ies" : "y");
     }
@@ -718,13 +968,26 @@ int petrel_main(int argc, char **argv, const petrel_module_t *const *builtins)
             rc = 1;
             goto out;
         }
+        petrel__alog_format = cfg->access_log_format;
+    }
+    if (pid_file) {
+        FILE *f = fopen(pid_file, "w");
+        if (f == NULL || fprintf(f, "%d\n", (int)getpid()) < 0 || fclose(f) != 0) {
+            fprintf(stderr, "petrel: --pid-file '%s': %s\n", pid_file, strerror(errno));
+            rc = 1;
+            goto out;
+        }
+        pid_written = true;
     }
     raise_nofile();
     signal(SIGPIPE, SIG_IGN); /* a peer gone mid-write is an EPIPE, not a death */
     rc = petrel__master_run(srv);
 out:
     free(root_spec);
+    if (pid_written)
+        unlink(pid_file);
     free(modules);
+    free(trusted);
     petrel__server_free(srv);
     return rc;
 }

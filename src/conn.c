@@ -122,13 +122,15 @@ static bool out_over_budget(petrel__conn_t *c, const petrel__outbuf_t *ob)
     if (c->ops->bounds_output || ob->head == NULL)
         return false;
     size_t limit = petrel__conn_budget(c->cs->cfg);
-    size_t queued = (ob_chunks(ob) + 1 + (ob == &c->out ? 0 : ob_chunks(&c->out))) *
-                    PETREL_CHUNK_SIZE;
+    size_t queued =
+        (ob_chunks(ob) + 1 + (ob == &c->out ? 0 : ob_chunks(&c->out))) * PETREL_CHUNK_SIZE;
     if (queued <= limit)
         return false;
-    petrel_log(PETREL_LOG_WARN, "%zu bytes of output queued for a peer that does not read "
-                                "them (limit %zu, see --max-body-size): closing",
+    petrel_log(PETREL_LOG_WARN,
+               "%zu bytes of output queued for a peer that does not read "
+               "them (limit %zu, see --max-body-size): closing",
                queued, limit);
+    petrel__conn_close_why(c, PETREL__CLOSE_LIMIT);
     return true;
 }
 
@@ -213,7 +215,10 @@ void petrel__ob_splice(petrel__conn_t *c, petrel__outbuf_t *ob)
     ob->bytes = 0;
 }
 
-static void out_release(petrel__conn_t *c) { petrel__ob_release(&c->out); }
+static void out_release(petrel__conn_t *c)
+{
+    petrel__ob_release(&c->out);
+}
 
 /* Drop `n` written bytes from the head of the queue. */
 static void out_advance(petrel__conn_t *c, size_t n)
@@ -265,7 +270,10 @@ static void set_events(petrel__conn_t *c)
         petrel__conn_close(c);
 }
 
-void petrel__conn_update_events(petrel__conn_t *c) { set_events(c); }
+void petrel__conn_update_events(petrel__conn_t *c)
+{
+    set_events(c);
+}
 
 int petrel__conn_flush(petrel__conn_t *c)
 {
@@ -318,8 +326,11 @@ int petrel__conn_flush(petrel__conn_t *c)
                 break;
             if (errno == EINTR)
                 continue;
+            petrel__conn_close_why(c, PETREL__CLOSE_RESET);
             return PETREL_EIO;
         }
+        if (!c->cs->quiet)
+            petrel__count(PETREL__C_BYTES_OUT, (uint64_t)w);
         out_advance(c, (size_t)w);
         if ((size_t)w < want)
             break; /* the socket buffer is full: wait for EPOLLOUT */
@@ -386,6 +397,8 @@ int petrel__conn_read(petrel__conn_t *c)
         ssize_t n = read(c->io.fd, c->rbuf + c->rlen, c->rcap - c->rlen);
         if (n > 0) {
             c->rlen += (uint32_t)n;
+            if (!c->cs->quiet)
+                petrel__count(PETREL__C_BYTES_IN, (uint64_t)n);
             return (int)n;
         }
         if (n == 0) {
@@ -396,6 +409,7 @@ int petrel__conn_read(petrel__conn_t *c)
             continue;
         if (errno == EAGAIN || errno == EWOULDBLOCK)
             return 0;
+        petrel__conn_close_why(c, PETREL__CLOSE_RESET);
         return PETREL_EIO;
     }
 }
@@ -484,6 +498,8 @@ static void on_io(petrel__io_t *io, uint32_t events)
 static void on_timer(petrel__timer_t *t)
 {
     petrel__conn_t *c = container_of(t, petrel__conn_t, timer);
+    if (!(c->flags & CONN_LINGER))
+        petrel__conn_close_why(c, PETREL__CLOSE_TIMEOUT);
     if (c->ops->on_timeout)
         c->ops->on_timeout(c);
     else
@@ -514,7 +530,10 @@ static void linger_read(petrel__conn_t *c)
     petrel__conn_close(c);
 }
 
-static void linger_start(petrel__conn_t *c) { (void)c; }
+static void linger_start(petrel__conn_t *c)
+{
+    (void)c;
+}
 
 static void linger_drain(petrel__conn_t *c, bool close_idle)
 {
@@ -522,10 +541,7 @@ static void linger_drain(petrel__conn_t *c, bool close_idle)
 }
 
 static const petrel__proto_ops_t linger_ops = {
-    .name = "linger",
-    .start = linger_start,
-    .on_read = linger_read,
-    .drain = linger_drain,
+    .name = "linger", .start = linger_start, .on_read = linger_read, .drain = linger_drain,
     /* on_timeout NULL: the connection closes */
 };
 
@@ -582,6 +598,13 @@ void petrel__conn_close(petrel__conn_t *c)
     rbuf_release(c);
     list_unlink(&c->link);
     cs->n--;
+    if (!cs->quiet) {
+        unsigned why = c->why         ? c->why - 1u
+                       : cs->draining ? PETREL__CLOSE_DRAIN
+                                      : PETREL__CLOSE_CLIENT;
+        petrel__count(PETREL__C_CONN_CLOSED + why, 1);
+        petrel__gauge_add(PETREL__G_CONN_OPEN, -1);
+    }
     conn_bury(c);
     if (cs->on_gone)
         cs->on_gone(cs);
@@ -612,8 +635,8 @@ void petrel__conns_reap(void)
     }
 }
 
-int petrel__conns_init(petrel__conns_t *cs, const petrel__config_t *cfg,
-                       struct petrel_server *srv, const petrel__proto_ops_t *first)
+int petrel__conns_init(petrel__conns_t *cs, const petrel__config_t *cfg, struct petrel_server *srv,
+                       const petrel__proto_ops_t *first)
 {
     memset(cs, 0, sizeof(*cs));
     list_init(&cs->all);
@@ -656,6 +679,10 @@ static petrel__conn_t *conn_new(petrel__conns_t *cs, int fd)
     c->ops = cs->first;
     list_append(&cs->all, &c->link);
     cs->n++;
+    if (!cs->quiet) {
+        petrel__count(PETREL__C_CONN_ACCEPTED, 1);
+        petrel__gauge_add(PETREL__G_CONN_OPEN, 1);
+    }
     petrel__timer_arm(petrel__loop, &c->timer, &cs->tq_header);
     return c;
 }

@@ -17,6 +17,7 @@
 #include "arena.h"
 #include "settings.h"
 #include "loop.h"
+#include "metrics.h"
 
 #include <netinet/in.h>
 #include <stdbool.h>
@@ -67,8 +68,8 @@ typedef struct petrel__proto_ops {
     void (*drain)(petrel__conn_t *c, bool close_idle);
     /* The socket is closed (petrel__conn_close): give back c->proto.
      * Requests whose handlers still hold them are detached from the
-     * connection by their protocol (petrel.h, "Waiting for work the handler started").  NULL: nothing
-     * to give back. */
+     * connection by their protocol (petrel.h, "Waiting for work the handler started").  NULL:
+     * nothing to give back. */
     void (*on_close)(petrel__conn_t *c);
     /* The protocol bounds its own output (flow control, a send limit):
      * queued copies do not count toward the connection's arena limit. */
@@ -94,6 +95,7 @@ struct petrel__conn {
     const petrel__proto_ops_t *ops;
     void *proto; /* the protocol's state */
     unsigned flags;
+    uint8_t why; /* 1 + PETREL__CLOSE_*: why it will close (the first to know says) */
     /* Input: rbuf[0, rlen) holds bytes read, [rpos, rlen) not consumed yet.
      * The protocol owns [0, rpos): HTTP/1.1 parses in place and keeps the
      * spans of a request head there; the others consume through
@@ -123,7 +125,8 @@ struct petrel__conns {
     /* a request body: its first deadline, then checks while it moves */
     petrel__tq_t tq_body, tq_body_check;
     bool draining;
-    uint64_t next_req_id; /* requests of this worker are numbered from 1 */
+    bool quiet;           /* not counted in the metrics (the admin listener's) */
+    uint64_t next_req_id; /* the last request id given (see worker.c) */
     /* A connection went away: the server layer may accept again, or end
      * its drain when none is left. */
     void (*on_gone)(petrel__conns_t *cs);
@@ -155,8 +158,8 @@ static inline bool petrel__body_late(const petrel__config_t *cfg, uint64_t start
 #define PETREL__LINGER_MS 2000
 
 /* Register the timer queues of `cs` with the loop (0, or PETREL_ELIMIT). */
-int petrel__conns_init(petrel__conns_t *cs, const petrel__config_t *cfg,
-                       struct petrel_server *srv, const petrel__proto_ops_t *first);
+int petrel__conns_init(petrel__conns_t *cs, const petrel__config_t *cfg, struct petrel_server *srv,
+                       const petrel__proto_ops_t *first);
 
 /* A new connection on socket `fd` (non-blocking), from `peer`: it starts
  * with cs->first at once (the request is usually there already).  Returns
@@ -258,14 +261,31 @@ int petrel__conn_flush(petrel__conn_t *c);
  * what the socket does not take (of all of it when something is queued).
  * 0, PETREL_ENOMEM, or PETREL_EIO (the connection must close). */
 int petrel__conn_writev(petrel__conn_t *c, const struct iovec *iov, int n);
-static inline bool petrel__conn_out_empty(const petrel__conn_t *c) { return c->out.head == NULL; }
+static inline bool petrel__conn_out_empty(const petrel__conn_t *c)
+{
+    return c->out.head == NULL;
+}
 /* Bytes queued and not yet written. */
-static inline size_t petrel__out_bytes(const petrel__conn_t *c) { return c->out.bytes; }
+static inline size_t petrel__out_bytes(const petrel__conn_t *c)
+{
+    return c->out.bytes;
+}
 /* The same for held output. */
-static inline size_t petrel__ob_bytes(const petrel__outbuf_t *ob) { return ob->bytes; }
+static inline size_t petrel__ob_bytes(const petrel__outbuf_t *ob)
+{
+    return ob->bytes;
+}
 
 /* Close now.  The struct is freed at the end of the loop turn. */
 void petrel__conn_close(petrel__conn_t *c);
+/* Why `c` is going to close (PETREL__CLOSE_*, for the metrics), said by
+ * the code that decides it; the first reason given stands.  Without one, a
+ * connection closes for the client's sake (or the drain's, while draining). */
+static inline void petrel__conn_close_why(petrel__conn_t *c, unsigned why)
+{
+    if (c->why == 0)
+        c->why = (uint8_t)(why + 1);
+}
 /* Close after the response: half-close, then read and drop what the peer
  * still sends for a short while, so that it reads our response instead of a
  * reset (RFC 9112 §9.6).  The protocol has given back its state first: the

@@ -125,17 +125,17 @@ typedef struct h2stream {
     h2conn_t *h;          /* NULL once the connection is gone (orphan) */
     int32_t id;
     unsigned flags;
-    uint16_t err;         /* status to answer instead of dispatching */
+    uint16_t err; /* status to answer instead of dispatching */
     uint16_t hdr_cap;
-    uint32_t hdr_bytes;   /* RFC 9113 §6.5.2 accounting: name + value + 32 */
+    uint32_t hdr_bytes; /* RFC 9113 §6.5.2 accounting: name + value + 32 */
     uint32_t scr_used;
     size_t body_cap;
-    size_t sent;          /* body bytes handed to nghttp2 */
-    size_t nc_off;        /* offset of the body bytes of the pending NO_COPY frame */
+    size_t sent;   /* body bytes handed to nghttp2 */
+    size_t nc_off; /* offset of the body bytes of the pending NO_COPY frame */
     uint64_t bytes_out;
     sbuf_t *sb_head, *sb_tail;
-    size_t sb_bytes;      /* streamed body bytes in sb_head..: not framed yet */
-    const char *host;     /* the Host header, if any */
+    size_t sb_bytes;       /* streamed body bytes in sb_head..: not framed yet */
+    const char *host;      /* the Host header, if any */
     petrel_str_t protocol; /* :protocol (RFC 8441 §4), if any */
     /* a tunnel (RFC 8441): its carrier, and the DATA it has not taken yet */
     const petrel__h2_tunnel_ops_t *tops;
@@ -157,19 +157,19 @@ struct h2conn {
     petrel__pending_t pending; /* first: loop->pending entry */
     nghttp2_session *ngh;
     petrel__conn_t *c;
-    h2stream_t *cur;           /* the stream whose request head is being received */
-    petrel__list_t streams;    /* live slots of this connection (open or orphan) */
-    petrel__list_t ready;      /* complete requests to dispatch */
-    petrel__list_t zombies;    /* closed streams whose memory the output still reads */
-    petrel__list_t tunnels;    /* streams made tunnels (their rlink) */
-    petrel__list_t tready;     /* of these, and Extended CONNECTs, with news (tlink) */
-    size_t queued;             /* bytes serialized in this flush */
-    size_t buffered;           /* streamed body bytes waiting in sbufs, all streams */
-    uint32_t nstreams;         /* streams open in nghttp2 */
-    uint32_t ntunnels;         /* of these, tunnels (RFC 8441) */
-    uint32_t nrecv;            /* of these, requests not complete yet */
-    int32_t max_seen;          /* highest stream id a client HEADERS used */
-    int32_t rst[RST_RING];     /* streams we sent RST_STREAM for, lately */
+    h2stream_t *cur;        /* the stream whose request head is being received */
+    petrel__list_t streams; /* live slots of this connection (open or orphan) */
+    petrel__list_t ready;   /* complete requests to dispatch */
+    petrel__list_t zombies; /* closed streams whose memory the output still reads */
+    petrel__list_t tunnels; /* streams made tunnels (their rlink) */
+    petrel__list_t tready;  /* of these, and Extended CONNECTs, with news (tlink) */
+    size_t queued;          /* bytes serialized in this flush */
+    size_t buffered;        /* streamed body bytes waiting in sbufs, all streams */
+    uint32_t nstreams;      /* streams open in nghttp2 */
+    uint32_t ntunnels;      /* of these, tunnels (RFC 8441) */
+    uint32_t nrecv;         /* of these, requests not complete yet */
+    int32_t max_seen;       /* highest stream id a client HEADERS used */
+    int32_t rst[RST_RING];  /* streams we sent RST_STREAM for, lately */
     unsigned rst_pos;
     unsigned flags;
 };
@@ -264,6 +264,9 @@ static h2stream_t *stream_new(h2conn_t *h, int32_t id)
     r->_conn = h->c;
     r->_resp = &s->resp;
     petrel__resp_init(&s->resp, r);
+    petrel__req_started(r, 0);
+    petrel__count(PETREL__C_H2_STREAMS, 1);
+    petrel__gauge_add(PETREL__G_H2_STREAMS_OPEN, 1);
     return s;
 }
 
@@ -372,6 +375,7 @@ static void stream_free(h2stream_t *s)
     stats.arena_mallocs += s->arena.mallocs;
     petrel__arena_clear(&s->arena);
     stats.streams--;
+    petrel__gauge_add(PETREL__G_H2_STREAMS_OPEN, -1);
     if (slot_nfree < SLOTS_KEPT) {
         list_append(&slot_free, &s->link);
         slot_nfree++;
@@ -735,8 +739,7 @@ static int on_begin_headers(nghttp2_session *ngh, const nghttp2_frame *frame, vo
 }
 
 static int on_header(nghttp2_session *ngh, const nghttp2_frame *frame, const uint8_t *name,
-                     size_t namelen, const uint8_t *value, size_t valuelen, uint8_t flags,
-                     void *ud)
+                     size_t namelen, const uint8_t *value, size_t valuelen, uint8_t flags, void *ud)
 {
     (void)ngh, (void)frame, (void)flags;
     h2conn_t *h = ud;
@@ -744,8 +747,8 @@ static int on_header(nghttp2_session *ngh, const nghttp2_frame *frame, const uin
     if (s == NULL || s->err)
         return 0;
     const petrel__config_t *cfg = h->c->cs->cfg;
-    size_t limit = cfg->h2_max_header_list_size ? cfg->h2_max_header_list_size
-                                                : cfg->max_header_size;
+    size_t limit =
+        cfg->h2_max_header_list_size ? cfg->h2_max_header_list_size : cfg->max_header_size;
     s->hdr_bytes += (uint32_t)(namelen + valuelen + 32);
     if (s->hdr_bytes > limit) {
         s->err = 431; /* RFC 9113 §10.5.1; the block is still decoded (HPACK state) */
@@ -851,8 +854,8 @@ static void head_done(h2conn_t *h, h2stream_t *s, bool end_stream)
     if (s->err)
         return;
     if (r->method_name.ptr == NULL || r->target.ptr == NULL) {
-        s->err = r->method_name.ptr && petrel__str_ieq(r->method_name.ptr, r->method_name.len,
-                                                        "CONNECT", 7)
+        s->err = r->method_name.ptr &&
+                         petrel__str_ieq(r->method_name.ptr, r->method_name.len, "CONNECT", 7)
                      ? 501
                      : 400;
         return;
@@ -944,8 +947,9 @@ static void req_done(h2conn_t *h, h2stream_t *s)
 static void final_goaway(h2conn_t *h)
 {
     h->flags &= ~H2_NOTICE;
-    nghttp2_submit_goaway(h->ngh, NGHTTP2_FLAG_NONE, nghttp2_session_get_last_proc_stream_id(h->ngh),
-                          NGHTTP2_NO_ERROR, NULL, 0);
+    nghttp2_submit_goaway(h->ngh, NGHTTP2_FLAG_NONE,
+                          nghttp2_session_get_last_proc_stream_id(h->ngh), NGHTTP2_NO_ERROR, NULL,
+                          0);
 }
 
 static int on_frame_recv(nghttp2_session *ngh, const nghttp2_frame *frame, void *ud)
@@ -1302,8 +1306,8 @@ static int h2_send(petrel_req_t *req, petrel_resp_t *r)
     bool with_data = r->body_kind == BODY_STREAM || (send_body && r->len > 0);
     int rv = nghttp2_submit_response(h->ngh, s->id, nv, i, with_data ? &prd : NULL);
     if (rv < 0) {
-        petrel_log(PETREL_LOG_DEBUG, "h2: stream %d: submit_response: %s", s->id,
-                   nghttp2_strerror(rv));
+        petrel_req_log(&s->req, PETREL_LOG_DEBUG, "h2: stream %d: submit_response: %s", s->id,
+                       nghttp2_strerror(rv));
         return rv == NGHTTP2_ERR_NOMEM ? PETREL_ENOMEM : PETREL_ESTATE;
     }
     if (r->body_kind != BODY_STREAM && send_body)
@@ -1324,10 +1328,11 @@ static int h2_stream_write(petrel_req_t *req, const void *data, size_t len)
     if (h->buffered + len > budget) {
         /* RFC 9113 §8.1: a response that cannot complete ends with
          * RST_STREAM; its buffers go now */
-        petrel_log(PETREL_LOG_WARN,
-                   "h2: %zu bytes of streamed output waiting for a peer that does not take "
-                   "them (limit %zu, see --max-body-size): stream %d reset",
-                   h->buffered + len, budget, s->id);
+        petrel_req_log(req, PETREL_LOG_WARN,
+                       "h2: %zu bytes of streamed output waiting for a peer that does not take "
+                       "them (limit %zu, see --max-body-size): stream %d reset",
+                       h->buffered + len, budget, s->id);
+        petrel__conn_close_why(h->c, PETREL__CLOSE_LIMIT);
         s->flags |= S_RESET;
         sbuf_free_all(s);
         nghttp2_submit_rst_stream(h->ngh, NGHTTP2_FLAG_NONE, s->id, NGHTTP2_INTERNAL_ERROR);
@@ -1337,8 +1342,8 @@ static int h2_stream_write(petrel_req_t *req, const void *data, size_t len)
             h->flags |= H2_OVER;
             static const char why[] = "output budget exceeded";
             nghttp2_submit_goaway(h->ngh, NGHTTP2_FLAG_NONE,
-                                  nghttp2_session_get_last_proc_stream_id(h->ngh),
-                                  NGHTTP2_NO_ERROR, (const uint8_t *)why, sizeof(why) - 1);
+                                  nghttp2_session_get_last_proc_stream_id(h->ngh), NGHTTP2_NO_ERROR,
+                                  (const uint8_t *)why, sizeof(why) - 1);
         }
         schedule(h);
         return PETREL_ENOMEM;
@@ -1403,8 +1408,7 @@ static size_t h2_buffered(petrel_req_t *req)
 }
 
 static const petrel_proto_t h2_proto = {
-    "h2", h2_send, h2_stream_write, h2_stream_end, h2_peer, h2_release, h2_broken,
-    h2_buffered,
+    "h2", h2_send, h2_stream_write, h2_stream_end, h2_peer, h2_release, h2_broken, h2_buffered,
 };
 
 /* Run the handlers of the requests that are complete. */
@@ -1555,9 +1559,8 @@ static int feed(h2conn_t *h, const char *p, size_t n)
     h->flags &= ~H2_BUSY;
     if (rv < 0) {
         petrel_log(PETREL_LOG_DEBUG, "h2: %s", nghttp2_strerror((int)rv));
-        nghttp2_session_terminate_session(h->ngh, rv == NGHTTP2_ERR_NOMEM
-                                                      ? NGHTTP2_INTERNAL_ERROR
-                                                      : NGHTTP2_PROTOCOL_ERROR);
+        nghttp2_session_terminate_session(h->ngh, rv == NGHTTP2_ERR_NOMEM ? NGHTTP2_INTERNAL_ERROR
+                                                                          : NGHTTP2_PROTOCOL_ERROR);
         h->flags |= H2_CLOSE;
         return -1;
     }
@@ -1601,7 +1604,10 @@ static void h2_on_read(petrel__conn_t *c)
     h2_flush(h);
 }
 
-static void h2_on_written(petrel__conn_t *c) { h2_flush(c->proto); }
+static void h2_on_written(petrel__conn_t *c)
+{
+    h2_flush(c->proto);
+}
 
 static void h2_on_timeout(petrel__conn_t *c)
 {
@@ -1636,7 +1642,8 @@ static void h2_on_close(petrel__conn_t *c)
         h2stream_t *s = container_of(h->streams.next, h2stream_t, link);
         tunnel_gone(s); /* a WebSocket's 1006 */
         if ((s->flags & S_DISPATCHED) && !(s->flags & S_DEAD)) {
-            /* a handler still at work: it is told (petrel.h, "Waiting for work the handler started") */
+            /* a handler still at work: it is told (petrel.h, "Waiting for work the handler
+             * started") */
             if (!s->resp.ended && !s->resp.sent) {
                 s->resp.status = 499;
                 petrel__req_finished(&s->req, s->bytes_out);
@@ -1756,10 +1763,8 @@ static h2conn_t *session_new(petrel__conn_t *c)
     list_init(&h->zombies);
     list_init(&h->tunnels);
     list_init(&h->tready);
-    uint32_t window = cfg->h2_initial_window_size ? cfg->h2_initial_window_size
-                                                  : H2_DEFAULT_WINDOW;
-    size_t hl = cfg->h2_max_header_list_size ? cfg->h2_max_header_list_size
-                                             : cfg->max_header_size;
+    uint32_t window = cfg->h2_initial_window_size ? cfg->h2_initial_window_size : H2_DEFAULT_WINDOW;
+    size_t hl = cfg->h2_max_header_list_size ? cfg->h2_max_header_list_size : cfg->max_header_size;
     nghttp2_settings_entry iv[] = {
         {NGHTTP2_SETTINGS_MAX_CONCURRENT_STREAMS,
          cfg->h2_max_concurrent_streams ? cfg->h2_max_concurrent_streams : H2_DEFAULT_MAX_STREAMS},
@@ -1912,9 +1917,9 @@ int petrel__h2_upgrade(petrel_req_t *req)
     petrel_req_t *r = &s->req;
     r->method = req->method;
     r->version = req->version; /* received as HTTP/1.1, answered over h2 */
-    if (!copy_str(s, &r->method_name, &req->method_name) || !copy_str(s, &r->target, &req->target) ||
-        !copy_str(s, &r->path, &req->path) || !copy_str(s, &r->query, &req->query) ||
-        !copy_str(s, &r->authority, &req->authority))
+    if (!copy_str(s, &r->method_name, &req->method_name) ||
+        !copy_str(s, &r->target, &req->target) || !copy_str(s, &r->path, &req->path) ||
+        !copy_str(s, &r->query, &req->query) || !copy_str(s, &r->authority, &req->authority))
         goto fallback;
     for (size_t i = 0; i < req->nheaders; i++) {
         petrel_header_t *hd = &req->headers[i];

@@ -50,18 +50,19 @@ enum {
     H1_CONTINUE = 1 << 7,   /* 100 Continue may be sent for this request */
     H1_ERROR = 1 << 8,      /* closing after an error response */
     H1_LAST = 1 << 9,       /* parse no more requests (Connection: close, an upgrade) */
-    H1_IDLE = 1 << 10       /* kept-alive and idle: the state goes at the idle timer */
+    H1_IDLE = 1 << 10,      /* kept-alive and idle: the state goes at the idle timer */
+    H1_TABS = 1 << 11       /* the unparsed bytes may hold an HTAB (ows_tabs) */
 };
 
 /* A request and its response: a slot of its own, so that a request may wait
  * for its handler (PETREL_LATER) while the ones after it are read and
  * answered; responses still leave in request order. */
 typedef struct h1req {
-    struct h1req *next;  /* the connection's in-flight list, or the free list */
-    petrel__list_t link; /* h1->zombies or h1->held */
-    struct h1 *h1;       /* NULL once detached from its connection */
-    unsigned flags;      /* R_* */
-    uint64_t bytes_out;  /* body bytes of the response, for the log */
+    struct h1req *next;        /* the connection's in-flight list, or the free list */
+    petrel__list_t link;       /* h1->zombies or h1->held */
+    struct h1 *h1;             /* NULL once detached from its connection */
+    unsigned flags;            /* R_* */
+    uint64_t bytes_out;        /* body bytes of the response, for the log */
     petrel__outbuf_t held_out; /* its output while an earlier request is in flight */
     petrel_arena_t arena;      /* the request scope */
     petrel_req_t req;
@@ -86,15 +87,15 @@ typedef struct h1 {
     struct h1 *next_free;
     petrel__conn_t *c;
     unsigned flags;
-    petrel_req_t *req;        /* the request being parsed (its slot: SLOT(req)) */
-    h1req_t *first, *last;    /* dispatched and not yet answered, in order */
-    unsigned inflight;        /* slots on that list */
-    petrel__list_t zombies;   /* answered, their output not written yet */
-    uint32_t head_start; /* rbuf offset of the head of the request being parsed */
-    uint32_t hdr_bytes;  /* header section bytes so far */
-    uint32_t body_end;   /* rbuf offset after the last body bytes, or UINT32_MAX */
-    uint16_t err_status; /* status for an HPE_USER error */
-    uint16_t hdr_cap;    /* capacity of req->headers */
+    petrel_req_t *req;      /* the request being parsed (its slot: SLOT(req)) */
+    h1req_t *first, *last;  /* dispatched and not yet answered, in order */
+    unsigned inflight;      /* slots on that list */
+    petrel__list_t zombies; /* answered, their output not written yet */
+    uint32_t head_start;    /* rbuf offset of the head of the request being parsed */
+    uint32_t hdr_bytes;     /* header section bytes so far */
+    uint32_t body_end;      /* rbuf offset after the last body bytes, or UINT32_MAX */
+    uint16_t err_status;    /* status for an HPE_USER error */
+    uint16_t hdr_cap;       /* capacity of req->headers */
     uint8_t host_count;
     uint8_t te_chunked;
     size_t body_cap;
@@ -147,7 +148,7 @@ static h1_t *h1_get(petrel__conn_t *c)
     }
     stats.states++;
     h1->c = c;
-    h1->flags = 0;
+    h1->flags = H1_TABS; /* its first bytes are not scanned yet */
     h1->req = NULL;
     h1->first = h1->last = NULL;
     h1->inflight = 0;
@@ -193,9 +194,15 @@ static void h1_idle_release(h1_t *h1)
     }
 }
 
-void petrel__http1_stats(petrel__http1_stats_t *st) { *st = stats; }
+void petrel__http1_stats(petrel__http1_stats_t *st)
+{
+    *st = stats;
+}
 
-void petrel__http1_set_upgrade_hook(petrel__http1_upgrade_hook_t hook) { upgrade_hook = hook; }
+void petrel__http1_set_upgrade_hook(petrel__http1_upgrade_hook_t hook)
+{
+    upgrade_hook = hook;
+}
 
 /* Input is wanted unless the exchange is closing (or takes no new request
  * and none is arriving), waits for output that refers to request memory,
@@ -210,7 +217,10 @@ static inline bool want_input(const h1_t *h1)
     return list_empty(&h1->zombies) && h1->inflight < h1->c->cs->cfg->max_pipelined;
 }
 
-static void h1_events(h1_t *h1) { petrel__conn_pause(h1->c, !want_input(h1)); }
+static void h1_events(h1_t *h1)
+{
+    petrel__conn_pause(h1->c, !want_input(h1));
+}
 
 /* ------------------------------------------------------------------------ */
 /* Spans of the read buffer                                                 */
@@ -365,7 +375,10 @@ static int on_header_value(llhttp_t *p, const char *at, size_t len)
     return span_add(&r->headers[r->nheaders - 1].value, at, len) ? 0 : fail(h1, 400);
 }
 
-static inline bool is_ows(char ch) { return ch == ' ' || ch == '\t'; }
+static inline bool is_ows(char ch)
+{
+    return ch == ' ' || ch == '\t';
+}
 
 #define NAME_IS(h, lit) petrel__str_ieq((h)->name.ptr, (h)->name.len, lit, sizeof(lit) - 1)
 
@@ -392,9 +405,10 @@ static bool next_token(const char **s, const char *end, petrel_str_t *tok)
 /* Bytes allowed in a reg-name or IPv4 host (RFC 3986 §3.2.2): unreserved,
  * sub-delims and '%' of pct-encoded. */
 static const uint8_t host_char[256] = {
-    ['a' ... 'z'] = 1, ['A' ... 'Z'] = 1, ['0' ... '9'] = 1, ['-'] = 1, ['.'] = 1, ['_'] = 1,
-    ['~'] = 1, ['!'] = 1, ['$'] = 1, ['&'] = 1, ['\''] = 1, ['('] = 1, [')'] = 1, ['*'] = 1,
-    ['+'] = 1, [','] = 1, [';'] = 1, ['='] = 1, ['%'] = 1,
+    ['a' ... 'z'] = 1, ['A' ... 'Z'] = 1, ['0' ... '9'] = 1, ['-'] = 1, ['.'] = 1,
+    ['_'] = 1,         ['~'] = 1,         ['!'] = 1,         ['$'] = 1, ['&'] = 1,
+    ['\''] = 1,        ['('] = 1,         [')'] = 1,         ['*'] = 1, ['+'] = 1,
+    [','] = 1,         [';'] = 1,         ['='] = 1,         ['%'] = 1,
 };
 
 /* RFC 9110 §7.2: Host = uri-host [ ":" port ]; reg-name, IPv4 or IP-literal. */
@@ -776,9 +790,9 @@ static void str_out(petrel_arena_t *a, petrel_str_t *str, const char *lo, const 
     }
 }
 
-/* The handler holds `s` beyond the connection's care (petrel.h, "Waiting for work the handler started":
- * it was aborted, or answered 504 by petrel): its head is copied out of the
- * read buffer, which goes on without it, and it is freed by ops->release. */
+/* The handler holds `s` beyond the connection's care (petrel.h, "Waiting for work the handler
+ * started": it was aborted, or answered 504 by petrel): its head is copied out of the read buffer,
+ * which goes on without it, and it is freed by ops->release. */
 static void slot_hold(h1req_t *s)
 {
     petrel__conn_t *c = s->h1->c;
@@ -823,6 +837,7 @@ static petrel_req_t *req_begin(h1_t *h1)
     if (s == NULL)
         return NULL;
     h1->req = &s->req;
+    petrel__req_started(&s->req, 0);
     h1->hdr_cap = 16;
     h1->body_cap = 0;
     h1->body_end = UINT32_MAX;
@@ -969,6 +984,13 @@ static void send_error(h1_t *h1, int status)
     petrel_req_t *r = h1->req;
     h1->flags &= ~H1_KEEPALIVE;
     h1->flags |= H1_ERROR | H1_LAST;
+    petrel__conn_close_why(c, status == 413 || status == 414 || status == 431
+                                  ? PETREL__CLOSE_LIMIT
+                                  : PETREL__CLOSE_ERROR);
+    if (r->_resp->sent) {
+        h1->flags |= H1_CLOSING;
+        return;
+    }
     if (r->version == 0)
         r->version = 11;
     if (!(h1->flags & H1_HEAD_DONE)) {
@@ -1031,8 +1053,8 @@ static int status_for_error(h1_t *h1, llhttp_errno_t e)
         if (eol == NULL)
             return 400;
         const char *v = eol - (eol > s && eol[-1] == '\r' ? 1 : 0) - 8;
-        if (v > s && v[-1] == ' ' && memcmp(v, "HTTP/", 5) == 0 && v[5] >= '0' &&
-            v[5] <= '9' && v[5] != '1' && v[6] == '.' && v[7] >= '0' && v[7] <= '9')
+        if (v > s && v[-1] == ' ' && memcmp(v, "HTTP/", 5) == 0 && v[5] >= '0' && v[5] <= '9' &&
+            v[5] != '1' && v[6] == '.' && v[7] >= '0' && v[7] <= '9')
             return 505;
         return 400;
     }
@@ -1129,12 +1151,16 @@ static void process(h1_t *h1)
         }
         char *start = c->rbuf + c->rpos;
         size_t n = c->rlen - c->rpos;
-        if (!(h1->flags & H1_HEAD_DONE)) {
+        if ((h1->flags & (H1_HEAD_DONE | H1_TABS)) == H1_TABS) {
+            /* scanned again only while an HTAB may be left: once per read
+             * when there is none (h1_read), not once per pipelined request */
             char *tab = memchr(start, '\t', n);
             if (unlikely(tab != NULL)) {
                 n = ows_tabs(c->rbuf + h1->head_start, start, n, tab);
                 if (n == 0)
                     break; /* wait for the rest of the line */
+            } else {
+                h1->flags &= ~H1_TABS;
             }
         }
         llhttp_errno_t e = llhttp_execute(&h1->parser, start, n);
@@ -1160,9 +1186,8 @@ static void process(h1_t *h1)
             continue;
         }
         int status = status_for_error(h1, e);
-        petrel_log(PETREL_LOG_DEBUG, "request %llu: %s (%s) -> %d",
-                   (unsigned long long)h1->req->id, llhttp_errno_name(e),
-                   llhttp_get_error_reason(&h1->parser), status);
+        petrel_log(PETREL_LOG_DEBUG, "request %llu: %s (%s) -> %d", (unsigned long long)h1->req->id,
+                   llhttp_errno_name(e), llhttp_get_error_reason(&h1->parser), status);
         c->rpos = c->rlen;
         send_error(h1, status);
         if (c->proto != h1)
@@ -1256,8 +1281,7 @@ static void h1_written(petrel__conn_t *c)
     if (h1->first != NULL) {
         /* requests in flight: read on (pipelined ones) unless at the limit */
         h1_events(h1);
-        if (h1->req == NULL && c->rpos < c->rlen && want_input(h1) &&
-            !(h1->flags & H1_IN_PROCESS))
+        if (h1->req == NULL && c->rpos < c->rlen && want_input(h1) && !(h1->flags & H1_IN_PROCESS))
             process(h1);
         return;
     }
@@ -1318,6 +1342,8 @@ static void h1_read(petrel__conn_t *c)
             petrel__conn_close(c);
             return;
         }
+        if (n > 0 && memchr(c->rbuf + c->rlen - (uint32_t)n, '\t', (size_t)n))
+            h1->flags |= H1_TABS;
         if (n == 0) {
             if (!(c->flags & CONN_EOF)) {
                 if (h1_empty(h1))
@@ -1362,6 +1388,7 @@ static void h1_start(petrel__conn_t *c)
         petrel__conn_close(c);
         return;
     }
+    h1->flags |= H1_TABS; /* bytes read before: not scanned */
     if (c->rpos < c->rlen) {
         process(h1);
         if (c->proto != h1 || (c->flags & CONN_CLOSED) || c->rbuf == NULL || c->rlen < c->rcap)
@@ -1712,6 +1739,6 @@ static const char *h1_peer(petrel_req_t *req)
 }
 
 static const petrel_proto_t h1_proto = {
-    "http/1.1", h1_send, h1_stream_write, h1_stream_end, h1_peer, h1_release, h1_broken,
-    h1_buffered,
+    "http/1.1", h1_send,    h1_stream_write, h1_stream_end,
+    h1_peer,    h1_release, h1_broken,       h1_buffered,
 };

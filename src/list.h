@@ -17,8 +17,14 @@ typedef struct petrel__list {
     struct petrel__list *prev, *next;
 } petrel__list_t;
 
-static inline void list_init(petrel__list_t *l) { l->prev = l->next = l; }
-static inline bool list_empty(const petrel__list_t *l) { return l->next == l; }
+static inline void list_init(petrel__list_t *l)
+{
+    l->prev = l->next = l;
+}
+static inline bool list_empty(const petrel__list_t *l)
+{
+    return l->next == l;
+}
 static inline void list_unlink(petrel__list_t *n)
 {
     n->prev->next = n->next;

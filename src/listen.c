@@ -5,7 +5,10 @@
  * at --max-connections, or when the process is out of descriptors, the
  * listeners leave the epoll set until a connection goes away (and, for
  * EMFILE and the like, every PETREL__ACCEPT_RETRY_MS), so a worker never
- * spins on a listener it cannot serve.
+ * spins on a listener it cannot serve.  The admin listeners (--admin-listen)
+ * accept into the admin server's connections, paused and closed apart from
+ * the public ones: a drain closes the public listeners, the admin port
+ * answers until the worker exits.
  */
 #include "server.h"
 
@@ -25,6 +28,7 @@
 struct petrel__listener {
     petrel__io_t io;
     petrel_server_t *srv;
+    bool admin; /* an admin listener: its connections are srv->admin's */
 };
 
 /* Per worker process (doc/architecture.md, "Processes"). */
@@ -33,10 +37,25 @@ static petrel__tq_t accept_retry_q;
 static unsigned accept_failures; /* EMFILE and the like since the last accept */
 static petrel_server_t *retry_srv;
 
-static void pause_accepts(petrel_server_t *srv)
+/* Stop polling the listeners of one kind (public or admin). */
+static void stop_kind(petrel_server_t *srv, bool admin)
 {
-    petrel__listen_stop(srv);
-    srv->accept_paused = true;
+    if (srv->listeners == NULL)
+        return;
+    for (int i = 0; i < srv->nlistens; i++) {
+        petrel__listener_t *l = &srv->listeners[i];
+        if (l->admin == admin && l->io.fd >= 0 && l->io.events)
+            petrel__io_del(petrel__loop, &l->io);
+    }
+}
+
+static void pause_accepts(petrel_server_t *srv, bool admin)
+{
+    stop_kind(srv, admin);
+    if (admin)
+        srv->admin_paused = true;
+    else
+        srv->accept_paused = true;
 }
 
 static void on_accept(petrel__io_t *io, uint32_t events)
@@ -44,12 +63,12 @@ static void on_accept(petrel__io_t *io, uint32_t events)
     (void)events;
     petrel__listener_t *l = (petrel__listener_t *)io;
     petrel_server_t *srv = l->srv;
-    petrel__conns_t *cs = &srv->conns;
+    petrel__conns_t *cs = l->admin ? &srv->admin->conns : &srv->conns;
     if (cs->draining || io->fd < 0)
         return; /* an event of this turn for a listener we just closed */
     for (int i = 0; i < PETREL__ACCEPT_BATCH; i++) {
-        if (cs->n >= srv->cfg.max_connections) {
-            pause_accepts(srv); /* until a connection goes away */
+        if (cs->n >= cs->cfg->max_connections) {
+            pause_accepts(srv, l->admin); /* until a connection goes away */
             return;
         }
         union {
@@ -72,7 +91,7 @@ static void on_accept(petrel__io_t *io, uint32_t events)
                                "accept: %s; pausing accepts, retrying every %d ms and "
                                "whenever a connection closes",
                                strerror(errno), PETREL__ACCEPT_RETRY_MS);
-                pause_accepts(srv);
+                pause_accepts(srv, l->admin);
                 petrel__timer_arm(petrel__loop, &accept_retry, &accept_retry_q);
                 return;
             }
@@ -92,21 +111,30 @@ static void on_accept(petrel__io_t *io, uint32_t events)
 
 static bool may_resume(const petrel_server_t *srv)
 {
-    return srv->accept_paused && !srv->conns.draining &&
-           srv->conns.n < srv->cfg.max_connections;
+    return srv->accept_paused && !srv->conns.draining && srv->conns.n < srv->cfg.max_connections;
+}
+
+static bool admin_may_resume(const petrel_server_t *srv)
+{
+    return srv->admin_paused && srv->admin && srv->admin->conns.n < srv->admin->cfg.max_connections;
+}
+
+static void resume(petrel_server_t *srv)
+{
+    if (may_resume(srv) || admin_may_resume(srv))
+        petrel__listen_start(srv);
 }
 
 static void on_accept_retry_fire(petrel__timer_t *t)
 {
     (void)t;
-    if (retry_srv && may_resume(retry_srv))
-        petrel__listen_start(retry_srv);
+    if (retry_srv)
+        resume(retry_srv);
 }
 
 void petrel__listen_on_gone(petrel_server_t *srv)
 {
-    if (may_resume(srv))
-        petrel__listen_start(srv);
+    resume(srv);
 }
 
 int petrel__listen_start(petrel_server_t *srv)
@@ -119,6 +147,7 @@ int petrel__listen_start(petrel_server_t *srv)
             ls[i].io.fd = srv->listens[i].fd;
             ls[i].io.cb = on_accept;
             ls[i].srv = srv;
+            ls[i].admin = srv->listens[i].admin && srv->admin;
         }
         srv->listeners = ls;
         retry_srv = srv;
@@ -128,30 +157,37 @@ int petrel__listen_start(petrel_server_t *srv)
         if (rc < 0)
             return rc;
     }
+    bool pub = !srv->conns.draining && srv->conns.n < srv->cfg.max_connections;
+    bool adm = srv->admin && srv->admin->conns.n < srv->admin->cfg.max_connections;
     for (int i = 0; i < srv->nlistens; i++) {
         petrel__listener_t *l = &srv->listeners[i];
-        if (l->io.fd >= 0 && l->io.events == 0 && petrel__io_add(petrel__loop, &l->io, EPOLLIN) < 0)
+        if (!(l->admin ? adm : pub))
+            continue;
+        /* a socket every worker shares (systemd's): one worker woken per
+         * connection, not all of them */
+        uint32_t ev = EPOLLIN | (srv->listens[i].inherited >= 0 ? EPOLLEXCLUSIVE : 0);
+        if (l->io.fd >= 0 && l->io.events == 0 && petrel__io_add(petrel__loop, &l->io, ev) < 0)
             return PETREL_EIO;
     }
-    srv->accept_paused = false;
+    if (pub)
+        srv->accept_paused = false;
+    if (adm)
+        srv->admin_paused = false;
     return 0;
 }
 
 void petrel__listen_stop(petrel_server_t *srv)
 {
-    if (srv->listeners == NULL)
-        return;
-    for (int i = 0; i < srv->nlistens; i++) {
-        petrel__listener_t *l = &srv->listeners[i];
-        if (l->io.fd >= 0 && l->io.events)
-            petrel__io_del(petrel__loop, &l->io);
-    }
+    stop_kind(srv, false);
 }
 
-void petrel__listen_close(petrel_server_t *srv)
+static void close_kind(petrel_server_t *srv, bool admin)
 {
-    petrel__listen_stop(srv);
+    stop_kind(srv, admin);
     for (int i = 0; i < srv->nlistens; i++) {
+        bool is_admin = srv->listens[i].admin && srv->admin;
+        if (is_admin != admin)
+            continue;
         if (srv->listens[i].fd >= 0) {
             close(srv->listens[i].fd);
             srv->listens[i].fd = -1;
@@ -159,4 +195,14 @@ void petrel__listen_close(petrel_server_t *srv)
         if (srv->listeners)
             srv->listeners[i].io.fd = -1;
     }
+}
+
+void petrel__listen_close(petrel_server_t *srv)
+{
+    close_kind(srv, false);
+}
+
+void petrel__listen_close_admin(petrel_server_t *srv)
+{
+    close_kind(srv, true);
 }

@@ -1,26 +1,31 @@
 /*
- * log.c -- the byte sinks of logging: the error log (stderr, with levels)
- * and the access log's file, buffered per worker and written at most once a
- * second or when the buffer fills, so that logging costs a format, not a
- * syscall, per request.  What an access log line says is accesslog.c's.
+ * log.c -- the byte sinks of logging: the error log (stderr, which
+ * --error-log makes a file, with levels) and the access log's file,
+ * buffered per worker and written at most once a second or when the buffer
+ * fills, so that logging costs a format, not a syscall, per request.  Both
+ * files are opened again by name on SIGUSR1 (logrotate's convention).  What
+ * an access log line says is accesslog.c's.
  */
 #include "log.h"
 
+#include "metrics.h"
 #include "petrel.h"
 
 #include <errno.h>
 #include <fcntl.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <time.h>
 #include <unistd.h>
 
 int petrel__log_level = PETREL_LOG_INFO;
 bool petrel__alog_on;
+uint64_t petrel__log_req;
 
 static const char *const level_name[] = {"error", "warn", "info", "debug"};
 
-void petrel_log(int level, const char *fmt, ...)
+void petrel__vlog(int level, uint64_t id, const char *fmt, va_list ap)
 {
     if (level > petrel__log_level)
         return;
@@ -30,11 +35,13 @@ void petrel_log(int level, const char *fmt, ...)
     localtime_r(&now, &tm);
     int n = (int)strftime(buf, sizeof(buf), "%Y-%m-%d %H:%M:%S ", &tm);
     n += snprintf(buf + n, sizeof(buf) - (size_t)n, "[%s] [%d] ",
-                  level_name[level < 0 ? 0 : level > 3 ? 3 : level], (int)getpid());
-    va_list ap;
-    va_start(ap, fmt);
+                  level_name[level < 0   ? 0
+                             : level > 3 ? 3
+                                         : level],
+                  (int)getpid());
+    if (id)
+        n += snprintf(buf + n, sizeof(buf) - (size_t)n, "request %llu: ", (unsigned long long)id);
     int m = vsnprintf(buf + n, sizeof(buf) - (size_t)n - 1, fmt, ap);
-    va_end(ap);
     if (m < 0)
         m = 0;
     n += m;
@@ -43,6 +50,54 @@ void petrel_log(int level, const char *fmt, ...)
     buf[n++] = '\n';
     ssize_t w = write(STDERR_FILENO, buf, (size_t)n);
     (void)w;
+}
+
+void petrel_log(int level, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    petrel__vlog(level, petrel__log_req, fmt, ap);
+    va_end(ap);
+}
+
+void petrel_req_log(const petrel_req_t *req, int level, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    petrel__vlog(level, req ? req->id : 0, fmt, ap);
+    va_end(ap);
+}
+
+/* ------------------------------------------------------------------------ */
+/* Files, opened again on SIGUSR1                                           */
+
+static char *elog_path, *alog_path;
+
+/* Open `path` for appending onto descriptor `fd` (the number stays). */
+static int open_onto(const char *path, int fd)
+{
+    int nfd = open(path, O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC, 0644);
+    if (nfd < 0)
+        return PETREL_EIO;
+    if (nfd != fd) {
+        if (dup3(nfd, fd, 0) < 0) { /* the error log keeps no O_CLOEXEC: stderr */
+            int e = errno;
+            close(nfd);
+            errno = e;
+            return PETREL_EIO;
+        }
+        close(nfd);
+    }
+    return 0;
+}
+
+int petrel__elog_open(const char *path)
+{
+    if (open_onto(path, STDERR_FILENO) < 0)
+        return PETREL_EIO;
+    free(elog_path);
+    elog_path = strdup(path);
+    return 0;
 }
 
 /* ------------------------------------------------------------------------ */
@@ -57,12 +112,40 @@ int petrel__alog_open(const char *path)
     if (strcmp(path, "-") == 0) {
         alog_fd = STDOUT_FILENO;
     } else {
-        alog_fd = open(path, O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC, 0644);
-        if (alog_fd < 0)
+        int fd = open(path, O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC, 0644);
+        if (fd < 0)
             return PETREL_EIO;
+        if (alog_fd > STDERR_FILENO)
+            close(alog_fd);
+        alog_fd = fd;
+        free(alog_path);
+        alog_path = strdup(path);
     }
     petrel__alog_on = true;
+    petrel__req_measure |= PETREL__MEASURE_LOG; /* the lines carry durations */
     return 0;
+}
+
+int petrel__logs_reopen(void)
+{
+    int rc = 0;
+    if (elog_path && open_onto(elog_path, STDERR_FILENO) < 0) {
+        petrel_log(PETREL_LOG_ERROR, "SIGUSR1: cannot open the error log %s again: %s", elog_path,
+                   strerror(errno));
+        rc = PETREL_EIO;
+    }
+    if (alog_path && alog_fd >= 0) {
+        petrel__alog_flush(); /* the lines so far go to the file they belong to */
+        int nfd = open(alog_path, O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC, 0644);
+        if (nfd < 0 || dup3(nfd, alog_fd, O_CLOEXEC) < 0) {
+            petrel_log(PETREL_LOG_ERROR, "SIGUSR1: cannot open the access log %s again: %s",
+                       alog_path, strerror(errno));
+            rc = PETREL_EIO;
+        }
+        if (nfd >= 0)
+            close(nfd);
+    }
+    return rc;
 }
 
 bool petrel__alog_write(const char *line, size_t n)
@@ -90,4 +173,3 @@ void petrel__alog_flush(void)
     }
     alog_len = 0;
 }
-

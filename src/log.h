@@ -7,9 +7,27 @@
 #define PETREL_LOG_H
 
 #include <stdbool.h>
+#include <stdarg.h>
 #include <stddef.h>
+#include <stdint.h>
 
 extern int petrel__log_level;
+
+/* The request being served (its id, 0 for none): petrel_log() lines carry
+ * "request ID: " while it is set.  Set around a handler's call and the
+ * stream calls (request.c, response.c). */
+extern uint64_t petrel__log_req;
+/* Write a line of the error log about request `id` (0: none). */
+void petrel__vlog(int level, uint64_t id, const char *fmt, va_list ap);
+
+/* --error-log FILE: open it (appending) as the process's standard error,
+ * so that what else writes there (a sanitizer's report) goes with it.
+ * 0, or PETREL_EIO with errno set. */
+int petrel__elog_open(const char *path);
+/* SIGUSR1: open the error log and the access log files again, by name
+ * (after logrotate moved them).  The old descriptors' numbers are kept.
+ * 0, or PETREL_EIO (logged; the old files stay in use). */
+int petrel__logs_reopen(void);
 
 /* Open the access log file ("-": standard output).  0, or PETREL_EIO with
  * errno set. */

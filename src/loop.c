@@ -3,7 +3,8 @@
  *
  * Level-triggered epoll: a connection reads once per readiness and answers
  * everything it read with one writev, so a batch of pipelined requests costs
- * one read and one write.  The clock is read once per loop turn; the Date
+ * one read and one write.  The clock is read once per loop turn (a request's
+ * duration starts at the turn that read its first bytes); the Date
  * header string is formatted when the second changes.
  */
 #include "loop.h"
@@ -24,9 +25,8 @@ static const char month[12][4] = {"Jan", "Feb", "Mar", "Apr", "May", "Jun",
 
 void petrel__loop_update_time(petrel__loop_t *loop)
 {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC_COARSE, &ts);
-    loop->now_ms = (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
+    loop->now_ns = petrel__clock_ns();
+    loop->now_ms = loop->now_ns / 1000000;
     time_t now = time(NULL);
     if (now != loop->now_sec) {
         struct tm tm;
@@ -34,8 +34,7 @@ void petrel__loop_update_time(petrel__loop_t *loop)
         gmtime_r(&now, &tm);
         petrel_http_date_format(now, loop->date); /* RFC 9110 §5.6.7 IMF-fixdate */
         snprintf(loop->log_time, sizeof(loop->log_time), "%02d/%s/%04d:%02d:%02d:%02d +0000",
-                 tm.tm_mday, month[tm.tm_mon], tm.tm_year + 1900, tm.tm_hour, tm.tm_min,
-                 tm.tm_sec);
+                 tm.tm_mday, month[tm.tm_mon], tm.tm_year + 1900, tm.tm_hour, tm.tm_min, tm.tm_sec);
     }
 }
 
@@ -268,8 +267,8 @@ static int next_timeout(petrel__loop_t *loop)
     if (best <= loop->now_ms)
         return 0;
     uint64_t d = best - loop->now_ms;
-    /* COARSE clock ticks every few ms: round up so the deadline has passed. */
-    return d > 86400000 ? 86400000 : (int)d + 5;
+    /* now_ms is truncated: round up so that the deadline has passed. */
+    return d > 86400000 ? 86400000 : (int)d + 1;
 }
 
 static void expire(petrel__loop_t *loop)

@@ -47,12 +47,13 @@ typedef struct petrel__pending {
     void (*cb)(struct petrel__pending *p);
 } petrel__pending_t;
 
-#define PETREL__LOOP_MAX_TQ 16
+#define PETREL__LOOP_MAX_TQ 32
 
 struct petrel__loop {
     int epfd;
     bool stop;
     uint64_t now_ms;   /* monotonic ms, refreshed once per loop turn */
+    uint64_t now_ns;   /* the same instant in ns (request durations start here) */
     time_t now_sec;    /* wall clock seconds of `date` */
     char date[32];     /* "Sun, 06 Nov 1994 08:49:37 GMT", once a second */
     char log_time[32]; /* "06/Nov/1994:08:49:37 +0000" for the access log */
@@ -94,6 +95,14 @@ static inline void petrel__pending_add(petrel__loop_t *loop, petrel__pending_t *
 {
     if (list_empty(&p->node))
         list_append(&loop->pending, &p->node);
+}
+
+/* Monotonic ns now (not the loop turn's time): the end of a request. */
+static inline uint64_t petrel__clock_ns(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (uint64_t)ts.tv_sec * 1000000000 + (uint64_t)ts.tv_nsec;
 }
 
 /* The loop of this worker process. */

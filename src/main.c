@@ -7,4 +7,7 @@
 
 extern const petrel_module_t *const petrel__builtin_modules[];
 
-int main(int argc, char **argv) { return petrel_main(argc, argv, petrel__builtin_modules); }
+int main(int argc, char **argv)
+{
+    return petrel_main(argc, argv, petrel__builtin_modules);
+}

@@ -9,8 +9,8 @@
  * transaction of the batches it got (PQpipelineSync writes: one write per
  * connection and turn, and the server flushes its answers once per
  * transaction too).  A batch that may write or lock rows (sql_writes) is
- * the last of its transaction: its locks are held for no other request.  The server answers the transactions of a connection
- * in order; a connection keeps the batches it sent in `sent`, and a
+ * the last of its transaction: its locks are held for no other request.  The server answers the
+ * transactions of a connection in order; a connection keeps the batches it sent in `sent`, and a
  * cursor says which query of which batch the next result belongs to.
  * Results are held until the transaction's Sync arrives, then the
  * callbacks run in order.  A transaction that failed was rolled back
@@ -29,6 +29,10 @@
  * address during a connect), and the number may be reused at once by the
  * next socket anyone opens: a watch is stopped right after the libpq call
  * that made its descriptor go, before anything else runs (sync_fd()).
+ *
+ * Why this file is over 1,000 lines: it is the one file that touches
+ * libpq; the pool, the batches and their transactions, the retries and
+ * the cancels share one connection state machine.
  */
 #include "config.h"
 

@@ -2,16 +2,19 @@
  * proto.h -- the contract between the protocols (http1.c, h2.c, ws.c) and
  * the framework above them (request.c, response.c, router.c, accesslog.c).
  *
- * A protocol builds a petrel_req_t (in an arena scope of its own), hands it
- * to petrel__req_dispatch() and reports its end to petrel__req_finished();
+ * A protocol builds a petrel_req_t (in an arena scope of its own), reports
+ * its start to petrel__req_started(), hands it to petrel__req_dispatch()
+ * and reports its end to petrel__req_finished();
  * the request API answers through req->_proto, the protocol's response
  * operations.  Handlers never learn which protocol carried a request.
  */
 #ifndef PETREL_PROTO_H
 #define PETREL_PROTO_H
 
+#include "arena.h"
 #include "log.h"
 #include "loop.h"
+#include "metrics.h"
 #include "petrel.h"
 #include "settings.h"
 
@@ -141,13 +144,44 @@ void petrel__req_release(petrel_req_t *req);
  * at the end, release every abandoned request a handler still holds. */
 int petrel__req_worker_init(const petrel__config_t *cfg);
 void petrel__req_worker_fini(void);
-/* The access log line of a request (accesslog.c). */
-void petrel__req_log(petrel_req_t *req, uint64_t bytes);
-/* The response of `req` is complete (queued whole), with `bytes` of body. */
-static inline void petrel__req_finished(petrel_req_t *req, uint64_t bytes)
+/* The access log formats (--access-log-format; accesslog.c). */
+enum { PETREL__ALOG_COMBINED, PETREL__ALOG_JSON };
+extern int petrel__alog_format;
+/* The admin listener's server: its requests are neither logged nor
+ * counted (set by the server layer; NULL: none). */
+extern petrel_server_t *petrel__quiet_server;
+
+/* A request begins (its first bytes were read; `req->arena` held `base`
+ * bytes when its scope began): its start time and the base of its memory. */
+static inline void petrel__req_started(petrel_req_t *req, size_t base)
 {
-    if (petrel__alog_on)
-        petrel__req_log(req, bytes);
+    if (petrel__req_measure) {
+        req->_t0 = petrel__loop->now_ns;
+        req->_a0 = base;
+    }
+}
+/* The access log line of a request, with its duration (ns) and arena
+ * high-water. */
+void petrel__req_log(petrel_req_t *req, uint64_t bytes, uint64_t dur_ns, uint64_t arena_high);
+/* The response of `req` is complete (queued whole), with `bytes` of body:
+ * every protocol calls this once per request it started.  Its counts and
+ * its access log line; the admin listener's requests have neither.  On the
+ * path of every request: inline, one clock read. */
+__attribute__((always_inline)) static inline void petrel__req_finished(petrel_req_t *req,
+                                                                       uint64_t bytes)
+{
+    unsigned measure = petrel__req_measure;
+    if (!measure || req->server == petrel__quiet_server)
+        return;
+    uint64_t dur = petrel__clock_ns() - req->_t0;
+    /* a request's scope only grows (nothing is freed in an arena but by a
+     * reset to a mark), so what it holds at the end is its high-water mark
+     * -- unless its handler rewound marks of its own */
+    uint64_t high = req->arena->bytes - req->_a0;
+    if (measure & PETREL__MEASURE_COUNT)
+        petrel__metrics_request(req->version, req->method, req->_resp->status, dur, high);
+    if (measure & PETREL__MEASURE_LOG)
+        petrel__req_log(req, bytes, dur, high);
 }
 
 /* ------------------------------------------------------------------------ */

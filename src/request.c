@@ -53,7 +53,10 @@ const char *petrel_req_query(petrel_req_t *req, const char *name)
     return NULL;
 }
 
-const char *petrel_req_peer(petrel_req_t *req) { return req->_proto->peer(req); }
+const char *petrel_req_peer(petrel_req_t *req)
+{
+    return req->_proto->peer(req);
+}
 
 void petrel__req_dispatch(petrel_req_t *req)
 {
@@ -66,8 +69,8 @@ void petrel__req_dispatch(petrel_req_t *req)
         petrel_send(req, 204, NULL, "", 0);
         return;
     }
-    int st = petrel__router_match(petrel__server_routes(req->server), req->method, req->path.ptr, req->path.len,
-                                  req->arena, &m);
+    int st = petrel__router_match(petrel__server_routes(req->server), req->method, req->path.ptr,
+                                  req->path.len, req->arena, &m);
     if (st) {
         if (st == 405) {
             char allow[96];
@@ -80,7 +83,10 @@ void petrel__req_dispatch(petrel_req_t *req)
     req->params = m.params;
     req->nparams = m.nparams;
     req->route_data = m.data;
+    uint64_t outer = petrel__log_req; /* petrel_log() lines of the handler carry its id */
+    petrel__log_req = req->id;
     int rc = m.handler(req, m.data);
+    petrel__log_req = outer;
     petrel_resp_t *resp = req->_resp;
     if ((rc == 0 || rc == PETREL_LATER) && resp->sent) {
         /* answered, or streaming: the handler ends the stream later */
@@ -122,4 +128,3 @@ void petrel__req_dispatch(petrel_req_t *req)
         petrel_stream_end(req);
     }
 }
-

@@ -2,8 +2,8 @@
  * response.c -- the protocol-neutral response API.  It records status,
  * headers and body on the request, then hands them to the protocol module
  * that carried the request (req->_proto: http1.c or h2.c).  Also the
- * waiting of requests whose handler answers later (petrel.h, "Waiting for work the handler started"):
- * the handler timeout, aborts, and the requests a handler still holds.
+ * waiting of requests whose handler answers later (petrel.h, "Waiting for work the handler
+ * started"): the handler timeout, aborts, and the requests a handler still holds.
  */
 #include "proto.h"
 
@@ -30,13 +30,20 @@ static bool reserved(const char *name, size_t n)
 {
 #define IS(lit) petrel__str_ieq(name, n, lit, sizeof(lit) - 1)
     switch (n) {
-    case 4: return IS("date");
-    case 6: return IS("server");
-    case 7: return IS("upgrade");
-    case 10: return IS("connection") || IS("keep-alive");
-    case 14: return IS("content-length");
-    case 17: return IS("transfer-encoding");
-    default: return false;
+    case 4:
+        return IS("date");
+    case 6:
+        return IS("server");
+    case 7:
+        return IS("upgrade");
+    case 10:
+        return IS("connection") || IS("keep-alive");
+    case 14:
+        return IS("content-length");
+    case 17:
+        return IS("transfer-encoding");
+    default:
+        return false;
     }
 #undef IS
 }
@@ -125,8 +132,7 @@ int petrel_send_text(petrel_req_t *req, int status, const char *type, const char
     return petrel_send(req, status, type, text, strlen(text));
 }
 
-int petrel_send_copy(petrel_req_t *req, int status, const char *type, const void *body,
-                     size_t len)
+int petrel_send_copy(petrel_req_t *req, int status, const char *type, const void *body, size_t len)
 {
     if (req->_resp->abandoned)
         return gone(req);
@@ -137,7 +143,10 @@ int petrel_send_copy(petrel_req_t *req, int status, const char *type, const void
     return petrel_send(req, status, type, p, len);
 }
 
-static void close_fd(void *p) { close((int)(intptr_t)p); }
+static void close_fd(void *p)
+{
+    close((int)(intptr_t)p);
+}
 
 int petrel_send_fd(petrel_req_t *req, int status, const char *type, int fd, off_t offset,
                    size_t len, int close_when_done)
@@ -188,7 +197,11 @@ int petrel_stream_write(petrel_req_t *req, const void *data, size_t len)
         return PETREL_EIO; /* the handler lets go with petrel_stream_end() */
     if (!r->sent || r->ended || r->body_kind != BODY_STREAM)
         return PETREL_ESTATE;
-    return req->_proto->stream_write(req, data, len);
+    uint64_t outer = petrel__log_req; /* what it logs is about this request */
+    petrel__log_req = req->id;
+    int rc = req->_proto->stream_write(req, data, len);
+    petrel__log_req = outer;
+    return rc;
 }
 
 int petrel_stream_end(petrel_req_t *req)
@@ -201,7 +214,11 @@ int petrel_stream_end(petrel_req_t *req)
     petrel__resp_drain_off(r);
     r->ended = true;
     r->holds = r->timed_out; /* after a 504 of its own, petrel keeps it for the handler */
-    return req->_proto->stream_end(req, r);
+    uint64_t outer = petrel__log_req;
+    petrel__log_req = req->id;
+    int rc = req->_proto->stream_end(req, r);
+    petrel__log_req = outer;
+    return rc;
 }
 
 /* Backpressure (petrel.h: petrel_stream_on_drain) */
@@ -252,7 +269,8 @@ int petrel_stream_on_drain(petrel_req_t *req, size_t mark, petrel_stream_drain_c
 }
 
 /* ------------------------------------------------------------------------ */
-/* Waiting (petrel.h, "Waiting for work the handler started"): the handler timeout, aborts, and the      */
+/* Waiting (petrel.h, "Waiting for work the handler started"): the handler timeout, aborts, and the
+ */
 /* requests a handler still holds after an abort.  Per worker process.      */
 
 /* Per worker process (doc/architecture.md, "Processes"). */
@@ -270,8 +288,9 @@ static void on_handler_timer(petrel__timer_t *t)
     }
     /* a waiting request past --handler-timeout: 504 (RFC 9110 §15.6.5),
      * then it is aborted like one whose client left */
-    petrel_log(PETREL_LOG_WARN, "request %llu %s %s: no response from its handler within "
-                                "--handler-timeout: 504",
+    petrel_log(PETREL_LOG_WARN,
+               "request %llu %s %s: no response from its handler within "
+               "--handler-timeout: 504",
                (unsigned long long)req->id, req->method_name.ptr, req->path.ptr);
     r->timed_out = true; /* the handler still has it: its next call lets go */
     petrel_send_status(req, 504);
@@ -344,4 +363,7 @@ int petrel_req_on_abort(petrel_req_t *req, petrel_abort_cb cb, void *data)
     return 0;
 }
 
-int petrel_req_aborted(const petrel_req_t *req) { return req->_resp->abandoned; }
+int petrel_req_aborted(const petrel_req_t *req)
+{
+    return req->_resp->abandoned;
+}

@@ -40,9 +40,15 @@ struct petrel__router {
     owned_t *owned; /* route data the router frees */
 };
 
-static int bit_index(int bit) { return __builtin_ctz((unsigned)bit); }
+static int bit_index(int bit)
+{
+    return __builtin_ctz((unsigned)bit);
+}
 
-petrel__router_t *petrel__router_new(void) { return calloc(1, sizeof(petrel__router_t)); }
+petrel__router_t *petrel__router_new(void)
+{
+    return calloc(1, sizeof(petrel__router_t));
+}
 
 static void node_free(node_t *n)
 {

@@ -40,14 +40,22 @@ typedef struct petrel__config {
     size_t ws_send_limit;        /* output queued past this: close 1008 (4 MiB) */
     bool ws_send_overflow_drop;  /* past the send limit: drop the message, not the connection */
     /* publish/subscribe (pubsub.c, redis.c); 0 or NULL means the default */
-    size_t pubsub_max_topic_size;       /* bytes of a topic name (256) */
-    size_t pubsub_max_message_size;     /* bytes of a published message (64 KiB) */
-    size_t pubsub_max_subscriptions;    /* topics per WebSocket (64) */
-    size_t pubsub_max_subscribers;      /* WebSockets per topic, per worker (100,000) */
-    size_t pubsub_ring_size;            /* shared ring per worker (4 MiB) */
-    const char *pubsub_redis;           /* HOST:PORT or unix:PATH; NULL: no bridge */
-    const char *pubsub_redis_prefix;    /* Redis channel = prefix + topic ("petrel:") */
-    bool dev; /* --dev: build .c modules, rebuild and reload on change */
+    size_t pubsub_max_topic_size;    /* bytes of a topic name (256) */
+    size_t pubsub_max_message_size;  /* bytes of a published message (64 KiB) */
+    size_t pubsub_max_subscriptions; /* topics per WebSocket (64) */
+    size_t pubsub_max_subscribers;   /* WebSockets per topic, per worker (100,000) */
+    size_t pubsub_ring_size;         /* shared ring per worker (4 MiB) */
+    const char *pubsub_redis;        /* HOST:PORT or unix:PATH; NULL: no bridge */
+    const char *pubsub_redis_prefix; /* Redis channel = prefix + topic ("petrel:") */
+    bool dev;                        /* --dev: build .c modules, rebuild and reload on change */
+    /* Production (proxy.c, entry.c, admin.c, worker.c) */
+    bool proxy_protocol;                /* --proxy-protocol: every connection starts with one */
+    const struct petrel__cidr *trusted; /* --trusted-proxies (NULL: any peer) */
+    size_t ntrusted;
+    size_t max_proxy_header_size; /* the whole v2 header (4 KiB) */
+    uint64_t drain_delay_ms;      /* /readyz says 503 this long before the drain */
+    int access_log_format;        /* PETREL__ALOG_COMBINED or _JSON */
+    const char *error_log;        /* NULL: standard error */
 } petrel__config_t;
 
 void petrel__config_defaults(petrel__config_t *cfg);

@@ -10,9 +10,9 @@
 #include <string.h>
 
 #define HDR 16
-#define NCLASS 6    /* 64, 128, 256, 512, 1024, 2048 (with the header) */
+#define NCLASS 6 /* 64, 128, 256, 512, 1024, 2048 (with the header) */
 #define MIN_SHIFT 6
-#define KEPT 1024   /* free blocks kept per class */
+#define KEPT 1024 /* free blocks kept per class */
 #define LARGE 0xff
 
 /* The header at the start of a block (malloc aligns it for any type; the
@@ -126,4 +126,7 @@ void *petrel__sc_realloc(void *p, size_t size)
     return q;
 }
 
-void petrel__sc_stats(petrel__sc_stats_t *st) { *st = stats; }
+void petrel__sc_stats(petrel__sc_stats_t *st)
+{
+    *st = stats;
+}

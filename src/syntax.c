@@ -14,8 +14,8 @@
 /* RFC 9110 §5.6.2 tchar */
 const uint8_t petrel__tchar[256] = {
     ['a' ... 'z'] = 1, ['A' ... 'Z'] = 1, ['0' ... '9'] = 1, ['!'] = 1, ['#'] = 1, ['$'] = 1,
-    ['%'] = 1, ['&'] = 1, ['\''] = 1, ['*'] = 1, ['+'] = 1, ['-'] = 1, ['.'] = 1, ['^'] = 1,
-    ['_'] = 1, ['`'] = 1, ['|'] = 1, ['~'] = 1,
+    ['%'] = 1,         ['&'] = 1,         ['\''] = 1,        ['*'] = 1, ['+'] = 1, ['-'] = 1,
+    ['.'] = 1,         ['^'] = 1,         ['_'] = 1,         ['`'] = 1, ['|'] = 1, ['~'] = 1,
 };
 
 static const struct {
@@ -23,8 +23,8 @@ static const struct {
     size_t len;
     int bit;
 } methods[] = {
-    {"GET", 3, PETREL_GET},       {"HEAD", 4, PETREL_HEAD},   {"POST", 4, PETREL_POST},
-    {"PUT", 3, PETREL_PUT},       {"DELETE", 6, PETREL_DELETE}, {"PATCH", 5, PETREL_PATCH},
+    {"GET", 3, PETREL_GET},         {"HEAD", 4, PETREL_HEAD},     {"POST", 4, PETREL_POST},
+    {"PUT", 3, PETREL_PUT},         {"DELETE", 6, PETREL_DELETE}, {"PATCH", 5, PETREL_PATCH},
     {"OPTIONS", 7, PETREL_OPTIONS},
 };
 
@@ -399,4 +399,3 @@ int petrel_http_date_parse(const char *s, time_t *out)
     *out = t;
     return 0;
 }
-

@@ -9,12 +9,26 @@
  * in flight, exit -- or give up after --drain-timeout.  SIGHUP (and --dev,
  * when a module file changes) reloads the modules into new workers on the
  * same sockets and retires the old ones (see "Reload" below).
+ *
+ * With --admin-listen, a SIGTERM first makes /readyz answer 503 and waits
+ * --drain-delay while everything still serves, so that a load balancer
+ * stops sending before the listeners close; the admin port answers until
+ * the workers exit.  SIGUSR1 opens the log files again, in the master and
+ * every worker.  Under systemd (Type=notify) the master tells the service
+ * manager when the workers accept (READY=1), when a reload starts and ends
+ * (RELOADING=1 ... READY=1) and when the drain starts (STOPPING=1).
+ *
+ * Why this file is about 1,000 lines: the master's life (workers, their
+ * restarts, reloads, drains, signals and systemd's notifications) is one
+ * state machine over the same slots.
  */
 #include "server.h"
 
 #include "log.h"
 #include "proto.h"
 #include "pubsub.h"
+#include "metrics.h"
+#include "sdnotify.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -52,6 +66,9 @@
 static petrel__io_t sig_io;
 static petrel__timer_t drain_timer;
 static petrel_server_t *the_srv;
+/* Set by the master before it forks a worker. */
+static pid_t master_pid;
+static uint64_t next_req_base; /* the worker's request ids start above it */
 
 static void on_drain_timeout(petrel__timer_t *t)
 {
@@ -110,10 +127,21 @@ static void on_signal(petrel__io_t *io, uint32_t events)
     (void)events;
     struct signalfd_siginfo si;
     while (read(io->fd, &si, sizeof(si)) == (ssize_t)sizeof(si)) {
-        if (si.ssi_signo == SIGTERM || si.ssi_signo == SIGINT)
+        if (si.ssi_signo == SIGTERM || si.ssi_signo == SIGINT) {
+            /* the master gone (killed): the instance drains, /readyz says so */
+            if (getppid() != master_pid)
+                petrel__metrics_instance_set(PETREL__I_DRAINING, 1);
+            petrel__stats->draining = 1;
             start_drain(the_srv, true);
-        else if (si.ssi_signo == SIGUSR2)
+        } else if (si.ssi_signo == SIGUSR2) {
+            /* a reload retires this worker: its successor accepts on the
+             * same sockets, the admin ones too */
+            petrel__stats->draining = 1;
             start_drain(the_srv, false);
+            petrel__listen_close_admin(the_srv);
+        } else if (si.ssi_signo == SIGUSR1) {
+            petrel__logs_reopen();
+        }
     }
 }
 
@@ -145,11 +173,17 @@ int petrel__worker_init(petrel_server_t *srv)
     petrel__loop = &srv->loop;
     petrel__entry_init();
     int rc = petrel__conns_init(&srv->conns, &srv->cfg, srv, &petrel__entry_ops);
-    if (rc < 0 || (rc = petrel__tq_init(&srv->loop, &srv->tq_drain, srv->cfg.drain_timeout_ms)) < 0 ||
+    if (rc < 0 ||
+        (rc = petrel__tq_init(&srv->loop, &srv->tq_drain, srv->cfg.drain_timeout_ms)) < 0 ||
         (rc = petrel__req_worker_init(&srv->cfg)) < 0 ||
         (rc = petrel__pubsub_worker_init(&srv->cfg)) < 0)
         return rc;
     srv->conns.on_gone = on_conn_gone;
+    srv->conns.next_req_id = next_req_base;
+    if (petrel__server_has_admin(srv) && (rc = petrel__admin_init(srv)) < 0) {
+        petrel_log(PETREL_LOG_ERROR, "admin listener: %s", petrel_strerror(rc));
+        return rc;
+    }
     list_init(&drain_timer.node);
     list_init(&drain_pending.node);
     srv->loop.on_tick = on_tick;
@@ -158,6 +192,7 @@ int petrel__worker_init(petrel_server_t *srv)
     sigaddset(&set, SIGTERM);
     sigaddset(&set, SIGINT);
     sigaddset(&set, SIGHUP);
+    sigaddset(&set, SIGUSR1);
     sigaddset(&set, SIGUSR2);
     sigprocmask(SIG_BLOCK, &set, NULL);
     sig_io.fd = signalfd(-1, &set, SFD_NONBLOCK | SFD_CLOEXEC);
@@ -191,6 +226,8 @@ void petrel__worker_fini(petrel_server_t *srv)
     petrel__req_worker_fini(); /* requests their handlers still held */
     petrel__conns_reap();
     petrel__pubsub_worker_fini();
+    petrel__listen_close_admin(srv);
+    petrel__admin_fini(srv);
     for (int i = srv->nmodules - 1; i >= 0; i--)
         if (srv->modules[i]->worker_fini)
             srv->modules[i]->worker_fini(srv);
@@ -223,6 +260,11 @@ void petrel__worker_fini(petrel_server_t *srv)
 
 #define RELOAD_TIMEOUT_MS 30000
 #define DEV_DEBOUNCE_MS 150
+/* Request ids: the n-th worker process the master forks numbers its
+ * requests from n * REQ_ID_STRIDE + 1, so that an id names one request of
+ * the instance (the JSON access log's request_id, "request ID:" in the
+ * error log).  "3000000000017": the 17th request of the third worker. */
+#define REQ_ID_STRIDE 1000000000000ull
 
 typedef struct gen {
     petrel__router_t *router;
@@ -232,8 +274,8 @@ typedef struct gen {
 } gen_t;
 
 typedef struct slot {
-    pid_t pid;           /* the serving worker, 0 if none */
-    pid_t next;          /* its successor during a reload, 0 if none */
+    pid_t pid;  /* the serving worker, 0 if none */
+    pid_t next; /* its successor during a reload, 0 if none */
     bool next_ready;
     bool ready;
     time_t started;
@@ -260,9 +302,12 @@ typedef struct master {
     uint64_t stop_at;
     bool reloading, reload_again;
     uint64_t reload_deadline;
-    gen_t prev;       /* during a reload: the generation being replaced */
-    unsigned serving; /* the generation the workers serve */
+    gen_t prev;          /* during a reload: the generation being replaced */
+    unsigned serving;    /* the generation the workers serve */
     uint64_t rebuild_at; /* --dev: reload at this time (ms), 0 if none */
+    uint64_t drain_at;   /* SIGTERM with --drain-delay: the drain starts then (ms) */
+    bool told_ready;     /* READY=1 sent to systemd (once every worker accepted) */
+    uint64_t spawned;    /* workers forked so far */
 } master_t;
 
 static uint64_t mono_ms(void)
@@ -309,6 +354,8 @@ static void gen_free(gen_t *g)
  * error, as users expect. */
 static int probe_port(petrel__listen_t *l, char *err, size_t errlen)
 {
+    if (l->inherited >= 0)
+        return 0; /* systemd's socket: bound already, by the service manager */
     struct sockaddr_in *in = (struct sockaddr_in *)&l->addr;
     struct sockaddr_in6 *in6 = (struct sockaddr_in6 *)&l->addr;
     if ((l->addr.ss_family == AF_INET && in->sin_port == 0) ||
@@ -333,6 +380,19 @@ static int probe_port(petrel__listen_t *l, char *err, size_t errlen)
 
 static int open_listener(petrel__listen_t *l, char *err, size_t errlen)
 {
+    if (l->inherited >= 0) {
+        /* systemd's socket, shared by every worker: a descriptor of its own
+         * per worker slot, so that each closes its own */
+        int fd = fcntl(l->inherited, F_DUPFD_CLOEXEC, 3);
+        if (fd < 0) {
+            snprintf(err, errlen, "%s (from systemd): %s", l->text, strerror(errno));
+            return -1;
+        }
+        int one = 1;
+        setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
+        fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) | O_NONBLOCK);
+        return fd;
+    }
     int fd = socket(l->addr.ss_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
     if (fd < 0) {
         snprintf(err, errlen, "cannot listen on %s: %s", l->text, strerror(errno));
@@ -361,16 +421,27 @@ static int open_listener(petrel__listen_t *l, char *err, size_t errlen)
 static pid_t spawn(master_t *m, int idx)
 {
     petrel_server_t *srv = m->srv;
+    int block = petrel__metrics_block_take();
+    m->spawned++;
     petrel__pubsub_before_fork(); /* a ring for it (pubsub.c) */
     pid_t pid = fork();
     if (pid != 0) {
+        petrel__metrics_block_owner(block, pid > 0 ? pid : 0);
         petrel__pubsub_after_fork(pid > 0 ? pid : 0);
         return pid > 0 ? pid : 0;
     }
-    /* the worker */
+    /* the worker: it never outlives the master (SIGTERM, it drains) */
     prctl(PR_SET_PDEATHSIG, SIGTERM);
-    if (getppid() == 1)
-        _exit(0);
+    if (getppid() != master_pid)
+        _exit(0); /* the master died before prctl */
+    if (block < 0 && petrel__metrics_on)
+        petrel_log(PETREL_LOG_WARN, "metrics: more workers alive at once than blocks of "
+                                    "counters; this one's counts are not reported");
+    petrel__metrics_block_enter(block);
+    next_req_base = m->spawned * REQ_ID_STRIDE;
+    for (int i = 0; i < srv->nlistens; i++)
+        if (srv->listens[i].inherited >= 0)
+            close(srv->listens[i].inherited); /* the slot's own descriptor serves */
     for (int s = 0; s < m->n; s++)
         for (int i = 0; i < srv->nlistens; i++)
             if (s != idx && m->slots[s].fds[i] >= 0)
@@ -448,8 +519,9 @@ static void abort_reload(master_t *m, const char *why)
     gen_take(srv, &bad);
     gen_free(&bad);
     gen_put(srv, &m->prev);
-    petrel_log(PETREL_LOG_ERROR, "reload failed: %s; still serving generation %u", why,
-               m->serving);
+    petrel_log(PETREL_LOG_ERROR, "reload failed: %s; still serving generation %u", why, m->serving);
+    petrel__metrics_instance_add(PETREL__I_RELOADS_FAIL, 1);
+    petrel__sd_notify("READY=1\nSTATUS=reload failed (%s); serving generation %u", why, m->serving);
     end_reload(m);
 }
 
@@ -475,6 +547,10 @@ static void commit_reload(master_t *m)
                "reload: generation %u serving with %d worker%s; retiring %d old worker%s "
                "(they finish their requests, then exit)",
                m->serving, m->n, m->n == 1 ? "" : "s", n, n == 1 ? "" : "s");
+    petrel__metrics_instance_add(PETREL__I_RELOADS_OK, 1);
+    petrel__metrics_instance_set(PETREL__I_GENERATION, m->serving);
+    petrel__sd_notify("READY=1\nSTATUS=serving generation %u with %d worker%s", m->serving, m->n,
+                      m->n == 1 ? "" : "s");
     end_reload(m);
 }
 
@@ -487,14 +563,28 @@ static void begin_reload(master_t *m, const char *why)
         m->reload_again = true;
         return;
     }
+    if (m->drain_at) {
+        petrel_log(PETREL_LOG_WARN, "%s: not reloading: the instance is draining", why);
+        return;
+    }
     if (srv->setup == NULL) {
         petrel_log(PETREL_LOG_ERROR, "%s: this program cannot reload its modules", why);
         return;
     }
+    /* systemd >= 253 wants the monotonic time with RELOADING=1, in the same
+     * message; READY=1 follows when the reload is over, whatever its end */
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    petrel__sd_notify(
+        "RELOADING=1\nMONOTONIC_USEC=%llu\nSTATUS=reloading modules (%s)",
+        (unsigned long long)ts.tv_sec * 1000000ull + (unsigned long long)ts.tv_nsec / 1000, why);
     petrel__router_t *router = petrel__router_new();
     if (router == NULL) {
         petrel_log(PETREL_LOG_ERROR, "reload failed: out of memory; still serving generation %u",
                    m->serving);
+        petrel__metrics_instance_add(PETREL__I_RELOADS_FAIL, 1);
+        petrel__sd_notify("READY=1\nSTATUS=reload failed (out of memory); serving generation %u",
+                          m->serving);
         return;
     }
     gen_take(srv, &m->prev);
@@ -509,6 +599,9 @@ static void begin_reload(master_t *m, const char *why)
         gen_put(srv, &m->prev);
         petrel_log(PETREL_LOG_ERROR, "reload failed: %s; still serving generation %u", err,
                    m->serving);
+        petrel__metrics_instance_add(PETREL__I_RELOADS_FAIL, 1);
+        petrel__sd_notify("READY=1\nSTATUS=reload failed (%s); serving generation %u", err,
+                          m->serving);
         m->reload_again = false;
         return;
     }
@@ -549,6 +642,43 @@ static void read_ready(master_t *m)
     }
 }
 
+/* Every worker: serving, succeeding and retiring. */
+static void signal_workers(master_t *m, int sig)
+{
+    for (int s = 0; s < m->n; s++) {
+        if (m->slots[s].pid > 0)
+            kill(m->slots[s].pid, sig);
+        if (m->slots[s].next > 0)
+            kill(m->slots[s].next, sig);
+    }
+    for (int k = 0; k < m->nret; k++)
+        kill(m->ret[k].pid, sig);
+}
+
+/* The instance drains: /readyz answers 503 from now on, systemd hears it. */
+static void tell_draining(master_t *m)
+{
+    (void)m;
+    if (petrel__metrics_instance_get(PETREL__I_DRAINING))
+        return;
+    petrel__metrics_instance_set(PETREL__I_DRAINING, 1);
+    petrel__sd_notify("STOPPING=1\nSTATUS=draining");
+}
+
+/* Every worker accepts: READY=1 (once), and the gauge of workers serving. */
+static void tell_ready(master_t *m)
+{
+    int n = 0;
+    for (int s = 0; s < m->n; s++)
+        n += m->slots[s].pid > 0 && m->slots[s].ready;
+    petrel__metrics_instance_set(PETREL__I_WORKERS, (uint64_t)n);
+    if (m->told_ready || m->stopping || n < m->n)
+        return;
+    m->told_ready = true;
+    petrel__sd_notify("READY=1\nSTATUS=serving generation %u with %d worker%s", m->serving, m->n,
+                      m->n == 1 ? "" : "s");
+}
+
 static void stop_all(master_t *m, uint64_t grace_ms)
 {
     m->stopping = true;
@@ -585,6 +715,7 @@ static void stopped_status(master_t *m, pid_t pid, int ws)
 static void on_exit_status(master_t *m, pid_t pid, int ws)
 {
     petrel__pubsub_exited(pid);
+    petrel__metrics_worker_gone(pid); /* its counts join the retired ones */
     for (int k = 0; k < m->nret; k++)
         if (m->ret[k].pid == pid) {
             m->ret[k] = m->ret[--m->nret];
@@ -617,8 +748,8 @@ static void on_exit_status(master_t *m, pid_t pid, int ws)
             return;
         }
         if (WIFSIGNALED(ws))
-            petrel_log(PETREL_LOG_ERROR, "worker %d (pid %d) killed by signal %d; restarting it",
-                       s, (int)pid, WTERMSIG(ws));
+            petrel_log(PETREL_LOG_ERROR, "worker %d (pid %d) killed by signal %d; restarting it", s,
+                       (int)pid, WTERMSIG(ws));
         else
             petrel_log(PETREL_LOG_ERROR, "worker %d (pid %d) exited with status %d; restarting it",
                        s, (int)pid, WEXITSTATUS(ws));
@@ -633,6 +764,7 @@ static void on_exit_status(master_t *m, pid_t pid, int ws)
             return; /* its successor takes over; restarted if the reload fails */
         /* do not spin on a worker that dies at once */
         sl->restart_at = mono_ms() + (time(NULL) - sl->started < 1 ? 1000 : 0);
+        petrel__metrics_instance_add(PETREL__I_RESTARTS, 1);
         return;
     }
 }
@@ -648,6 +780,7 @@ static int alive(const master_t *m)
 static void log_listening(petrel_server_t *srv, int n)
 {
     for (int i = 0; i < srv->nlistens; i++) {
+        const petrel__listen_t *l = &srv->listens[i];
         char host[64] = "?";
         int port = 0;
         struct sockaddr_storage *a = &srv->listens[i].addr;
@@ -658,9 +791,11 @@ static void log_listening(petrel_server_t *srv, int n)
             inet_ntop(AF_INET6, &((struct sockaddr_in6 *)a)->sin6_addr, host, sizeof(host));
             port = ntohs(((struct sockaddr_in6 *)a)->sin6_port);
         }
-        petrel_log(PETREL_LOG_INFO, "listening on %s%s%s:%d with %d worker%s",
+        petrel_log(PETREL_LOG_INFO, "%s %s%s%s:%d with %d worker%s%s%s",
+                   l->admin ? "admin listener (/livez /readyz /metrics) on" : "listening on",
                    a->ss_family == AF_INET6 ? "[" : "", host, a->ss_family == AF_INET6 ? "]" : "",
-                   port, n, n == 1 ? "" : "s");
+                   port, n, n == 1 ? "" : "s", l->inherited >= 0 ? ", socket from systemd" : "",
+                   !l->admin && srv->cfg.proxy_protocol ? ", PROXY protocol" : "");
     }
 }
 
@@ -668,6 +803,7 @@ int petrel__master_run(petrel_server_t *srv)
 {
     char err[512];
     master_t M = {.srv = srv, .n = srv->cfg.workers, .sfd = -1, .ready = {-1, -1}, .wfd = -1};
+    master_pid = getpid();
     master_t *m = &M;
     int rc = 1;
     m->slots = calloc((size_t)m->n, sizeof(*m->slots));
@@ -706,6 +842,7 @@ int petrel__master_run(petrel_server_t *srv)
     sigaddset(&set, SIGTERM);
     sigaddset(&set, SIGINT);
     sigaddset(&set, SIGHUP);
+    sigaddset(&set, SIGUSR1);
     /* blocked here and so in the workers until they read it: the reload's
      * "retire" signal (start_drain) */
     sigaddset(&set, SIGUSR2);
@@ -721,6 +858,7 @@ int petrel__master_run(petrel_server_t *srv)
         petrel_log(PETREL_LOG_WARN, "--dev: no module file is watched (give --module PATH.c "
                                     "or PATH.so)");
     m->serving = srv->generation;
+    petrel__metrics_instance_set(PETREL__I_GENERATION, m->serving);
 
     for (int s = 0; s < m->n; s++) {
         m->slots[s].pid = spawn(m, s);
@@ -737,9 +875,9 @@ int petrel__master_run(petrel_server_t *srv)
     while (!m->stopping || alive(m) > 0) {
         uint64_t now = mono_ms();
         int64_t wait = 1000;
-#define UNTIL(t) \
-    if ((t) && (int64_t)((t) - now) < wait) \
-        wait = (int64_t)((t) - now) < 0 ? 0 : (int64_t)((t) - now)
+#define UNTIL(t)                                                                                   \
+    if ((t) && (int64_t)((t)-now) < wait)                                                          \
+    wait = (int64_t)((t)-now) < 0 ? 0 : (int64_t)((t)-now)
         for (int s = 0; s < m->n; s++)
             UNTIL(m->slots[s].restart_at);
         for (int k = 0; k < m->nret; k++)
@@ -749,26 +887,54 @@ int petrel__master_run(petrel_server_t *srv)
         if (m->stopping)
             UNTIL(m->stop_at);
         UNTIL(m->rebuild_at);
+        UNTIL(m->drain_at);
 #undef UNTIL
-        struct pollfd pfd[3] = {{m->sfd, POLLIN, 0}, {m->ready[0], POLLIN, 0},
-                                {m->wfd, POLLIN, 0}};
+        struct pollfd pfd[3] = {{m->sfd, POLLIN, 0}, {m->ready[0], POLLIN, 0}, {m->wfd, POLLIN, 0}};
         int pr = poll(pfd, m->wfd >= 0 ? 3 : 2, (int)wait);
         if (pr < 0 && errno != EINTR)
             break;
         struct signalfd_siginfo si;
         bool hup = false;
+        bool stop = false;
+        const char *stop_why = NULL;
         while (read(m->sfd, &si, sizeof(si)) == (ssize_t)sizeof(si)) {
             if ((si.ssi_signo == SIGTERM || si.ssi_signo == SIGINT) && !m->stopping) {
-                petrel_log(PETREL_LOG_INFO, "%s: draining workers",
-                           si.ssi_signo == SIGTERM ? "SIGTERM" : "SIGINT");
-                if (m->reloading) {
-                    gen_free(&m->prev); /* srv holds the new generation: freed at exit */
-                    m->reloading = false;
+                const char *name = si.ssi_signo == SIGTERM ? "SIGTERM" : "SIGINT";
+                if (m->drain_at == 0 && srv->cfg.drain_delay_ms > 0) {
+                    /* /readyz says 503 first; the listeners stay open meanwhile */
+                    tell_draining(m);
+                    m->drain_at = mono_ms() + srv->cfg.drain_delay_ms;
+                    petrel_log(PETREL_LOG_INFO,
+                               "%s: /readyz answers 503; the workers drain in %.3g s "
+                               "(--drain-delay; a second signal drains at once)",
+                               name, (double)srv->cfg.drain_delay_ms / 1000.0);
+                } else {
+                    stop = true;
+                    stop_why = name;
                 }
-                stop_all(m, srv->cfg.drain_timeout_ms + 5000);
             } else if (si.ssi_signo == SIGHUP) {
                 hup = true;
+            } else if (si.ssi_signo == SIGUSR1) {
+                /* logrotate moved the files: open them again, here and in
+                 * every worker (the retiring ones too) */
+                if (petrel__logs_reopen() == 0)
+                    petrel_log(PETREL_LOG_INFO, "SIGUSR1: log files opened again");
+                signal_workers(m, SIGUSR1);
             }
+        }
+        if (!stop && m->drain_at && !m->stopping && mono_ms() >= m->drain_at) {
+            stop = true;
+            stop_why = "--drain-delay over";
+        }
+        if (stop && !m->stopping) {
+            petrel_log(PETREL_LOG_INFO, "%s: draining workers", stop_why);
+            tell_draining(m);
+            m->drain_at = 0;
+            if (m->reloading) {
+                gen_free(&m->prev); /* srv holds the new generation: freed at exit */
+                m->reloading = false;
+            }
+            stop_all(m, srv->cfg.drain_timeout_ms + 5000);
         }
         /* reap before reading the ready pipe: a successor that wrote its
          * pid and then died is a failure, not a success */
@@ -777,6 +943,7 @@ int petrel__master_run(petrel_server_t *srv)
         while ((pid = waitpid(-1, &ws, WNOHANG)) > 0)
             on_exit_status(m, pid, ws);
         read_ready(m);
+        tell_ready(m);
         if (m->wfd >= 0 && (pfd[2].revents & POLLIN)) {
             char what[PATH_MAX];
             if (petrel__dev_watch_read(m->wfd, what, sizeof(what))) {
@@ -816,14 +983,7 @@ int petrel__master_run(petrel_server_t *srv)
                 m->ret[k].kill_at = now + 60000;
             }
         if (m->stopping && now >= m->stop_at) {
-            for (int s = 0; s < m->n; s++) {
-                if (m->slots[s].pid > 0)
-                    kill(m->slots[s].pid, SIGKILL);
-                if (m->slots[s].next > 0)
-                    kill(m->slots[s].next, SIGKILL);
-            }
-            for (int k = 0; k < m->nret; k++)
-                kill(m->ret[k].pid, SIGKILL);
+            signal_workers(m, SIGKILL);
             m->stop_at = now + 60000;
         }
     }

@@ -45,7 +45,10 @@ static int wc_write(void *t, const void *h, size_t hl, const void *data, size_t 
     return rc < 0 || len == 0 ? rc : petrel__out_copy(c, data, len);
 }
 
-static size_t wc_queued(void *t) { return petrel__out_bytes(t); }
+static size_t wc_queued(void *t)
+{
+    return petrel__out_bytes(t);
+}
 
 static int wc_writev(void *t, const struct iovec *iov, int n)
 {
@@ -61,7 +64,10 @@ static void wc_kick(void *t)
         petrel__pending_add(petrel__loop, petrel__ws_pending(ws));
 }
 
-static void wc_abort(void *t) { petrel__conn_close(t); }
+static void wc_abort(void *t)
+{
+    petrel__conn_close(t);
+}
 
 static const petrel__ws_carrier_t wc_carrier = {
     .write = wc_write,
@@ -121,7 +127,9 @@ static void wc_read(petrel__conn_t *c)
     petrel_ws_t *ws = c->proto;
     unsigned *f = petrel__ws_carrier_flags(ws);
     *f |= WC_IN_IO;
-    for (int turn = 0; turn < PETREL__READS_PER_EVENT && !(c->flags & CONN_PAUSED) && petrel__ws_reading(ws); turn++) {
+    for (int turn = 0;
+         turn < PETREL__READS_PER_EVENT && !(c->flags & CONN_PAUSED) && petrel__ws_reading(ws);
+         turn++) {
         petrel__conn_compact(c);
         int n = petrel__conn_read(c);
         if (n < 0) {
@@ -142,12 +150,21 @@ static void wc_read(petrel__conn_t *c)
     wc_advance(c);
 }
 
-static void wc_written(petrel__conn_t *c) { wc_advance(c); }
+static void wc_written(petrel__conn_t *c)
+{
+    wc_advance(c);
+}
 
-static void wc_progress(petrel__conn_t *c) { petrel__ws_peer_read(c->proto); }
+static void wc_progress(petrel__conn_t *c)
+{
+    petrel__ws_peer_read(c->proto);
+}
 
 /* The send timeout: the peer does not read what we write. */
-static void wc_timeout(petrel__conn_t *c) { petrel__conn_close(c); }
+static void wc_timeout(petrel__conn_t *c)
+{
+    petrel__conn_close(c);
+}
 
 static void wc_drain(petrel__conn_t *c, bool close_idle)
 {

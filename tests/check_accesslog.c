@@ -30,7 +30,10 @@ static void setup(void)
     ck_assert_int_eq(petrel__alog_open(log_path), 0);
 }
 
-static void teardown(void) { unlink(log_path); }
+static void teardown(void)
+{
+    unlink(log_path);
+}
 
 /* The log file, NUL-terminated, into buf; returns its length. */
 static size_t read_log(char *buf, size_t cap)
@@ -76,7 +79,7 @@ START_TEST(test_long_fields)
     r.method_name.len = 4096;
     r.target.ptr = target;
     r.target.len = 8999;
-    petrel__req_log(&r, 12345);
+    petrel__req_log(&r, 12345, 0, 0);
     char buf[16384];
     size_t n = read_log(buf, sizeof(buf));
     ck_assert_uint_gt(n, 0);
@@ -103,11 +106,12 @@ START_TEST(test_escapes)
     r.target.ptr = "/x\r\ny";
     r.target.len = 5;
     resp.status = 404;
-    petrel__req_log(&r, 0);
+    petrel__req_log(&r, 0, 0, 0);
     char buf[4096];
     read_log(buf, sizeof(buf));
-    ck_assert_msg(strstr(buf, "\"GET /x\\x0d\\x0ay HTTP/1.1\" 404 0 \"-\" \"a\\x22b\\x5cc\\x0ad\"\n"),
-                  "%s", buf);
+    ck_assert_msg(
+        strstr(buf, "\"GET /x\\x0d\\x0ay HTTP/1.1\" 404 0 \"-\" \"a\\x22b\\x5cc\\x0ad\"\n"), "%s",
+        buf);
 }
 END_TEST
 

@@ -63,8 +63,8 @@ static void check_align(size_t align, size_t size)
         ck_assert_ptr_nonnull(petrel_arena_alloc(&A, 1 + (size_t)i % 7, 1)); /* misalign */
         char *p = petrel_arena_alloc(&A, size, align);
         ck_assert_ptr_nonnull(p);
-        ck_assert_msg((uintptr_t)p % want == 0, "alloc #%d of %zu bytes, align %zu: %p", i,
-                      size, align, (void *)p);
+        ck_assert_msg((uintptr_t)p % want == 0, "alloc #%d of %zu bytes, align %zu: %p", i, size,
+                      align, (void *)p);
         memset(p, 0xa5, size);
     }
 }
@@ -596,12 +596,12 @@ END_TEST
 /* A failing heap: make the N-th heap call fail, for every N                */
 
 typedef struct scen {
-    int calls;     /* arena calls made */
-    int failed;    /* of them, returned NULL / PETREL_ENOMEM */
-    int defers;    /* cleanups registered */
-    int ran;       /* cleanups run */
-    int corrupt;   /* blocks whose bytes were overwritten by another */
-    int bad_text;  /* strndup/printf results with the wrong text */
+    int calls;    /* arena calls made */
+    int failed;   /* of them, returned NULL / PETREL_ENOMEM */
+    int defers;   /* cleanups registered */
+    int ran;      /* cleanups run */
+    int corrupt;  /* blocks whose bytes were overwritten by another */
+    int bad_text; /* strndup/printf results with the wrong text */
 } scen_t;
 
 static int scen_ran;
@@ -795,7 +795,7 @@ START_TEST(test_failmalloc_hook)
     ck_assert_uint_eq(A.bytes, 0);
     ck_assert_ptr_nonnull(petrel_arena_alloc(&A, 10, 0));
     ck_heap_arm(1, false);
-    void *l = petrel_arena_alloc(&A, 20000, 0); /* a large block */
+    void *l = petrel_arena_alloc(&A, 20000, 0);         /* a large block */
     int d = petrel_arena_defer(&A, scen_cleanup, NULL); /* fits the chunk: no heap call */
     ck_heap_disarm();
     ck_assert_ptr_null(l);

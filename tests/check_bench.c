@@ -1,6 +1,7 @@
 /*
- * check_bench.c -- unit tests of petrel-bench's histogram (src/bench/hist.c)
- * and HTTP/1.1 response parser (src/bench/h1parse.c).
+ * check_bench.c -- unit tests of petrel-bench's histogram (src/bench/hist.c),
+ * HTTP/1.1 response parser (src/bench/h1parse.c) and latency-vs-load chart
+ * (src/bench/plot.c).
  */
 #include <check.h>
 #include <stdio.h>
@@ -126,6 +127,58 @@ START_TEST(hist_merge)
     free(b);
     free(all);
     free(empty);
+}
+END_TEST
+
+START_TEST(hist_merge_exact)
+{
+    /* many threads' histograms of large, uneven values merge into exactly
+     * the one histogram of all the values: sums included, so the mean and
+     * standard deviation too (floating-point sums would differ by order) */
+    enum { T = 7 };
+    bench_hist_t *part[T], *all = new_hist(), *merged = new_hist();
+    for (int t = 0; t < T; t++)
+        part[t] = new_hist();
+    uint64_t x = 88172645463325252ull;
+    for (int i = 0; i < 200000; i++) {
+        x ^= x << 13, x ^= x >> 7, x ^= x << 17;        /* xorshift64 */
+        uint64_t v = i % 1000 == 0 ? x >> 22 : x >> 40; /* up to ~4400 s, mostly ~16 ms */
+        bench_hist_record(part[i % T], v);
+        bench_hist_record(all, v);
+    }
+    for (int t = T - 1; t >= 0; t--) /* in another order than recorded */
+        bench_hist_merge(merged, part[t]);
+    ck_assert_mem_eq(merged, all, sizeof *all);
+    ck_assert(bench_hist_mean(merged) == bench_hist_mean(all));
+    ck_assert(bench_hist_stdev(merged) == bench_hist_stdev(all));
+    ck_assert(bench_hist_percentile(merged, 99.9) == bench_hist_percentile(all, 99.9));
+    for (int t = 0; t < T; t++)
+        free(part[t]);
+    free(all);
+    free(merged);
+}
+END_TEST
+
+START_TEST(hist_mean_stdev_exact)
+{
+    bench_hist_t *h = new_hist();
+    /* two values a stdev apart around a large mean: the variance of the
+     * integers is exact, where E[x^2] - E[x]^2 in doubles would cancel */
+    uint64_t base = UINT64_C(1) << 42;
+    for (int i = 0; i < 1000; i++) {
+        bench_hist_record(h, base + 1000);
+        bench_hist_record(h, base - 1000);
+    }
+    ck_assert(bench_hist_mean(h) == (double)base);
+    double sd = bench_hist_stdev(h);
+    ck_assert_msg(sd > 999.9 && sd < 1000.1, "stdev %f", sd);
+    /* a value above the clamp counts as the clamp in the sums, as in its bucket */
+    bench_hist_t *c = new_hist();
+    bench_hist_record(c, UINT64_MAX);
+    ck_assert(bench_hist_mean(c) == (double)((UINT64_C(1) << BENCH_HIST_MAXBITS) - 1));
+    ck_assert_uint_eq(c->max, UINT64_MAX);
+    free(c);
+    free(h);
 }
 END_TEST
 
@@ -386,6 +439,141 @@ START_TEST(has_token_lists)
 }
 END_TEST
 
+/* ------------------------------------------------------------------------- */
+/* chart */
+
+static char *svg_of(const bench_plot_t *p)
+{
+    char *buf = NULL;
+    size_t len = 0;
+    FILE *f = open_memstream(&buf, &len);
+    ck_assert_ptr_nonnull(f);
+    ck_assert_int_eq(bench_plot_svg(f, p), 0);
+    fclose(f);
+    return buf;
+}
+
+static int count(const char *s, const char *what)
+{
+    int n = 0;
+    for (const char *p = s; (p = strstr(p, what)); p++)
+        n++;
+    return n;
+}
+
+static bench_plot_point_t pt(double pct, double max, double p50)
+{
+    bench_plot_point_t q = {.percent = pct, .asked = max * pct / 100, .achieved = max * pct / 100};
+    q.lat[BENCH_PLOT_P50] = p50;
+    q.lat[BENCH_PLOT_P90] = p50 * 1.5;
+    q.lat[BENCH_PLOT_P99] = p50 * 3;
+    q.lat[BENCH_PLOT_P999] = p50 * 10;
+    q.lat[BENCH_PLOT_MAX] = p50 * 40;
+    return q;
+}
+
+/* the value of attribute `name` in the element starting at e */
+static double attr(const char *e, const char *name)
+{
+    char key[64];
+    snprintf(key, sizeof key, " %s=\"", name);
+    const char *end = strchr(e, '>');
+    const char *a = strstr(e, key);
+    ck_assert_msg(a && a < end, "no %s", name);
+    return strtod(a + strlen(key), NULL);
+}
+
+START_TEST(plot_svg_points_and_axes)
+{
+    bench_plot_point_t pts[4] = {pt(10, 50000, 40e3), pt(50, 50000, 45e3), pt(90, 50000, 90e3),
+                                 pt(100, 50000, 25e6)};
+    pts[3].errors = 7;
+    bench_plot_t p = {.title = "a <b> & \"c\"",
+                      .subtitle = "HTTP/1.1",
+                      .max_rate = 50000,
+                      .max_what = "closed-loop maximum",
+                      .npoints = 4,
+                      .pts = pts};
+    char *s = svg_of(&p);
+    ck_assert_ptr_nonnull(strstr(s, "<svg xmlns=\"http://www.w3.org/2000/svg\""));
+    ck_assert_ptr_nonnull(strstr(s, "a &lt;b&gt; &amp; &quot;c&quot;"));
+    ck_assert_ptr_null(strstr(s, "<b>"));
+    ck_assert_ptr_null(strstr(s, "<script"));
+    ck_assert_int_eq(count(s, "<circle class=\"pt\""), 4 * BENCH_PLOT_NPCT);
+    ck_assert_int_eq(count(s, "<polyline"), BENCH_PLOT_NPCT);
+    ck_assert_int_eq(count(s, "class=\"errors\" data-errors=\"7\""), 1);
+    ck_assert_int_eq(count(s, "<svg"), 1);
+    ck_assert_int_eq(count(s, "</svg>"), 1);
+    ck_assert_ptr_nonnull(strstr(s, "100 % = 50,000 req/s, closed-loop maximum"));
+    ck_assert_ptr_nonnull(strstr(s,
+                                 "data-series=\"p99\" data-percent=\"90\" data-asked=\"45000.00\" "
+                                 "data-achieved=\"45000.00\" data-latency-us=\"270.0\""));
+    /* every point inside the plot area; the y ticks cover 40 us .. 1 s */
+    double lo = 1e18, hi = 0;
+    for (const char *e = s; (e = strstr(e, "<text class=\"ytick\"")); e++) {
+        double v = attr(e, "data-value");
+        lo = v < lo ? v : lo;
+        hi = v > hi ? v : hi;
+    }
+    ck_assert(lo <= 40e3 * 10 && hi >= 25e6 * 40 / 10); /* labelled: within a decade */
+    for (const char *e = s; (e = strstr(e, "<circle class=\"pt\"")); e++) {
+        double x = attr(e, "cx"), y = attr(e, "cy");
+        ck_assert(x >= 84 && x <= 760 && y >= 92 && y <= 470);
+    }
+    /* higher percentiles of a point are drawn higher up (smaller y) */
+    const char *a = strstr(s, "data-series=\"p50\" data-percent=\"50\"");
+    const char *b = strstr(s, "data-series=\"max\" data-percent=\"50\"");
+    ck_assert(a && b && attr(b, "cy") < attr(a, "cy"));
+    free(s);
+}
+END_TEST
+
+START_TEST(plot_svg_labels_apart)
+{
+    /* all five lines end at the same latency: their names must not overlap */
+    bench_plot_point_t q = pt(100, 1000, 1e6);
+    for (int k = 0; k < BENCH_PLOT_NPCT; k++)
+        q.lat[k] = 1e6;
+    bench_plot_t p = {.title = "t", .subtitle = "s", .max_rate = 1000, .npoints = 1, .pts = &q};
+    char *s = svg_of(&p);
+    double ys[BENCH_PLOT_NPCT];
+    int n = 0;
+    /* the names at the lines' ends: <text x=".." y=".." fill=".." font-weight="bold">p50 */
+    for (const char *e = s; (e = strstr(e, "font-weight=\"bold\">")); e++) {
+        const char *t = e;
+        while (t > s && strncmp(t, "<text", 5) != 0)
+            t--;
+        ck_assert_int_lt(n, BENCH_PLOT_NPCT);
+        ys[n++] = attr(t, "y");
+    }
+    ck_assert_int_eq(n, BENCH_PLOT_NPCT);
+    for (int i = 0; i < n; i++)
+        for (int j = i + 1; j < n; j++)
+            ck_assert_msg(ys[i] - ys[j] >= 14.9 || ys[j] - ys[i] >= 14.9,
+                          "labels %d and %d at %g, %g", i, j, ys[i], ys[j]);
+    free(s);
+}
+END_TEST
+
+START_TEST(plot_png_needs_gnuplot)
+{
+    const char *path = getenv("PATH");
+    char *saved = path ? strdup(path) : NULL;
+    setenv("PATH", "/nonexistent", 1);
+    const char *why = bench_plot_png_missing();
+    ck_assert_ptr_nonnull(why);
+    ck_assert_ptr_nonnull(strstr(why, "gnuplot-nox"));
+    bench_plot_point_t q = pt(50, 100, 1e5);
+    bench_plot_t p = {.title = "t", .subtitle = "s", .max_rate = 100, .npoints = 1, .pts = &q};
+    why = NULL;
+    ck_assert_int_eq(bench_plot_png("/nonexistent/x.png", &p, &why), -1);
+    ck_assert_ptr_nonnull(why);
+    if (saved)
+        setenv("PATH", saved, 1);
+    free(saved);
+}
+END_TEST
+
 static Suite *bench_suite(void)
 {
     Suite *s = suite_create("bench");
@@ -396,7 +584,14 @@ static Suite *bench_suite(void)
     tcase_add_test(h, hist_percentiles_within_precision);
     tcase_add_test(h, hist_percentile_never_above_max);
     tcase_add_test(h, hist_merge);
+    tcase_add_test(h, hist_merge_exact);
+    tcase_add_test(h, hist_mean_stdev_exact);
     suite_add_tcase(s, h);
+    TCase *c = tcase_create("plot");
+    tcase_add_test(c, plot_svg_points_and_axes);
+    tcase_add_test(c, plot_svg_labels_apart);
+    tcase_add_test(c, plot_png_needs_gnuplot);
+    suite_add_tcase(s, c);
     TCase *p = tcase_create("h1parse");
     tcase_add_test(p, parse_content_length);
     tcase_add_test(p, parse_pipelined);

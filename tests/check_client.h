@@ -35,15 +35,18 @@ static inline int ck_conn_open(petrel_server_t *srv)
 }
 
 /* One turn of the worker's loop, waiting up to `ms` for an event. */
-static inline int ck_turn(int ms) { return petrel__loop_run_once(petrel__loop, ms); }
+static inline int ck_turn(int ms)
+{
+    return petrel__loop_run_once(petrel__loop, ms);
+}
 
 /* A byte-level client with a receive buffer of its own. */
 typedef struct ck_client {
     int fd;
     bool eof;
-    bool rewind;   /* start over at the buffer's start once all is consumed */
-    size_t len;    /* bytes in buf */
-    size_t off;    /* bytes of buf consumed by the test */
+    bool rewind; /* start over at the buffer's start once all is consumed */
+    size_t len;  /* bytes in buf */
+    size_t off;  /* bytes of buf consumed by the test */
     size_t cap;
     char *buf;
 } ck_client_t;

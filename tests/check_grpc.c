@@ -89,8 +89,8 @@ END_TEST
 
 START_TEST(echo_encode_bytes)
 {
-    petrel__echo_msg_t m = {.request_id = 150, .payload = "hi", .payload_len = 2,
-                            .payload_bytes = 2};
+    petrel__echo_msg_t m = {
+        .request_id = 150, .payload = "hi", .payload_len = 2, .payload_bytes = 2};
     uint8_t buf[64];
     size_t n = petrel__echo_encode(buf, &m);
     ck_assert_uint_eq(n, petrel__echo_size(&m));
@@ -126,8 +126,10 @@ START_TEST(echo_round_trip)
         char *payload = malloc(plen + 1);
         ck_assert_ptr_nonnull(payload);
         memset(payload, 'x', plen);
-        petrel__echo_msg_t m = {.request_id = (int64_t)(i * 1000003 + 1), .payload = payload,
-                                .payload_len = plen, .payload_bytes = (int32_t)plen};
+        petrel__echo_msg_t m = {.request_id = (int64_t)(i * 1000003 + 1),
+                                .payload = payload,
+                                .payload_len = plen,
+                                .payload_bytes = (int32_t)plen};
         size_t n = petrel__echo_size(&m);
         uint8_t *buf = malloc(n + 1);
         ck_assert_ptr_nonnull(buf);
@@ -138,8 +140,8 @@ START_TEST(echo_round_trip)
         ck_assert_uint_eq(d.payload_len, plen);
         ck_assert_int_eq(d.payload_bytes, (int32_t)plen);
         if (plen) {
-            size_t off = 1 + petrel__pb_varint_len((uint64_t)m.request_id) + 1 +
-                         petrel__pb_varint_len(plen);
+            size_t off =
+                1 + petrel__pb_varint_len((uint64_t)m.request_id) + 1 + petrel__pb_varint_len(plen);
             ck_assert_ptr_eq(d.payload, (const char *)buf + off); /* not copied */
             ck_assert_mem_eq(d.payload, payload, plen);
         }
@@ -155,15 +157,15 @@ START_TEST(echo_unknown_fields)
 {
     /* m.payload points into the buffer: keep it alive past decode() */
     static const uint8_t buf[] = {
-        0x08, 0x07,                         /* request_id = 7 */
-        0x20, 0x96, 0x01,                   /* 4: varint */
-        0x29, 1, 2, 3, 4, 5, 6, 7, 8,       /* 5: i64 */
-        0x32, 0x03, 'a', 'b', 'c',          /* 6: len */
-        0x3d, 1, 2, 3, 4,                   /* 7: i32 */
-        0x43, 0x08, 0x01, 0x44,             /* 8: group {1: 1} */
-        0x12, 0x02, 'o', 'k',               /* payload = "ok" */
-        0x1d, 9, 9, 9, 9,                   /* 3 as i32: unknown */
-        0xf8, 0xff, 0xff, 0xff, 0x0f, 0x00, /* 2^29-1: varint */
+        0x08, 0x07,                                  /* request_id = 7 */
+        0x20, 0x96, 0x01,                            /* 4: varint */
+        0x29, 1,    2,    3,    4,    5,    6, 7, 8, /* 5: i64 */
+        0x32, 0x03, 'a',  'b',  'c',                 /* 6: len */
+        0x3d, 1,    2,    3,    4,                   /* 7: i32 */
+        0x43, 0x08, 0x01, 0x44,                      /* 8: group {1: 1} */
+        0x12, 0x02, 'o',  'k',                       /* payload = "ok" */
+        0x1d, 9,    9,    9,    9,                   /* 3 as i32: unknown */
+        0xf8, 0xff, 0xff, 0xff, 0x0f, 0x00,          /* 2^29-1: varint */
     };
     petrel__echo_msg_t m;
     ck_assert_int_eq(decode(&m, buf, sizeof(buf)), 0);
@@ -177,7 +179,7 @@ END_TEST
 
 START_TEST(echo_last_wins)
 {
-    static const uint8_t buf[] = {0x08, 0x01, 0x12, 0x01, 'a', 0x08, 0x02, 0x12,
+    static const uint8_t buf[] = {0x08, 0x01, 0x12, 0x01, 'a',  0x08, 0x02, 0x12,
                                   0x02, 'b',  'c',  0x18, 0x05, 0x18, 0x06};
     petrel__echo_msg_t m;
     ck_assert_int_eq(decode(&m, buf, sizeof(buf)), 0);
@@ -198,22 +200,22 @@ END_TEST
 START_TEST(echo_malformed)
 {
     petrel__echo_msg_t m;
-    ck_assert_int_eq(decode(&m, B(0x08)), -1);                      /* value missing */
-    ck_assert_int_eq(decode(&m, B(0x08, 0x80)), -1);                /* varint cut short */
-    ck_assert_int_eq(decode(&m, B(0x12, 0x05, 'a', 'b')), -1);      /* length past the end */
-    ck_assert_int_eq(decode(&m, B(0x12, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff,
-                                  0x01)),
-                     -1);                                           /* length 2^64 - 1 */
-    ck_assert_int_eq(decode(&m, B(0x00, 0x00)), -1);                /* field number 0 */
+    ck_assert_int_eq(decode(&m, B(0x08)), -1);                 /* value missing */
+    ck_assert_int_eq(decode(&m, B(0x08, 0x80)), -1);           /* varint cut short */
+    ck_assert_int_eq(decode(&m, B(0x12, 0x05, 'a', 'b')), -1); /* length past the end */
+    ck_assert_int_eq(
+        decode(&m, B(0x12, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0x01)),
+        -1);                                                                 /* length 2^64 - 1 */
+    ck_assert_int_eq(decode(&m, B(0x00, 0x00)), -1);                         /* field number 0 */
     ck_assert_int_eq(decode(&m, B(0x80, 0x80, 0x80, 0x80, 0x10, 0x00)), -1); /* field 2^29 */
-    ck_assert_int_eq(decode(&m, B(0x26, 0x00)), -1);                /* wire type 6 */
-    ck_assert_int_eq(decode(&m, B(0x27, 0x00)), -1);                /* wire type 7 */
-    ck_assert_int_eq(decode(&m, B(0x29, 1, 2, 3)), -1);             /* i64 cut short */
-    ck_assert_int_eq(decode(&m, B(0x2d, 1, 2, 3)), -1);             /* i32 cut short */
-    ck_assert_int_eq(decode(&m, B(0x2c)), -1);                      /* end group alone */
-    ck_assert_int_eq(decode(&m, B(0x2b, 0x08, 0x01)), -1);          /* group never ends */
-    ck_assert_int_eq(decode(&m, B(0x2b, 0x34)), -1);                /* ends another group */
-    ck_assert_int_eq(decode(&m, B(0x32, 0x05, 'a')), -1);           /* unknown len cut */
+    ck_assert_int_eq(decode(&m, B(0x26, 0x00)), -1);                         /* wire type 6 */
+    ck_assert_int_eq(decode(&m, B(0x27, 0x00)), -1);                         /* wire type 7 */
+    ck_assert_int_eq(decode(&m, B(0x29, 1, 2, 3)), -1);                      /* i64 cut short */
+    ck_assert_int_eq(decode(&m, B(0x2d, 1, 2, 3)), -1);                      /* i32 cut short */
+    ck_assert_int_eq(decode(&m, B(0x2c)), -1);                               /* end group alone */
+    ck_assert_int_eq(decode(&m, B(0x2b, 0x08, 0x01)), -1);                   /* group never ends */
+    ck_assert_int_eq(decode(&m, B(0x2b, 0x34)), -1);      /* ends another group */
+    ck_assert_int_eq(decode(&m, B(0x32, 0x05, 'a')), -1); /* unknown len cut */
     /* groups nested deeper than the limit */
     uint8_t deep[80];
     for (int i = 0; i < 40; i++) {
@@ -231,15 +233,15 @@ END_TEST
 START_TEST(echo_utf8)
 {
     petrel__echo_msg_t m;
-    ck_assert_int_eq(decode(&m, B(0x12, 0x02, 0xc3, 0xa9)), 0);            /* é */
+    ck_assert_int_eq(decode(&m, B(0x12, 0x02, 0xc3, 0xa9)), 0);             /* é */
     ck_assert_int_eq(decode(&m, B(0x12, 0x04, 0xf0, 0x9f, 0x90, 0xa6)), 0); /* U+1F426 */
     ck_assert_int_eq(decode(&m, B(0x12, 0x01, 0xff)), -1);
-    ck_assert_int_eq(decode(&m, B(0x12, 0x01, 0xc3)), -1);                  /* cut */
-    ck_assert_int_eq(decode(&m, B(0x12, 0x02, 0xc0, 0xaf)), -1);            /* overlong */
-    ck_assert_int_eq(decode(&m, B(0x12, 0x03, 0xed, 0xa0, 0x80)), -1);      /* surrogate */
+    ck_assert_int_eq(decode(&m, B(0x12, 0x01, 0xc3)), -1);                   /* cut */
+    ck_assert_int_eq(decode(&m, B(0x12, 0x02, 0xc0, 0xaf)), -1);             /* overlong */
+    ck_assert_int_eq(decode(&m, B(0x12, 0x03, 0xed, 0xa0, 0x80)), -1);       /* surrogate */
     ck_assert_int_eq(decode(&m, B(0x12, 0x04, 0xf4, 0x90, 0x80, 0x80)), -1); /* > U+10FFFF */
-    ck_assert_int_eq(decode(&m, B(0x12, 0x03, 0xe2, 0x28, 0xa1)), -1);      /* bad 2nd byte */
-    ck_assert_int_eq(decode(&m, B(0x12, 0x01, 0x00)), 0);                   /* NUL is UTF-8 */
+    ck_assert_int_eq(decode(&m, B(0x12, 0x03, 0xe2, 0x28, 0xa1)), -1);       /* bad 2nd byte */
+    ck_assert_int_eq(decode(&m, B(0x12, 0x01, 0x00)), 0);                    /* NUL is UTF-8 */
     /* the eight-bytes-at-a-time ASCII path: a bad byte after it, inside it,
      * and a sequence that crosses its boundary */
     ck_assert_int_eq(decode(&m, B(0x12, 0x0a, 'a', 'b', 'c', 'd', 'e', 'f', 'g', 'h', 0xff, 'i')),
@@ -247,14 +249,14 @@ START_TEST(echo_utf8)
     ck_assert_int_eq(decode(&m, B(0x12, 0x10, 'a', 'b', 'c', 'd', 'e', 'f', 0x80, 'h', 'a', 'b',
                                   'c', 'd', 'e', 'f', 'g', 'h')),
                      -1);
-    ck_assert_int_eq(decode(&m, B(0x12, 0x10, 'a', 'b', 'c', 'd', 'e', 'f', 'g', 0xe2, 0x82,
-                                  0xac, 'c', 'd', 'e', 'f', 'g', 'h')),
+    ck_assert_int_eq(decode(&m, B(0x12, 0x10, 'a', 'b', 'c', 'd', 'e', 'f', 'g', 0xe2, 0x82, 0xac,
+                                  'c', 'd', 'e', 'f', 'g', 'h')),
                      0); /* U+20AC at bytes 7-9 */
-    ck_assert_int_eq(decode(&m, B(0x12, 0x10, 'a', 'b', 'c', 'd', 'e', 'f', 'g', 0xe2, 0x82,
-                                  'x', 'c', 'd', 'e', 'f', 'g', 'h')),
+    ck_assert_int_eq(decode(&m, B(0x12, 0x10, 'a', 'b', 'c', 'd', 'e', 'f', 'g', 0xe2, 0x82, 'x',
+                                  'c', 'd', 'e', 'f', 'g', 'h')),
                      -1); /* cut at byte 9 */
-    ck_assert_int_eq(decode(&m, B(0x12, 0x10, 'a', 'b', 'c', 'd', 'e', 'f', 'g', 'h', 'a', 'b',
-                                  'c', 'd', 'e', 'f', 'g', 0xc3)),
+    ck_assert_int_eq(decode(&m, B(0x12, 0x10, 'a', 'b', 'c', 'd', 'e', 'f', 'g', 'h', 'a', 'b', 'c',
+                                  'd', 'e', 'f', 'g', 0xc3)),
                      -1); /* cut at the very end */
 }
 END_TEST
@@ -324,8 +326,10 @@ static size_t answer(uint8_t *dst, uint64_t id, size_t plen, int32_t pbytes, cha
     char *payload = malloc(plen + 1);
     ck_assert_ptr_nonnull(payload);
     memset(payload, fill, plen);
-    petrel__echo_msg_t m = {.request_id = (int64_t)id, .payload = payload,
-                            .payload_len = plen, .payload_bytes = pbytes};
+    petrel__echo_msg_t m = {.request_id = (int64_t)id,
+                            .payload = payload,
+                            .payload_len = plen,
+                            .payload_bytes = pbytes};
     size_t n = petrel__echo_encode(dst + PETREL__GRPC_PREFIX, &m);
     petrel__grpc_prefix_put(dst, 0, (uint32_t)n);
     free(payload);
@@ -614,9 +618,9 @@ START_TEST(module_limit)
     ck_assert_int_eq(petrel_module_grpcecho.init(NULL, "max_message=1k"), 0);
     request(PETREL__GRPC_ECHO_PATH, "application/grpc", buf, n, NULL, NULL);
     ck_assert_int_eq(run(0), 0);
-    static const char *const bad[] = {"max_message=", "max_message=0", "max_message=-1",
+    static const char *const bad[] = {"max_message=",   "max_message=0",     "max_message=-1",
                                       "max_message=2g", "max_message=1025m", "max_message=1x",
-                                      "max_size=10", "max_message=10,x=1"};
+                                      "max_size=10",    "max_message=10,x=1"};
     for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++)
         ck_assert_int_eq(petrel_module_grpcecho.init(NULL, bad[i]), PETREL_EINVAL);
     ck_assert_int_eq(petrel_module_grpcecho.init(NULL, "max_message=1g"), 0);
@@ -678,9 +682,9 @@ START_TEST(module_arena_limit)
             ck_assert_int_eq(R.status, 200);
             if (k == 0 && R.ended && R.trailers) {
                 petrel__echo_msg_t out;
-                ck_assert_int_eq(decode(&out, R.body + PETREL__GRPC_PREFIX,
-                                        R.body_len - PETREL__GRPC_PREFIX),
-                                 0);
+                ck_assert_int_eq(
+                    decode(&out, R.body + PETREL__GRPC_PREFIX, R.body_len - PETREL__GRPC_PREFIX),
+                    0);
                 ck_assert_uint_eq(out.payload_len, 500);
             }
         }

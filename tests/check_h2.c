@@ -29,7 +29,7 @@ static petrel_server_t *srv;
 /* Test routes                                                              */
 
 static char big[300000];
-static petrel_req_t *held; /* a streaming request the test finishes by hand */
+static petrel_req_t *held;         /* a streaming request the test finishes by hand */
 static petrel_req_t *held_all[64]; /* every one of them */
 static int nheld;
 
@@ -94,11 +94,10 @@ static int grpc_handler(petrel_req_t *req, void *data)
 static int head_info(petrel_req_t *req, void *data)
 {
     (void)data;
-    char *s = petrel_arena_printf(req->arena, "%s|%s|%s|%s|%d|%s", req->method_name.ptr,
-                                  req->path.ptr, req->query.len ? req->query.ptr : "",
-                                  req->authority.ptr ? req->authority.ptr : "", req->version,
-                                  petrel_req_header(req, "x-test") ? petrel_req_header(req, "x-test")
-                                                                   : "");
+    char *s = petrel_arena_printf(
+        req->arena, "%s|%s|%s|%s|%d|%s", req->method_name.ptr, req->path.ptr,
+        req->query.len ? req->query.ptr : "", req->authority.ptr ? req->authority.ptr : "",
+        req->version, petrel_req_header(req, "x-test") ? petrel_req_header(req, "x-test") : "");
     return petrel_send_text(req, 200, "text/plain", s);
 }
 
@@ -274,7 +273,10 @@ static int cl_frame(nghttp2_session *s, const nghttp2_frame *f, void *ud)
     return 0;
 }
 
-static int socketpair_adopt(void) { return ck_conn_open(srv); }
+static int socketpair_adopt(void)
+{
+    return ck_conn_open(srv);
+}
 
 static client_t *client_new(const nghttp2_settings_entry *iv, size_t niv)
 {
@@ -290,9 +292,8 @@ static client_t *client_new(const nghttp2_settings_entry *iv, size_t niv)
     ck_assert_int_eq(nghttp2_session_client_new(&cl->ngh, cb, cl), 0);
     nghttp2_session_callbacks_del(cb);
     nghttp2_settings_entry def[] = {{NGHTTP2_SETTINGS_MAX_CONCURRENT_STREAMS, 100}};
-    ck_assert_int_eq(nghttp2_submit_settings(cl->ngh, NGHTTP2_FLAG_NONE, iv ? iv : def,
-                                             iv ? niv : 1),
-                     0);
+    ck_assert_int_eq(
+        nghttp2_submit_settings(cl->ngh, NGHTTP2_FLAG_NONE, iv ? iv : def, iv ? niv : 1), 0);
     return cl;
 }
 
@@ -357,8 +358,10 @@ static ssize_t upload_read(nghttp2_session *s, int32_t id, uint8_t *buf, size_t 
     return (ssize_t)n;
 }
 
-#define MKNV(n, v)                                                                               \
-    {(uint8_t *)(n), (uint8_t *)(v), sizeof(n) - 1, strlen(v), NGHTTP2_NV_FLAG_NONE}
+#define MKNV(n, v)                                                                                 \
+    {                                                                                              \
+        (uint8_t *)(n), (uint8_t *)(v), sizeof(n) - 1, strlen(v), NGHTTP2_NV_FLAG_NONE             \
+    }
 
 static resp_t *request_nv(client_t *cl, const nghttp2_nv *nv, size_t n, const char *body,
                           size_t blen)
@@ -406,8 +409,8 @@ static size_t frame(uint8_t *out, uint8_t type, uint8_t flags, int32_t id, const
 }
 
 /* HEADERS (END_STREAM | END_HEADERS) with fields HPACK-encoded by `d`. */
-static size_t headers_frame(uint8_t *out, nghttp2_hd_deflater *d, int32_t id,
-                            const nghttp2_nv *nv, size_t n)
+static size_t headers_frame(uint8_t *out, nghttp2_hd_deflater *d, int32_t id, const nghttp2_nv *nv,
+                            size_t n)
 {
     uint8_t block[4096];
     ssize_t k = nghttp2_hd_deflate_hd(d, block, sizeof(block), (nghttp2_nv *)nv, n);
@@ -462,18 +465,18 @@ static void raw_pump(int fd, raw_result_t *res, int turns)
         size_t len = (size_t)f[0] << 16 | (size_t)f[1] << 8 | f[2];
         if (have - off < 9 + len)
             break;
-        uint32_t id = ((uint32_t)f[5] << 24 | (uint32_t)f[6] << 16 | (uint32_t)f[7] << 8 | f[8]) &
-                      0x7fffffff;
+        uint32_t id =
+            ((uint32_t)f[5] << 24 | (uint32_t)f[6] << 16 | (uint32_t)f[7] << 8 | f[8]) & 0x7fffffff;
         uint8_t *p = f + 9;
         if (f[3] == NGHTTP2_GOAWAY && len >= 8) {
             res->goaway = true;
-            res->goaway_error = (uint32_t)p[4] << 24 | (uint32_t)p[5] << 16 | (uint32_t)p[6] << 8 |
-                                p[7];
+            res->goaway_error =
+                (uint32_t)p[4] << 24 | (uint32_t)p[5] << 16 | (uint32_t)p[6] << 8 | p[7];
         } else if (f[3] == NGHTTP2_RST_STREAM && len == 4) {
             res->rst++;
             res->rst_id = (int32_t)id;
-            res->rst_error = (uint32_t)p[0] << 24 | (uint32_t)p[1] << 16 | (uint32_t)p[2] << 8 |
-                             p[3];
+            res->rst_error =
+                (uint32_t)p[0] << 24 | (uint32_t)p[1] << 16 | (uint32_t)p[2] << 8 | p[3];
         } else if (f[3] == NGHTTP2_HEADERS) {
             res->headers++;
             uint8_t *in = p;
@@ -488,8 +491,7 @@ static void raw_pump(int fd, raw_result_t *res, int turns)
                 inlen -= (size_t)k;
                 if (fl & NGHTTP2_HD_INFLATE_EMIT && nv.namelen == 7 &&
                     memcmp(nv.name, ":status", 7) == 0)
-                    snprintf(res->status, sizeof(res->status), "%.*s", (int)nv.valuelen,
-                             nv.value);
+                    snprintf(res->status, sizeof(res->status), "%.*s", (int)nv.valuelen, nv.value);
                 if (fl & NGHTTP2_HD_INFLATE_FINAL) {
                     nghttp2_hd_inflate_end_headers(inf);
                     break;
@@ -544,15 +546,14 @@ START_TEST(settings_exchange)
     client_t *cl = client_new(iv, 2);
     pump(cl, 5);
     ck_assert_int_eq(cl->settings, 1);
-    ck_assert_uint_eq(nghttp2_session_get_remote_settings(cl->ngh,
-                                                          NGHTTP2_SETTINGS_MAX_CONCURRENT_STREAMS),
-                      128);
-    ck_assert_uint_eq(nghttp2_session_get_remote_settings(cl->ngh,
-                                                          NGHTTP2_SETTINGS_INITIAL_WINDOW_SIZE),
-                      1 << 20);
-    ck_assert_uint_eq(nghttp2_session_get_remote_settings(cl->ngh,
-                                                          NGHTTP2_SETTINGS_MAX_HEADER_LIST_SIZE),
-                      srv->cfg.max_header_size);
+    ck_assert_uint_eq(
+        nghttp2_session_get_remote_settings(cl->ngh, NGHTTP2_SETTINGS_MAX_CONCURRENT_STREAMS), 128);
+    ck_assert_uint_eq(
+        nghttp2_session_get_remote_settings(cl->ngh, NGHTTP2_SETTINGS_INITIAL_WINDOW_SIZE),
+        1 << 20);
+    ck_assert_uint_eq(
+        nghttp2_session_get_remote_settings(cl->ngh, NGHTTP2_SETTINGS_MAX_HEADER_LIST_SIZE),
+        srv->cfg.max_header_size);
     /* the connection window was opened to match */
     ck_assert_int_ge(nghttp2_session_get_remote_window_size(cl->ngh), 1 << 20);
     client_free(cl);
@@ -566,15 +567,12 @@ START_TEST(settings_from_config)
     srv->cfg.h2_max_header_list_size = 2000;
     client_t *cl = client_new(NULL, 0);
     pump(cl, 5);
-    ck_assert_uint_eq(nghttp2_session_get_remote_settings(cl->ngh,
-                                                          NGHTTP2_SETTINGS_MAX_CONCURRENT_STREAMS),
-                      7);
-    ck_assert_uint_eq(nghttp2_session_get_remote_settings(cl->ngh,
-                                                          NGHTTP2_SETTINGS_INITIAL_WINDOW_SIZE),
-                      65535);
-    ck_assert_uint_eq(nghttp2_session_get_remote_settings(cl->ngh,
-                                                          NGHTTP2_SETTINGS_MAX_HEADER_LIST_SIZE),
-                      2000);
+    ck_assert_uint_eq(
+        nghttp2_session_get_remote_settings(cl->ngh, NGHTTP2_SETTINGS_MAX_CONCURRENT_STREAMS), 7);
+    ck_assert_uint_eq(
+        nghttp2_session_get_remote_settings(cl->ngh, NGHTTP2_SETTINGS_INITIAL_WINDOW_SIZE), 65535);
+    ck_assert_uint_eq(
+        nghttp2_session_get_remote_settings(cl->ngh, NGHTTP2_SETTINGS_MAX_HEADER_LIST_SIZE), 2000);
     client_free(cl);
 }
 END_TEST
@@ -1056,16 +1054,16 @@ START_TEST(malformed_requests)
                              MKNV(":path", "/hello"), MKNV("connection", "keep-alive")};
     nghttp2_nv te_gzip[] = {MKNV(":method", "GET"), MKNV(":scheme", "http"),
                             MKNV(":path", "/hello"), MKNV("te", "gzip")};
-    nghttp2_nv upper[] = {MKNV(":method", "GET"), MKNV(":scheme", "http"),
-                          MKNV(":path", "/hello"), MKNV("Accept", "*/*")};
+    nghttp2_nv upper[] = {MKNV(":method", "GET"), MKNV(":scheme", "http"), MKNV(":path", "/hello"),
+                          MKNV("Accept", "*/*")};
     nghttp2_nv host_mismatch[] = {MKNV(":method", "GET"), MKNV(":scheme", "http"),
                                   MKNV(":path", "/hello"), MKNV(":authority", "a.test"),
                                   MKNV("host", "b.test")};
     struct {
         nghttp2_nv *nv;
         size_t n;
-    } cases[] = {{unknown_pseudo, 4}, {no_path, 3},  {pseudo_after, 4}, {conn_hdr, 4},
-                 {te_gzip, 4},        {upper, 4},    {host_mismatch, 5}};
+    } cases[] = {{unknown_pseudo, 4}, {no_path, 3}, {pseudo_after, 4}, {conn_hdr, 4},
+                 {te_gzip, 4},        {upper, 4},   {host_mismatch, 5}};
     for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
         raw_result_t res;
         raw_request(cases[i].nv, cases[i].n, false, 6, &res);
@@ -1377,7 +1375,8 @@ static client_t *upgrade(const char *head, const char *body, resp_t **r1, char *
     char tok[128];
     size_t t = 0;
     for (ssize_t i = 0; i < plen; i += 3) {
-        uint32_t v = (uint32_t)payload[i] << 16 | (i + 1 < plen ? (uint32_t)payload[i + 1] << 8 : 0) |
+        uint32_t v = (uint32_t)payload[i] << 16 |
+                     (i + 1 < plen ? (uint32_t)payload[i + 1] << 8 : 0) |
                      (i + 2 < plen ? payload[i + 2] : 0);
         tok[t++] = b64[v >> 18 & 63];
         tok[t++] = b64[v >> 12 & 63];

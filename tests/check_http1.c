@@ -183,7 +183,10 @@ static void teardown(void)
     petrel__server_free(srv);
 }
 
-static int turn(int wait_ms) { return ck_turn(wait_ms); }
+static int turn(int wait_ms)
+{
+    return ck_turn(wait_ms);
+}
 
 /* A new connection: returns its client end. */
 static client_t *client_open(void)
@@ -220,14 +223,14 @@ static void client_compact(client_t *c)
 
 typedef struct resp {
     int status;
-    int minor;               /* HTTP/1.x */
-    const char *head;        /* status line through the empty line, in the client buffer */
+    int minor;        /* HTTP/1.x */
+    const char *head; /* status line through the empty line, in the client buffer */
     size_t head_len;
-    const char *body;        /* in the client buffer, or dbody when chunked */
+    const char *body; /* in the client buffer, or dbody when chunked */
     size_t body_len;
     bool chunked;
-    size_t raw_len;          /* bytes of the whole response */
-    char trailers[1024];     /* the trailer section of a chunked body, raw */
+    size_t raw_len;      /* bytes of the whole response */
+    char trailers[1024]; /* the trailer section of a chunked body, raw */
     size_t trailers_len;
     char dbody[1u << 14];
 } resp_t;
@@ -400,7 +403,10 @@ static int client_wait_flags(client_t *c, int n, const bool *head_req, bool head
     }
 }
 
-static int client_wait(client_t *c, int n) { return client_wait_flags(c, n, NULL, false); }
+static int client_wait(client_t *c, int n)
+{
+    return client_wait_flags(c, n, NULL, false);
+}
 
 /* Wait for `n` responses for up to `turns` turns of up to `ms` each. */
 static int client_wait_flags_ms(client_t *c, int n, int ms, int turns_max)
@@ -620,8 +626,8 @@ START_TEST(test_pipeline_16)
         } else {
             char want[128];
             snprintf(want, sizeof(want),
-                     "method=GET path=/kv/%d query= authority=x version=11 key=%d big=0 fold=-",
-                     i, i);
+                     "method=GET path=/kv/%d query= authority=x version=11 key=%d big=0 fold=-", i,
+                     i);
             ck_assert_str_eq(body_str(i), want);
         }
     }
@@ -899,8 +905,8 @@ static int wait_rounds(client_t *c, int n)
         while (read(be_fd[1], junk, sizeof(junk)) > 0)
             ;
         bad += write(be_fd[1], &id, 1) != 1;
-        for (int t = 0; t < 50 && (c->len - c->off < 20 || memcmp(c->buf + c->len - 7, "reply 0", 7));
-             t++) {
+        for (int t = 0;
+             t < 50 && (c->len - c->off < 20 || memcmp(c->buf + c->len - 7, "reply 0", 7)); t++) {
             turn(0);
             client_pull(c);
         }
@@ -1017,8 +1023,9 @@ END_TEST
 START_TEST(test_path_normalisation)
 {
     client_t *c = client_open();
-    static const char *const ok[] = {"/x/../hello", "/./hello", "//hello", "/%68ello",
-                                     "/hello?x=1", "/a/b/../../hello", "/x/%2e%2e/hello"};
+    static const char *const ok[] = {"/x/../hello",    "/./hello",   "//hello",
+                                     "/%68ello",       "/hello?x=1", "/a/b/../../hello",
+                                     "/x/%2e%2e/hello"};
     for (size_t i = 0; i < sizeof(ok) / sizeof(ok[0]); i++) {
         char req[128];
         snprintf(req, sizeof(req), "GET %s HTTP/1.1\r\nHost: x\r\n\r\n", ok[i]);
@@ -1073,7 +1080,7 @@ START_TEST(test_echo_chunked_split)
     client_t *c = client_open();
     static const char *const parts[] = {
         "POST /echo HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n\r\n5\r\nHel",
-        "lo\r\n1",  /* "10" split after its first digit */
+        "lo\r\n1", /* "10" split after its first digit */
         "0\r\n0123456789ABCDEF\r\n",
         "3;ext=1\r\n", /* a chunk extension (§7.1.1), ignored */
         "xyz\r\n0\r\n",
@@ -1102,8 +1109,8 @@ START_TEST(test_echo_large)
 {
     client_t *c = client_open();
     static char req[300000];
-    size_t len = (size_t)snprintf(req, sizeof(req),
-                                  "POST /echo HTTP/1.1\r\nHost: x\r\nContent-Length: 100000\r\n\r\n");
+    size_t len = (size_t)snprintf(
+        req, sizeof(req), "POST /echo HTTP/1.1\r\nHost: x\r\nContent-Length: 100000\r\n\r\n");
     for (int i = 0; i < 100000; i++)
         req[len++] = (char)('0' + i % 10);
     ck_assert(client_write(c, req, len));
@@ -1217,19 +1224,31 @@ static const bad_t bad_requests[] = {
     {"HTTP/1.x", "GET /hello HTTP/1.x\r\nHost: x\r\n\r\n", 400, 505},
     {"HTTP/11", "GET /hello HTTP/11\r\nHost: x\r\n\r\n", 400, 505},
     /* RFC 9112 §6.1: Content-Length with Transfer-Encoding is an attack */
-    {"CL and TE", "POST /echo HTTP/1.1\r\nHost: x\r\nContent-Length: 5\r\n"
-                  "Transfer-Encoding: chunked\r\n\r\n0\r\n\r\n", 400, 0},
-    {"TE and CL", "POST /echo HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n"
-                  "Content-Length: 5\r\n\r\n0\r\n\r\n", 400, 0},
+    {"CL and TE",
+     "POST /echo HTTP/1.1\r\nHost: x\r\nContent-Length: 5\r\n"
+     "Transfer-Encoding: chunked\r\n\r\n0\r\n\r\n",
+     400, 0},
+    {"TE and CL",
+     "POST /echo HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n"
+     "Content-Length: 5\r\n\r\n0\r\n\r\n",
+     400, 0},
     /* RFC 9112 §6.3 rule 5: differing Content-Length values */
-    {"two Content-Lengths", "POST /echo HTTP/1.1\r\nHost: x\r\nContent-Length: 5\r\n"
-                            "Content-Length: 6\r\n\r\nhello!", 400, 0},
-    {"Content-Length list", "POST /echo HTTP/1.1\r\nHost: x\r\nContent-Length: 5, 6\r\n\r\n"
-                            "hello!", 400, 0},
-    {"Content-Length not a number", "POST /echo HTTP/1.1\r\nHost: x\r\n"
-                                    "Content-Length: abc\r\n\r\n", 400, 0},
-    {"negative Content-Length", "POST /echo HTTP/1.1\r\nHost: x\r\n"
-                                "Content-Length: -1\r\n\r\n", 400, 0},
+    {"two Content-Lengths",
+     "POST /echo HTTP/1.1\r\nHost: x\r\nContent-Length: 5\r\n"
+     "Content-Length: 6\r\n\r\nhello!",
+     400, 0},
+    {"Content-Length list",
+     "POST /echo HTTP/1.1\r\nHost: x\r\nContent-Length: 5, 6\r\n\r\n"
+     "hello!",
+     400, 0},
+    {"Content-Length not a number",
+     "POST /echo HTTP/1.1\r\nHost: x\r\n"
+     "Content-Length: abc\r\n\r\n",
+     400, 0},
+    {"negative Content-Length",
+     "POST /echo HTTP/1.1\r\nHost: x\r\n"
+     "Content-Length: -1\r\n\r\n",
+     400, 0},
     /* RFC 9112 §3.2: exactly one valid Host in HTTP/1.1 */
     {"missing Host", "GET /hello HTTP/1.1\r\n\r\n", 400, 0},
     {"two Hosts", "GET /hello HTTP/1.1\r\nHost: a\r\nHost: b\r\n\r\n", 400, 0},
@@ -1242,16 +1261,22 @@ static const bad_t bad_requests[] = {
     /* RFC 9112 §6.1: a coding petrel does not implement -> 501 (SHOULD);
      * RFC 9112 §6.3 rule 4: chunked not the final coding -> 400 (MUST), and
      * §6.1: chunked applied twice is not allowed either */
-    {"TE gzip, chunked", "POST /echo HTTP/1.1\r\nHost: x\r\n"
-                         "Transfer-Encoding: gzip, chunked\r\n\r\n0\r\n\r\n", 501, 0},
-    {"TE chunked, gzip", "POST /echo HTTP/1.1\r\nHost: x\r\n"
-                         "Transfer-Encoding: chunked, gzip\r\n\r\n0\r\n\r\n", 400, 0},
-    {"TE chunked, chunked", "POST /echo HTTP/1.1\r\nHost: x\r\n"
-                            "Transfer-Encoding: chunked, chunked\r\n\r\n0\r\n\r\n", 400, 0},
+    {"TE gzip, chunked",
+     "POST /echo HTTP/1.1\r\nHost: x\r\n"
+     "Transfer-Encoding: gzip, chunked\r\n\r\n0\r\n\r\n",
+     501, 0},
+    {"TE chunked, gzip",
+     "POST /echo HTTP/1.1\r\nHost: x\r\n"
+     "Transfer-Encoding: chunked, gzip\r\n\r\n0\r\n\r\n",
+     400, 0},
+    {"TE chunked, chunked",
+     "POST /echo HTTP/1.1\r\nHost: x\r\n"
+     "Transfer-Encoding: chunked, chunked\r\n\r\n0\r\n\r\n",
+     400, 0},
     {"TE gzip", "POST /echo HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: gzip\r\n\r\n", 501, 0},
     /* RFC 9112 §6.1: Transfer-Encoding in an HTTP/1.0 request is faulty */
-    {"TE in HTTP/1.0", "POST /echo HTTP/1.0\r\nTransfer-Encoding: chunked\r\n\r\n0\r\n\r\n",
-     400, 0},
+    {"TE in HTTP/1.0", "POST /echo HTTP/1.0\r\nTransfer-Encoding: chunked\r\n\r\n0\r\n\r\n", 400,
+     0},
     /* RFC 9110 §9.1: a method we do not implement -> 501 */
     {"unknown method", "FOO /x HTTP/1.1\r\nHost: x\r\n\r\n", 501, 0},
     {"unknown method like GET", "GETX /hello HTTP/1.1\r\nHost: x\r\n\r\n", 501, 0},
@@ -1274,10 +1299,14 @@ static const bad_t bad_requests[] = {
     {"space before colon", "GET /hello HTTP/1.1\r\nHost : x\r\n\r\n", 400, 0},
     {"NUL in a value", "GET /hello HTTP/1.1\r\nHost: x\r\nX: a\0b\r\n\r\n", 400, 0},
     /* RFC 9112 §7.1: chunk-size is hex */
-    {"bad chunk size", "POST /echo HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n\r\n"
-                       "zz\r\nhello\r\n0\r\n\r\n", 400, 0},
-    {"chunk without CRLF", "POST /echo HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n"
-                           "\r\n5\r\nhelloXX0\r\n\r\n", 400, 0},
+    {"bad chunk size",
+     "POST /echo HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n\r\n"
+     "zz\r\nhello\r\n0\r\n\r\n",
+     400, 0},
+    {"chunk without CRLF",
+     "POST /echo HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n"
+     "\r\n5\r\nhelloXX0\r\n\r\n",
+     400, 0},
 };
 
 /* The length of a bad request: up to the end of the literal (one has a NUL). */
@@ -1352,8 +1381,10 @@ START_TEST(test_obs_fold)
     if (R[0].status == 400)
         return;
     ck_assert_int_eq(R[0].status, 200);
-    ck_assert_msg(strpbrk(body_str(0), "\r\n") == NULL, "a folded value reached the handler "
-                  "with its line break: '%s'", body_str(0));
+    ck_assert_msg(strpbrk(body_str(0), "\r\n") == NULL,
+                  "a folded value reached the handler "
+                  "with its line break: '%s'",
+                  body_str(0));
 }
 END_TEST
 
@@ -1461,7 +1492,8 @@ START_TEST(test_body_too_large_content_length)
     check_error_response(c, "Content-Length > max_body_size", 413, 0);
     c = client_open();
     static char req[2048];
-    int n = snprintf(req, sizeof(req), "POST /echo HTTP/1.1\r\nHost: x\r\nContent-Length: 1000\r\n\r\n");
+    int n = snprintf(req, sizeof(req),
+                     "POST /echo HTTP/1.1\r\nHost: x\r\nContent-Length: 1000\r\n\r\n");
     memset(req + n, 'b', 1000);
     req[n + 1000] = '\0';
     roundtrip(c, req); /* exactly the limit */
@@ -1475,8 +1507,8 @@ START_TEST(test_body_too_large_chunked)
     srv->cfg.max_body_size = 1000;
     client_t *c = client_open();
     static char req[4096];
-    size_t len = (size_t)snprintf(req, sizeof(req),
-                                  "POST /echo HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n\r\n");
+    size_t len = (size_t)snprintf(
+        req, sizeof(req), "POST /echo HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n\r\n");
     for (int i = 0; i < 5; i++) {
         len += (size_t)snprintf(req + len, sizeof(req) - len, "12c\r\n"); /* 300 */
         memset(req + len, 'c', 300);
@@ -1725,7 +1757,7 @@ START_TEST(test_byte_by_byte)
     ck_assert_str_eq(body_str(0), "abcdefghijklmnopqrstuvwxyz");
     /* and a GET, with a chunked POST after it, byte by byte too */
     static const char req2[] = GET_HELLO "POST /echo HTTP/1.1\r\nHost: x\r\n"
-                               "Transfer-Encoding: chunked\r\n\r\n3\r\nabc\r\n0\r\n\r\n";
+                                         "Transfer-Encoding: chunked\r\n\r\n3\r\nabc\r\n0\r\n\r\n";
     for (size_t i = 0; i < strlen(req2); i++) {
         ck_assert(client_write(c, req2 + i, 1));
         turn(0);
@@ -2065,7 +2097,7 @@ static size_t walk_len;
 static void walk_prepare(void)
 {
     walk_len = 0;
-#define WALK_ADD(...) \
+#define WALK_ADD(...)                                                                              \
     (walk_len += (size_t)snprintf(walk_req + walk_len, sizeof(walk_req) - walk_len, __VA_ARGS__))
     for (int i = 0; i < WALK_POSTS; i++) {
         WALK_ADD("POST /echo HTTP/1.1\r\nHost: x\r\nContent-Length: %d\r\n\r\n", WALK_BODY);
@@ -2111,11 +2143,11 @@ static bool walk_ok(int i, const resp_t *r)
 
 typedef struct walk {
     bool adopt_failed;
-    int responses;  /* complete and correct (or an error status) */
-    int errors;     /* 5xx responses */
-    int bad;        /* wrong body or status, malformed */
+    int responses; /* complete and correct (or an error status) */
+    int errors;    /* 5xx responses */
+    int bad;       /* wrong body or status, malformed */
     bool eof, hang;
-    char what[160];  /* the first bad response */
+    char what[160]; /* the first bad response */
     int64_t leaked;
     size_t pool_live, nconns;
 } walk_t;
@@ -2157,8 +2189,7 @@ static void walk_once(walk_t *w, uint64_t n)
                 ssize_t k = resp_parse(c->buf + c->off, c->len - c->off, false, false, r);
                 if (k < 0) {
                     if (!w->bad)
-                        snprintf(w->what, sizeof(w->what), "malformed: '%.100s'",
-                                 c->buf + c->off);
+                        snprintf(w->what, sizeof(w->what), "malformed: '%.100s'", c->buf + c->off);
                     w->bad++;
                     break;
                 }
@@ -2172,8 +2203,8 @@ static void walk_once(walk_t *w, uint64_t n)
                 }
                 bool ok = i < WALK_NREQ && walk_ok(i, r);
                 if (!ok && !w->bad)
-                    snprintf(w->what, sizeof(w->what), "#%d: %d, %zu bytes '%.40s'", i,
-                             r->status, r->body_len, r->body);
+                    snprintf(w->what, sizeof(w->what), "#%d: %d, %zu bytes '%.40s'", i, r->status,
+                             r->body_len, r->body);
                 if (!ok)
                     w->bad++;
             }
@@ -2219,8 +2250,8 @@ START_TEST(test_failmalloc_requests)
                       (unsigned long long)n, w.responses);
         ck_assert_msg(w.nconns == 0, "N=%llu: the server kept the connection",
                       (unsigned long long)n);
-        ck_assert_msg(w.pool_live == 0, "N=%llu: %zu chunks not given back",
-                      (unsigned long long)n, w.pool_live);
+        ck_assert_msg(w.pool_live == 0, "N=%llu: %zu chunks not given back", (unsigned long long)n,
+                      w.pool_live);
         ck_assert_msg(w.leaked == 0, "N=%llu: %lld heap blocks leaked", (unsigned long long)n,
                       (long long)w.leaked);
         if (failed == 0) {

@@ -38,7 +38,7 @@ static void teardown(void)
 
 typedef struct seen {
     int calls, events, fd;
-    petrel_watch_t *stop_me;   /* stop this watch from the callback */
+    petrel_watch_t *stop_me; /* stop this watch from the callback */
     bool stop_self;
     char got[64];
     size_t len;

@@ -22,18 +22,18 @@ static ssize_t norm(const char *in)
     return petrel__path_normalize(in, n, out);
 }
 
-#define ck_norm(in, want)                                                                       \
-    do {                                                                                        \
-        ssize_t n_ = norm(in);                                                                  \
-        ck_assert_msg(n_ >= 0, "'%s' refused", in);                                             \
-        ck_assert_msg(strcmp(out, want) == 0, "'%s' -> '%s', want '%s'", in, out, want);        \
-        ck_assert_int_eq(n_, (ssize_t)strlen(want));                                            \
+#define ck_norm(in, want)                                                                          \
+    do {                                                                                           \
+        ssize_t n_ = norm(in);                                                                     \
+        ck_assert_msg(n_ >= 0, "'%s' refused", in);                                                \
+        ck_assert_msg(strcmp(out, want) == 0, "'%s' -> '%s', want '%s'", in, out, want);           \
+        ck_assert_int_eq(n_, (ssize_t)strlen(want));                                               \
     } while (0)
 
-#define ck_norm_refused(in)                                                                     \
-    do {                                                                                        \
-        ssize_t n_ = norm(in);                                                                  \
-        ck_assert_msg(n_ == PETREL_EINVAL, "'%s' not refused: '%s'", in, n_ >= 0 ? out : "");             \
+#define ck_norm_refused(in)                                                                        \
+    do {                                                                                           \
+        ssize_t n_ = norm(in);                                                                     \
+        ck_assert_msg(n_ == PETREL_EINVAL, "'%s' not refused: '%s'", in, n_ >= 0 ? out : "");      \
     } while (0)
 
 /* ------------------------------------------------------------------------ */
@@ -99,7 +99,7 @@ START_TEST(test_norm_encoded)
     ck_norm_refused("/%2e%2e");
     ck_norm_refused("/%2e%2e/etc/passwd");
     ck_norm("/a+b", "/a+b"); /* '+' is no space in a path */
-    ck_norm("/%25", "/%"); /* decoded once only */
+    ck_norm("/%25", "/%");   /* decoded once only */
     ck_norm("/%2541", "/%41");
 }
 END_TEST
@@ -206,16 +206,26 @@ START_TEST(test_method_from_name)
         const char *name;
         int bit;
     } t[] = {
-        {"GET", PETREL_GET},       {"HEAD", PETREL_HEAD},     {"POST", PETREL_POST},
-        {"PUT", PETREL_PUT},       {"DELETE", PETREL_DELETE}, {"PATCH", PETREL_PATCH},
-        {"OPTIONS", PETREL_OPTIONS}, {"get", 0},              {"Get", 0},
-        {"GE", 0},                 {"GETS", 0},               {"POSTX", 0},
-        {"PROPFIND", 0},           {"CONNECT", 0},            {"TRACE", 0},
+        {"GET", PETREL_GET},
+        {"HEAD", PETREL_HEAD},
+        {"POST", PETREL_POST},
+        {"PUT", PETREL_PUT},
+        {"DELETE", PETREL_DELETE},
+        {"PATCH", PETREL_PATCH},
+        {"OPTIONS", PETREL_OPTIONS},
+        {"get", 0},
+        {"Get", 0},
+        {"GE", 0},
+        {"GETS", 0},
+        {"POSTX", 0},
+        {"PROPFIND", 0},
+        {"CONNECT", 0},
+        {"TRACE", 0},
         {"", 0},
     };
     for (size_t i = 0; i < sizeof(t) / sizeof(t[0]); i++)
-        ck_assert_msg(petrel__method_from_name(t[i].name, strlen(t[i].name)) == t[i].bit,
-                      "'%s'", t[i].name);
+        ck_assert_msg(petrel__method_from_name(t[i].name, strlen(t[i].name)) == t[i].bit, "'%s'",
+                      t[i].name);
     /* only `len` bytes count */
     ck_assert_int_eq(petrel__method_from_name("GETX", 3), PETREL_GET);
     ck_assert_int_eq(petrel__method_from_name("POST", 3), 0);

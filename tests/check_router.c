@@ -21,10 +21,30 @@ static petrel__match_t M;
 
 /* Distinct handlers, told apart by their address; data tells routes apart
  * when they share a handler. */
-static int h_a(petrel_req_t *req, void *data) { (void)req; (void)data; return 0; }
-static int h_b(petrel_req_t *req, void *data) { (void)req; (void)data; return 0; }
-static int h_c(petrel_req_t *req, void *data) { (void)req; (void)data; return 0; }
-static int h_d(petrel_req_t *req, void *data) { (void)req; (void)data; return 0; }
+static int h_a(petrel_req_t *req, void *data)
+{
+    (void)req;
+    (void)data;
+    return 0;
+}
+static int h_b(petrel_req_t *req, void *data)
+{
+    (void)req;
+    (void)data;
+    return 0;
+}
+static int h_c(petrel_req_t *req, void *data)
+{
+    (void)req;
+    (void)data;
+    return 0;
+}
+static int h_d(petrel_req_t *req, void *data)
+{
+    (void)req;
+    (void)data;
+    return 0;
+}
 
 static void setup(void)
 {
@@ -62,11 +82,11 @@ static const char *param(const char *name)
     return NULL;
 }
 
-#define ck_match(method, path, h)                                                               \
-    do {                                                                                        \
-        int rc_ = match(method, path);                                                          \
-        ck_assert_msg(rc_ == 0, "%s: %d", path, rc_);                                           \
-        ck_assert_msg(M.handler == (h), "%s: wrong handler", path);                             \
+#define ck_match(method, path, h)                                                                  \
+    do {                                                                                           \
+        int rc_ = match(method, path);                                                             \
+        ck_assert_msg(rc_ == 0, "%s: %d", path, rc_);                                              \
+        ck_assert_msg(M.handler == (h), "%s: wrong handler", path);                                \
     } while (0)
 
 /* ------------------------------------------------------------------------ */
@@ -86,8 +106,8 @@ START_TEST(test_exact)
     ck_assert_int_eq(match(PETREL_GET, "/helloo"), 404);
     ck_assert_int_eq(match(PETREL_GET, "/hello/"), 404); /* a trailing slash is another path */
     ck_assert_int_eq(match(PETREL_GET, "/hello/x"), 404);
-    ck_assert_int_eq(match(PETREL_GET, "/Hello"), 404);  /* case-sensitive */
-    ck_assert_int_eq(match(PETREL_GET, "/a/b/c"), 404);  /* an inner node without routes */
+    ck_assert_int_eq(match(PETREL_GET, "/Hello"), 404); /* case-sensitive */
+    ck_assert_int_eq(match(PETREL_GET, "/a/b/c"), 404); /* an inner node without routes */
     ck_assert_int_eq(match(PETREL_GET, "/"), 404);
     ck_assert_ptr_null(M.handler);
     ck_assert_int_eq(M.allowed, 0);
@@ -239,8 +259,10 @@ START_TEST(test_param_many)
     if (rc == PETREL_EINVAL)
         return; /* refusing a pattern with too many parameters is fine */
     ck_assert_int_eq(rc, 0);
-    ck_assert_msg(match(PETREL_GET, path) == 0, "a route with 20 parameters was accepted but "
-                                                "does not match %s", path);
+    ck_assert_msg(match(PETREL_GET, path) == 0,
+                  "a route with 20 parameters was accepted but "
+                  "does not match %s",
+                  path);
     ck_assert_uint_eq(M.nparams, 20);
     ck_assert_str_eq(param("p19"), "19");
 }
@@ -431,8 +453,7 @@ START_TEST(test_invalid)
     /* 1 << 7 is PETREL__CONNECT (WebSocket routes, RFC 8441): the router's
      * own; petrel_route_add() refuses it */
     ck_assert_int_eq(petrel__router_add(R, 1 << 8, "/a", h_a, NULL), PETREL_EINVAL);
-    ck_assert_int_eq(petrel__router_add(R, PETREL_GET | (1 << 9), "/a", h_a, NULL),
-                     PETREL_EINVAL);
+    ck_assert_int_eq(petrel__router_add(R, PETREL_GET | (1 << 9), "/a", h_a, NULL), PETREL_EINVAL);
     /* nothing was registered by the refused patterns */
     ck_assert_int_eq(match(PETREL_GET, "/a"), 404);
     ck_assert_int_eq(match(PETREL_GET, "/a/x/b"), 404);

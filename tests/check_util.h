@@ -32,11 +32,11 @@
 #endif
 
 typedef struct ck_heap {
-    uint64_t calls;    /* successful malloc, calloc and realloc calls */
-    int64_t live;      /* blocks taken minus blocks given back */
-    uint64_t failed;   /* calls made to fail */
+    uint64_t calls;     /* successful malloc, calloc and realloc calls */
+    int64_t live;       /* blocks taken minus blocks given back */
+    uint64_t failed;    /* calls made to fail */
     uint64_t countdown; /* 0: off; else the call that brings it to 0 fails */
-    bool fail_rest;    /* after the first failure, fail every later call too */
+    bool fail_rest;     /* after the first failure, fail every later call too */
 } ck_heap_t;
 
 static ck_heap_t ck_heap;
@@ -116,9 +116,15 @@ static void *ck_memalign(size_t align, size_t size)
     return p;
 }
 
-CKU_EXPORT void *memalign(size_t align, size_t size) { return ck_memalign(align, size); }
+CKU_EXPORT void *memalign(size_t align, size_t size)
+{
+    return ck_memalign(align, size);
+}
 
-CKU_EXPORT void *aligned_alloc(size_t align, size_t size) { return ck_memalign(align, size); }
+CKU_EXPORT void *aligned_alloc(size_t align, size_t size)
+{
+    return ck_memalign(align, size);
+}
 
 CKU_EXPORT int posix_memalign(void **out, size_t align, size_t size)
 {
@@ -155,8 +161,7 @@ static inline void ck_heap_disarm(void)
 }
 
 /* A test case of `s` with a fixture and a time limit (seconds). */
-static inline TCase *ck_tcase(Suite *s, const char *name, double timeout, SFun setup,
-                              SFun teardown)
+static inline TCase *ck_tcase(Suite *s, const char *name, double timeout, SFun setup, SFun teardown)
 {
     TCase *tc = tcase_create(name);
     tcase_add_checked_fixture(tc, setup, teardown);

@@ -22,9 +22,9 @@
 static int be_fd[2] = {-1, -1};
 static petrel_watch_t *be_watch;
 static petrel_req_t *waiting[WAIT_MAX];
-static int nwait_sent;  /* numbers given out */
-static int aborts;      /* abort callbacks run */
-static int late_rc;     /* what the last late answer returned */
+static int nwait_sent; /* numbers given out */
+static int aborts;     /* abort callbacks run */
+static int late_rc;    /* what the last late answer returned */
 
 static void wait_aborted(petrel_req_t *req, void *data)
 {

@@ -155,7 +155,10 @@ static void teardown(void)
     petrel__server_free(srv);
 }
 
-static int turn(int wait_ms) { return ck_turn(wait_ms); }
+static int turn(int wait_ms)
+{
+    return ck_turn(wait_ms);
+}
 
 static client_t *client_open(void)
 {

@@ -127,6 +127,20 @@ static inline void lru_push(cache_t *c, lnode_t *n)
     c->lru.next = n;
 }
 
+/* /metrics (petrel_metric_*): look-ups that found an entry or had to
+ * load one, and the memory the caches hold (summed over the workers). */
+static petrel_metric_t *m_hits, *m_misses, *m_bytes;
+
+void petrel__static_metrics(petrel_server_t *srv)
+{
+    m_hits = petrel_metric_counter(srv, "petrel_static_cache_hits_total",
+                                   "Static file look-ups answered from the cache.");
+    m_misses = petrel_metric_counter(srv, "petrel_static_cache_misses_total",
+                                     "Static file look-ups that had to open the file.");
+    m_bytes = petrel_metric_gauge(srv, "petrel_static_cache_bytes",
+                                  "Memory held by the static file caches.");
+}
+
 static void cache_remove(cache_t *c, entry_t *e)
 {
     entry_t **pp = &c->tab[e->hash & c->mask];
@@ -136,6 +150,7 @@ static void cache_remove(cache_t *c, entry_t *e)
     lru_unlink(&e->lru);
     c->count--;
     c->mem -= e->mem;
+    petrel_metric_add(m_bytes, -(int64_t)e->mem);
     if (e->fd >= 0)
         c->fds--;
     e->cached = false;
@@ -172,6 +187,7 @@ static void cache_insert(cache_t *c, entry_t *e)
     lru_push(c, &e->lru);
     c->count++;
     c->mem += e->mem;
+    petrel_metric_add(m_bytes, (int64_t)e->mem);
     if (e->fd >= 0)
         c->fds++;
     e->cached = true;
@@ -411,9 +427,11 @@ entry_t *petrel__static_cache_get(cache_t *c, const char *key, size_t klen, uint
                 lru_push(c, &e->lru);
             }
             e->refs++;
+            petrel_metric_add(m_hits, 1);
             return e;
         }
     }
+    petrel_metric_add(m_misses, 1);
     e = entry_load(c, key, klen, h, now);
     if (e == NULL)
         return NULL;

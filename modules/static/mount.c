@@ -169,6 +169,7 @@ int petrel_static_mount(petrel_server_t *srv, const char *prefix, const char *di
     }
     if (srv == NULL || prefix == NULL || dir == NULL || !prefix_ok(prefix))
         return PETREL_EINVAL;
+    petrel__static_metrics(srv);
     if (opts->index && (strchr(opts->index, '/') || strcmp(opts->index, ".") == 0 ||
                         strcmp(opts->index, "..") == 0))
         return PETREL_EINVAL;

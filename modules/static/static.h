@@ -200,6 +200,8 @@ void petrel__static_hash_seed(void);
 
 /* Free this worker's caches (each worker does at exit). */
 void petrel__static_worker_fini(void);
+/* Register the cache's metrics (hits, misses, bytes) with the server. */
+void petrel__static_metrics(petrel_server_t *srv);
 
 /* ------------------------------------------------------------------------ */
 /* Responses (handler.c, listing.c)                                         */

@@ -5,24 +5,29 @@
  *   hist.c     log-bucketed latency histogram (HDR-style)
  *   h1parse.c  incremental HTTP/1.1 response parser
  *   run.c      one epoll loop per thread: connections, timing, accounting,
- *              the read loop (bytes carried between reads) of all the modes
+ *              the read loop (bytes carried between reads) of all the modes,
+ *              and the open-loop schedule of --rate
  *   h1.c       HTTP/1.1 client (keep-alive, pipelining, connection per request)
  *   h2.c       h2c client (prior knowledge) on nghttp2's client session
  *   wsframe.c  WebSocket without sockets: SHA-1, base64, the 101 check, frames
  *   ws.c       WebSocket echo client (RFC 6455)
  *   grpc.c     gRPC echo calls (--grpc): request messages, answer checks;
  *              carried by h2.c, bytes by ../grpcwire.c (shared with grpcecho)
- *   main.c     options, threads, reports, --compare
+ *   report.c   the human and JSON reports of one run
+ *   sweep.c    --sweep: the maximum rate, then a run at each fraction of it
+ *   plot.c     --plot: the latency-vs-load chart (SVG, or PNG by gnuplot)
+ *   main.c     options, threads, --compare
  *
- * hist.c and h1parse.c depend on nothing else, so tests/check_bench.c links
- * them alone; wsframe.c needs only h1parse.c (bench_has_token), which
- * tests/check_bench_ws.c links with it.
+ * hist.c, h1parse.c and plot.c depend on nothing else, so
+ * tests/check_bench.c links them alone; wsframe.c needs only h1parse.c
+ * (bench_has_token), which tests/check_bench_ws.c links with it.
  */
 #ifndef PETREL_BENCH_H
 #define PETREL_BENCH_H
 
 #include <stddef.h>
 #include <stdint.h>
+#include <stdio.h>
 #include <sys/socket.h>
 
 /* ------------------------------------------------------------------------- */
@@ -38,7 +43,11 @@
 typedef struct bench_hist {
     uint64_t count;
     uint64_t min, max; /* exact; min is UINT64_MAX while empty */
-    double sum, sumsq; /* for mean and standard deviation */
+    /* for mean and standard deviation: exact integers (values are below
+     * 2^44 after clamping, so the squares of 2^40 of them still fit 128
+     * bits), so merging the threads' histograms gives the figures one
+     * histogram of all the values would */
+    unsigned __int128 sum, sumsq;
     uint64_t buckets[BENCH_HIST_BUCKETS];
 } bench_hist_t;
 
@@ -49,6 +58,9 @@ void bench_hist_merge(bench_hist_t *into, const bench_hist_t *from);
  * holding it, never above max.  0 when empty. */
 uint64_t bench_hist_percentile(const bench_hist_t *h, double p);
 double bench_hist_mean(const bench_hist_t *h);
+/* A duration in ns, in its unit: "1.23ms" (reports, wrk's style), or with
+ * chart "1.23 ms" (3 significant digits, µs for microseconds); returns buf. */
+const char *bench_fmt_ns(char *buf, size_t n, double ns, int chart);
 double bench_hist_stdev(const bench_hist_t *h);
 /* Bucket arithmetic, exposed for the tests. */
 unsigned bench_hist_index(uint64_t v);
@@ -135,8 +147,14 @@ enum { BENCH_WS_HS_OK = 0, BENCH_WS_HS_STATUS = 1, BENCH_WS_HS_BAD = 2 };
 int bench_ws_check_head(const char *head, size_t len, const char *accept, int *status,
                         const char **why);
 
-enum { BENCH_WS_CONT = 0, BENCH_WS_TEXT = 1, BENCH_WS_BINARY = 2, BENCH_WS_CLOSE = 8,
-       BENCH_WS_PING = 9, BENCH_WS_PONG = 10 };
+enum {
+    BENCH_WS_CONT = 0,
+    BENCH_WS_TEXT = 1,
+    BENCH_WS_BINARY = 2,
+    BENCH_WS_CLOSE = 8,
+    BENCH_WS_PING = 9,
+    BENCH_WS_PONG = 10
+};
 
 typedef struct bench_wsf {
     int fin, rsv, opcode, masked;
@@ -157,6 +175,45 @@ int bench_ws_parse(const uint8_t *p, size_t n, bench_wsf_t *f, const char **why)
 /* The payload of message `id`, and the check of n echoed bytes at offset off */
 void bench_ws_payload(uint8_t *dst, size_t size, uint64_t id, int binary);
 int bench_ws_payload_check(const uint8_t *p, size_t n, uint64_t off, uint64_t id, int binary);
+
+/* ------------------------------------------------------------------------- */
+/* The latency-vs-load chart (plot.c): one point per rate of a sweep. */
+
+enum {
+    BENCH_PLOT_P50,
+    BENCH_PLOT_P90,
+    BENCH_PLOT_P99,
+    BENCH_PLOT_P999,
+    BENCH_PLOT_MAX,
+    BENCH_PLOT_NPCT
+};
+extern const char *const bench_plot_pct_names[BENCH_PLOT_NPCT]; /* "p50" ... "max" */
+
+typedef struct bench_plot_point {
+    double percent;              /* of the maximum rate */
+    double asked, achieved;      /* requests per second */
+    double lat[BENCH_PLOT_NPCT]; /* ns */
+    uint64_t errors;
+    double lag_max; /* the client's own lag, ns */
+} bench_plot_point_t;
+
+typedef struct bench_plot {
+    const char *title;    /* first line, e.g. the label and the URL */
+    const char *subtitle; /* second line, e.g. the mode and connections */
+    double max_rate;      /* the 100 % rate */
+    const char *max_what; /* how it was found, e.g. "closed-loop maximum" */
+    int npoints;
+    const bench_plot_point_t *pts; /* in increasing order of asked rate */
+} bench_plot_t;
+
+/* The chart as a self-contained SVG document (no scripts, no fonts to fetch;
+ * every point carries its figures in data-* attributes and a <title>).
+ * Returns 0, or -1 when writing failed. */
+int bench_plot_svg(FILE *f, const bench_plot_t *p);
+/* The chart as a PNG drawn by gnuplot (pngcairo); 0, or -1 with *why. */
+int bench_plot_png(const char *path, const bench_plot_t *p, const char **why);
+/* Is gnuplot there for bench_plot_png?  NULL, or why not. */
+const char *bench_plot_png_missing(void);
 
 #ifndef BENCH_HIST_ONLY /* the rest is the load generator itself */
 
@@ -192,11 +249,27 @@ typedef struct bench_opts {
     size_t body_size; /* --body-size: a JSON body of exactly this size */
     bench_header_t *headers;
     int nheaders;
-    int ws_binary;            /* WebSocket: --binary messages (else text) */
-    int grpc;                 /* --grpc: unary gRPC calls over h2c (proto BENCH_H2) */
-    int expect_status;        /* --expect-status, 0: any 2xx */
+    int ws_binary;     /* WebSocket: --binary messages (else text) */
+    int grpc;          /* --grpc: unary gRPC calls over h2c (proto BENCH_H2) */
+    int expect_status; /* --expect-status, 0: any 2xx */
+    /* --proxy v1|v2: a PROXY protocol header sent first on every connection,
+     * as a load balancer does (the client 192.0.2.1:40000 or [2001:db8::1]) */
+    char proxy[64];
+    size_t proxy_len;
     int64_t expect_body_size; /* --expect-body-size, -1: not checked */
     int verbose;
+    /* --rate: requests per second, all threads together, sent on an
+     * open-loop schedule; 0: closed loop */
+    double rate;
+    double max_lag; /* --max-lag seconds: more of the client's own lag fails the run */
+    double spin;    /* --spin seconds: poll instead of sleeping this long before a send */
+    /* --sweep */
+    int sweep;
+    double sweep_max; /* --sweep-max: the 100 % rate, 0: measured closed-loop */
+    int nsteps;
+    double steps[32];  /* --sweep-steps, percent */
+    const char *plot;  /* --plot FILE.svg|FILE.png */
+    const char *label; /* --label: names the server in reports and charts */
 } bench_opts_t;
 
 typedef struct bench_stats {
@@ -209,6 +282,19 @@ typedef struct bench_stats {
     /* WebSocket: opening handshakes done, their time (connect to 101), ns */
     uint64_t handshakes, handshake_max;
     double handshake_sum;
+    /* --rate: responses that came inside the window (the achieved rate);
+     * requests whose intended send time is in the window; of those, the ones
+     * that found no connection with room at that time (sent late, latency
+     * counted from the intended time), and the ones failed as timeouts
+     * before they could be sent; the client's own lag of each one sent (how
+     * late after both its intended time and a connection having room) */
+    uint64_t done_in_window;
+    uint64_t scheduled, queued, unsent;
+    bench_hist_t lag;
+    /* --rate: how long each counted answer waited in the kernel before this
+     * client read it (from its receive timestamp), ns: the client's share
+     * of the latency on the way back */
+    bench_hist_t read_delay;
 } bench_stats_t;
 
 struct bench_thread;
@@ -229,6 +315,13 @@ typedef struct bench_proto {
     uint64_t (*oldest)(struct bench_conn *c);
     /* per-request mode: a request was taken for this new connection at `when` */
     void (*take_one)(struct bench_conn *c, uint64_t when);
+    /* --rate (persistent connections): how many requests c could take now;
+     * append one request, intended at `due` (its latency counts from then),
+     * to c's output without writing it; write what was appended (-1 when c
+     * was closed, its requests failed) */
+    unsigned (*room)(struct bench_conn *c);
+    void (*send)(struct bench_conn *c, uint64_t due);
+    int (*push)(struct bench_conn *c);
     /* at the end, for each connection: free its per-connection state */
     void (*conn_free)(struct bench_conn *c);
     /* once per thread, after conn_free: free what prepare made */
@@ -255,12 +348,17 @@ typedef struct bench_conn {
     bench_h1p_t parser;
     void *h2; /* h2.c's per-connection state */
     void *ws; /* ws.c's per-connection state */
+    /* --rate: in the thread's ready ring (since ready_since); appended to
+     * by the schedule and not yet written */
+    int in_ready, dirty;
+    uint64_t ready_since;
 } bench_conn_t;
 
 typedef struct bench_thread {
     const bench_opts_t *o;
     const bench_proto_t *proto;
     int id;
+    int nthreads;
     int ep;
     int nconns;
     bench_conn_t *conns;
@@ -279,6 +377,24 @@ typedef struct bench_thread {
     char *req;      /* depth copies of a GET, or the head of a POST */
     size_t req_len; /* length of one copy (GET) or of the head (POST) */
     bench_stats_t st;
+    /* --rate: this thread's open-loop schedule.  Its request k is due at
+     * t0 + off + k * step ns (the threads' requests interleave); k_next is
+     * the next one to send, k_end the end (the first not in the run).
+     * Connections with room wait in the ready ring (round robin); dirty
+     * lists those with requests appended and not yet written. */
+    int rate_mode;
+    uint64_t t0;
+    long double step, off;
+    uint64_t k_next, k_end;
+    bench_conn_t **ready;
+    unsigned ready_head, ready_count;
+    bench_conn_t **dirty;
+    unsigned ndirty;
+    /* --rate: when the bytes of the reads of the event being handled came
+     * in (the kernel's receive time, SO_TIMESTAMPNS; 0: unknown), on
+     * CLOCK_MONOTONIC, which is CLOCK_REALTIME - real_off */
+    uint64_t rx_at;
+    int64_t real_off;
     /* progress, read by the main thread */
     uint64_t prog_requests, prog_errors;
     pthread_t tid;
@@ -292,6 +408,35 @@ extern const bench_proto_t bench_proto_ws;
 uint64_t bench_now(void);
 extern int bench_stop; /* set (atomically) by main.c on SIGINT: threads finish */
 
+/* One run's figures, the threads' merged (main.c). */
+typedef struct bench_result {
+    bench_stats_t st;
+    double duration_s;
+    int conns;       /* connections (or per-request slots) */
+    int concurrency; /* requests in flight at most */
+} bench_result_t;
+
+/* main.c: one run with o; 0, or -1 when it could not be set up (said on
+ * stderr).  progress: the live line on stdout.  bench_interrupted: SIGINT
+ * came (the run returned early with what it measured). */
+int bench_run(const bench_opts_t *o, bench_result_t *res, int progress);
+int bench_interrupted(void);
+
+/* report.c */
+uint64_t bench_total_errors(const bench_stats_t *st);
+double bench_achieved(const bench_opts_t *o, const bench_result_t *r); /* req/s */
+int bench_lag_exceeded(const bench_opts_t *o, const bench_result_t *r);
+const char *bench_fmt_time(char *buf, size_t n, double ns); /* as wrk: 1.23ms */
+void bench_print_human(const bench_opts_t *o, const bench_result_t *r);
+/* one JSON object, with extra (members and a comma, or "") before latency_us */
+void bench_print_json(const bench_opts_t *o, const bench_result_t *r, const char *extra);
+/* --rate: what petrel-bench says on stderr when the client fell behind */
+void bench_lag_warning(const bench_opts_t *o, const bench_result_t *r, const char *what);
+
+/* sweep.c: --sweep; the exit status (1: errors and fail_on_error; 3: the
+ * client fell behind at some rate; 2: nothing could be measured) */
+int bench_sweep(const bench_opts_t *o, int json, int fail_on_error);
+
 /* run.c: the loop; returns 0, or -1 if the thread could not be set up */
 int bench_thread_setup(bench_thread_t *th);
 void *bench_thread_main(void *arg);
@@ -299,6 +444,13 @@ void bench_thread_free(bench_thread_t *th);
 
 /* run.c, for the protocols */
 int bench_take(bench_thread_t *th); /* may a new request start now? (takes it) */
+/* One request's worth for a failure that happened before any was sent (a
+ * connect, a handshake): takes the next request (closed loop: if one may
+ * start now; --rate: the next of the schedule) and its time in *when;
+ * 0 when there is none left. */
+int bench_take_any(bench_thread_t *th, uint64_t *when);
+/* --rate: c has room for requests; the schedule sends them */
+void bench_rate_ready(bench_conn_t *c);
 void bench_complete(bench_thread_t *th, uint64_t sent, int status, uint64_t body_len);
 void bench_fail(bench_thread_t *th, uint64_t sent, int kind);
 /* A response (WebSocket: an echo) that came back; kind >= 0: it is also

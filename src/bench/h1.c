@@ -124,10 +124,15 @@ static uint64_t ring_pop(bench_conn_t *c)
     return t;
 }
 
-/* Keep the pipeline full. */
+/* Keep the pipeline full (--rate: say there is room; the schedule sends). */
 static void fill(bench_conn_t *c)
 {
     bench_thread_t *th = c->th;
+    if (th->rate_mode) {
+        if (c->ring_count < (unsigned)th->o->depth)
+            bench_rate_ready(c);
+        return;
+    }
     unsigned room = (unsigned)th->o->depth - c->ring_count;
     unsigned k = 0;
     while (k < room && bench_take(th))
@@ -159,6 +164,26 @@ static int h1_start(bench_conn_t *c)
 static void h1_take_one(bench_conn_t *c, uint64_t when)
 {
     ring_push(c, when);
+}
+
+static unsigned h1_room(bench_conn_t *c)
+{
+    return (unsigned)c->th->o->depth - c->ring_count;
+}
+
+static void h1_send(bench_conn_t *c, uint64_t due)
+{
+    put_requests(c, 1);
+    ring_push(c, due);
+}
+
+static int h1_push(bench_conn_t *c)
+{
+    if (bench_flush(c) < 0) {
+        bench_conn_close(c, BENCH_ERR_WRITE, BENCH_REOPEN_LATER);
+        return -1;
+    }
+    return 0;
 }
 
 static void h1_closed(bench_conn_t *c, int kind)
@@ -257,4 +282,7 @@ const bench_proto_t bench_proto_h1 = {
     .closed = h1_closed,
     .oldest = h1_oldest,
     .take_one = h1_take_one,
+    .room = h1_room,
+    .send = h1_send,
+    .push = h1_push,
 };

@@ -354,10 +354,15 @@ static int pump(bench_conn_t *c)
     return bench_flush(c);
 }
 
-/* Keep -m streams in flight. */
+/* Keep -m streams in flight (--rate: say there is room; the schedule sends). */
 static void fill(h2conn_t *hc)
 {
     bench_thread_t *th = hc->c->th;
+    if (th->rate_mode) {
+        if (!hc->goaway && hc->active < hc->nslots)
+            bench_rate_ready(hc->c);
+        return;
+    }
     for (int i = 0; i < hc->nslots && !hc->goaway; i++) {
         h2stream_t *st = &hc->slots[i];
         if (st->in_use)
@@ -374,6 +379,48 @@ static void fill(h2conn_t *hc)
             hc->goaway = 1; /* e.g. stream ids used up: connect again */
         }
     }
+}
+
+static unsigned h2_room(bench_conn_t *c)
+{
+    h2conn_t *hc = c->h2;
+    return hc && hc->s && !hc->goaway ? (unsigned)(hc->nslots - hc->active) : 0;
+}
+
+static void h2_send(bench_conn_t *c, uint64_t due)
+{
+    h2conn_t *hc = c->h2;
+    bench_thread_t *th = c->th;
+    for (int i = 0; i < hc->nslots; i++) {
+        h2stream_t *st = &hc->slots[i];
+        if (st->in_use)
+            continue;
+        st->in_use = 1;
+        st->sent = due;
+        hc->active++;
+        if (submit(hc, st) < 0) {
+            st->in_use = 0;
+            hc->active--;
+            bench_fail(th, due, BENCH_ERR_WRITE);
+            hc->goaway = 1; /* e.g. stream ids used up: connect again */
+        }
+        return;
+    }
+}
+
+static int h2_push(bench_conn_t *c)
+{
+    h2conn_t *hc = c->h2;
+    if (pump(c) < 0) {
+        bench_conn_close(c, BENCH_ERR_WRITE, BENCH_REOPEN_LATER);
+        return -1;
+    }
+    if (hc->goaway && hc->active == 0) { /* as after a read */
+        c->th->st.reconnects++;
+        bench_conn_close(c, -1, BENCH_REOPEN_NOW);
+        return -1;
+    }
+    return 0;
 }
 
 static int h2_start(bench_conn_t *c)
@@ -555,6 +602,9 @@ const bench_proto_t bench_proto_h2 = {
     .closed = h2_closed,
     .oldest = h2_oldest,
     .take_one = h2_take_one,
+    .room = h2_room,
+    .send = h2_send,
+    .push = h2_push,
     .conn_free = h2_conn_free,
     .release = h2_release,
 };

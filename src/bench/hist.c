@@ -6,9 +6,12 @@
  * [2^k, 2^(k+1)) is split into BENCH_HIST_SUB (128) equal buckets, so a bucket
  * is never wider than 1/128 of its values (< 0.8 %, well under a microsecond
  * up to 128 us).  Recording is an index computation and an increment; merging
- * threads' histograms is a sum.
+ * threads' histograms is a sum of integers, exact: the merged histogram is
+ * the one a single thread would have recorded (buckets, count, min, max, sum
+ * and sum of squares alike).
  */
 #include <math.h>
+#include <stdio.h>
 #include <string.h>
 
 #define BENCH_HIST_ONLY
@@ -57,9 +60,10 @@ void bench_hist_record(bench_hist_t *h, uint64_t v)
         h->min = v;
     if (v > h->max)
         h->max = v;
-    double d = (double)v;
-    h->sum += d;
-    h->sumsq += d * d;
+    if (v >= (UINT64_C(1) << BENCH_HIST_MAXBITS)) /* as its bucket: clamped */
+        v = (UINT64_C(1) << BENCH_HIST_MAXBITS) - 1;
+    h->sum += v;
+    h->sumsq += (unsigned __int128)v * v;
 }
 
 void bench_hist_merge(bench_hist_t *into, const bench_hist_t *from)
@@ -105,14 +109,32 @@ uint64_t bench_hist_percentile(const bench_hist_t *h, double p)
 
 double bench_hist_mean(const bench_hist_t *h)
 {
-    return h->count ? h->sum / (double)h->count : 0.0;
+    return h->count ? (double)((long double)h->sum / (long double)h->count) : 0.0;
 }
 
 double bench_hist_stdev(const bench_hist_t *h)
 {
     if (h->count < 2)
         return 0.0;
-    double m = h->sum / (double)h->count;
-    double var = h->sumsq / (double)h->count - m * m;
-    return var > 0 ? sqrt(var) : 0.0;
+    /* n * variance = sumsq - sum^2 / n; with sum = q * n + r that is
+     * sumsq - q^2 * n - 2 * q * r - r^2 / n, all but the last term exact
+     * integers (q^2 * n + 2 * q * r <= sum^2 / n <= sumsq) */
+    unsigned __int128 n = h->count, q = h->sum / n, r = h->sum % n;
+    unsigned __int128 d = h->sumsq - q * q * n - 2 * q * r;
+    long double var =
+        ((long double)d - (long double)r * (long double)r / (long double)n) / (long double)n;
+    return var > 0 ? (double)sqrtl(var) : 0.0;
+}
+
+const char *bench_fmt_ns(char *buf, size_t n, double ns, int chart)
+{
+    static const char *const unit[2][4] = {{"ns", "us", "ms", "s"},
+                                           {" ns", " \xc2\xb5s", " ms", " s"}};
+    int u = ns < 1e3 ? 0 : ns < 1e6 ? 1 : ns < 1e9 ? 2 : 3;
+    double v = ns / (u == 0 ? 1 : u == 1 ? 1e3 : u == 2 ? 1e6 : 1e9);
+    if (chart)
+        snprintf(buf, n, "%.3g%s", v, unit[1][u]);
+    else
+        snprintf(buf, n, "%.*f%s", u ? 2 : 0, v, unit[0][u]);
+    return buf;
 }

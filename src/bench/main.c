@@ -1,7 +1,8 @@
 /*
- * main.c -- petrel-bench: options, threads, the live progress line, the
- * human and JSON reports, and --compare.
+ * main.c -- petrel-bench: options, threads, the live progress line, and
+ * --compare (the reports are in report.c, --sweep in sweep.c).
  */
+#include <arpa/inet.h>
 #include <errno.h>
 #include <getopt.h>
 #include <limits.h>
@@ -19,13 +20,6 @@
 #include "config.h"
 #include "bench.h"
 #include "grpcwire.h"
-
-typedef struct result {
-    bench_stats_t st;
-    double duration_s;
-    int conns;       /* connections (or per-request slots) */
-    int concurrency; /* requests in flight at most */
-} result_t;
 
 static void usage(FILE *f)
 {
@@ -52,8 +46,24 @@ static void usage(FILE *f)
             "      --expect-body-size N  count responses with another body size as check failures\n"
             "      --compare           persistent vs per-request connections, HTTP/1.1 and h2c\n"
             "                          (and gRPC with --grpc, on the same server)\n"
+            "Open loop (latency at a given load, without coordinated omission):\n"
+            "  -R, --rate R            send R requests/s in all (e.g. 5000, 20k), each at its\n"
+            "                          own intended time on a connection with room; latency\n"
+            "                          counts from the intended time (also -m streams, messages)\n"
+            "      --max-lag TIME      fail (exit 3) when the client itself sent a request later\n"
+            "                          than this after it was due (default 10ms; 0: report only)\n"
+            "      --spin TIME         poll, not sleep, for this long before each send is due\n"
+            "                          (default 1ms: a late wake-up would add to latencies)\n"
+            "      --sweep             find the maximum rate (closed loop), then run -d at each\n"
+            "                          step of it; print a table of the latency per load\n"
+            "      --sweep-steps LIST  percent of the maximum (default 10,25,50,75,80,90,95,100)\n"
+            "      --sweep-max R       take R as the maximum (no closed-loop run)\n"
+            "      --plot FILE         with --sweep: the latency-vs-load chart, .svg or .png\n"
+            "      --label NAME        name the server in reports and charts\n"
             "      --json              print one JSON object instead of the summary\n"
             "      --fail-on-error     exit 1 if any request failed\n"
+            "      --proxy v1|v2       begin every connection with a PROXY protocol header\n"
+            "                          (as a load balancer in front of the server does)\n"
             "  -v, --verbose           say why connections fail\n"
             "WebSocket (a ws:// URL; a request is a message and its echo):\n"
             "  -m N                    messages in flight per connection (default 1)\n"
@@ -88,6 +98,48 @@ static long parse_long(const char *s, const char *opt, long min, long max)
     return v;
 }
 
+/* a rate: requests per second, e.g. 500, 2.5, 20k, 1.5m */
+static double parse_rate(const char *s, const char *opt)
+{
+    char *end;
+    errno = 0;
+    double v = strtod(s, &end);
+    if (end != s && (*end == 'k' || *end == 'K'))
+        v *= 1e3, end++;
+    else if (end != s && (*end == 'm' || *end == 'M'))
+        v *= 1e6, end++;
+    if (errno || end == s || *end || !isfinite(v) || v <= 0 || v > 1e9) {
+        fprintf(stderr,
+                "petrel-bench: %s: bad rate '%s' (requests per second, more than 0: "
+                "e.g. 500, 20k, 1.5m)\n",
+                opt, s);
+        exit(2);
+    }
+    return v;
+}
+
+/* --sweep-steps: percentages, increasing */
+static void parse_steps(bench_opts_t *o, const char *s)
+{
+    const char *p = s;
+    o->nsteps = 0;
+    for (;;) {
+        char *end;
+        errno = 0;
+        double v = strtod(p, &end);
+        if (end == p || errno || !isfinite(v) || v <= 0 || v > 1000 ||
+            (o->nsteps > 0 && v <= o->steps[o->nsteps - 1]) ||
+            o->nsteps == (int)(sizeof o->steps / sizeof o->steps[0]) || (*end && *end != ','))
+            die("--sweep-steps: want up to 32 increasing percentages above 0 (at most 1000), "
+                "comma-separated, e.g. 10,50,90,100; got '%s'",
+                s);
+        o->steps[o->nsteps++] = v;
+        if (!*end)
+            return;
+        p = end + 1;
+    }
+}
+
 static double parse_time(const char *s, const char *opt)
 {
     char *end;
@@ -99,12 +151,14 @@ static double parse_time(const char *s, const char *opt)
         return v;
     if (strcmp(end, "ms") == 0)
         return v / 1000.0;
+    if (strcmp(end, "us") == 0)
+        return v / 1e6;
     if (strcmp(end, "m") == 0)
         return v * 60.0;
     if (strcmp(end, "h") == 0)
         return v * 3600.0;
 bad:
-    fprintf(stderr, "petrel-bench: %s: bad time '%s' (e.g. 500ms, 10s, 2m)\n", opt, s);
+    fprintf(stderr, "petrel-bench: %s: bad time '%s' (e.g. 100us, 500ms, 10s, 2m)\n", opt, s);
     exit(2);
 }
 
@@ -179,7 +233,12 @@ static void on_sigint(int sig)
     interrupted = 1;
 }
 
-static int run(const bench_opts_t *o, result_t *res, int progress)
+int bench_interrupted(void)
+{
+    return interrupted != 0;
+}
+
+int bench_run(const bench_opts_t *o, bench_result_t *res, int progress)
 {
     bench_stop = 0;
     int nt = o->threads;
@@ -198,6 +257,8 @@ static int run(const bench_opts_t *o, result_t *res, int progress)
         if (o->proto == BENCH_WS)
             th->proto = &bench_proto_ws;
         th->id = i;
+        th->nthreads = nt;
+        th->t0 = start; /* --rate: the schedule starts with the warm-up */
         th->ep = -1;
         th->nconns = o->conns / nt + (i < o->conns % nt);
         th->nmode = o->nreq > 0;
@@ -256,6 +317,8 @@ static int run(const bench_opts_t *o, result_t *res, int progress)
     uint64_t finish = 0;
     memset(res, 0, sizeof *res);
     bench_hist_init(&res->st.hist);
+    bench_hist_init(&res->st.lag);
+    bench_hist_init(&res->st.read_delay);
     for (int i = 0; i < nt; i++) {
         bench_thread_t *th = &ths[i];
         if (i < started)
@@ -269,6 +332,12 @@ static int run(const bench_opts_t *o, result_t *res, int progress)
         res->st.bytes_out += th->st.bytes_out;
         res->st.connects += th->st.connects;
         res->st.reconnects += th->st.reconnects;
+        res->st.done_in_window += th->st.done_in_window;
+        res->st.scheduled += th->st.scheduled;
+        res->st.queued += th->st.queued;
+        res->st.unsent += th->st.unsent;
+        bench_hist_merge(&res->st.lag, &th->st.lag);
+        bench_hist_merge(&res->st.read_delay, &th->st.read_delay);
         res->st.handshakes += th->st.handshakes;
         res->st.handshake_sum += th->st.handshake_sum;
         if (th->st.handshake_max > res->st.handshake_max)
@@ -289,147 +358,6 @@ static int run(const bench_opts_t *o, result_t *res, int progress)
     return rc;
 }
 
-/* ------------------------------------------------------------------------- */
-
-static uint64_t total_errors(const bench_stats_t *st)
-{
-    uint64_t n = 0;
-    for (int k = 0; k < BENCH_ERR_N; k++)
-        n += st->errors[k];
-    return n;
-}
-
-/* a duration in ns, as wrk prints it */
-static const char *fmt_time(char *buf, size_t n, double ns)
-{
-    if (ns < 1e3)
-        snprintf(buf, n, "%.0fns", ns);
-    else if (ns < 1e6)
-        snprintf(buf, n, "%.2fus", ns / 1e3);
-    else if (ns < 1e9)
-        snprintf(buf, n, "%.2fms", ns / 1e6);
-    else
-        snprintf(buf, n, "%.2fs", ns / 1e9);
-    return buf;
-}
-
-static const char *fmt_bytes(char *buf, size_t n, double b)
-{
-    if (b < 1024)
-        snprintf(buf, n, "%.0fB", b);
-    else if (b < 1024 * 1024)
-        snprintf(buf, n, "%.2fKB", b / 1024);
-    else if (b < 1024.0 * 1024 * 1024)
-        snprintf(buf, n, "%.2fMB", b / 1024 / 1024);
-    else
-        snprintf(buf, n, "%.2fGB", b / 1024 / 1024 / 1024);
-    return buf;
-}
-
-static const char *mode_name(const bench_opts_t *o)
-{
-    if (o->grpc)
-        return o->per_request ? "gRPC over h2c, a new connection per call"
-                              : "gRPC over h2c, one channel per connection";
-    if (o->proto == BENCH_WS)
-        return o->per_request ? "WebSocket, a new connection per message" : "WebSocket echo";
-    if (o->proto == BENCH_H2)
-        return o->per_request ? "h2c, a new connection per request" : "h2c, prior knowledge";
-    return o->per_request ? "HTTP/1.1, a new connection per request" : "HTTP/1.1 keep-alive";
-}
-
-static void print_human(const bench_opts_t *o, const result_t *r)
-{
-    const bench_stats_t *st = &r->st;
-    const bench_hist_t *h = &st->hist;
-    char a[32], b[32], c[32];
-    printf("Running %s test @ %s\n", o->nreq ? "fixed-count" : "timed", o->url);
-    printf("  %d thread%s and %d connections (%s", o->threads, o->threads == 1 ? "" : "s", o->conns,
-           mode_name(o));
-    if (o->proto == BENCH_H1 && !o->per_request && o->depth > 1)
-        printf(", pipeline %d", o->depth);
-    if (o->proto == BENCH_H2 && !o->per_request)
-        printf(", %d stream%s each", o->streams, o->streams == 1 ? "" : "s");
-    if (o->grpc)
-        printf(", %zu-byte payloads", o->body_size);
-    if (o->proto == BENCH_WS)
-        printf(", %zu-byte %s messages, %d in flight each", o->body_size,
-               o->ws_binary ? "binary" : "text", o->per_request ? 1 : o->streams);
-    printf(")\n");
-    printf("  Latency   %10s %10s %10s %10s\n", "Avg", "Stdev", "Min", "Max");
-    printf("            %10s %10s", fmt_time(a, sizeof a, bench_hist_mean(h)),
-           fmt_time(b, sizeof b, bench_hist_stdev(h)));
-    printf(" %10s %10s\n", fmt_time(c, sizeof c, h->count ? (double)h->min : 0),
-           fmt_time(a, sizeof a, (double)h->max));
-    printf("  Latency Distribution\n");
-    static const double ps[] = {50, 75, 90, 99, 99.9};
-    static const char *const pn[] = {"50%", "75%", "90%", "99%", "99.9%"};
-    for (int i = 0; i < 5; i++)
-        printf("  %7s  %10s\n", pn[i],
-               fmt_time(a, sizeof a, (double)bench_hist_percentile(h, ps[i])));
-    printf("  %7s  %10s\n", "max", fmt_time(a, sizeof a, (double)h->max));
-    printf("  %llu requests in %.2fs, %s read, %s written\n", (unsigned long long)st->requests,
-           r->duration_s, fmt_bytes(a, sizeof a, (double)st->bytes_in),
-           fmt_bytes(b, sizeof b, (double)st->bytes_out));
-    if (total_errors(st)) {
-        printf("  Errors:");
-        for (int k = 0; k < BENCH_ERR_N; k++)
-            printf(" %s %llu%s", bench_err_names[k], (unsigned long long)st->errors[k],
-                   k + 1 < BENCH_ERR_N ? "," : "\n");
-    }
-    if (st->reconnects)
-        printf("  Connections closed by the server: %llu\n", (unsigned long long)st->reconnects);
-    if (o->proto == BENCH_WS)
-        printf("  %llu WebSocket handshakes (connect to 101): avg %s, max %s\n",
-               (unsigned long long)st->handshakes,
-               fmt_time(a, sizeof a, st->handshakes ? st->handshake_sum / st->handshakes : 0),
-               fmt_time(b, sizeof b, (double)st->handshake_max));
-    double rps = r->duration_s > 0 ? (double)st->requests / r->duration_s : 0;
-    printf("Requests/sec: %12.2f\n", rps);
-    printf("Transfer/sec: %12s\n",
-           fmt_bytes(a, sizeof a, r->duration_s > 0 ? (double)st->bytes_in / r->duration_s : 0));
-}
-
-static void print_json_result(const bench_opts_t *o, const result_t *r, const char *extra)
-{
-    const bench_stats_t *st = &r->st;
-    const bench_hist_t *h = &st->hist;
-    double rps = r->duration_s > 0 ? (double)st->requests / r->duration_s : 0;
-    printf("{\"protocol\":\"%s\",\"connection\":\"%s\",",
-           o->proto == BENCH_WS   ? "websocket"
-           : o->grpc              ? "grpc"
-           : o->proto == BENCH_H2 ? "h2c"
-                                  : "http/1.1",
-           o->per_request ? "per-request" : "persistent");
-    if (o->grpc)
-        printf("\"method\":\"%s\",\"payload_size\":%zu,", o->path, o->body_size);
-    if (o->proto == BENCH_WS)
-        printf("\"message_size\":%zu,\"binary\":%s,\"in_flight\":%d,"
-               "\"handshakes\":{\"count\":%llu,\"mean_us\":%.1f,\"max_us\":%.1f},",
-               o->body_size, o->ws_binary ? "true" : "false", o->per_request ? 1 : o->streams,
-               (unsigned long long)st->handshakes,
-               st->handshakes ? st->handshake_sum / st->handshakes / 1e3 : 0.0,
-               (double)st->handshake_max / 1e3);
-    printf("\"connections\":%d,\"threads\":%d,\"pipeline\":%d,\"streams\":%d,", o->conns,
-           o->threads, o->proto == BENCH_H1 && !o->per_request ? o->depth : 1,
-           o->proto == BENCH_H2 && !o->per_request ? o->streams : 1);
-    printf("\"requests\":%llu,\"duration_s\":%.6f,\"rps\":%.2f,", (unsigned long long)st->requests,
-           r->duration_s, rps);
-    printf("\"bytes_read\":%llu,\"bytes_written\":%llu,\"connects\":%llu,\"server_closes\":%llu,",
-           (unsigned long long)st->bytes_in, (unsigned long long)st->bytes_out,
-           (unsigned long long)st->connects, (unsigned long long)st->reconnects);
-    printf("\"errors\":{");
-    for (int k = 0; k < BENCH_ERR_N; k++)
-        printf("\"%s\":%llu,", bench_err_names[k], (unsigned long long)st->errors[k]);
-    printf("\"total\":%llu},", (unsigned long long)total_errors(st));
-    printf("%s\"latency_us\":{\"min\":%.1f,\"mean\":%.1f,\"stdev\":%.1f,\"p50\":%.1f,\"p75\":%.1f,"
-           "\"p90\":%.1f,\"p95\":%.1f,\"p99\":%.1f,\"p999\":%.1f,\"max\":%.1f}}",
-           extra, h->count ? (double)h->min / 1e3 : 0.0, bench_hist_mean(h) / 1e3,
-           bench_hist_stdev(h) / 1e3, (double)bench_hist_percentile(h, 50) / 1e3,
-           (double)bench_hist_percentile(h, 75) / 1e3, (double)bench_hist_percentile(h, 90) / 1e3,
-           (double)bench_hist_percentile(h, 95) / 1e3, (double)bench_hist_percentile(h, 99) / 1e3,
-           (double)bench_hist_percentile(h, 99.9) / 1e3, (double)h->max / 1e3);
-}
 
 /* ------------------------------------------------------------------------- */
 /* --compare: persistent vs per-request, HTTP/1.1 and h2c, and with --grpc
@@ -440,7 +368,7 @@ static int compare(const bench_opts_t *base, int json)
     struct row {
         const char *proto, *mode;
         bench_opts_t o;
-        result_t r;
+        bench_result_t r;
         int ok, skipped;
     } rows[6];
     const char *pn[3] = {"HTTP/1.1", "h2c", "gRPC"};
@@ -482,16 +410,16 @@ static int compare(const bench_opts_t *base, int json)
             /* one request first, with a short timeout: a server that does not
              * speak the protocol would otherwise cost a timeout per request */
             bench_opts_t probe = w->o;
-            result_t pr;
+            bench_result_t pr;
             probe.nreq = 1;
             probe.duration = 0;
             probe.warmup = 0;
             probe.conns = probe.streams = probe.threads = 1;
             if (probe.timeout > 2)
                 probe.timeout = 2;
-            if (run(&probe, &pr, 0) < 0)
+            if (bench_run(&probe, &pr, 0) < 0)
                 return 2;
-            if (pr.st.requests == 0 || total_errors(&pr.st) > 0) {
+            if (pr.st.requests == 0 || bench_total_errors(&pr.st) > 0) {
                 rows[i].skipped = rows[i + 1].skipped = 1;
                 if (!json)
                     fprintf(stderr,
@@ -504,23 +432,23 @@ static int compare(const bench_opts_t *base, int json)
         }
         if (!json)
             fprintf(stderr, "petrel-bench: compare: %s %s...\n", w->proto, w->mode);
-        if (run(&w->o, &w->r, 0) < 0)
+        if (bench_run(&w->o, &w->r, 0) < 0)
             return 2;
         w->ok = w->r.st.requests > 0;
     }
     uint64_t errs = 0;
     for (int i = 0; i < nrows; i++)
-        errs += total_errors(&rows[i].r.st);
+        errs += bench_total_errors(&rows[i].r.st);
     if (json) {
         printf("{\"compare\":[");
         for (int i = 0; i < nrows; i++) {
             printf(i ? ",\n  " : "\n  ");
-            print_json_result(&rows[i].o, &rows[i].r,
-                              rows[i].skipped ? "\"skipped\":\"the probe request failed\"," : "");
+            bench_print_json(&rows[i].o, &rows[i].r,
+                             rows[i].skipped ? "\"skipped\":\"the probe request failed\"," : "");
         }
         printf("\n],\"improvement\":{");
         for (int p = 0; p < nrows / 2; p++) {
-            const result_t *a = &rows[2 * p].r, *b = &rows[2 * p + 1].r;
+            const bench_result_t *a = &rows[2 * p].r, *b = &rows[2 * p + 1].r;
             double la = bench_hist_mean(&a->st.hist), lb = bench_hist_mean(&b->st.hist);
             double ta = a->duration_s > 0 ? a->st.requests / a->duration_s : 0;
             double tb = b->duration_s > 0 ? b->st.requests / b->duration_s : 0;
@@ -551,15 +479,16 @@ static int compare(const bench_opts_t *base, int json)
         }
         if (!w->ok) {
             printf("%-9s %-12s %9s   (no responses: %llu errors)\n", w->proto, w->mode, "n/a",
-                   (unsigned long long)total_errors(&w->r.st));
+                   (unsigned long long)bench_total_errors(&w->r.st));
             continue;
         }
-        printf(
-            "%-9s %-12s %9llu %11d %10.1f %10.0f %8.3f %8.3f %8.3f %8.3f %7llu\n", w->proto,
-            w->mode, (unsigned long long)w->r.st.requests, conc, w->r.duration_s * 1e3,
-            w->r.st.requests / w->r.duration_s, bench_hist_mean(h) / 1e6,
-            (double)bench_hist_percentile(h, 50) / 1e6, (double)bench_hist_percentile(h, 95) / 1e6,
-            (double)bench_hist_percentile(h, 99) / 1e6, (unsigned long long)total_errors(&w->r.st));
+        printf("%-9s %-12s %9llu %11d %10.1f %10.0f %8.3f %8.3f %8.3f %8.3f %7llu\n", w->proto,
+               w->mode, (unsigned long long)w->r.st.requests, conc, w->r.duration_s * 1e3,
+               w->r.st.requests / w->r.duration_s, bench_hist_mean(h) / 1e6,
+               (double)bench_hist_percentile(h, 50) / 1e6,
+               (double)bench_hist_percentile(h, 95) / 1e6,
+               (double)bench_hist_percentile(h, 99) / 1e6,
+               (unsigned long long)bench_total_errors(&w->r.st));
     }
     printf("\nPersistent vs per-request connections:\n");
     for (int p = 0; p < nrows / 2; p++) {
@@ -595,7 +524,60 @@ enum {
     OPT_VERSION,
     OPT_BINARY,
     OPT_GRPC,
+    OPT_MAX_LAG,
+    OPT_SPIN,
+    OPT_SWEEP,
+    OPT_SWEEP_STEPS,
+    OPT_SWEEP_MAX,
+    OPT_PLOT,
+    OPT_LABEL,
+    OPT_PROXY,
 };
+
+/* The PROXY protocol header of --proxy (HAProxy's specification): a client
+ * of the documentation ranges, to the server's address and port. */
+static void make_proxy(bench_opts_t *o, const char *version)
+{
+    int v6 = o->addr.ss_family == AF_INET6;
+    const struct sockaddr_in *in = (const struct sockaddr_in *)&o->addr;
+    const struct sockaddr_in6 *in6 = (const struct sockaddr_in6 *)&o->addr;
+    unsigned port = ntohs(v6 ? in6->sin6_port : in->sin_port);
+    if (strcmp(version, "v1") == 0) {
+        char dst[INET6_ADDRSTRLEN];
+        inet_ntop(v6 ? AF_INET6 : AF_INET,
+                  v6 ? (const void *)&in6->sin6_addr : (const void *)&in->sin_addr, dst,
+                  sizeof dst);
+        o->proxy_len =
+            (size_t)snprintf(o->proxy, sizeof o->proxy, "PROXY %s %s %s 40000 %u\r\n",
+                             v6 ? "TCP6" : "TCP4", v6 ? "2001:db8::1" : "192.0.2.1", dst, port);
+    } else if (strcmp(version, "v2") == 0) {
+        static const char sig[12] = "\r\n\r\n\0\r\nQUIT\n";
+        unsigned char *p = (unsigned char *)o->proxy;
+        memcpy(p, sig, 12);
+        p[12] = 0x21;             /* version 2, PROXY */
+        p[13] = v6 ? 0x21 : 0x11; /* INET6 or INET, STREAM */
+        size_t alen = v6 ? 36 : 12;
+        p[14] = 0;
+        p[15] = (unsigned char)alen;
+        unsigned char *a = p + 16;
+        if (v6) {
+            inet_pton(AF_INET6, "2001:db8::1", a);
+            memcpy(a + 16, &in6->sin6_addr, 16);
+            a += 32;
+        } else {
+            inet_pton(AF_INET, "192.0.2.1", a);
+            memcpy(a + 4, &in->sin_addr, 4);
+            a += 8;
+        }
+        a[0] = 40000 >> 8;
+        a[1] = 40000 & 0xff;
+        a[2] = (unsigned char)(port >> 8);
+        a[3] = (unsigned char)port;
+        o->proxy_len = 16 + alen;
+    } else {
+        die("--proxy: expected v1 or v2, got '%s'", version);
+    }
+}
 
 int main(int argc, char **argv)
 {
@@ -611,6 +593,7 @@ int main(int argc, char **argv)
         {"verbose", no_argument, NULL, 'v'},
         {"h2", no_argument, NULL, OPT_H2},
         {"close", no_argument, NULL, OPT_CLOSE},
+        {"proxy", required_argument, NULL, OPT_PROXY},
         {"warmup", required_argument, NULL, OPT_WARMUP},
         {"body-size", required_argument, NULL, OPT_BODY_SIZE},
         {"timeout", required_argument, NULL, OPT_TIMEOUT},
@@ -623,6 +606,14 @@ int main(int argc, char **argv)
         {"version", no_argument, NULL, OPT_VERSION},
         {"binary", no_argument, NULL, OPT_BINARY},
         {"grpc", no_argument, NULL, OPT_GRPC},
+        {"rate", required_argument, NULL, 'R'},
+        {"max-lag", required_argument, NULL, OPT_MAX_LAG},
+        {"spin", required_argument, NULL, OPT_SPIN},
+        {"sweep", no_argument, NULL, OPT_SWEEP},
+        {"sweep-steps", required_argument, NULL, OPT_SWEEP_STEPS},
+        {"sweep-max", required_argument, NULL, OPT_SWEEP_MAX},
+        {"plot", required_argument, NULL, OPT_PLOT},
+        {"label", required_argument, NULL, OPT_LABEL},
         {NULL, 0, NULL, 0},
     };
     static bench_opts_t o;
@@ -633,11 +624,46 @@ int main(int argc, char **argv)
     o.timeout = 10;
     o.method = NULL;
     o.expect_body_size = -1;
+    o.max_lag = 0.010;
+    o.spin = 1e-3;
+    static const double default_steps[] = {10, 25, 50, 75, 80, 90, 95, 100};
+    o.nsteps = (int)(sizeof default_steps / sizeof default_steps[0]);
+    memcpy(o.steps, default_steps, sizeof default_steps);
     int json = 0, fail_on_error = 0, do_compare = 0, have_d = 0, have_m = 0;
-    int have_body = 0, have_p = 0, have_h2 = 0, have_expect = 0;
+    const char *proxy = NULL;
+    int have_body = 0, have_p = 0, have_h2 = 0, have_expect = 0, have_sweep_opt = 0;
     int ch;
-    while ((ch = getopt_long(argc, argv, "c:d:n:t:p:m:X:H:v", longopts, NULL)) != -1) {
+    while ((ch = getopt_long(argc, argv, "c:d:n:t:p:m:X:H:vR:", longopts, NULL)) != -1) {
         switch (ch) {
+        case 'R':
+            o.rate = parse_rate(optarg, "--rate");
+            break;
+        case OPT_MAX_LAG:
+            o.max_lag = parse_time(optarg, "--max-lag");
+            break;
+        case OPT_SPIN:
+            o.spin = parse_time(optarg, "--spin");
+            if (o.spin > 0.1)
+                die("--spin: at most 100ms, got '%s'", optarg);
+            break;
+        case OPT_SWEEP:
+            o.sweep = 1;
+            break;
+        case OPT_SWEEP_STEPS:
+            parse_steps(&o, optarg);
+            have_sweep_opt = 1;
+            break;
+        case OPT_SWEEP_MAX:
+            o.sweep_max = parse_rate(optarg, "--sweep-max");
+            have_sweep_opt = 1;
+            break;
+        case OPT_PLOT:
+            o.plot = optarg;
+            have_sweep_opt = 1;
+            break;
+        case OPT_LABEL:
+            o.label = optarg;
+            break;
         case 'c':
             o.conns = (int)parse_long(optarg, "-c", 1, 1000000);
             break;
@@ -691,6 +717,9 @@ int main(int argc, char **argv)
         case OPT_CLOSE:
             o.per_request = 1;
             break;
+        case OPT_PROXY:
+            proxy = optarg;
+            break;
         case OPT_WARMUP:
             o.warmup = parse_time(optarg, "--warmup");
             break;
@@ -741,6 +770,8 @@ int main(int argc, char **argv)
     }
     o.url = argv[optind];
     parse_url(&o, o.url);
+    if (proxy)
+        make_proxy(&o, proxy);
     if (o.proto == BENCH_WS) { /* WebSocket: -m is messages in flight */
         if (have_h2 || have_p || do_compare || o.method || have_expect)
             die("%s", "--h2, -p, --compare, -X and --expect-* are for HTTP, not ws:// URLs");
@@ -784,6 +815,34 @@ int main(int argc, char **argv)
         o.depth = o.streams = 1;
     if (o.proto == BENCH_H2 && o.depth > 1)
         die("%s", "-p is for HTTP/1.1; h2c uses -m");
+    if (have_sweep_opt && !o.sweep)
+        die("%s", "--sweep-steps, --sweep-max and --plot go with --sweep");
+    if (o.sweep && o.rate > 0)
+        die("%s", "--rate and --sweep exclude each other (--sweep chooses the rates; "
+                  "--sweep-max sets its 100 %)");
+    if ((o.sweep || o.rate > 0) && do_compare)
+        die("%s", "--compare is closed-loop: it goes without --rate and --sweep");
+    if (o.sweep && o.nreq)
+        die("%s", "--sweep runs each rate for -d: it goes without -n");
+    if (o.plot) {
+        size_t n = strlen(o.plot);
+        int svg = n > 4 && strcasecmp(o.plot + n - 4, ".svg") == 0;
+        int png = n > 4 && strcasecmp(o.plot + n - 4, ".png") == 0;
+        if (!svg && !png)
+            die("--plot: '%s': the file name must end in .svg or .png", o.plot);
+        const char *why = png ? bench_plot_png_missing() : NULL;
+        if (why)
+            die("--plot: %s", why);
+        int existed = access(o.plot, F_OK) == 0;
+        FILE *f = fopen(o.plot, "a"); /* fail now, not after the sweep */
+        if (!f) {
+            fprintf(stderr, "petrel-bench: --plot: %s: %s\n", o.plot, strerror(errno));
+            return 2;
+        }
+        fclose(f);
+        if (!existed)
+            unlink(o.plot);
+    }
     if (o.threads > o.conns)
         o.threads = o.conns;
     if (o.nreq && o.nreq < (uint64_t)o.threads)
@@ -804,17 +863,23 @@ int main(int argc, char **argv)
         rc = compare(&o, json);
         if (rc == 1 && !fail_on_error)
             rc = 0;
+    } else if (o.sweep) {
+        rc = bench_sweep(&o, json, fail_on_error);
     } else {
-        result_t r;
-        if (run(&o, &r, !json && isatty(STDOUT_FILENO)) < 0)
+        bench_result_t r;
+        if (bench_run(&o, &r, !json && isatty(STDOUT_FILENO)) < 0)
             return 2;
         if (json) {
-            print_json_result(&o, &r, "");
+            bench_print_json(&o, &r, "");
             printf("\n");
         } else {
-            print_human(&o, &r);
+            bench_print_human(&o, &r);
         }
-        rc = fail_on_error && total_errors(&r.st) ? 1 : 0;
+        rc = fail_on_error && bench_total_errors(&r.st) ? 1 : 0;
+        if (bench_lag_exceeded(&o, &r)) {
+            bench_lag_warning(&o, &r, NULL);
+            rc = 3;
+        }
     }
     for (int i = 0; i < o.nheaders; i++)
         free((char *)o.headers[i].name);

@@ -197,16 +197,44 @@ static void put_close(bench_conn_t *c)
     put_frame(c, BENCH_WS_CLOSE, code, 2, 0);
 }
 
-/* Keep -m messages in flight. */
+/* Keep -m messages in flight (--rate: say there is room; the schedule sends). */
 static void fill(bench_conn_t *c)
 {
     bench_thread_t *th = c->th;
     wsconn_t *w = c->ws;
+    if (th->rate_mode) {
+        if (w->count < w->cap)
+            bench_rate_ready(c);
+        return;
+    }
     while (w->count < w->cap && bench_take(th)) {
         uint64_t id = next_id(th);
         put_message(c, id);
         ring_push(w, th->now, id);
     }
+}
+
+static unsigned ws_room(bench_conn_t *c)
+{
+    wsconn_t *w = c->ws;
+    return w && w->phase == PH_OPEN ? w->cap - w->count : 0;
+}
+
+static void ws_send(bench_conn_t *c, uint64_t due)
+{
+    uint64_t id = next_id(c->th);
+    put_message(c, id);
+    ring_push(c->ws, due, id);
+}
+
+static int ws_push(bench_conn_t *c)
+{
+    if (bench_flush(c) < 0) {
+        trouble(c, strerror(errno));
+        bench_conn_close(c, BENCH_ERR_WRITE, BENCH_REOPEN_LATER);
+        return -1;
+    }
+    return 0;
 }
 
 static int ws_start(bench_conn_t *c)
@@ -252,8 +280,9 @@ static void ws_closed(bench_conn_t *c, int kind)
     wsconn_t *w = c->ws;
     if (!w)
         return;
-    if (w->phase == PH_HANDSHAKE && kind >= 0 && !th->o->per_request && bench_take(th))
-        bench_fail(th, th->now, kind); /* a failed handshake costs one message */
+    uint64_t t;
+    if (w->phase == PH_HANDSHAKE && kind >= 0 && !th->o->per_request && bench_take_any(th, &t))
+        bench_fail(th, t, kind); /* a failed handshake costs one message */
     while (w->count > 0) {
         wsmsg_t m = ring_pop(w);
         if (kind >= 0)
@@ -526,6 +555,9 @@ const bench_proto_t bench_proto_ws = {
     .closed = ws_closed,
     .oldest = ws_oldest,
     .take_one = ws_take_one,
+    .room = ws_room,
+    .send = ws_send,
+    .push = ws_push,
     .conn_free = ws_conn_free,
     .release = ws_release,
 };

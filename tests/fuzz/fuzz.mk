@@ -25,7 +25,8 @@ FUZZ_LIB_SOURCES = $(addprefix $(FUZZ_TOP_SRCDIR)/,$(filter %.c,$(FUZZ_SRC_LIST)
 FUZZ_LIBS = $(filter-out %.la,$(FUZZ_LIB_LIST))
 FUZZ_SANITIZE = -fsanitize=address,undefined -fno-sanitize-recover=undefined \
 	-fno-omit-frame-pointer
-FUZZ_HARNESSES ?= fuzz_http1 fuzz_h2 fuzz_ws fuzz_path fuzz_static_path fuzz_range fuzz_grpc
+FUZZ_HARNESSES ?= fuzz_http1 fuzz_h2 fuzz_ws fuzz_path fuzz_static_path fuzz_range fuzz_grpc \
+	fuzz_proxy
 FUZZ_OBJDIR = $(FUZZ_OUTDIR)/obj
 
 # one object per source, named after its path: src/conn.c -> src_conn.o

@@ -145,8 +145,7 @@ static void check_date(const char *s)
         fail("format_date wrote a wrong length", s);
     /* 9999-12-31 23:59:60 is the first second of year 10000, which no
      * HTTP-date spells: format_date writes the epoch for it */
-    if (t >= 0 && t < INT64_C(253402300800) &&
-        (petrel_http_date_parse(buf, &t2) != 0 || t2 != t))
+    if (t >= 0 && t < INT64_C(253402300800) && (petrel_http_date_parse(buf, &t2) != 0 || t2 != t))
         fail("a parsed date does not survive formatting", s);
     if (t < 0)
         fail("a date before 1970", s);

@@ -19,7 +19,7 @@ set -uo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 FUZZ_BIN=${FUZZ_BIN:-$here}
 FUZZ_SRC=${FUZZ_SRC:-$here}
-ALL="fuzz_http1 fuzz_h2 fuzz_ws fuzz_path fuzz_static_path fuzz_range fuzz_grpc"
+ALL="fuzz_http1 fuzz_h2 fuzz_ws fuzz_path fuzz_static_path fuzz_range fuzz_grpc fuzz_proxy"
 
 usage() {
     sed -n '4,8s/^# \{0,1\}//p' "$0" >&2

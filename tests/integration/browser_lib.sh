@@ -12,6 +12,9 @@
 #                             $LIB_TMP; fails the test when Chromium does.
 #                             Pages hold their load event until their
 #                             verdict is in (examples/www/ws.html says how).
+#                             CHROMIUM_FLAGS: more flags (words), e.g.
+#                             --ignore-certificate-errors for a test's own
+#                             certificate.
 
 CHROMIUM=${CHROMIUM:-/usr/bin/chromium}
 
@@ -28,6 +31,8 @@ chromium_selftest() {
     flags+=(--disable-gpu --disable-dev-shm-usage --no-first-run --disable-sync
         --disable-background-networking --disable-component-update
         --user-data-dir="$LIB_TMP/profile-$2" --window-size=800,600)
+    # shellcheck disable=SC2206
+    flags+=(${CHROMIUM_FLAGS:-})
     # Chromium keeps its crash reports and caches under HOME: keep them here
     HOME=$LIB_TMP timeout "$(bound "$secs")" "$CHROMIUM" --headless "${flags[@]}" \
         --screenshot="$out.png" --dump-dom "$url" >"$out.html" 2>"$out.err" || rc=$?

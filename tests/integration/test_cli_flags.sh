@@ -58,12 +58,32 @@ expect_error 2 --max-header-size "--max-header-size 2m" "${L[@]}" --max-header-s
 expect_error 2 --max-uri-size "--max-uri-size 12q" "${L[@]}" --max-uri-size 12q
 expect_error 2 --header-timeout "--header-timeout 0" "${L[@]}" --header-timeout 0
 expect_error 2 --drain-timeout "--drain-timeout soon" "${L[@]}" --drain-timeout soon
+expect_error 2 --body-timeout "--body-timeout 0" "${L[@]}" --body-timeout 0
+expect_error 2 --body-min-rate "--body-min-rate slow" "${L[@]}" --body-min-rate slow
+expect_error 2 --handler-timeout "--handler-timeout -1" "${L[@]}" --handler-timeout -1
+expect_error 2 --max-pipelined "--max-pipelined 0" "${L[@]}" --max-pipelined 0
 expect_error 2 --log-level "--log-level loud" "${L[@]}" --log-level loud
 expect_error 2 --nope "--nope" "${L[@]}" --nope
 expect_error 2 --listen "--listen 1.2.3.4:99999" --module hello --listen 1.2.3.4:99999
 expect_error 2 --listen "--listen 127.0.0.1:http" --module hello --listen 127.0.0.1:http
 expect_error 2 --listen "--listen without a value" --module hello --listen
 expect_error 2 extra "an unexpected argument" "${L[@]}" extra
+# production flags (doc/deployment.md)
+expect_error 2 --trusted-proxies "--trusted-proxies without --proxy-protocol" "${L[@]}" \
+    --trusted-proxies 10.0.0.0/8
+expect_error 2 --trusted-proxies "--trusted-proxies 10.0.0.0/33" "${L[@]}" --proxy-protocol \
+    --trusted-proxies 10.0.0.0/33
+expect_error 2 --trusted-proxies "--trusted-proxies with a name" "${L[@]}" --proxy-protocol \
+    --trusted-proxies 10.0.0.1,lb.example
+expect_error 2 --max-proxy-header-size "--max-proxy-header-size 100" "${L[@]}" --proxy-protocol \
+    --max-proxy-header-size 100
+expect_error 2 --max-proxy-header-size "--max-proxy-header-size 64k" "${L[@]}" --proxy-protocol \
+    --max-proxy-header-size 64k
+expect_error 2 --admin-listen "--admin-listen 127.0.0.1:99999" "${L[@]}" --admin-listen 127.0.0.1:99999
+expect_error 2 --drain-delay "--drain-delay -1" "${L[@]}" --drain-delay -1
+expect_error 2 --access-log-format "--access-log-format xml" "${L[@]}" --access-log-format xml
+expect_error 1 --error-log "--error-log in a missing directory" "${L[@]}" --error-log /nonexistent/e.log
+expect_error 1 --pid-file "--pid-file in a missing directory" "${L[@]}" --pid-file /nonexistent/p.pid
 
 # publish/subscribe (doc/pubsub.md): each limit's flag refuses what it cannot take
 expect_error 2 --ws-send-overflow "--ws-send-overflow maybe" "${L[@]}" --ws-send-overflow maybe

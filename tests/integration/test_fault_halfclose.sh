@@ -121,7 +121,7 @@ bodies = {s: b"" for s in sids}
 ended = set()
 t0 = time.monotonic()
 while len(ended) < len(sids):
-    check(time.monotonic() - t0 < bound(10), "h2: responses incomplete after 10 s: %r"
+    check(time.monotonic() - t0 < bound(30), "h2: responses incomplete after 30 s: %r"
           % {s: len(b) for s, b in bodies.items()})
     if not c._fill():
         fail("h2: connection closed before the responses ended: %r" % {s: len(b) for s, b in bodies.items()})

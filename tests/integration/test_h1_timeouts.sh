@@ -1,11 +1,12 @@
 #!/usr/bin/env bash
 # Timeouts: --header-timeout bounds the whole request head (a stalled client
 # and a client trickling a byte every 0.3 s are both cut off after about a
-# second), a stalled body is cut off too, other clients are served all the
-# while, and --keepalive-timeout closes idle keep-alive connections.
+# second), a stalled body is cut off by --body-timeout (here 1 s too), other
+# clients are served all the while, and --keepalive-timeout closes idle
+# keep-alive connections.
 . "$(dirname "$0")/lib.sh"
 
-petrel_start --module hello --module echo --header-timeout 1 --keepalive-timeout 1
+petrel_start --module hello --module echo --header-timeout 1 --keepalive-timeout 1 --body-timeout 1
 
 pyrun <<'EOF'
 import select
