@@ -76,6 +76,9 @@ static void usage(FILE *f)
         "                          HTTP/2 flow-control window for request bodies (default 1m)\n"
         "  --h2-max-header-list-size BYTES\n"
         "                          HTTP/2 request header list limit (default: --max-header-size)\n"
+        "  --h2-output-budget BYTES\n"
+        "                          HTTP/2 response bytes queued, all connections of a worker\n"
+        "                          (default 64m)\n"
         "  --ws-max-message-size BYTES\n"
         "                          largest WebSocket message (default 16m) -> close 1009\n"
         "  --ws-idle-timeout SECONDS\n"
@@ -205,7 +208,8 @@ enum {
     OPT_VERSION,
     OPT_H2_STREAMS,
     OPT_H2_WINDOW,
-    OPT_H2_HEADER_LIST
+    OPT_H2_HEADER_LIST,
+    OPT_H2_OUTPUT
 };
 
 /* modules (module.c) */
@@ -274,6 +278,7 @@ static const struct option opts[] = {
     {"h2-max-concurrent-streams", required_argument, NULL, OPT_H2_STREAMS},
     {"h2-initial-window-size", required_argument, NULL, OPT_H2_WINDOW},
     {"h2-max-header-list-size", required_argument, NULL, OPT_H2_HEADER_LIST},
+    {"h2-output-budget", required_argument, NULL, OPT_H2_OUTPUT},
     {"ws-max-message-size", required_argument, NULL, OPT_WS_MAX_MESSAGE},
     {"ws-idle-timeout", required_argument, NULL, OPT_WS_IDLE_TO},
     {"ws-send-limit", required_argument, NULL, OPT_WS_SEND_LIMIT},
@@ -717,6 +722,16 @@ int petrel_main(int argc, char **argv, const petrel_module_t *const *builtins)
                 cfg->h2_initial_window_size = (uint32_t)v;
             else
                 cfg->h2_max_header_list_size = v;
+            break;
+        }
+        case OPT_H2_OUTPUT: {
+            /* every connection may queue one frame past it: at least 1 MiB */
+            size_t v;
+            if (!parse_size(optarg, &v) || v < (1u << 20) || v > (1ull << 40)) {
+                rc = bad("--h2-output-budget", optarg, "a size from 1m to 1t");
+                goto out;
+            }
+            cfg->h2_output_budget = v;
             break;
         }
         case OPT_WS_MAX_MESSAGE:

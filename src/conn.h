@@ -140,20 +140,6 @@ struct petrel__conns {
  * its protocol state (an idle connection is then its struct alone). */
 #define PETREL__IDLE_MS 200
 
-/* While a body arrives past --body-timeout, its moving deadline is checked
- * this often. */
-#define PETREL__BODY_CHECK_MS 1000
-
-/* Whether a body (or a WebSocket message) that started at `start` ms and
- * has `got` bytes so far is past its deadline at `now` ms: --body-timeout
- * plus one second per --body-min-rate bytes received. */
-static inline bool petrel__body_late(const petrel__config_t *cfg, uint64_t start, uint64_t got,
-                                     uint64_t now)
-{
-    uint64_t grace = cfg->body_min_rate ? got * 1000 / cfg->body_min_rate : 0;
-    return now >= start + cfg->body_timeout_ms + grace;
-}
-
 /* How long a closing connection reads what its peer still sends. */
 #define PETREL__LINGER_MS 2000
 

@@ -37,7 +37,9 @@
  *     size-class free list in front of malloc (it frees and reallocates
  *     constantly, so never a bump arena).
  *   - Idle: the conn struct, the h2conn_t and the nghttp2 session; the read
- *     buffer goes back to the pool after each read.
+ *     buffer goes back to the pool after each read.  Idle PETREL__IDLE_MS,
+ *     the pages of the session's frame buffer and empty stream map go back
+ *     to the kernel (h2_idle_release).
  *   - A stream is a slot from a per-worker free list (malloc'ed only while
  *     the list is empty): the request, the response, the stream arena and a
  *     1 KiB scratch area for the request head.  The arena takes a pool chunk
@@ -71,9 +73,10 @@
 #define SCRATCH 1024          /* request head bytes kept in the stream slot */
 #define NHDR_INLINE 16        /* request headers in the slot; more go to the arena */
 #define COPY_MAX 4096         /* bodies up to this are copied into DATA frames */
-#define OUT_HIGH (256u << 10) /* bytes serialized per flush before writing */
-#define SLOTS_KEPT 1024       /* free stream slots kept per worker */
-#define RST_RING 32           /* streams we reset lately (RFC 9113 §5.1.1 check) */
+#define OUT_HIGH (256u << 10) /* output queued per connection before writing */
+#define H2_DEFAULT_OUTPUT_BUDGET ((size_t)64 << 20) /* all connections of a worker */
+#define SLOTS_KEPT 1024                             /* free stream slots kept per worker */
+#define RST_RING 32 /* streams we reset lately (RFC 9113 §5.1.1 check) */
 
 /* stream flags */
 enum {
@@ -106,7 +109,14 @@ enum {
     H2_NOTICE = 1 << 5,   /* shutdown notice and PING sent, final GOAWAY not yet */
     H2_ACTIVE = 1 << 6,   /* a stream closed since the last flush: not idle */
     H2_OVER = 1 << 7,     /* output over the budget: GOAWAY sent, no new streams */
+    H2_WAITING = 1 << 8,  /* on out_waiting: the worker's output budget is spent */
+    H2_IDLE = 1 << 9,     /* no stream: the idle stage of the keep-alive timeout */
 };
+
+/* Blocks of the session that an idle connection need not keep resident. */
+#define IDLE_BLKS 4
+/* the frame buffer holds a frame of the smallest SETTINGS_MAX_FRAME_SIZE */
+#define FRAMEBUF_MIN 16384
 
 typedef struct h2conn h2conn_t;
 
@@ -165,6 +175,8 @@ struct h2conn {
     petrel__list_t tready;  /* of these, and Extended CONNECTs, with news (tlink) */
     size_t queued;          /* bytes serialized in this flush */
     size_t buffered;        /* streamed body bytes waiting in sbufs, all streams */
+    size_t out_counted;     /* of the output queue, bytes counted in out_total */
+    petrel__list_t wlink;   /* out_waiting */
     uint32_t nstreams;      /* streams open in nghttp2 */
     uint32_t ntunnels;      /* of these, tunnels (RFC 8441) */
     uint32_t nrecv;         /* of these, requests not complete yet */
@@ -172,6 +184,10 @@ struct h2conn {
     int32_t rst[RST_RING];  /* streams we sent RST_STREAM for, lately */
     unsigned rst_pos;
     unsigned flags;
+    /* paged blocks the session made when created (see h2_idle_release) */
+    void *idle_blk[IDLE_BLKS];
+    uint8_t nidle_blk;
+    uint8_t framebuf; /* index of the outbound frame buffer, or IDLE_BLKS */
 };
 
 static const petrel_proto_t h2_proto;
@@ -183,7 +199,15 @@ static void h2_flush(h2conn_t *h);
 /* nghttp2 allocates and frees a few small blocks per stream (the stream,
  * outbound items, the copied header array, HPACK entries): the size-class
  * free lists of sizeclass.c recycle them, like the chunk pool, so that
- * after warm-up the h2 request path makes no heap call. */
+ * after warm-up the h2 request path makes no heap call.
+ *
+ * The blocks of a page or more that a session makes when it is created
+ * are paged blocks of sizeclass.c, noted in the h2conn_t (session_new):
+ * the stream map (4 KiB, all zeros while no stream is open) and the
+ * outbound frame buffer (nghttp2 1.52's aob.framebufs: one chunk of 9 + 1
+ * + 16384 bytes, kept for the life of the session and reset after each
+ * frame is sent: nothing in it outlives the frame).  An idle connection
+ * gives their pages back (h2_idle_release). */
 static void *mem_malloc(size_t size, void *ud)
 {
     (void)ud;
@@ -211,6 +235,53 @@ static void *mem_realloc(void *p, size_t size, void *ud)
 static nghttp2_mem h2_mem = {NULL, mem_malloc, mem_free, mem_calloc, mem_realloc};
 
 static petrel__h2_stats_t stats;
+
+/* Output is produced lazily: DATA frames are framed (file bytes as
+ * references to the file, sent with sendfile) only while the connection's
+ * queue holds less than OUT_HIGH and the queues of all h2 connections of
+ * the worker hold less than --h2-output-budget.  A connection that stopped
+ * at the worker's bound waits on out_waiting, and is scheduled again as
+ * soon as other queues drain below it; one stopped at its own bound goes on
+ * when its socket drains (EPOLLOUT).  A peer that opens large windows and
+ * never reads thus holds at most OUT_HIGH of queue (and what the kernel
+ * takes), and is closed by --send-timeout (CVE-2019-9517). */
+static size_t out_total;
+static petrel__list_t out_waiting = {&out_waiting, &out_waiting};
+
+static size_t out_budget(const petrel__config_t *cfg)
+{
+    return cfg->h2_output_budget ? cfg->h2_output_budget : H2_DEFAULT_OUTPUT_BUDGET;
+}
+
+/* Whether `h` may frame more output now: 0, or why not (1: its own queue
+ * is full, 2: the worker's budget is spent). */
+static int out_full(const h2conn_t *h)
+{
+    size_t mine = petrel__out_bytes(h->c);
+    if (mine >= OUT_HIGH)
+        return 1;
+    return out_total - h->out_counted + mine >= out_budget(h->c->cs->cfg) ? 2 : 0;
+}
+
+static void schedule(h2conn_t *h);
+
+/* Bring the worker's count of `h`'s queue up to date; when it shrank below
+ * the budget, connections waiting for room are scheduled. */
+static void out_sync(h2conn_t *h, size_t now)
+{
+    out_total = out_total - h->out_counted + now;
+    bool shrank = now < h->out_counted;
+    h->out_counted = now;
+    if (!shrank)
+        return;
+    size_t budget = out_budget(h->c->cs->cfg);
+    while (out_total < budget && !list_empty(&out_waiting)) {
+        h2conn_t *w = container_of(out_waiting.next, h2conn_t, wlink);
+        list_unlink(&w->wlink);
+        w->flags &= ~H2_WAITING;
+        schedule(w);
+    }
+}
 
 void petrel__h2_stats(petrel__h2_stats_t *st)
 {
@@ -1259,7 +1330,9 @@ static int send_data(nghttp2_session *ngh, nghttp2_frame *frame, const uint8_t *
         return NGHTTP2_ERR_CALLBACK_FAILURE;
     s->flags |= S_REFS;
     h->queued += 9 + length;
-    return 0;
+    /* nghttp2 frames NO_COPY DATA of every stream in one mem_send call, as
+     * far as the windows allow: stop it at the bound */
+    return out_full(h) ? NGHTTP2_ERR_PAUSE : 0;
 }
 
 static int h2_send(petrel_req_t *req, petrel_resp_t *r)
@@ -1436,27 +1509,41 @@ static void dispatch_ready(h2conn_t *h)
 /* ------------------------------------------------------------------------ */
 /* The connection                                                           */
 
-/* Serialize what nghttp2 has into the output queue, up to OUT_HIGH. */
+/* Serialize what nghttp2 has into the output queue, while there is room
+ * (out_full).  Stopped by the connection's own queue: H2_MORE (the queue's
+ * drain calls h2_flush again); by the worker's budget: H2_WAITING. */
 static int produce(h2conn_t *h)
 {
     h->queued = 0;
     h->flags &= ~H2_MORE;
     for (;;) {
+        int full = out_full(h);
+        if (full == 1) {
+            h->flags |= H2_MORE;
+            return 0;
+        }
+        if (full == 2) {
+            if (!(h->flags & H2_WAITING)) {
+                h->flags |= H2_WAITING;
+                list_append(&out_waiting, &h->wlink);
+                stats.out_waits++;
+            }
+            return 0;
+        }
         const uint8_t *data;
         ssize_t n = nghttp2_session_mem_send(h->ngh, &data);
         if (n < 0) {
             petrel_log(PETREL_LOG_DEBUG, "h2: mem_send: %s", nghttp2_strerror((int)n));
             return -1;
         }
-        if (n == 0)
+        if (n == 0) {
+            if (out_full(h))
+                continue; /* paused by send_data: more may wait */
             return 0;
+        }
         if (petrel__out_copy(h->c, data, (size_t)n) < 0)
             return -1;
         h->queued += (size_t)n;
-        if (h->queued >= OUT_HIGH) {
-            h->flags |= H2_MORE;
-            return 0;
-        }
     }
 }
 
@@ -1502,6 +1589,7 @@ static void h2_flush(h2conn_t *h)
         if (!(h->flags & H2_MORE))
             break;
     }
+    out_sync(h, petrel__out_bytes(c));
     tunnels_service(h); /* output framed: their input may go on */
     if (h->buffered < buffered) {
         /* streamed bytes were framed: producers waiting for them to drain */
@@ -1525,12 +1613,20 @@ static void h2_flush(h2conn_t *h)
         return; /* the send timeout is armed */
     if (h->nstreams == 0) {
         /* draining: the PING's answer is awaited for as long as a
-         * lingering close waits for the peer's last bytes */
-        petrel__tq_t *q = (h->flags & H2_NOTICE) ? &cs->tq_linger : &cs->tq_keepalive;
-        /* the idle time counts from the last request: a connection whose
-         * requests are all answered within each turn is never idle */
-        if (c->timer.q != q || (h->flags & H2_ACTIVE))
-            petrel__timer_arm(petrel__loop, &c->timer, q);
+         * lingering close waits for the peer's last bytes.  Else the idle
+         * time counts from the last request (a connection whose requests
+         * are all answered within each turn is never idle), in two stages
+         * as HTTP/1.1's: idle PETREL__IDLE_MS, the connection gives back
+         * memory (h2_idle_release), then waits out the rest of the
+         * keep-alive timeout. */
+        if (h->flags & H2_NOTICE) {
+            if (c->timer.q != &cs->tq_linger || (h->flags & H2_ACTIVE))
+                petrel__timer_arm(petrel__loop, &c->timer, &cs->tq_linger);
+        } else if ((c->timer.q != &cs->tq_idle && c->timer.q != &cs->tq_keepalive_rest) ||
+                   (h->flags & H2_ACTIVE)) {
+            h->flags |= H2_IDLE;
+            petrel__timer_arm(petrel__loop, &c->timer, &cs->tq_idle);
+        }
     } else if (h->nrecv > 0 || !list_empty(&h->ready)) {
         /* requests arriving, or an upgrade waiting for the client's preface */
         petrel__timer_arm(petrel__loop, &c->timer, &cs->tq_header);
@@ -1609,9 +1705,36 @@ static void h2_on_written(petrel__conn_t *c)
     h2_flush(c->proto);
 }
 
+/* Part of the queue was written: the worker's count follows (connections
+ * waiting for room may go on). */
+static void h2_on_progress(petrel__conn_t *c)
+{
+    if (c->proto)
+        out_sync(c->proto, petrel__out_bytes(c));
+}
+
+/* Idle PETREL__IDLE_MS (no stream, nothing to write, nothing queued in
+ * nghttp2): the pages of the outbound frame buffer go back to the kernel,
+ * and those of the other large session blocks that hold only zeros (the
+ * empty stream map).  HPACK state and settings stay as they are. */
+static void h2_idle_release(h2conn_t *h)
+{
+    for (unsigned i = 0; i < h->nidle_blk; i++)
+        stats.idle_released += petrel__sc_discard(
+            h->idle_blk[i], i == h->framebuf && !nghttp2_session_want_write(h->ngh));
+}
+
 static void h2_on_timeout(petrel__conn_t *c)
 {
     h2conn_t *h = c->proto;
+    if ((h->flags & H2_IDLE) && !(h->flags & (H2_NOTICE | H2_TIMEDOUT | H2_CLOSE | H2_MORE)) &&
+        h->nstreams == 0 && petrel__conn_out_empty(c)) {
+        h->flags &= ~H2_IDLE;
+        h2_idle_release(h);
+        petrel__timer_arm(petrel__loop, &c->timer, &c->cs->tq_keepalive_rest);
+        return;
+    }
+    h->flags &= ~H2_IDLE;
     if ((h->flags & H2_NOTICE) && petrel__conn_out_empty(c)) {
         final_goaway(h); /* the PING of the shutdown notice was not answered */
         h2_flush(h);
@@ -1637,6 +1760,8 @@ static void h2_on_close(petrel__conn_t *c)
     if (h == NULL)
         return;
     list_unlink(&h->pending.node);
+    list_unlink(&h->wlink);
+    out_sync(h, 0);
     zombies_release(h);
     while (!list_empty(&h->streams)) {
         h2stream_t *s = container_of(h->streams.next, h2stream_t, link);
@@ -1741,6 +1866,29 @@ static void session_free(h2conn_t *h)
     free(h);
 }
 
+/* The session's paged blocks (see "nghttp2's allocator"): the one of more
+ * than FRAMEBUF_MIN bytes is the frame buffer, if there is exactly one. */
+static void note_blocks(h2conn_t *h, uint64_t mark)
+{
+    unsigned nbig = 0;
+    size_t bytes;
+    void *p;
+    h->framebuf = IDLE_BLKS;
+    for (unsigned i = 0; (p = petrel__sc_paged_since(mark, i, &bytes)) != NULL; i++) {
+        if (i == IDLE_BLKS) {
+            h->nidle_blk = 0; /* not the session we know: leave it alone */
+            return;
+        }
+        if (bytes > FRAMEBUF_MIN) {
+            h->framebuf = (uint8_t)i;
+            nbig++;
+        }
+        h->idle_blk[h->nidle_blk++] = p;
+    }
+    if (nbig != 1)
+        h->framebuf = IDLE_BLKS; /* which block is the frame buffer is not known */
+}
+
 /* A session for `c` (not attached yet: c->proto is set by the switch). */
 static h2conn_t *session_new(petrel__conn_t *c)
 {
@@ -1750,10 +1898,12 @@ static h2conn_t *session_new(petrel__conn_t *c)
     h2conn_t *h = calloc(1, sizeof(*h));
     if (h == NULL)
         return NULL;
+    uint64_t mark = petrel__sc_paged_count();
     if (nghttp2_session_server_new3(&h->ngh, callbacks, h, options, &h2_mem) != 0) {
         free(h);
         return NULL;
     }
+    note_blocks(h, mark);
     stats.sessions++;
     h->c = c;
     h->pending.cb = on_pending;
@@ -1761,6 +1911,7 @@ static h2conn_t *session_new(petrel__conn_t *c)
     list_init(&h->streams);
     list_init(&h->ready);
     list_init(&h->zombies);
+    list_init(&h->wlink);
     list_init(&h->tunnels);
     list_init(&h->tready);
     uint32_t window = cfg->h2_initial_window_size ? cfg->h2_initial_window_size : H2_DEFAULT_WINDOW;
@@ -1811,6 +1962,7 @@ const petrel__proto_ops_t petrel__h2_ops = {
     .start = h2_start,
     .on_read = h2_on_read,
     .on_written = h2_on_written,
+    .on_progress = h2_on_progress,
     .on_timeout = h2_on_timeout,
     .drain = h2_drain,
     .on_close = h2_on_close,

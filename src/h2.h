@@ -83,6 +83,8 @@ typedef struct petrel__h2_stats {
     size_t streams;         /* live stream slots (open, zombie or orphan) */
     size_t conn_bytes;      /* petrel's h2 state of one connection (malloc'ed) */
     uint64_t arena_mallocs; /* heap calls of the stream arenas (pool chunks, large blocks) */
+    uint64_t out_waits;     /* times a connection waited for the worker's output budget */
+    uint64_t idle_released; /* bytes of session pages idle connections gave back */
 } petrel__h2_stats_t;
 void petrel__h2_stats(petrel__h2_stats_t *st);
 

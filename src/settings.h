@@ -34,6 +34,7 @@ typedef struct petrel__config {
     uint32_t h2_max_concurrent_streams; /* SETTINGS_MAX_CONCURRENT_STREAMS (128) */
     uint32_t h2_initial_window_size;    /* SETTINGS_INITIAL_WINDOW_SIZE (1 MiB) */
     size_t h2_max_header_list_size;     /* SETTINGS_MAX_HEADER_LIST_SIZE (max_header_size) */
+    size_t h2_output_budget;            /* h2 output queued, all connections (64 MiB) */
     /* WebSocket (ws.c); 0 means the default */
     size_t ws_max_message_size;  /* larger messages: close 1009 (16 MiB) */
     uint64_t ws_idle_timeout_ms; /* silence before a ping, then a close (30 s) */
@@ -67,6 +68,21 @@ void petrel__config_defaults(petrel__config_t *cfg);
 static inline size_t petrel__conn_budget(const petrel__config_t *cfg)
 {
     return 2 * cfg->max_body_size + 2 * cfg->max_header_size + (1 << 20);
+}
+
+/* While a body arrives past --body-timeout, its moving deadline is checked
+ * this often. */
+#define PETREL__BODY_CHECK_MS 1000
+
+/* Whether a body (an HTTP/1.1 request body, a WebSocket message) that
+ * started at `start` ms and has `got` bytes so far is past its deadline at
+ * `now` ms: --body-timeout plus one second per --body-min-rate bytes
+ * received. */
+static inline bool petrel__body_late(const petrel__config_t *cfg, uint64_t start, uint64_t got,
+                                     uint64_t now)
+{
+    uint64_t grace = cfg->body_min_rate ? got * 1000 / cfg->body_min_rate : 0;
+    return now >= start + cfg->body_timeout_ms + grace;
 }
 
 #endif /* PETREL_SETTINGS_H */

@@ -8,6 +8,7 @@
 #ifndef PETREL_SIZECLASS_H
 #define PETREL_SIZECLASS_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -17,11 +18,29 @@ void *petrel__sc_calloc(size_t n, size_t size);
 void *petrel__sc_realloc(void *p, size_t size);
 
 typedef struct petrel__sc_stats {
-    uint64_t ops;   /* calls (malloc, calloc, realloc, free) */
-    uint64_t calls; /* of these, calls that reached the heap (the free list
-                     * of the class was empty or full, or a large block) */
-    size_t bytes;   /* bytes held now (blocks, headers included) */
+    uint64_t ops;       /* calls (malloc, calloc, realloc, free) */
+    uint64_t calls;     /* of these, calls that reached the heap (the free list
+                         * of the class was empty or full, or a large block) */
+    size_t bytes;       /* bytes held now (blocks, headers included) */
+    uint64_t discarded; /* bytes of pages given back by petrel__sc_discard */
 } petrel__sc_stats_t;
+/* Give the kernel back the pages of block p (from this allocator) whose
+ * contents are not needed: all of them when contents_dead, else the pages
+ * that hold only zero bytes.  The block stays allocated and usable: a page
+ * given back reads as zeros and takes memory again when written.  Only
+ * blocks of 4 KiB to 32 KiB ("paged") have pages of their own; for others,
+ * and when madvise fails, nothing happens.  Returns the bytes given back. */
+size_t petrel__sc_discard(void *p, bool contents_dead);
+
+/* Paged blocks made from new memory or the zones' free lists (not
+ * counting realloc that stays in place) since the process started: take
+ * the count as a mark, and petrel__sc_paged_since(mark, i) is the i-th
+ * paged block made after it (0 first), its size in pages in *bytes, or
+ * NULL when there is no such block or it is no longer remembered (only the
+ * last 8 are).  The block may have been freed since. */
+uint64_t petrel__sc_paged_count(void);
+void *petrel__sc_paged_since(uint64_t mark, unsigned i, size_t *bytes);
+
 void petrel__sc_stats(petrel__sc_stats_t *st);
 
 #endif /* PETREL_SIZECLASS_H */

@@ -90,11 +90,21 @@ enum {
     WS_MSG_DEFLATE = 1 << 9, /* the message is compressed (RFC 7692, RSV1) */
 };
 
+/* A message that arrives below the minimum rate (--body-timeout plus one
+ * second per --body-min-rate bytes: the rule of HTTP/1.1 request bodies,
+ * petrel__body_late) is refused with 1008 and the connection ends: a peer
+ * trickling a fragmented message, or one large frame, holds no connection
+ * and no message buffer for long.  Checked as its bytes arrive, and while
+ * it is in progress the timer checks it every msg_q period (a peer that
+ * stalls mid-message); between messages the idle timer applies. */
+
 struct petrel_ws {
     const petrel__ws_carrier_t *cops;
-    void *t;                   /* the carrier's own pointer */
-    petrel_arena_t arena;      /* messages are assembled here, a scope each */
-    petrel__timer_t timer;     /* idle ping, Close wait, no progress on output */
+    void *t;               /* the carrier's own pointer */
+    petrel_arena_t arena;  /* messages are assembled here, a scope each */
+    petrel__timer_t timer; /* idle ping, Close wait, no progress on output,
+                            * the deadline of a message in progress */
+    const petrel__config_t *cfg;
     petrel__pending_t pending; /* for the carrier (ws.h) */
     unsigned carrier_flags;    /* for the carrier (ws.h) */
     wslay_event_context_ptr wslay;
@@ -121,6 +131,7 @@ struct petrel_ws {
     uint32_t utf8; /* validator state, across the frames of a text message */
     char *msg;
     size_t msg_len, msg_cap;
+    uint64_t msg_start; /* ms: when its first frame header arrived */
     petrel_arena_mark_t msg_mark;
     /* on_close arguments, kept until it runs */
     uint16_t cb_code;
@@ -146,6 +157,7 @@ void (*petrel__ws_pubsub_gone)(petrel_ws_t *ws);
 
 /* Per worker process (doc/architecture.md, "Processes"). */
 static petrel__tq_t idle_q;
+static petrel__tq_t msg_q;
 
 /* ------------------------------------------------------------------------ */
 /* UTF-8 (RFC 3629): shortest forms only, no surrogates, up to U+10FFFF.    */
@@ -847,6 +859,7 @@ static int scan_header(petrel_ws_t *ws)
             ws->msg = NULL;
             ws->msg_len = ws->msg_cap = 0;
             ws->msg_mark = petrel_arena_mark(&ws->arena);
+            ws->msg_start = petrel__loop->now_ms;
         }
         /* a compressed message may be a little larger than the limit as it
          * came (deflate adds 5 bytes per stored block when it cannot
@@ -994,15 +1007,38 @@ static void ws_input(petrel_ws_t *ws)
     }
 }
 
+/* Arm the timer of an open WebSocket: the deadline checks of a message in
+ * progress, else the idle timer. */
+static void arm_open(petrel_ws_t *ws)
+{
+    petrel__timer_arm(petrel__loop, &ws->timer, (ws->flags & WS_MSG) ? &msg_q : &idle_q);
+}
+
+/* Whether the message in progress is past its deadline: then it is refused
+ * (RFC 6455 §7.4.1: 1008, a message that violates the server's policy) and
+ * the connection failed (§7.1.7). */
+static bool msg_late(petrel_ws_t *ws)
+{
+    if (ws->state != WS_OPEN || !(ws->flags & WS_MSG) ||
+        !petrel__body_late(ws->cfg, ws->msg_start, ws->msg_len, petrel__loop->now_ms))
+        return false;
+    petrel_log(PETREL_LOG_INFO,
+               "websocket: a message of %zu bytes so far took %llu ms (see --body-timeout, "
+               "--body-min-rate): closing with 1008",
+               ws->msg_len, (unsigned long long)(petrel__loop->now_ms - ws->msg_start));
+    ws_fail(ws, 1008, "message too slow");
+    return true;
+}
+
 size_t petrel__ws_input(petrel_ws_t *ws, const char *p, size_t n)
 {
     ws->flags &= ~WS_PING_SENT;
-    if (ws->state == WS_OPEN)
-        petrel__timer_arm(petrel__loop, &ws->timer, &idle_q);
     ws->in = (const uint8_t *)p;
     ws->in_len = n;
     ws->in_pos = 0;
     ws_input(ws);
+    if (!msg_late(ws) && ws->state == WS_OPEN)
+        arm_open(ws);
     size_t used = ws->state == WS_DONE ? n : ws->in_pos; /* after the end, input is dropped */
     ws->in = NULL;
     ws->in_len = ws->in_pos = 0;
@@ -1029,7 +1065,7 @@ void petrel__ws_written(petrel_ws_t *ws, bool after_wait)
     /* a peer that took what was sent is there: the idle time starts over
      * (a subscriber that only receives is not idle while it reads) */
     if ((after_wait || ws->out_hint) && ws->state == WS_OPEN)
-        petrel__timer_arm(petrel__loop, &ws->timer, &idle_q);
+        arm_open(ws);
     ws->out_hint = 0;
     petrel__ws_progress(ws);
 }
@@ -1037,7 +1073,7 @@ void petrel__ws_written(petrel_ws_t *ws, bool after_wait)
 void petrel__ws_peer_read(petrel_ws_t *ws)
 {
     if (ws->state == WS_OPEN)
-        petrel__timer_arm(petrel__loop, &ws->timer, &idle_q);
+        arm_open(ws);
     petrel__ws_progress(ws);
 }
 
@@ -1098,6 +1134,14 @@ void petrel__ws_advance(petrel_ws_t *ws)
 static void ws_on_timer(petrel__timer_t *t)
 {
     petrel_ws_t *ws = container_of(t, petrel_ws_t, timer);
+    if (ws->state == WS_OPEN && (ws->flags & WS_MSG)) {
+        /* a message in progress: its deadline, not the idle time */
+        if (msg_late(ws))
+            ws_kick(ws);
+        else
+            petrel__timer_arm(petrel__loop, &ws->timer, &msg_q);
+        return;
+    }
     bool stuck = ws->out_hint && ws->cops->queued(ws->t) > 0;
     if (stuck || ws->state != WS_OPEN) {
         /* the peer does not read (send timeout), or does not answer our
@@ -1153,10 +1197,17 @@ void petrel__ws_gone(petrel_ws_t *ws)
 static petrel__tq_t *idle_queue(const petrel__config_t *cfg)
 {
     petrel__loop_t *loop = petrel__loop;
-    if (petrel__tq_registered(loop, &idle_q))
-        return &idle_q;
     uint64_t ms = cfg->ws_idle_timeout_ms ? cfg->ws_idle_timeout_ms : WS_DEFAULT_IDLE_MS;
-    return petrel__tq_init(loop, &idle_q, ms) < 0 ? NULL : &idle_q;
+    if (!petrel__tq_registered(loop, &idle_q) && petrel__tq_init(loop, &idle_q, ms) < 0)
+        return NULL;
+    /* a message's deadline is checked this often (sooner when
+     * --body-timeout is shorter) */
+    uint64_t check =
+        cfg->body_timeout_ms < PETREL__BODY_CHECK_MS ? cfg->body_timeout_ms : PETREL__BODY_CHECK_MS;
+    if (!petrel__tq_registered(loop, &msg_q) &&
+        petrel__tq_init(loop, &msg_q, check ? check : 1) < 0)
+        return NULL;
+    return &idle_q;
 }
 
 petrel_ws_t *petrel__ws_new(const petrel__ws_route_t *rt, const petrel__config_t *cfg,
@@ -1177,6 +1228,7 @@ petrel_ws_t *petrel__ws_new(const petrel__ws_route_t *rt, const petrel__config_t
     ws->cops = ops;
     ws->t = t;
     ws->route = rt;
+    ws->cfg = cfg;
     ws->data = rt->data;
     ws->state = WS_OPENING;
     ws->max_message = rt->h.max_message_size     ? rt->h.max_message_size

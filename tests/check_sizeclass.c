@@ -8,6 +8,10 @@
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
+#include <stdio.h>
+#include <sys/resource.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
 /* A size whose block header would not fit: malloc's contract is NULL, never
  * a block smaller than asked (size + header wrapped around to a small
@@ -39,7 +43,7 @@ START_TEST(blocks_are_recycled)
     petrel__sc_stats_t s0, s1;
     petrel__sc_stats(&s0);
     for (int i = 0; i < 1000; i++) {
-        void *b = petrel__sc_malloc(100 + (size_t)(i % 12));
+        void *b = petrel__sc_malloc(100 + (size_t)(i % 4)); /* one class */
         ck_assert_ptr_nonnull(b);
         memset(b, 0xab, 100);
         petrel__sc_free(b);
@@ -89,6 +93,116 @@ START_TEST(sizes_and_contents)
 }
 END_TEST
 
+/* Eight classes per power of two: a 1 KiB array and its header take 1152
+ * bytes, not 2048. */
+START_TEST(classes_are_close)
+{
+    petrel__sc_stats_t s0, s1;
+    petrel__sc_stats(&s0);
+    void *p = petrel__sc_malloc(1024);
+    petrel__sc_stats(&s1);
+    ck_assert_uint_eq(s1.bytes - s0.bytes, 1152);
+    /* a realloc within the class stays in place */
+    ck_assert_ptr_eq(petrel__sc_realloc(p, 1152 - 16), p);
+    petrel__sc_free(p);
+    size_t sizes[] = {48, 49, 63, 64, 65, 80, 81, 200, 1000, 2032};
+    size_t want[] = {64, 72, 80, 80, 88, 96, 104, 224, 1024, 2048};
+    for (size_t i = 0; i < sizeof(sizes) / sizeof(sizes[0]); i++) {
+        petrel__sc_stats(&s0);
+        p = petrel__sc_malloc(sizes[i]);
+        petrel__sc_stats(&s1);
+        ck_assert_uint_eq(s1.bytes - s0.bytes, want[i]);
+        memset(p, 1, sizes[i]);
+        petrel__sc_free(p);
+    }
+}
+END_TEST
+
+/* Blocks of 4 KiB to 32 KiB start on a page and have pages of their own:
+ * petrel__sc_discard gives back the pages whose contents are dead, or that
+ * hold only zeros, and the block stays usable. */
+START_TEST(paged_blocks_discard)
+{
+    long page = sysconf(_SC_PAGESIZE);
+    if (page != 4096)
+        return; /* the zones are laid out for 4 KiB pages */
+    uint64_t mark = petrel__sc_paged_count();
+    unsigned char *a = petrel__sc_calloc(1, 4096);    /* one page */
+    unsigned char *b = petrel__sc_malloc(16384 + 10); /* five pages */
+    ck_assert_ptr_nonnull(a);
+    ck_assert_ptr_nonnull(b);
+    ck_assert_uint_eq((uintptr_t)a % 4096, 0);
+    ck_assert_uint_eq((uintptr_t)b % 4096, 0);
+    size_t bytes = 0;
+    ck_assert_ptr_eq(petrel__sc_paged_since(mark, 0, &bytes), a);
+    ck_assert_uint_eq(bytes, 4096);
+    ck_assert_ptr_eq(petrel__sc_paged_since(mark, 1, &bytes), b);
+    ck_assert_uint_eq(bytes, 5 * 4096);
+    ck_assert_ptr_null(petrel__sc_paged_since(mark, 2, &bytes));
+    /* zeros only: given back, and it still reads as zeros */
+    ck_assert_uint_eq(petrel__sc_discard(a, false), 4096);
+    for (int i = 0; i < 4096; i++)
+        ck_assert_int_eq(a[i], 0);
+    /* a page with one byte set stays, with it */
+    a[100] = 7;
+    ck_assert_uint_eq(petrel__sc_discard(a, false), 0);
+    ck_assert_int_eq(a[100], 7);
+    /* pages 1 and 3 of b written: the others are given back */
+    memset(b + 4096, 0x5a, 4096);
+    memset(b + 3 * 4096, 0x5a, 10);
+    ck_assert_uint_eq(petrel__sc_discard(b, false), 3 * 4096);
+    ck_assert_int_eq(b[4096 + 4095], 0x5a);
+    ck_assert_int_eq(b[3 * 4096 + 9], 0x5a);
+    /* dead contents: every page goes, and reads as zeros */
+    ck_assert_uint_eq(petrel__sc_discard(b, true), 5 * 4096);
+    ck_assert_int_eq(b[4096], 0);
+    b[16393] = 1; /* usable */
+    /* smaller and larger blocks have no pages of their own */
+    void *small = petrel__sc_malloc(2000), *big = petrel__sc_malloc(40000);
+    ck_assert_uint_eq(petrel__sc_discard(small, true), 0);
+    ck_assert_uint_eq(petrel__sc_discard(big, true), 0);
+    /* growing out of the zones keeps the contents; a freed block comes back */
+    b = petrel__sc_realloc(b, 50000);
+    ck_assert_int_eq(b[16393], 1);
+    petrel__sc_free(b);
+    petrel__sc_free(a);
+    void *again = petrel__sc_malloc(4096);
+    ck_assert_ptr_eq(again, a);
+    petrel__sc_free(again);
+    petrel__sc_free(small);
+    petrel__sc_free(big);
+}
+END_TEST
+
+/* Under an address-space limit (RLIMIT_AS) the zones are smaller, and
+ * still paged: a child process with 256 MiB of address space to spare. */
+START_TEST(paged_under_rlimit_as)
+{
+    pid_t pid = fork();
+    ck_assert_int_ge(pid, 0);
+    if (pid == 0) {
+        unsigned long vm_kb = 0;
+        FILE *f = fopen("/proc/self/status", "r");
+        char line[256];
+        while (f && fgets(line, sizeof(line), f))
+            if (sscanf(line, "VmSize: %lu kB", &vm_kb) == 1)
+                break;
+        if (f)
+            fclose(f);
+        struct rlimit rl = {.rlim_cur = (vm_kb << 10) + (256ul << 20),
+                            .rlim_max = (vm_kb << 10) + (256ul << 20)};
+        if (vm_kb == 0 || setrlimit(RLIMIT_AS, &rl) != 0)
+            _exit(2);
+        void *p = petrel__sc_malloc(4096);
+        _exit(p != NULL && petrel__sc_discard(p, true) == 4096 ? 0 : 1);
+    }
+    int st = 0;
+    ck_assert_int_eq(waitpid(pid, &st, 0), pid);
+    ck_assert(WIFEXITED(st));
+    ck_assert_int_eq(WEXITSTATUS(st), 0);
+}
+END_TEST
+
 int main(void)
 {
     Suite *s = suite_create("sizeclass");
@@ -96,6 +210,9 @@ int main(void)
     tcase_add_test(tc, huge_sizes_fail);
     tcase_add_test(tc, blocks_are_recycled);
     tcase_add_test(tc, sizes_and_contents);
+    tcase_add_test(tc, classes_are_close);
+    tcase_add_test(tc, paged_blocks_discard);
+    tcase_add_test(tc, paged_under_rlimit_as);
     suite_add_tcase(s, tc);
     SRunner *sr = srunner_create(s);
     srunner_run_all(sr, CK_ENV);

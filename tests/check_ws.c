@@ -21,6 +21,7 @@
 #include <fcntl.h>
 #include <signal.h>
 #include <stdio.h>
+#include <time.h>
 #include <string.h>
 #include <strings.h>
 #include <sys/socket.h>
@@ -1076,6 +1077,97 @@ START_TEST(test_idle_ping_then_close)
 }
 END_TEST
 
+/* Run the loop for `ms` milliseconds of wall time, pulling what the client
+ * receives. */
+static void run_for(client_t *c, int ms)
+{
+    struct timespec t0, t1;
+    clock_gettime(CLOCK_MONOTONIC, &t0);
+    for (;;) {
+        clock_gettime(CLOCK_MONOTONIC, &t1);
+        long el = (t1.tv_sec - t0.tv_sec) * 1000 + (t1.tv_nsec - t0.tv_nsec) / 1000000;
+        if (el >= ms || c->eof)
+            return;
+        turn((int)(ms - el));
+        client_pull(c);
+    }
+}
+
+/* Send `n` bytes of `p` in pieces of `piece` bytes, `gap_ms` apart, while
+ * the connection is open; returns the bytes sent. */
+static size_t trickle(client_t *c, const uint8_t *p, size_t n, size_t piece, int gap_ms)
+{
+    size_t sent = 0;
+    while (sent < n && !c->eof) {
+        size_t k = n - sent < piece ? n - sent : piece;
+        ck_assert(client_write(c, p + sent, k));
+        sent += k;
+        run_for(c, gap_ms);
+    }
+    return sent;
+}
+
+/* RFC 6455 §7.4.1 (1008: a message that violates the server's policy) and
+ * §7.1.7 (_Fail the WebSocket Connection_): a message that arrives below the
+ * minimum rate (--body-timeout plus 1 s per --body-min-rate bytes, the
+ * rule of HTTP/1.1 request bodies) is refused with 1008 and the connection
+ * ends -- a fragmented message trickled a frame at a time, one large frame
+ * trickled a few bytes at a time, a message that stalls midway -- while a
+ * message at the rate is delivered however long it takes. */
+START_TEST(test_message_too_slow)
+{
+    srv->cfg.body_timeout_ms = 100;
+    srv->cfg.body_min_rate = 100; /* each 100 bytes earn 1 s more */
+    static uint8_t payload[1000];
+    memset(payload, 'a', sizeof(payload));
+    uint8_t f[64];
+
+    /* 1. at the rate (400 B/s, for 0.5 s): delivered whole */
+    client_t *c = ws_open("/t");
+    size_t n = frame_build(fbuf, 0x82, payload, 200, true, -1);
+    ck_assert_uint_eq(trickle(c, fbuf, n, 20, 50), n);
+    expect_frame(c, 2, payload, 200);
+    ck_assert_int_eq(n_msg, 1);
+    ck_assert_int_eq(n_close, 0);
+
+    /* 2. a fragmented text message, one byte a frame every 60 ms (17 B/s):
+     * refused within a few frames */
+    size_t fl = frame_build(f, 0x01, "x", 1, true, -1); /* TEXT, not FIN */
+    ck_assert(client_write(c, f, fl));
+    size_t frames = 0;
+    fl = frame_build(f, 0x00, "y", 1, true, -1); /* CONTINUATION, not FIN */
+    for (; frames < 40 && !c->eof && c->len - c->off == 0; frames++) {
+        ck_assert(client_write(c, f, fl));
+        run_for(c, 60);
+    }
+    ck_assert_msg(frames < 10, "a message trickled for %zu frames", frames);
+    expect_close(c, 1008);
+    ck_assert_int_eq(n_msg, 1);
+    ck_assert_int_eq(n_close, 1);
+    ck_assert_int_eq(last_code, 1008);
+
+    /* 3. one frame of 1000 bytes, 2 bytes every 50 ms (40 B/s) */
+    c = ws_open("/t");
+    n = frame_build(fbuf, 0x82, payload, 1000, true, -1);
+    size_t sent = trickle(c, fbuf, n, 2, 50);
+    ck_assert_msg(sent < 60, "%zu bytes of a slow frame taken", sent);
+    expect_close(c, 1008);
+    ck_assert_int_eq(n_msg, 1);
+    ck_assert_int_eq(n_close, 2);
+
+    /* 4. a message that stops midway: the timer ends it, not the idle
+     * timeout (30 s) */
+    c = ws_open("/t");
+    n = frame_build(fbuf, 0x82, payload, 1000, true, -1);
+    ck_assert(client_write(c, fbuf, 100));
+    run_for(c, 3000);
+    ck_assert(c->eof || c->len - c->off > 0);
+    expect_close(c, 1008);
+    ck_assert_int_eq(n_close, 3);
+    ck_assert_int_eq(n_msg, 1);
+}
+END_TEST
+
 /* A reload registers every endpoint again, in the routes of the new
  * generation, and drops the old generation's routes: the endpoints go with
  * them (they used to stay in the master for the life of the process). */
@@ -1723,6 +1815,7 @@ static Suite *ws_suite(void)
 
     tc = tcase(s, "timers", 10);
     tcase_add_test(tc, test_idle_ping_then_close);
+    tcase_add_test(tc, test_message_too_slow);
     tcase_add_test(tc, test_drain_sends_1001);
     tcase_add_test(tc, test_endpoints_freed_with_their_routes);
     tcase_add_test(tc, test_shutdown_calls_on_close);

@@ -62,6 +62,9 @@ expect_error 2 --body-timeout "--body-timeout 0" "${L[@]}" --body-timeout 0
 expect_error 2 --body-min-rate "--body-min-rate slow" "${L[@]}" --body-min-rate slow
 expect_error 2 --handler-timeout "--handler-timeout -1" "${L[@]}" --handler-timeout -1
 expect_error 2 --max-pipelined "--max-pipelined 0" "${L[@]}" --max-pipelined 0
+expect_error 2 --keepalive-timeout "--keepalive-timeout 1k" "${L[@]}" --keepalive-timeout 1k
+expect_error 2 --h2-output-budget "--h2-output-budget 64k" "${L[@]}" --h2-output-budget 64k
+expect_error 2 --h2-output-budget "--h2-output-budget lots" "${L[@]}" --h2-output-budget lots
 expect_error 2 --log-level "--log-level loud" "${L[@]}" --log-level loud
 expect_error 2 --nope "--nope" "${L[@]}" --nope
 expect_error 2 --listen "--listen 1.2.3.4:99999" --module hello --listen 1.2.3.4:99999
