@@ -2229,9 +2229,10 @@ typedef struct petrel_ws petrel_ws_t;
  */
 typedef struct petrel_ws_handler {
     /**
-     * The handshake was accepted: the 101 response is queued.  `req` (the
-     * upgrade request: path, query, headers, parameters) is valid during
-     * this call only.  May send (the messages follow the 101) or close.
+     * The handshake was accepted: the 101 response (over HTTP/2, the 200)
+     * is queued.  `req` (the upgrade request: path, query, headers,
+     * parameters) is valid during this call only.  May send (the messages
+     * follow the 101) or close.
      */
     void (*on_open)(petrel_ws_t *ws, petrel_req_t *req);
     /**
@@ -2288,6 +2289,21 @@ typedef struct petrel_ws_handler {
  * a refusal of check_origin its status, a draining server 503.  `data` is
  * the initial user data of every connection (petrel_ws_get_data()).
  *
+ * The route also accepts WebSocket over HTTP/2 (RFC 8441) on h2c: petrel
+ * advertises SETTINGS_ENABLE_CONNECT_PROTOCOL, and an Extended CONNECT
+ * (`:method CONNECT`, `:protocol websocket`, `:scheme`, `:path`,
+ * `:authority`, Sec-WebSocket-Version: 13) to `pattern` is answered 200
+ * and carries the WebSocket on its stream, with the same callbacks,
+ * subprotocols, permessage-deflate and limits (no Sec-WebSocket-Key nor
+ * -Accept there, RFC 8441 §5).  The stream's flow control paces the peer:
+ * a WebSocket that does not read holds only its own stream.  Each one
+ * counts against --h2-max-concurrent-streams; a reset of its stream or the
+ * end of its connection is a 1006 for on_close, and at shutdown it gets
+ * Close 1001 as over HTTP/1.1.  Another :protocol is answered 501, an
+ * Extended CONNECT to a path without a WebSocket route 404 or 405.  In
+ * on_open, `req->method` is then not PETREL_GET (`req->method_name` is
+ * "CONNECT").
+ *
  * Then petrel runs the protocol: pings are answered, a connection silent
  * for --ws-idle-timeout gets a ping and is closed if it stays silent as long
  * again; a Close is answered with the same code; every frame is checked
@@ -2304,7 +2320,8 @@ typedef struct petrel_ws_handler {
  *   PETREL_EINVAL  `srv`, `pattern` or `handler` is NULL, a bad pattern
  *                  (as petrel_route_add()), or a subprotocol that is empty
  *                  or holds a space, tab, comma, CR or LF
- *   PETREL_ESTATE  a GET route of this pattern exists already
+ *   PETREL_ESTATE  a GET route (or WebSocket route) of this pattern exists
+ *                  already
  *   PETREL_ENOMEM  out of memory
  *
  * Lifetime: `handler` is copied (its `subprotocols` array is not: static

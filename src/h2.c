@@ -58,6 +58,7 @@
 #include "h2.h"
 
 #include "http1.h"
+#include "router.h"
 #include "sizeclass.h"
 
 #include <arpa/inet.h>
@@ -92,6 +93,12 @@ enum {
     S_READY = 1 << 8,     /* on h->ready */
     S_RESET = 1 << 9,     /* reset by us for output over the budget: writes fail */
     S_ABORTING = 1 << 10, /* its abort callback is running: not freed under it */
+    S_XCONNECT = 1 << 11, /* Extended CONNECT, :protocol websocket (RFC 8441 §4) */
+    S_TUNNEL = 1 << 12,   /* made a tunnel (petrel__h2_tunnel): DATA both ways */
+    S_PEER_END = 1 << 13, /* a tunnel's peer sent END_STREAM (told after its bytes) */
+    S_TEND = 1 << 14,     /* a tunnel ended by us: END_STREAM after its output */
+    S_TDATA = 1 << 15,    /* a tunnel's DATA is queued in nghttp2 (read_body) */
+    S_TEOS = 1 << 16,     /* ... and its EOF is the stream's END_STREAM */
 };
 
 /* connection flags */
@@ -125,7 +132,8 @@ typedef struct sbuf {
 
 typedef struct h2stream {
     petrel__list_t link;  /* h->streams, h->zombies, or the free list */
-    petrel__list_t rlink; /* h->ready */
+    petrel__list_t rlink; /* h->ready, or h->tunnels */
+    petrel__list_t tlink; /* h->tready: a tunnel with something to tell its carrier */
     h2conn_t *h;          /* NULL once the connection is gone (orphan) */
     int32_t id;
     unsigned flags;
@@ -139,8 +147,16 @@ typedef struct h2stream {
     uint64_t bytes_out;
     uint64_t body_start; /* ms: the request head complete, its body to come */
     sbuf_t *sb_head, *sb_tail;
-    size_t sb_bytes;  /* streamed body bytes in sb_head..: not framed yet */
-    const char *host; /* the Host header, if any */
+    size_t sb_bytes;       /* streamed body bytes in sb_head..: not framed yet */
+    const char *host;      /* the Host header, if any */
+    petrel_str_t protocol; /* :protocol (RFC 8441 §4), if any */
+    /* a tunnel (RFC 8441): its carrier, and the DATA it has not taken yet */
+    const petrel__h2_tunnel_ops_t *tops;
+    void *tctx;
+    sbuf_t *in_head, *in_tail;
+    size_t tframed;    /* output framed since its carrier was last told */
+    uint8_t stash_len; /* an incomplete frame header across two buffers */
+    uint8_t stash[15];
     petrel_req_t req;
     petrel_resp_t resp;
     petrel_arena_t arena;
@@ -158,11 +174,14 @@ struct h2conn {
     petrel__list_t streams; /* live slots of this connection (open or orphan) */
     petrel__list_t ready;   /* complete requests to dispatch */
     petrel__list_t zombies; /* closed streams whose memory the output still reads */
+    petrel__list_t tunnels; /* streams made tunnels (their rlink) */
+    petrel__list_t tready;  /* of these, and Extended CONNECTs, with news (tlink) */
     size_t queued;          /* bytes serialized in this flush */
     size_t buffered;        /* streamed body bytes waiting in sbufs, all streams */
     size_t out_counted;     /* of the output queue, bytes counted in out_total */
     petrel__list_t wlink;   /* out_waiting */
     uint32_t nstreams;      /* streams open in nghttp2 */
+    uint32_t ntunnels;      /* of these, tunnels (RFC 8441) */
     uint32_t nrecv;         /* of these, requests not complete yet */
     int32_t max_seen;       /* highest stream id a client HEADERS used */
     int32_t scan_max;       /* highest HEADERS stream id the frame scanner saw */
@@ -310,6 +329,7 @@ static h2stream_t *stream_new(h2conn_t *h, int32_t id)
     petrel__conns_t *cs = h->c->cs;
     memset(s, 0, offsetof(h2stream_t, hdrs));
     list_init(&s->rlink);
+    list_init(&s->tlink);
     list_append(&h->streams, &s->link);
     s->h = h;
     s->id = id;
@@ -331,17 +351,98 @@ static h2stream_t *stream_new(h2conn_t *h, int32_t id)
     return s;
 }
 
+/* A streamed body's bytes count in h->buffered (the connection waits for
+ * the peer while there are some); a tunnel's do not (its carrier has a
+ * send timeout of its own). */
+static inline bool counted(const h2stream_t *s)
+{
+    return s->h && !(s->flags & S_TUNNEL);
+}
+
+/* The head chunk of a chain has been read to its end: it goes. */
+static inline void chain_pop(sbuf_t **head, sbuf_t **tail)
+{
+    sbuf_t *b = *head;
+    *head = b->next;
+    if (*head == NULL)
+        *tail = NULL;
+    petrel__chunk_put(&petrel__pool, b);
+}
+
+static void chain_free(sbuf_t **head, sbuf_t **tail)
+{
+    while (*head)
+        chain_pop(head, tail);
+}
+
 static void sbuf_free_all(h2stream_t *s)
 {
-    while (s->sb_head) {
-        sbuf_t *b = s->sb_head;
-        s->sb_head = b->next;
-        if (s->h)
-            s->h->buffered -= b->w - b->r;
-        petrel__chunk_put(&petrel__pool, b);
-    }
-    s->sb_tail = NULL;
+    if (counted(s))
+        s->h->buffered -= s->sb_bytes;
+    chain_free(&s->sb_head, &s->sb_tail);
     s->sb_bytes = 0;
+}
+
+/* Append `len` bytes to a chain of pool chunks (its tail); the bytes
+ * appended (fewer when out of memory). */
+static size_t chain_append(sbuf_t **head, sbuf_t **tail, const void *data, size_t len)
+{
+    const char *d = data;
+    size_t left = len;
+    while (left) {
+        sbuf_t *b = *tail;
+        if (b == NULL || b->w == SBUF_CAP) {
+            b = petrel__chunk_get(&petrel__pool);
+            if (b == NULL)
+                break;
+            b->next = NULL;
+            b->r = b->w = 0;
+            if (*tail)
+                (*tail)->next = b;
+            else
+                *head = b;
+            *tail = b;
+        }
+        size_t k = SBUF_CAP - b->w;
+        if (k > left)
+            k = left;
+        memcpy(b->data + b->w, d, k);
+        b->w += (uint32_t)k;
+        d += k;
+        left -= k;
+    }
+    return len - left;
+}
+
+/* Queue output bytes on the stream.  0 or PETREL_ENOMEM. */
+static int sbuf_append(h2stream_t *s, const void *data, size_t len)
+{
+    size_t k = chain_append(&s->sb_head, &s->sb_tail, data, len);
+    s->sb_bytes += k;
+    if (counted(s))
+        s->h->buffered += k;
+    return k == len ? 0 : PETREL_ENOMEM;
+}
+
+/* Copy up to `length` queued output bytes into `buf`. */
+static size_t sbuf_take(h2stream_t *s, uint8_t *buf, size_t length)
+{
+    size_t n = 0;
+    while (s->sb_head && n < length) {
+        sbuf_t *b = s->sb_head;
+        size_t k = b->w - b->r;
+        if (k > length - n)
+            k = length - n;
+        memcpy(buf + n, b->data + b->r, k);
+        b->r += (uint32_t)k;
+        n += k;
+        if (b->r == b->w)
+            chain_pop(&s->sb_head, &s->sb_tail);
+    }
+    s->sb_bytes -= n;
+    if (counted(s))
+        s->h->buffered -= n;
+    return n;
 }
 
 /* Give the slot back: its arena (cleanups first: a file is closed there). */
@@ -349,7 +450,9 @@ static void stream_free(h2stream_t *s)
 {
     list_unlink(&s->link);
     list_unlink(&s->rlink);
+    list_unlink(&s->tlink);
     sbuf_free_all(s);
+    chain_free(&s->in_head, &s->in_tail);
     stats.arena_mallocs += s->arena.mallocs;
     petrel__arena_clear(&s->arena);
     stats.streams--;
@@ -395,6 +498,271 @@ static void schedule(h2conn_t *h)
 static void on_pending(petrel__pending_t *p)
 {
     h2_flush((h2conn_t *)p);
+}
+
+/* ------------------------------------------------------------------------ */
+/* Tunnels (RFC 8441)                                                       */
+
+static ssize_t read_body(nghttp2_session *ngh, int32_t id, uint8_t *buf, size_t length,
+                         uint32_t *data_flags, nghttp2_data_source *src, void *ud);
+static void tunnel_data_queue(h2stream_t *s);
+
+/* The tunnel has news for its carrier (input, the peer's end, output
+ * framed): tunnels_service() comes to it. */
+static inline void tunnel_mark(h2conn_t *h, h2stream_t *s)
+{
+    if (list_empty(&s->tlink))
+        list_append(&h->tready, &s->tlink);
+}
+
+/* A tunnel's carrier waits for its peer: what it queued does not fit in
+ * the peer's window of the stream.  It is given no input meanwhile, so
+ * its stream window stays shut, and only its own. */
+static bool tunnel_blocked(h2conn_t *h, const h2stream_t *s)
+{
+    return s->sb_bytes > 0 &&
+           (int64_t)s->sb_bytes >= nghttp2_session_get_stream_remote_window_size(h->ngh, s->id);
+}
+
+/* DATA after the tunnel's end (RFC 9113 §5.4.2: a stream error). */
+static void tunnel_fail(h2conn_t *h, h2stream_t *s)
+{
+    s->flags |= S_RESET;
+    chain_free(&s->in_head, &s->in_tail);
+    s->stash_len = 0;
+    nghttp2_submit_rst_stream(h->ngh, NGHTTP2_FLAG_NONE, s->id, NGHTTP2_STREAM_CLOSED);
+}
+
+/* DATA of an Extended CONNECT stream: the connection window opens at once
+ * (what the carrier does not take now is buffered: other streams go on),
+ * the stream window only as the tunnel's carrier takes the bytes. */
+static int tunnel_data(h2conn_t *h, h2stream_t *s, const uint8_t *data, size_t len)
+{
+    nghttp2_session_consume_connection(h->ngh, len);
+    if ((s->flags & S_RESET) || ((s->flags & S_DISPATCHED) && s->tops == NULL)) {
+        /* answered without a tunnel, or reset: dropped */
+        nghttp2_session_consume_stream(h->ngh, s->id, len);
+        return 0;
+    }
+    if (s->tops && s->in_head == NULL && s->stash_len == 0 && !tunnel_blocked(h, s)) {
+        /* nothing waits before these bytes: straight to the carrier (it
+         * may send -- nghttp2 takes submissions from its callbacks -- but
+         * its end comes later, from the loop) */
+        ssize_t k = s->tops->input(s->tctx, (const char *)data, len);
+        if (k < 0) {
+            tunnel_fail(h, s);
+            return 0;
+        }
+        if (k)
+            nghttp2_session_consume_stream(h->ngh, s->id, (size_t)k);
+        data += k;
+        len -= (size_t)k;
+        if (len == 0)
+            return 0;
+    }
+    if (chain_append(&s->in_head, &s->in_tail, data, len) != len)
+        return NGHTTP2_ERR_TEMPORAL_CALLBACK_FAILURE; /* RST_STREAM INTERNAL_ERROR */
+    tunnel_mark(h, s);
+    return 0;
+}
+
+/* Give the tunnel's carrier the DATA it has not taken (a frame header cut
+ * between two buffers goes through the stash), then the peer's END_STREAM. */
+static void tunnel_service(h2conn_t *h, h2stream_t *s)
+{
+    size_t taken = 0;
+    while (s->tops && s->in_head && !(s->flags & S_RESET) && !tunnel_blocked(h, s)) {
+        sbuf_t *b = s->in_head;
+        const char *p = b->data + b->r;
+        size_t n = b->w - b->r, used;
+        ssize_t k;
+        if (s->stash_len) {
+            size_t old = s->stash_len, add = sizeof(s->stash) - old;
+            if (add > n)
+                add = n;
+            memcpy(s->stash + old, p, add);
+            k = s->tops->input(s->tctx, (const char *)s->stash, old + add);
+            if (k < 0)
+                goto reset;
+            if (k == 0) {
+                s->stash_len = (uint8_t)(old + add);
+                used = add;
+            } else if ((size_t)k >= old) {
+                s->stash_len = 0;
+                used = (size_t)k - old;
+            } else {
+                memmove(s->stash, s->stash + k, old - (size_t)k);
+                s->stash_len = (uint8_t)(old - (size_t)k);
+                used = 0;
+            }
+            if (k == 0 && add == 0)
+                break; /* cannot happen: a frame header is 14 bytes at most */
+        } else {
+            k = s->tops->input(s->tctx, p, n);
+            if (k < 0)
+                goto reset;
+            used = (size_t)k;
+            if (used < n) {
+                if (b->next == NULL || n - used > sizeof(s->stash)) {
+                    b->r += (uint32_t)used;
+                    taken += used;
+                    break; /* the rest of a frame header: more DATA completes it */
+                }
+                memcpy(s->stash, p + used, n - used);
+                s->stash_len = (uint8_t)(n - used);
+                used = n;
+            }
+        }
+        b->r += (uint32_t)used;
+        taken += used;
+        if (b->r == b->w)
+            chain_pop(&s->in_head, &s->in_tail);
+    }
+    if (taken)
+        nghttp2_session_consume_stream(h->ngh, s->id, taken);
+    if (s->tops && s->in_head == NULL && (s->flags & S_PEER_END) && !(s->flags & S_RESET)) {
+        s->flags &= ~S_PEER_END; /* told once */
+        s->tops->eof(s->tctx);
+    }
+    return;
+reset:
+    tunnel_fail(h, s);
+}
+
+/* The tunnels with news, after a read or a flush.  (One whose input
+ * waits for its peer's window is marked again when its output is framed.) */
+static void tunnels_service(h2conn_t *h)
+{
+    while (!list_empty(&h->tready)) {
+        h2stream_t *s = container_of(h->tready.next, h2stream_t, tlink);
+        list_unlink(&s->tlink);
+        if (s->tframed && s->tops) {
+            s->tframed = 0;
+            s->tops->progress(s->tctx, s->sb_bytes);
+        }
+        if ((s->flags & (S_TEND | S_TDATA | S_RESET | S_CLOSED)) == S_TEND) {
+            tunnel_data_queue(s); /* the last DATA item did not end the stream */
+            schedule(h);
+        }
+        tunnel_service(h, s);
+    }
+}
+
+/* The stream closes: its carrier's last call. */
+static void tunnel_gone(h2stream_t *s)
+{
+    const petrel__h2_tunnel_ops_t *ops = s->tops;
+    list_unlink(&s->rlink);
+    list_unlink(&s->tlink);
+    chain_free(&s->in_head, &s->in_tail);
+    if (ops) {
+        s->tops = NULL;
+        ops->gone(s->tctx);
+    }
+}
+
+static h2stream_t *tunnel_of(petrel_req_t *req)
+{
+    h2stream_t *s = container_of(req, h2stream_t, req);
+    return (s->flags & S_TUNNEL) && s->tops && !(s->flags & (S_CLOSED | S_RESET)) ? s : NULL;
+}
+
+int petrel__h2_tunnel(petrel_req_t *req, const petrel__h2_tunnel_ops_t *ops, void *ctx)
+{
+    if (req == NULL || req->_proto != &h2_proto || ops == NULL)
+        return PETREL_EINVAL;
+    h2stream_t *s = container_of(req, h2stream_t, req);
+    if (!(s->flags & S_XCONNECT))
+        return PETREL_EINVAL;
+    if ((s->flags & (S_DEAD | S_CLOSED | S_TUNNEL)) || s->resp.sent || s->h == NULL)
+        return PETREL_ESTATE;
+    /* RFC 8441 §5: 200 (a data provider: no END_STREAM), no content-length */
+    s->flags |= S_TUNNEL;
+    int rc = petrel_stream_begin(req, 200, NULL);
+    if (rc < 0) {
+        s->flags &= ~S_TUNNEL;
+        return rc;
+    }
+    s->resp.ended = true;         /* the tunnel writes from now on, not the handler */
+    s->flags |= S_TDATA | S_TEOS; /* the response's data provider (read_body) */
+    s->tops = ops;
+    s->tctx = ctx;
+    list_append(&s->h->tunnels, &s->rlink);
+    s->h->ntunnels++;
+    if (s->in_head || (s->flags & S_PEER_END))
+        tunnel_mark(s->h, s); /* DATA that came with the request */
+    return 0;
+}
+
+/* Have nghttp2 frame the tunnel's queued output (its END_STREAM). */
+static void tunnel_data_queue(h2stream_t *s)
+{
+    if (s->flags & S_TDATA) {
+        nghttp2_session_resume_data(s->h->ngh, s->id);
+        return;
+    }
+    nghttp2_data_provider prd = {.source.ptr = s, .read_callback = read_body};
+    bool eos = (s->flags & S_TEND) != 0;
+    if (nghttp2_submit_data(s->h->ngh, eos ? NGHTTP2_FLAG_END_STREAM : NGHTTP2_FLAG_NONE, s->id,
+                            &prd) == 0)
+        s->flags |= S_TDATA | (eos ? S_TEOS : 0);
+}
+
+int petrel__h2_tunnel_write(petrel_req_t *req, const void *h, size_t hl, const void *data,
+                            size_t len)
+{
+    h2stream_t *s = tunnel_of(req);
+    if (s == NULL || (s->flags & S_TEND))
+        return PETREL_EIO;
+    if (sbuf_append(s, h, hl) < 0 || (len && sbuf_append(s, data, len) < 0))
+        return PETREL_ENOMEM;
+    s->bytes_out += hl + len;
+    tunnel_data_queue(s);
+    schedule(s->h);
+    return 0;
+}
+
+size_t petrel__h2_tunnel_queued(petrel_req_t *req)
+{
+    h2stream_t *s = tunnel_of(req);
+    return s ? s->sb_bytes : 0;
+}
+
+void petrel__h2_tunnel_end(petrel_req_t *req)
+{
+    h2stream_t *s = tunnel_of(req);
+    if (s == NULL || (s->flags & S_TEND))
+        return;
+    s->flags |= S_TEND;
+    tunnel_data_queue(s);
+    schedule(s->h);
+}
+
+void petrel__h2_tunnel_reset(petrel_req_t *req)
+{
+    h2stream_t *s = container_of(req, h2stream_t, req);
+    if (!(s->flags & S_TUNNEL) || s->tops == NULL)
+        return;
+    s->tops = NULL;
+    s->flags |= S_RESET;
+    chain_free(&s->in_head, &s->in_tail);
+    sbuf_free_all(s);
+    if (!(s->flags & S_CLOSED)) {
+        nghttp2_submit_rst_stream(s->h->ngh, NGHTTP2_FLAG_NONE, s->id, NGHTTP2_CANCEL);
+        schedule(s->h);
+    }
+}
+
+void *petrel__h2_tunnel_ctx(petrel_req_t *req)
+{
+    h2stream_t *s = container_of(req, h2stream_t, req);
+    return s->tops ? s->tctx : NULL;
+}
+
+bool petrel__h2_draining(petrel_req_t *req)
+{
+    h2stream_t *s = container_of(req, h2stream_t, req);
+    return s->h == NULL || (s->h->flags & H2_DRAINING) || s->h->c->cs->draining;
 }
 
 /* ------------------------------------------------------------------------ */
@@ -534,6 +902,8 @@ static int on_header(nghttp2_session *ngh, const nghttp2_frame *frame, const uin
             dst = &r->target;
         else if (namelen == 10 && memcmp(name, ":authority", 10) == 0)
             dst = &r->authority;
+        else if (namelen == 9 && memcmp(name, ":protocol", 9) == 0)
+            dst = &s->protocol; /* nghttp2 took it only with CONNECT (RFC 8441 §4) */
         if (dst) {
             dst->ptr = v;
             dst->len = valuelen;
@@ -666,7 +1036,21 @@ static void head_done(h2conn_t *h, h2stream_t *s, bool end_stream)
                      : 400;
         return;
     }
-    r->method = petrel__method_from_name(r->method_name.ptr, r->method_name.len);
+    if (s->protocol.ptr) {
+        /* RFC 8441 §4: nghttp2 has checked that :protocol comes with
+         * :method CONNECT, :scheme, :path and :authority (else the stream
+         * is malformed: RST_STREAM PROTOCOL_ERROR).  Only WebSocket is
+         * spoken here; another protocol is not implemented (RFC 9110
+         * §15.6.2), and a CONNECT without :protocol never opens a tunnel. */
+        if (!petrel__str_ieq(s->protocol.ptr, s->protocol.len, "websocket", 9)) {
+            s->err = 501;
+            return;
+        }
+        r->method = PETREL__CONNECT;
+        s->flags |= S_XCONNECT;
+    } else {
+        r->method = petrel__method_from_name(r->method_name.ptr, r->method_name.len);
+    }
     if (r->method == 0) {
         s->err = 501; /* RFC 9110 §9.1 */
         return;
@@ -763,8 +1147,15 @@ static int on_frame_recv(nghttp2_session *ngh, const nghttp2_frame *frame, void 
             return 0;
         if (frame->headers.cat == NGHTTP2_HCAT_REQUEST) {
             head_done(h, s, end);
-            if (s->err)
+            if (s->err) {
                 make_ready(h, s); /* answer at once; the body is not read */
+            } else if (s->flags & S_XCONNECT) {
+                /* RFC 8441 §4: the head is the whole request; DATA is the
+                 * tunnel's (buffered until the handler answers) */
+                if (end)
+                    s->flags |= S_PEER_END;
+                req_done(h, s);
+            }
         }
         if (end)
             req_done(h, s);
@@ -773,7 +1164,10 @@ static int on_frame_recv(nghttp2_session *ngh, const nghttp2_frame *frame, void 
     case NGHTTP2_DATA:
         if (end) {
             h2stream_t *s = stream_of(ngh, frame->hd.stream_id);
-            if (s)
+            if (s && (s->flags & S_XCONNECT)) {
+                s->flags |= S_PEER_END; /* told to the tunnel after its bytes */
+                tunnel_mark(h, s);
+            } else if (s)
                 req_done(h, s);
         }
         break;
@@ -797,6 +1191,11 @@ static int on_data_chunk(nghttp2_session *ngh, uint8_t flags, int32_t id, const 
     (void)flags;
     h2conn_t *h = ud;
     h2stream_t *s = stream_of(ngh, id);
+    if (s && (s->flags & S_XCONNECT))
+        return tunnel_data(h, s, data, len);
+    /* the window of a request body opens as it is read (RFC 9113 §5.2:
+     * WINDOW_UPDATE is ours to send: nghttp2_option_set_no_auto_window_update) */
+    nghttp2_session_consume(ngh, id, len);
     if (s == NULL || (s->flags & S_DISCARD) || s->err || s->resp.sent)
         return 0;
     petrel_req_t *r = &s->req;
@@ -846,7 +1245,11 @@ static int on_frame_send(nghttp2_session *ngh, const nghttp2_frame *frame, void 
         /* RFC 9113 §8.1: the response is complete before the request: ask
          * the client to stop sending, without error. */
         h2stream_t *s = stream_of(ngh, frame->hd.stream_id);
-        if (s && !(s->flags & S_REQ_DONE))
+        /* (an Extended CONNECT answered without a tunnel counts as a
+         * request still arriving; a tunnel ends with END_STREAM both ways,
+         * never with a reset: RFC 8441 §5) */
+        if (s && (!(s->flags & S_REQ_DONE) ||
+                  (s->flags & (S_XCONNECT | S_TUNNEL | S_PEER_END)) == S_XCONNECT))
             nghttp2_submit_rst_stream(ngh, NGHTTP2_FLAG_NONE, s->id, NGHTTP2_NO_ERROR);
     }
     return 0;
@@ -863,12 +1266,15 @@ static int on_stream_close(nghttp2_session *ngh, int32_t id, uint32_t error_code
     if (!(s->flags & S_REQ_DONE))
         h->nrecv--;
     h->nstreams--;
+    if (s->flags & S_TUNNEL)
+        h->ntunnels--;
     h->flags |= H2_ACTIVE;
     s->flags |= S_CLOSED | S_REQ_DONE;
     list_unlink(&s->rlink);
     s->flags &= ~S_READY;
     if (h->cur == s)
         h->cur = NULL;
+    tunnel_gone(s);
     if ((s->flags & S_DISPATCHED) && !s->resp.ended && !s->resp.sent)
         s->resp.status = 499; /* the client left before the response: as nginx logs it */
     if (s->resp.sent || (s->flags & S_DISPATCHED))
@@ -958,25 +1364,28 @@ static ssize_t read_body(nghttp2_session *ngh, int32_t id, uint8_t *buf, size_t 
     h2stream_t *s = src->ptr;
     petrel_resp_t *r = &s->resp;
     size_t n;
-    if (r->body_kind == BODY_STREAM) {
-        n = 0;
-        while (s->sb_head && n < length) {
-            sbuf_t *b = s->sb_head;
-            size_t k = b->w - b->r;
-            if (k > length - n)
-                k = length - n;
-            memcpy(buf + n, b->data + b->r, k);
-            b->r += (uint32_t)k;
-            s->h->buffered -= k;
-            s->sb_bytes -= k;
-            n += k;
-            if (b->r == b->w) {
-                s->sb_head = b->next;
-                if (s->sb_head == NULL)
-                    s->sb_tail = NULL;
-                petrel__chunk_put(&petrel__pool, b);
-            }
+    if (s->flags & S_TUNNEL) {
+        n = sbuf_take(s, buf, length);
+        if (s->sb_head) {
+            /* more than a frame: nghttp2 comes back */
+        } else if ((s->flags & (S_TEND | S_TEOS)) == (S_TEND | S_TEOS)) {
+            *data_flags |= NGHTTP2_DATA_FLAG_EOF; /* RFC 8441 §5: the tunnel's end */
+        } else if (n == 0 && !(s->flags & S_TEND)) {
+            return NGHTTP2_ERR_DEFERRED; /* petrel__h2_tunnel_write resumes it */
+        } else {
+            /* all of it: this DATA item ends here and the next write (or
+             * the end: tunnels_service) submits another, rather than
+             * nghttp2 asking again now only to be deferred -- a round of
+             * its scheduler per message */
+            *data_flags |= NGHTTP2_DATA_FLAG_EOF | NGHTTP2_DATA_FLAG_NO_END_STREAM;
+            s->flags &= ~(S_TDATA | S_TEOS);
         }
+        s->tframed += n; /* framed: its carrier hears of it after the flush */
+        tunnel_mark(s->h, s);
+        return (ssize_t)n;
+    }
+    if (r->body_kind == BODY_STREAM) {
+        n = sbuf_take(s, buf, length);
         if (s->sb_head == NULL && r->ended) {
             *data_flags |= NGHTTP2_DATA_FLAG_EOF;
             if (s->req.method != PETREL_HEAD && submit_trailers(s))
@@ -1128,32 +1537,8 @@ static int h2_stream_write(petrel_req_t *req, const void *data, size_t len)
         schedule(h);
         return PETREL_ENOMEM;
     }
-    const char *d = data;
-    size_t left = len;
-    while (left) {
-        sbuf_t *b = s->sb_tail;
-        if (b == NULL || b->w == SBUF_CAP) {
-            b = petrel__chunk_get(&petrel__pool);
-            if (b == NULL)
-                return PETREL_ENOMEM;
-            b->next = NULL;
-            b->r = b->w = 0;
-            if (s->sb_tail)
-                s->sb_tail->next = b;
-            else
-                s->sb_head = b;
-            s->sb_tail = b;
-        }
-        size_t k = SBUF_CAP - b->w;
-        if (k > left)
-            k = left;
-        memcpy(b->data + b->w, d, k);
-        b->w += (uint32_t)k;
-        h->buffered += k;
-        s->sb_bytes += k;
-        d += k;
-        left -= k;
-    }
+    if (sbuf_append(s, data, len) < 0)
+        return PETREL_ENOMEM;
     s->bytes_out += len;
     nghttp2_session_resume_data(s->h->ngh, s->id);
     schedule(s->h);
@@ -1289,6 +1674,8 @@ static bool blocked_on_peer(h2conn_t *h)
 {
     if (h->buffered)
         return true;
+    if (h->nstreams == h->ntunnels)
+        return false; /* tunnels wait on their own (their carriers' timers) */
     for (petrel__list_t *l = h->streams.next; l != &h->streams; l = l->next) {
         h2stream_t *s = container_of(l, h2stream_t, link);
         const petrel_resp_t *r = &s->resp;
@@ -1319,6 +1706,7 @@ static void h2_flush(h2conn_t *h)
             break;
     }
     out_sync(h, petrel__out_bytes(c));
+    tunnels_service(h); /* output framed: their input may go on */
     if (h->buffered < buffered) {
         /* streamed bytes were framed: producers waiting for them to drain */
         for (petrel__list_t *l = h->streams.next; l != &h->streams; l = l->next) {
@@ -1524,8 +1912,10 @@ static int feed(h2conn_t *h, const char *p, size_t n)
 {
     h->flags |= H2_BUSY;
     int rv = recv_frames(h, (const uint8_t *)p, n);
-    if (rv >= 0)
+    if (rv >= 0) {
         dispatch_ready(h);
+        tunnels_service(h); /* DATA for the tunnels, outside nghttp2's callbacks */
+    }
     h->flags &= ~H2_BUSY;
     if (rv < 0) {
         petrel_log(PETREL_LOG_DEBUG, "h2: %s", nghttp2_strerror(rv));
@@ -1684,14 +2074,15 @@ static void h2_on_close(petrel__conn_t *c)
     zombies_release(h);
     while (!list_empty(&h->streams)) {
         h2stream_t *s = container_of(h->streams.next, h2stream_t, link);
+        tunnel_gone(s); /* a WebSocket's 1006 */
         if ((s->flags & S_DISPATCHED) && !(s->flags & S_DEAD)) {
             /* a handler still at work: it is told (petrel.h, "Waiting for work the handler
              * started") */
             if (!s->resp.ended && !s->resp.sent) {
                 s->resp.status = 499;
                 petrel__req_finished(&s->req, s->bytes_out);
-            } else if (!s->resp.ended) {
-                petrel__req_finished(&s->req, s->bytes_out);
+            } else if (!s->resp.ended || (s->flags & S_TUNNEL)) {
+                petrel__req_finished(&s->req, s->bytes_out); /* (a tunnel ends here) */
             }
             s->flags |= S_ABORTING;
             bool held = petrel__req_abort(&s->req);
@@ -1733,6 +2124,12 @@ static void h2_drain(petrel__conn_t *c, bool close_idle)
         if (nghttp2_submit_shutdown_notice(h->ngh) != 0 ||
             nghttp2_submit_ping(h->ngh, NGHTTP2_FLAG_NONE, opaque) != 0)
             final_goaway(h);
+        /* the tunnels close as their protocol says (WebSocket: Close 1001) */
+        for (petrel__list_t *l = h->tunnels.next; l != &h->tunnels; l = l->next) {
+            h2stream_t *s = container_of(l, h2stream_t, rlink);
+            if (s->tops)
+                s->tops->drain(s->tctx);
+        }
         h2_flush(h);
     }
 }
@@ -1768,6 +2165,9 @@ static int setup_once(const petrel__config_t *cfg)
      * petrel's (reset_token: ENHANCE_YOUR_CALM), as a backstop */
     nghttp2_option_set_stream_reset_rate_limit(options, 2 * (uint64_t)cfg->h2_reset_burst,
                                                2 * (uint64_t)cfg->h2_reset_rate);
+    /* WINDOW_UPDATE as petrel reads: a request body at once, a tunnel's
+     * DATA as its carrier takes it (tunnel_data) */
+    nghttp2_option_set_no_auto_window_update(options, 1);
     callbacks = cb;
     return 0;
 }
@@ -1828,6 +2228,8 @@ static h2conn_t *session_new(petrel__conn_t *c)
     list_init(&h->ready);
     list_init(&h->zombies);
     list_init(&h->wlink);
+    list_init(&h->tunnels);
+    list_init(&h->tready);
     uint32_t window = cfg->h2_initial_window_size ? cfg->h2_initial_window_size : H2_DEFAULT_WINDOW;
     size_t hl = cfg->h2_max_header_list_size ? cfg->h2_max_header_list_size : cfg->max_header_size;
     nghttp2_settings_entry iv[] = {
@@ -1837,6 +2239,8 @@ static h2conn_t *session_new(petrel__conn_t *c)
         {NGHTTP2_SETTINGS_MAX_HEADER_LIST_SIZE, (uint32_t)(hl > UINT32_MAX ? UINT32_MAX : hl)},
         /* RFC 9218 priorities (urgency queues) instead of the RFC 7540 tree */
         {NGHTTP2_SETTINGS_NO_RFC7540_PRIORITIES, 1},
+        /* RFC 8441 §3: Extended CONNECT (WebSocket routes) */
+        {NGHTTP2_SETTINGS_ENABLE_CONNECT_PROTOCOL, 1},
     };
     /* the connection window follows the stream window */
     if (nghttp2_submit_settings(h->ngh, NGHTTP2_FLAG_NONE, iv, sizeof(iv) / sizeof(iv[0])) != 0 ||

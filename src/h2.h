@@ -19,6 +19,59 @@ extern const petrel__proto_ops_t petrel__h2_ops;
  * answers it); another PETREL_E* code: the connection must be closed. */
 int petrel__h2_upgrade(petrel_req_t *req);
 
+/*
+ * Tunnels (RFC 8441 Extended CONNECT): a stream whose request is
+ * `:method CONNECT` with `:protocol websocket` reaches the routes registered
+ * for PETREL__CONNECT (router.h); the route's handler may turn the stream
+ * into a byte tunnel with petrel__h2_tunnel().  The stream's DATA then
+ * carries bytes both ways until each side sends END_STREAM.
+ *
+ * Flow control is the backpressure: DATA returns its connection-level window
+ * as soon as it is buffered, its stream-level window only once the carrier
+ * has taken the bytes; the carrier is given input while what it queued fits
+ * in the peer's stream window (a carrier whose peer does not read stops
+ * taking input, and its peer stops sending on that stream only).
+ */
+typedef struct petrel__h2_tunnel_ops {
+    /* Bytes from the peer: returns how many were taken (the rest is offered
+     * again, with more, later), or -1: the carrier wants no more input
+     * (DATA after its end): the stream is reset (STREAM_CLOSED). */
+    ssize_t (*input)(void *ctx, const char *p, size_t n);
+    /* The peer sent END_STREAM, after all its bytes were taken. */
+    void (*eof)(void *ctx);
+    /* What the carrier queued was framed: `left` bytes wait for the peer's
+     * window (0: all of it went). */
+    void (*progress)(void *ctx, size_t left);
+    /* Graceful shutdown of the server (the connection's GOAWAY is sent). */
+    void (*drain)(void *ctx);
+    /* The stream is gone (reset by either side, the connection closed, or
+     * both sides ended it): the last call; the tunnel is no more. */
+    void (*gone)(void *ctx);
+} petrel__h2_tunnel_ops_t;
+
+/* Answer an Extended CONNECT request with 200 (its header fields added
+ * with petrel_resp_header() before) and make the stream a tunnel for
+ * `ops`/`ctx`.  0; PETREL_EINVAL when `req` is not such a request;
+ * PETREL_ESTATE when it was answered already or its stream is gone;
+ * PETREL_ENOMEM. */
+int petrel__h2_tunnel(petrel_req_t *req, const petrel__h2_tunnel_ops_t *ops, void *ctx);
+/* Queue `hl` + `len` bytes (copied) on a tunnel.  0, PETREL_EIO (the
+ * stream is gone or ended) or PETREL_ENOMEM. */
+int petrel__h2_tunnel_write(petrel_req_t *req, const void *h, size_t hl, const void *data,
+                            size_t len);
+/* Bytes queued on a tunnel, not framed yet. */
+size_t petrel__h2_tunnel_queued(petrel_req_t *req);
+/* End our side: END_STREAM after what is queued.  `gone` follows once the
+ * peer has ended its side too (or reset the stream). */
+void petrel__h2_tunnel_end(petrel_req_t *req);
+/* Give up at once: RST_STREAM (CANCEL).  No more calls to the ops (not
+ * even `gone`). */
+void petrel__h2_tunnel_reset(petrel_req_t *req);
+/* The tunnel's context (NULL once it was reset or is gone). */
+void *petrel__h2_tunnel_ctx(petrel_req_t *req);
+/* Whether the server is shutting down (the tunnel's connection drains). */
+bool petrel__h2_draining(petrel_req_t *req);
+
 /* Counters of this worker's h2 side, for tests and benchmarks. */
 typedef struct petrel__h2_stats {
     uint64_t ng_ops;        /* nghttp2 allocator calls (malloc, calloc, realloc, free) */

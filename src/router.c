@@ -13,7 +13,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#define NMETHODS 7
+#define NMETHODS 8 /* PETREL_ANY's 7, and PETREL__CONNECT */
 #define MAX_PARAMS 16
 
 typedef struct node {
@@ -124,7 +124,7 @@ int petrel__router_add(petrel__router_t *r, int methods, const char *pattern,
                        petrel_handler_t handler, void *data)
 {
     if (pattern == NULL || pattern[0] != '/' || handler == NULL || methods == 0 ||
-        (methods & ~PETREL_ANY))
+        (methods & ~(PETREL_ANY | PETREL__CONNECT)))
         return PETREL_EINVAL;
     node_t *n = &r->root;
     const char *p = pattern + 1;

@@ -351,24 +351,44 @@ static int bad_request(petrel_req_t *req, const char *why)
     return petrel_send(req, 400, "text/plain", body, strlen(body));
 }
 
+/* The answer is queued: on_open; over HTTP/2 the engine starts now (over
+ * HTTP/1.1, once the connection is switched: wc_start). */
+static int ws_opened(petrel_ws_t *ws, const petrel__ws_route_t *rt, petrel_req_t *req, bool h2)
+{
+    petrel__ws_opened(ws);
+    if (rt->h.on_open)
+        rt->h.on_open(ws, req);
+    if (h2)
+        petrel__ws_h2_start(ws);
+    return 0;
+}
+
 static int ws_handshake(petrel_req_t *req, void *data)
 {
     const petrel__ws_route_t *rt = data;
-    petrel__conn_t *c = petrel__http1_conn(req);
-    if (req->version != 11 || c == NULL)
-        return bad_request(req, req->version == 20 ? "WebSocket over HTTP/2 is not supported"
-                                                   : "WebSocket needs HTTP/1.1");
-    if (req->method != PETREL_GET)
-        return bad_request(req, "the handshake is a GET");
-    if (!header_has_token(req, "upgrade", "websocket"))
-        return bad_request(req, "no Upgrade: websocket");
-    if (!header_has_token(req, "connection", "upgrade"))
-        return bad_request(req, "no Connection: Upgrade");
-    const char *key = petrel_req_header(req, "sec-websocket-key");
-    uint8_t raw[18];
-    if (key == NULL || header_count(req, "sec-websocket-key") != 1 ||
-        petrel__base64_decode(key, strlen(key), raw, sizeof(raw)) != 16)
-        return bad_request(req, "Sec-WebSocket-Key is not 16 bytes in base64");
+    /* HTTP/2: an Extended CONNECT with :protocol websocket (RFC 8441 §4;
+     * h2.c lets no other protocol reach a route).  §5: no Upgrade,
+     * Connection nor Sec-WebSocket-Key/-Accept there. */
+    bool h2 = req->method == PETREL__CONNECT;
+    petrel__conn_t *c = h2 ? req->_conn : petrel__http1_conn(req);
+    const char *key = NULL;
+    if (!h2) {
+        if (req->version != 11 || c == NULL)
+            return bad_request(req, req->version == 20
+                                        ? "WebSocket over HTTP/2 is an Extended CONNECT (RFC 8441)"
+                                        : "WebSocket needs HTTP/1.1");
+        if (req->method != PETREL_GET)
+            return bad_request(req, "the handshake is a GET");
+        if (!header_has_token(req, "upgrade", "websocket"))
+            return bad_request(req, "no Upgrade: websocket");
+        if (!header_has_token(req, "connection", "upgrade"))
+            return bad_request(req, "no Connection: Upgrade");
+        key = petrel_req_header(req, "sec-websocket-key");
+        uint8_t raw[18];
+        if (key == NULL || header_count(req, "sec-websocket-key") != 1 ||
+            petrel__base64_decode(key, strlen(key), raw, sizeof(raw)) != 16)
+            return bad_request(req, "Sec-WebSocket-Key is not 16 bytes in base64");
+    }
     const char *ver = petrel_req_header(req, "sec-websocket-version");
     if (ver == NULL || strcmp(ver, "13") != 0 || header_count(req, "sec-websocket-version") != 1) {
         /* §4.2.2: the versions we speak */
@@ -386,7 +406,14 @@ static int ws_handshake(petrel_req_t *req, void *data)
     const char *sub = pick_subprotocol(req, rt->h.subprotocols);
     char ext[160];
     int bits = rt->h.no_compression ? 0 : negotiate_deflate(req, ext, sizeof(ext));
-    petrel_ws_t *ws = petrel__ws_new(rt, c->cs->cfg, sub, bits, &wc_carrier, c);
+    petrel_ws_t *ws;
+    if (h2) {
+        int rc = petrel__ws_h2_accept(req, rt, sub, bits, ext, &ws);
+        if (rc)
+            return rc;
+        return ws_opened(ws, rt, req, true);
+    }
+    ws = petrel__ws_new(rt, c->cs->cfg, sub, bits, &wc_carrier, c);
     if (ws == NULL)
         return 503;
 
@@ -405,10 +432,7 @@ static int ws_handshake(petrel_req_t *req, void *data)
         petrel__ws_free(ws);
         return rc;
     }
-    petrel__ws_opened(ws);
-    if (rt->h.on_open)
-        rt->h.on_open(ws, req);
-    return 0;
+    return ws_opened(ws, rt, req, false);
 }
 
 /* ------------------------------------------------------------------------ */
@@ -429,5 +453,7 @@ int petrel_ws_route_add(petrel_server_t *srv, const char *pattern,
     rt->h = *handler;
     rt->data = data;
     /* the route's router frees it (a reload drops the old generation's) */
-    return petrel__route_add_owned(srv, PETREL_GET, pattern, ws_handshake, rt, free);
+    /* GET: HTTP/1.1's Upgrade; PETREL__CONNECT: HTTP/2's Extended CONNECT */
+    return petrel__route_add_owned(srv, PETREL_GET | PETREL__CONNECT, pattern, ws_handshake, rt,
+                                   free);
 }

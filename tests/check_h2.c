@@ -6,6 +6,7 @@
  */
 #include "server.h"
 #include "h2.h"
+#include "ws.h"
 
 #include "check_client.h"
 #include "check_wait.h"
@@ -572,6 +573,26 @@ static void stream_error(int fd, int32_t id, uint32_t code)
     ck_assert(!res.goaway);
 }
 
+/* On a new raw connection: `nv` on stream 1 (HEADERS, END_STREAM) and,
+ * unless `alone`, GET /hello on stream 3; what came back in `res`. */
+static void raw_request(const nghttp2_nv *nv, size_t n, bool alone, int turns, raw_result_t *res)
+{
+    int fd = raw_open();
+    nghttp2_hd_deflater *d;
+    nghttp2_hd_deflate_new(&d, 4096);
+    uint8_t buf[4096];
+    size_t len = headers_frame(buf, d, 1, nv, n);
+    nghttp2_nv ok[] = {MKNV(":method", "GET"), MKNV(":scheme", "http"), MKNV(":path", "/hello"),
+                       MKNV(":authority", "x")};
+    if (!alone)
+        len += headers_frame(buf + len, d, 3, ok, 4);
+    nghttp2_hd_deflate_del(d);
+    ck_assert_int_eq(write(fd, buf, len), (ssize_t)len);
+    memset(res, 0, sizeof(*res));
+    raw_pump(fd, res, turns);
+    close(fd);
+}
+
 /* The server still answers a new connection. */
 static void still_serving(void)
 {
@@ -1129,24 +1150,14 @@ START_TEST(malformed_requests)
                  {two_methods, 4},    {status_in_req, 4}, {te_chunked, 4},    {upgrade, 4},
                  {keep_alive, 4},     {proxy_conn, 4}};
     for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
-        int fd = raw_open();
-        nghttp2_hd_deflater *d;
-        nghttp2_hd_deflate_new(&d, 4096);
-        uint8_t buf[4096];
-        size_t n = headers_frame(buf, d, 1, cases[i].nv, cases[i].n);
-        nghttp2_nv ok[] = GET_HELLO_NV;
-        n += headers_frame(buf + n, d, 3, ok, 4);
-        ck_assert_int_eq(write(fd, buf, n), (ssize_t)n);
-        raw_result_t res = {0};
-        raw_pump(fd, &res, 6);
+        raw_result_t res;
+        raw_request(cases[i].nv, cases[i].n, false, 6, &res);
         ck_assert_msg(res.rst == 1 && res.rst_id == 1, "case %zu: rst %d on %d", i, res.rst,
                       res.rst_id);
         ck_assert_uint_eq(res.rst_error, NGHTTP2_PROTOCOL_ERROR);
         ck_assert_msg(!res.goaway, "case %zu: connection error", i);
         /* a stream error: the connection goes on serving stream 3 */
         ck_assert_str_eq(res.status, "200");
-        nghttp2_hd_deflate_del(d);
-        close(fd);
     }
     still_serving();
 }
@@ -1984,6 +1995,617 @@ START_TEST(h2c_upgrade)
 }
 END_TEST
 
+/* ------------------------------------------------------------------------ */
+/* WebSocket over HTTP/2 (RFC 8441)                                         */
+
+/* The handler's view: route /wst echoes and counts. */
+static struct {
+    int opens, messages, closes, code;
+    petrel_ws_t *ws[8]; /* by order of opening */
+} wsr;
+
+static void wst_open(petrel_ws_t *ws, petrel_req_t *req)
+{
+    (void)req;
+    if (wsr.opens < 8)
+        wsr.ws[wsr.opens] = ws;
+    wsr.opens++;
+}
+
+static void wst_message(petrel_ws_t *ws, int binary, const void *data, size_t len)
+{
+    wsr.messages++;
+    if (binary)
+        petrel_ws_send_binary(ws, data, len);
+    else
+        petrel_ws_send_text(ws, data, len);
+}
+
+static void wst_close(petrel_ws_t *ws, int code, const char *reason)
+{
+    (void)ws, (void)reason;
+    wsr.closes++;
+    wsr.code = code;
+}
+
+static const petrel_ws_handler_t wst_handler = {
+    .on_open = wst_open, .on_message = wst_message, .on_close = wst_close};
+
+static void ws_setup(void)
+{
+    memset(&wsr, 0, sizeof(wsr));
+    ck_assert_int_eq(petrel_ws_route_add(srv, "/wst", &wst_handler, NULL), 0);
+}
+
+/* The client's side of a tunnel: bytes to send, END_STREAM once sent. */
+typedef struct tun {
+    uint8_t out[1 << 16];
+    size_t len, off;
+    bool end;
+    int32_t id;
+    resp_t *r;
+} tun_t;
+
+static ssize_t tun_read(nghttp2_session *s, int32_t id, uint8_t *buf, size_t len, uint32_t *flags,
+                        nghttp2_data_source *src, void *ud)
+{
+    (void)s, (void)id, (void)ud;
+    tun_t *t = src->ptr;
+    size_t n = t->len - t->off;
+    if (n > len)
+        n = len;
+    memcpy(buf, t->out + t->off, n);
+    t->off += n;
+    if (t->off == t->len) {
+        t->off = t->len = 0;
+        if (t->end)
+            *flags |= NGHTTP2_DATA_FLAG_EOF;
+        else if (n == 0)
+            return NGHTTP2_ERR_DEFERRED;
+    }
+    return (ssize_t)n;
+}
+
+/* Extended CONNECT to `path` (RFC 8441 §4), the stream kept open. */
+static void ws_open(client_t *cl, tun_t *t, const char *path)
+{
+    nghttp2_nv nv[] = {MKNV(":method", "CONNECT"), MKNV(":protocol", "websocket"),
+                       MKNV(":scheme", "http"),    MKNV(":path", path),
+                       MKNV(":authority", "x"),    MKNV("sec-websocket-version", "13")};
+    memset(t, 0, sizeof(*t));
+    nghttp2_data_provider prd = {.source.ptr = t, .read_callback = tun_read};
+    t->id = nghttp2_submit_request(cl->ngh, NULL, nv, 6, &prd, NULL);
+    ck_assert_int_gt(t->id, 0);
+    t->r = &cl->r[cl->n++];
+    memset(t->r, 0, sizeof(*t->r));
+    t->r->id = t->id;
+}
+
+/* A masked client frame (RFC 6455 §5.2) of up to 64 KiB. */
+static size_t ws_frame(uint8_t *out, int opcode, const void *payload, size_t len)
+{
+    static const uint8_t mask[4] = {0x37, 0xfa, 0x21, 0x3d};
+    const uint8_t *p = payload;
+    size_t n = 0;
+    out[n++] = (uint8_t)(0x80 | opcode);
+    if (len < 126) {
+        out[n++] = (uint8_t)(0x80 | len);
+    } else {
+        out[n++] = 0x80 | 126;
+        out[n++] = (uint8_t)(len >> 8);
+        out[n++] = (uint8_t)len;
+    }
+    memcpy(out + n, mask, 4);
+    n += 4;
+    for (size_t i = 0; i < len; i++)
+        out[n + i] = p[i] ^ mask[i % 4];
+    return n + len;
+}
+
+static void tun_send(client_t *cl, tun_t *t, int opcode, const void *payload, size_t len)
+{
+    ck_assert_uint_le(t->len + len + 8, sizeof(t->out));
+    t->len += ws_frame(t->out + t->len, opcode, payload, len);
+    nghttp2_session_resume_data(cl->ngh, t->id);
+}
+
+static void tun_end(client_t *cl, tun_t *t)
+{
+    t->end = true;
+    nghttp2_session_resume_data(cl->ngh, t->id);
+}
+
+/* Pump until `r` has `len` body bytes (or 200 turns). */
+static void pump_body(client_t *cl, resp_t *r, size_t len)
+{
+    for (int i = 0; i < 200 && r->len < len && !cl->eof; i++)
+        pump(cl, 1);
+}
+
+/* A connection with one WebSocket open on `t`. */
+static client_t *ws_client(tun_t *t)
+{
+    ws_setup();
+    client_t *cl = client_new(NULL, 0);
+    ws_open(cl, t, "/wst");
+    pump(cl, 5);
+    ck_assert_int_eq(t->r->status, 200);
+    return cl;
+}
+
+/* After the Close handshake: the server's END_STREAM came; ours closes
+ * the stream, without a reset (RFC 8441 §5). */
+static void ws_end_both(client_t *cl, tun_t *t)
+{
+    ck_assert(!t->r->closed);
+    ck_assert_int_eq(nghttp2_session_get_stream_remote_close(cl->ngh, t->id), 1);
+    tun_end(cl, t);
+    for (int i = 0; i < 10 && !t->r->closed; i++)
+        pump(cl, 1);
+    ck_assert(t->r->closed);
+    ck_assert_uint_eq(t->r->error, NGHTTP2_NO_ERROR);
+}
+
+START_TEST(ws_h2_echo)
+{
+    ws_setup();
+    client_t *cl = client_new(NULL, 0);
+    pump(cl, 3);
+    /* RFC 8441 §3: the server says it takes Extended CONNECT */
+    ck_assert_uint_eq(
+        nghttp2_session_get_remote_settings(cl->ngh, NGHTTP2_SETTINGS_ENABLE_CONNECT_PROTOCOL), 1);
+    tun_t t;
+    ws_open(cl, &t, "/wst");
+    pump(cl, 5);
+    /* RFC 8441 §5: 200 (not 101), no END_STREAM; RFC 9113 §8.2.2: no
+     * connection-specific fields; no content-length on a tunnel, and no
+     * Sec-WebSocket-Accept over HTTP/2 */
+    ck_assert_int_eq(t.r->status, 200);
+    ck_assert(!t.r->closed);
+    ck_assert_ptr_null(strstr(t.r->headers, "content-length"));
+    ck_assert_ptr_null(strstr(t.r->headers, "transfer-encoding"));
+    ck_assert_ptr_null(strstr(t.r->headers, "connection"));
+    ck_assert_ptr_null(strstr(t.r->headers, "sec-websocket-accept"));
+    ck_assert_int_eq(wsr.opens, 1);
+    /* RFC 8441 §5: frames are independent of DATA boundaries: a header cut
+     * in two DATA frames, then three frames in one */
+    uint8_t f[64];
+    size_t n = ws_frame(f, 1, "hello", 5);
+    memcpy(t.out, f, 3);
+    t.len = 3;
+    nghttp2_session_resume_data(cl->ngh, t.id);
+    pump(cl, 3);
+    ck_assert_int_eq(wsr.messages, 0);
+    memcpy(t.out, f + 3, n - 3);
+    t.len = n - 3;
+    nghttp2_session_resume_data(cl->ngh, t.id);
+    pump_body(cl, t.r, 7);
+    ck_assert_uint_eq(t.r->len, 7);
+    ck_assert(memcmp(t.r->body, "\x81\x05hello", 7) == 0);
+    tun_send(cl, &t, 2, "a", 1);
+    tun_send(cl, &t, 2, "bb", 2);
+    tun_send(cl, &t, 1, "ccc", 3);
+    pump_body(cl, t.r, 7 + 3 + 4 + 5);
+    ck_assert_uint_eq(t.r->len, 19);
+    ck_assert(memcmp(t.r->body + 7,
+                     "\x82\x01"
+                     "a\x82\x02"
+                     "bb\x81\x03"
+                     "ccc",
+                     12) == 0);
+    ck_assert_int_eq(wsr.messages, 4);
+    /* a plain request on the same connection */
+    resp_t *g = request(cl, "GET", "/hello", NULL, 0);
+    for (int i = 0; i < 50 && !g->closed; i++)
+        pump(cl, 1);
+    ck_assert_int_eq(g->status, 200);
+    ck_assert(!t.r->closed);
+    client_free(cl);
+    petrel__loop_run_once(&srv->loop, 0);
+    ck_assert_int_eq(wsr.closes, 1);
+    ck_assert_int_eq(wsr.code, 1006); /* the connection went without a Close */
+}
+END_TEST
+
+/* RFC 8441 §5 / RFC 6455 §7: Close both ways, then END_STREAM both ways;
+ * never a reset after our END_STREAM. */
+START_TEST(ws_h2_close)
+{
+    tun_t t;
+    client_t *cl = ws_client(&t);
+    tun_send(cl, &t, 8,
+             "\x03\xe8"
+             "bye",
+             5);
+    pump_body(cl, t.r, 4);
+    for (int i = 0; i < 10; i++)
+        pump(cl, 1);
+    ck_assert_uint_ge(t.r->len, 4);
+    ck_assert(memcmp(t.r->body, "\x88", 1) == 0);
+    ck_assert(memcmp(t.r->body + 2, "\x03\xe8", 2) == 0);
+    ck_assert_int_eq(wsr.closes, 1);
+    ck_assert_int_eq(wsr.code, 1000);
+    ws_end_both(cl, &t);
+    ck_assert_int_eq(cl->rst_recv, 0);
+    ck_assert(!cl->goaway);
+    client_free(cl);
+}
+END_TEST
+
+/* RST_STREAM from the client: the handler sees 1006; the connection and
+ * its other streams go on.  RFC 9113 §5.4.2: DATA after the WebSocket
+ * closed is a stream error. */
+START_TEST(ws_h2_reset)
+{
+    ws_setup();
+    client_t *cl = client_new(NULL, 0);
+    tun_t a, b;
+    ws_open(cl, &a, "/wst");
+    ws_open(cl, &b, "/wst");
+    pump(cl, 5);
+    ck_assert_int_eq(wsr.opens, 2);
+    nghttp2_submit_rst_stream(cl->ngh, NGHTTP2_FLAG_NONE, a.id, NGHTTP2_CANCEL);
+    pump(cl, 5);
+    ck_assert_int_eq(wsr.closes, 1);
+    ck_assert_int_eq(wsr.code, 1006);
+    tun_send(cl, &b, 1, "still", 5);
+    pump_body(cl, b.r, 7);
+    ck_assert(memcmp(b.r->body, "\x81\x05still", 7) == 0);
+    /* b's Close handshake, then DATA on it: RST_STREAM */
+    tun_send(cl, &b, 8, "\x03\xe8", 2);
+    for (int i = 0; i < 10; i++)
+        pump(cl, 1);
+    ck_assert_int_eq(wsr.closes, 2);
+    ck_assert_int_eq(wsr.code, 1000);
+    ck_assert(!b.r->closed);
+    tun_send(cl, &b, 1, "late", 4);
+    for (int i = 0; i < 10 && !b.r->closed; i++)
+        pump(cl, 1);
+    ck_assert(b.r->closed);
+    ck_assert_uint_eq(b.r->error, NGHTTP2_STREAM_CLOSED);
+    resp_t *g = request(cl, "GET", "/hello", NULL, 0);
+    for (int i = 0; i < 50 && !g->closed; i++)
+        pump(cl, 1);
+    ck_assert_int_eq(g->status, 200);
+    ck_assert(!cl->goaway);
+    client_free(cl);
+    /* a GOAWAY-less end of the connection with a WebSocket open: 1006 */
+    cl = client_new(NULL, 0);
+    ws_open(cl, &a, "/wst");
+    pump(cl, 5);
+    ck_assert_int_eq(wsr.opens, 3);
+    client_free(cl);
+    for (int i = 0; i < 3; i++)
+        petrel__loop_run_once(&srv->loop, 0);
+    ck_assert_int_eq(wsr.closes, 3);
+    ck_assert_int_eq(wsr.code, 1006);
+    ck_assert_uint_eq(srv->conns.n, 0);
+}
+END_TEST
+
+/* Bad Extended CONNECTs (RFC 8441 §4, RFC 9113 §8.5, RFC 9110 §9.3.6):
+ * never a tunnel, and the connection serves on. */
+START_TEST(ws_h2_bad_requests)
+{
+    ws_setup();
+    static const struct {
+        const char *method, *protocol, *scheme, *path, *authority;
+        const char *status; /* NULL: RST_STREAM PROTOCOL_ERROR */
+    } req[] = {
+        /* a plain CONNECT (no :protocol) asks for a proxy's tunnel: not
+         * served here (RFC 9110 §9.3.6, §15.6.2) */
+        {"CONNECT", NULL, NULL, NULL, "x:80", "501"},
+        /* RFC 8441 §4: :protocol on another method: malformed (RFC 9113 §8.5) */
+        {"GET", "websocket", "http", "/wst", "x", NULL},
+        /* RFC 8441 §4: an Extended CONNECT has :scheme, :path and
+         * :authority; RFC 9113 §8.5: without one it is malformed */
+        {"CONNECT", "websocket", "http", NULL, "x", NULL},
+        {"CONNECT", "websocket", NULL, "/wst", "x", NULL},
+        {"CONNECT", "websocket", "http", "/wst", NULL, NULL},
+        /* an unknown protocol: not implemented (RFC 9110 §15.6.2) */
+        {"CONNECT", "webtransport", "http", "/wst", "x", "501"},
+        /* only WebSocket routes take it: a GET route, and no route */
+        {"CONNECT", "websocket", "http", "/hello", "x", "405"},
+        {"CONNECT", "websocket", "http", "/nowhere", "x", "404"},
+    };
+    struct {
+        nghttp2_nv nv[5];
+        size_t n;
+        const char *status;
+    } cases[sizeof(req) / sizeof(req[0])];
+    for (size_t i = 0; i < sizeof(req) / sizeof(req[0]); i++) {
+        const char *names[] = {":method", ":protocol", ":scheme", ":path", ":authority"};
+        const char *values[] = {req[i].method, req[i].protocol, req[i].scheme, req[i].path,
+                                req[i].authority};
+        cases[i].n = 0;
+        cases[i].status = req[i].status;
+        for (int k = 0; k < 5; k++)
+            if (values[k])
+                cases[i].nv[cases[i].n++] =
+                    (nghttp2_nv){(uint8_t *)names[k], (uint8_t *)values[k], strlen(names[k]),
+                                 strlen(values[k]), NGHTTP2_NV_FLAG_NONE};
+    }
+    for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+        raw_result_t res;
+        raw_request(cases[i].nv, cases[i].n, false, 10, &res);
+        ck_assert_msg(!res.goaway, "case %zu: the connection ended", i);
+        if (cases[i].status == NULL) {
+            ck_assert_msg(res.rst == 1 && res.rst_id == 1 &&
+                              res.rst_error == NGHTTP2_PROTOCOL_ERROR,
+                          "case %zu: rst %d on %d error %u", i, res.rst, res.rst_id, res.rst_error);
+            ck_assert_str_eq(res.status, "200"); /* stream 3 */
+        } else {
+            ck_assert_int_eq(res.headers, 2);
+        }
+    }
+    /* the statuses, one connection each (raw_pump keeps the last :status) */
+    for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+        if (cases[i].status == NULL)
+            continue;
+        raw_result_t res;
+        raw_request(cases[i].nv, cases[i].n, true, 10, &res);
+        ck_assert_msg(strcmp(res.status, cases[i].status) == 0, "case %zu: %s, not %s", i,
+                      res.status, cases[i].status);
+    }
+    ck_assert_int_eq(wsr.opens, 0);
+    /* PETREL__CONNECT is WebSocket's: petrel_route_add() refuses it */
+    ck_assert_int_eq(petrel_route_add(srv, PETREL_GET | (1 << 7), "/x", head_info, NULL),
+                     PETREL_EINVAL);
+}
+END_TEST
+
+/* Flow control is the backpressure (RFC 9113 §5.2): a WebSocket whose
+ * reader opens no window stops being read -- its stream window closes --
+ * while the connection window stays open for the others. */
+START_TEST(ws_h2_flow_control)
+{
+    ws_setup();
+    /* the client's streams start with no window for the server's DATA */
+    nghttp2_settings_entry iv[] = {{NGHTTP2_SETTINGS_INITIAL_WINDOW_SIZE, 0}};
+    client_t *cl = client_new(iv, 1);
+    pump(cl, 3);
+    static tun_t a, b;
+    ws_open(cl, &a, "/wst");
+    ws_open(cl, &b, "/wst");
+    pump(cl, 5);
+    ck_assert_int_eq(a.r->status, 200);
+    nghttp2_submit_window_update(cl->ngh, NGHTTP2_FLAG_NONE, b.id, 1 << 20);
+    /* 600 messages of 1000 bytes on a: more than half the 1 MiB windows */
+    static char m[1000];
+    memset(m, 'm', sizeof(m));
+    int sent = 0;
+    for (int round = 0; round < 20; round++) {
+        for (int k = 0; k < 30; k++, sent++)
+            tun_send(cl, &a, 2, m, sizeof(m));
+        pump(cl, 3);
+    }
+    for (int i = 0; i < 10; i++)
+        pump(cl, 1);
+    ck_assert_uint_eq(a.r->len, 0);
+    /* the engine stopped taking a's input once its echoes waited */
+    ck_assert_int_lt(wsr.messages, 100);
+    ck_assert_uint_gt(petrel_ws_buffered(wsr.ws[0]), 0);
+    int32_t stream_win = nghttp2_session_get_stream_remote_window_size(cl->ngh, a.id);
+    int32_t conn_win = nghttp2_session_get_remote_window_size(cl->ngh);
+    ck_assert_int_lt(stream_win, (1 << 20) - 500 * 1006);
+    ck_assert_int_gt(conn_win, stream_win + 400 * 1000);
+    /* b goes on */
+    int before = wsr.messages;
+    tun_send(cl, &b, 1, "beside", 6);
+    pump_body(cl, b.r, 8);
+    ck_assert(memcmp(b.r->body,
+                     "\x81\x06"
+                     "beside",
+                     8) == 0);
+    ck_assert_int_eq(wsr.messages, before + 1);
+    /* a's reader comes back: every message is echoed, in order */
+    nghttp2_submit_window_update(cl->ngh, NGHTTP2_FLAG_NONE, a.id, 1 << 30);
+    pump_body(cl, a.r, (size_t)sent * 1004);
+    ck_assert_uint_eq(a.r->len, (size_t)sent * 1004);
+    ck_assert_int_eq(wsr.messages, sent + 1);
+    ck_assert_int_gt(nghttp2_session_get_stream_remote_window_size(cl->ngh, a.id), (1 << 19));
+    client_free(cl);
+}
+END_TEST
+
+/* A WebSocket whose peer opens no window for its output is given up at
+ * its send timeout (--ws-idle-timeout): RST_STREAM (CANCEL) for its stream
+ * alone, 1006 for its handler; the other WebSocket of the connection goes
+ * on. */
+START_TEST(ws_h2_send_timeout)
+{
+    srv->cfg.ws_idle_timeout_ms = 200;
+    ws_setup();
+    nghttp2_settings_entry iv[] = {{NGHTTP2_SETTINGS_INITIAL_WINDOW_SIZE, 0}};
+    client_t *cl = client_new(iv, 1);
+    pump(cl, 3);
+    tun_t a, b;
+    ws_open(cl, &a, "/wst");
+    ws_open(cl, &b, "/wst");
+    pump(cl, 5);
+    ck_assert_int_eq(wsr.opens, 2);
+    nghttp2_submit_window_update(cl->ngh, NGHTTP2_FLAG_NONE, b.id, 1 << 20);
+    petrel__loop_update_time(petrel__loop);
+    uint64_t t0 = petrel__loop->now_ms; /* before a's last input: its timer starts later */
+    tun_send(cl, &a, 1, "stuck", 5);
+    pump(cl, 5);
+    ck_assert_uint_gt(petrel_ws_buffered(wsr.ws[0]), 0);
+    for (int i = 0; i < 200 && !a.r->closed; i++) {
+        /* b stays busy: its peer reads */
+        tun_send(cl, &b, 1, "b", 1);
+        ck_turn(20);
+        pump(cl, 1);
+    }
+    ck_assert(a.r->closed);
+    ck_assert_uint_eq(a.r->error, NGHTTP2_CANCEL);
+    ck_assert_uint_ge(petrel__loop->now_ms - t0, 150);
+    ck_assert_int_eq(wsr.closes, 1);
+    ck_assert_int_eq(wsr.code, 1006);
+    ck_assert(!b.r->closed);
+    size_t before = b.r->len;
+    tun_send(cl, &b, 1, "after", 5);
+    pump_body(cl, b.r, before + 7);
+    ck_assert(memcmp(b.r->body + before,
+                     "\x81\x05"
+                     "after",
+                     7) == 0);
+    ck_assert(!cl->goaway);
+    client_free(cl);
+}
+END_TEST
+
+/* The header block of an Extended CONNECT to /wst, HPACK-encoded by `d`. */
+static size_t ws_connect_block(nghttp2_hd_deflater *d, uint8_t *block, size_t cap)
+{
+    nghttp2_nv nv[] = {MKNV(":method", "CONNECT"), MKNV(":protocol", "websocket"),
+                       MKNV(":scheme", "http"),    MKNV(":path", "/wst"),
+                       MKNV(":authority", "x"),    MKNV("sec-websocket-version", "13")};
+    ssize_t k = nghttp2_hd_deflate_hd(d, block, cap, nv, 6);
+    ck_assert_int_gt(k, 0);
+    return (size_t)k;
+}
+
+/* Each WebSocket holds a stream of SETTINGS_MAX_CONCURRENT_STREAMS. */
+START_TEST(ws_h2_concurrent_limit)
+{
+    ws_setup();
+    srv->cfg.h2_max_concurrent_streams = 2;
+    int fd = raw_open();
+    nghttp2_hd_deflater *d;
+    nghttp2_hd_deflate_new(&d, 4096);
+    uint8_t buf[4096], block[512];
+    size_t n = 0;
+    for (int32_t id = 1; id <= 3; id += 2) {
+        size_t k = ws_connect_block(d, block, sizeof(block));
+        n += frame(buf + n, NGHTTP2_HEADERS, NGHTTP2_FLAG_END_HEADERS, id, block, k);
+    }
+    ck_assert_int_eq(write(fd, buf, n), (ssize_t)n);
+    raw_result_t res = {0};
+    raw_pump(fd, &res, 5);
+    ck_assert_int_eq(res.headers, 2);
+    ck_assert_str_eq(res.status, "200");
+    ck_assert_int_eq(wsr.opens, 2);
+    ck_assert_int_eq(res.rst, 0);
+    size_t k = ws_connect_block(d, block, sizeof(block));
+    n = frame(buf, NGHTTP2_HEADERS, NGHTTP2_FLAG_END_HEADERS, 5, block, k);
+    ck_assert_int_eq(write(fd, buf, n), (ssize_t)n);
+    memset(&res, 0, sizeof(res));
+    raw_pump(fd, &res, 5);
+    ck_assert_int_eq(res.rst, 1);
+    ck_assert_int_eq(res.rst_id, 5);
+    ck_assert_uint_eq(res.rst_error, NGHTTP2_REFUSED_STREAM);
+    ck_assert_int_eq(wsr.opens, 2);
+    ck_assert_int_eq(wsr.closes, 0);
+    nghttp2_hd_deflate_del(d);
+    close(fd);
+}
+END_TEST
+
+/* After warm-up an echo over h2c makes no heap call: DATA in and out
+ * through pool chunks, nghttp2's items through its size-class lists, the
+ * message in the engine's arena. */
+START_TEST(ws_h2_no_heap)
+{
+    tun_t t;
+    client_t *cl = ws_client(&t);
+    static char m[100];
+    memset(m, 'h', sizeof(m));
+    petrel__h2_stats_t a, b;
+    uint64_t pool0 = 0, arena0 = 0;
+    size_t got = 0;
+    for (int i = 0; i < 2100; i++) {
+        if (i == 100) {
+            petrel__h2_stats(&a);
+            pool0 = petrel__pool.mallocs;
+            arena0 = petrel__ws_arena(wsr.ws[0])->mallocs;
+        }
+        tun_send(cl, &t, 2, m, sizeof(m));
+        got += 102;
+        pump_body(cl, t.r, got);
+        ck_assert_uint_eq(t.r->len, got);
+        t.r->len = got = 0; /* the client's buffer starts over */
+    }
+    petrel__h2_stats(&b);
+    ck_assert_int_eq(wsr.messages, 2100);
+    ck_assert_uint_eq(petrel__pool.mallocs, pool0);
+    ck_assert_uint_eq(petrel__ws_arena(wsr.ws[0])->mallocs, arena0);
+    ck_assert_uint_eq(b.slot_mallocs, a.slot_mallocs);
+    printf("h2 WebSocket: 2000 echoes: nghttp2 allocator calls %.2f/message, heap calls %llu\n",
+           (double)(b.ng_ops - a.ng_ops) / 2000, (unsigned long long)(b.ng_calls - a.ng_calls));
+    /* (no HEADERS after the 200: HPACK's table does not grow either) */
+    ck_assert_uint_eq(b.ng_calls, a.ng_calls);
+    client_free(cl);
+}
+END_TEST
+
+/* RST_STREAM of WebSocket streams counts toward the rapid-reset limit
+ * (CVE-2023-44487; petrel's bucket, --h2-max-resets: a burst of 1000):
+ * a client that opens and resets WebSockets in a loop gets GOAWAY, and
+ * every handler that saw on_open sees on_close. */
+START_TEST(ws_h2_rapid_reset)
+{
+    ws_setup();
+    int fd = raw_open();
+    nghttp2_hd_deflater *d;
+    nghttp2_hd_deflate_new(&d, 4096);
+    static uint8_t buf[1 << 17];
+    uint8_t block[512], cancel[4] = {0, 0, 0, NGHTTP2_CANCEL};
+    raw_result_t res = {0};
+    int32_t id = 1;
+    for (int round = 0; round < 12 && !res.goaway && !res.eof; round++) {
+        /* 100 WebSockets open (on_open), then 100 resets */
+        size_t n = 0;
+        for (int k = 0; k < 100; k++) {
+            size_t hl = ws_connect_block(d, block, sizeof(block));
+            n += frame(buf + n, NGHTTP2_HEADERS, NGHTTP2_FLAG_END_HEADERS, id + 2 * k, block, hl);
+        }
+        ck_assert_int_eq(write(fd, buf, n), (ssize_t)n);
+        raw_pump(fd, &res, 2);
+        n = 0;
+        for (int k = 0; k < 100; k++, id += 2)
+            n += frame(buf + n, NGHTTP2_RST_STREAM, 0, id, cancel, 4);
+        ck_assert_int_eq(write(fd, buf, n), (ssize_t)n);
+        raw_pump(fd, &res, 2);
+    }
+    /* petrel's rapid-reset bucket (--h2-max-resets): ENHANCE_YOUR_CALM */
+    ck_assert(res.goaway);
+    ck_assert_uint_eq(res.goaway_error, NGHTTP2_ENHANCE_YOUR_CALM);
+    ck_assert_int_ge(wsr.opens, 1000);
+    ck_assert_int_le(id, 2 * 1100 + 1);
+    for (int i = 0; i < 5; i++)
+        petrel__loop_run_once(&srv->loop, 0);
+    ck_assert_int_eq(wsr.closes, wsr.opens);
+    nghttp2_hd_deflate_del(d);
+    close(fd);
+}
+END_TEST
+
+/* Graceful shutdown: GOAWAY, and Close 1001 as over HTTP/1.1; the stream
+ * ends once the peer's Close came, then the connection. */
+START_TEST(ws_h2_drain)
+{
+    tun_t t;
+    client_t *cl = ws_client(&t);
+    petrel__conns_drain(&srv->conns, true);
+    pump_body(cl, t.r, 4);
+    ck_assert(cl->goaway);
+    ck_assert(memcmp(t.r->body, "\x88", 1) == 0);
+    ck_assert(memcmp(t.r->body + 2, "\x03\xe9", 2) == 0);
+    ck_assert(!t.r->closed);
+    tun_send(cl, &t, 8, "\x03\xe9", 2);
+    for (int i = 0; i < 10; i++)
+        pump(cl, 1);
+    ck_assert_int_eq(wsr.closes, 1);
+    ck_assert_int_eq(wsr.code, 1001);
+    ws_end_both(cl, &t);
+    for (int i = 0; i < 20 && !cl->eof; i++)
+        pump(cl, 1);
+    ck_assert(cl->eof);
+    ck_assert_uint_eq(srv->conns.n, 0);
+    client_free(cl);
+}
+END_TEST
+
 static Suite *suite(void)
 {
     Suite *s = suite_create("h2");
@@ -2027,6 +2649,21 @@ static Suite *suite(void)
     tcase_add_test(t, no_heap_for_bodies);
     tcase_add_test(t, idle_connection_memory);
     tcase_add_test(t, h2c_upgrade);
+    suite_add_tcase(s, t);
+    /* WebSocket over HTTP/2 (RFC 8441) */
+    t = tcase_create("ws");
+    tcase_add_checked_fixture(t, setup, teardown);
+    tcase_set_timeout(t, 30);
+    tcase_add_test(t, ws_h2_echo);
+    tcase_add_test(t, ws_h2_close);
+    tcase_add_test(t, ws_h2_reset);
+    tcase_add_test(t, ws_h2_bad_requests);
+    tcase_add_test(t, ws_h2_flow_control);
+    tcase_add_test(t, ws_h2_send_timeout);
+    tcase_add_test(t, ws_h2_concurrent_limit);
+    tcase_add_test(t, ws_h2_no_heap);
+    tcase_add_test(t, ws_h2_rapid_reset);
+    tcase_add_test(t, ws_h2_drain);
     suite_add_tcase(s, t);
     return s;
 }

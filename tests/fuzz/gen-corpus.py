@@ -192,6 +192,47 @@ def http2():
         c.prioritize(3, weight=10, depends_on=1)
     h2seed("priority", prio)
 
+    # WebSocket over HTTP/2 (RFC 8441): Extended CONNECT to the wsecho
+    # route, masked frames in DATA (a header cut across two DATA frames),
+    # the Close handshake and END_STREAM; one with permessage-deflate, one
+    # reset mid-message
+    def connect(path="/ws", extra=()):
+        return [(":method", "CONNECT"), (":protocol", "websocket"), (":scheme", "http"),
+                (":authority", "fuzz"), (":path", path),
+                ("sec-websocket-version", "13")] + list(extra)
+
+    def ws_frame(op, payload):
+        mask = b"\x11\x22\x33\x44"
+        return (bytes([0x80 | op, 0x80 | len(payload)]) + mask +
+                bytes(b ^ mask[i % 4] for i, b in enumerate(payload)))
+
+    def ws_echo(c):
+        c.send_headers(1, connect())
+        f = ws_frame(1, b"hello")
+        c.send_data(1, f[:3])
+        c.send_data(1, f[3:] + ws_frame(2, b"\x00\x01"))
+        c.send_data(1, ws_frame(8, b"\x03\xe8"), end_stream=True)
+    h2seed("ws-connect-echo", ws_echo, validate=False)
+
+    def ws_deflate(c):
+        c.send_headers(1, connect(extra=[("sec-websocket-extensions",
+                                         "permessage-deflate; client_max_window_bits")]))
+        # "hello" compressed (RFC 7692 §7.2.3.1), RSV1 set
+        p = b"\xf2\x48\xcd\xc9\xc9\x07\x00"
+        mask = b"\x01\x02\x03\x04"
+        c.send_data(1, bytes([0xc1, 0x80 | len(p)]) + mask +
+                    bytes(b ^ mask[i % 4] for i, b in enumerate(p)))
+        c.send_headers(3, req("/hello"), end_stream=True)
+    h2seed("ws-connect-deflate", ws_deflate, validate=False)
+
+    def ws_reset(c):
+        c.send_headers(1, connect())
+        c.send_data(1, ws_frame(2, b"x" * 20)[:10])
+        c.reset_stream(1)
+        c.send_headers(3, connect("/hello"), end_stream=True)
+        c.send_headers(5, [(":method", "CONNECT"), (":authority", "fuzz:80")], end_stream=True)
+    h2seed("ws-connect-reset", ws_reset, validate=False)
+
     def bigheaders(c):
         # small frames, so the header block needs CONTINUATION frames
         c.max_outbound_frame_size = 512

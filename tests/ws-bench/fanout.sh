@@ -13,6 +13,15 @@
 #       petrel's own unicast echo (the wsecho module, 10 connections, 100-byte
 #       messages) measured the same way: Ir per echoed message.  Server and
 #       clients share CPU 0 (as ../shared/bench/instr.sh does: repeatable).
+#   fanout.sh h2 [N1 [N2]]
+#       WebSocket over HTTP/2 (RFC 8441): user-space instructions per echoed
+#       message over h2c against HTTP/1.1, the wsecho module, 10
+#       WebSockets (over h2c: 10 streams of one connection; over HTTP/1.1:
+#       10 connections), one 100-byte binary message in flight, the same
+#       client for both (h2echo.py: python3-wsproto frames, python3-h2 for
+#       h2c), then petrel-bench's HTTP/1.1 run (-c 10 -m 1) as a second
+#       anchor; N1 and N2 messages (default 2000 and 12000), measured as in
+#       `instr`.
 #   fanout.sh rate [SUBS [WORKERS [INFLIGHT]]]
 #       messages delivered per second: the server (WORKERS workers, default
 #       1) pinned to CPU 0, the clients to CPU 1, SUBS subscribers, the
@@ -39,6 +48,7 @@ BENCH=${PETREL_BENCH:-$(dirname "$PETREL")/bench/petrel-bench}
 PY=${PETREL_PYTHON:-/usr/bin/python3}
 tmp=$(mktemp -d)
 pids=()
+echo_binary=
 cleanup() {
     for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done
     wait 2>/dev/null || true
@@ -84,8 +94,8 @@ run_cg() {
     awk '/^totals:/ { t += $2 } END { printf "%.0f\n", t }' "$out"/callgrind.out.*
 }
 
-run_cg_echo() {
-    local n=$1 p out=$tmp/cge-$1
+run_cg_echo() { # N [CLIENT: bench (default), h1 or h2 (h2echo.py)]
+    local n=$1 client=${2:-bench} p out=$tmp/cge-$1-${2:-bench}
     mkdir -p "$out"
     p=$(port)
     taskset -c 0 valgrind --tool=callgrind -q --callgrind-out-file="$out/callgrind.out.%p" \
@@ -93,8 +103,12 @@ run_cg_echo() {
     local sp=$!
     pids+=($sp)
     wait_port "$p"
-    taskset -c 0 "$BENCH" -c 10 -m 1 -n "$n" --timeout 600s --body-size 100 --json \
-        "ws://127.0.0.1:$p/ws" >"$out/bench.json"
+    if [[ $client == bench ]]; then
+        taskset -c 0 "$BENCH" -c 10 -m 1 -n "$n" --timeout 600s --body-size 100 --json \
+            ${echo_binary:+--binary} "ws://127.0.0.1:$p/ws" >"$out/bench.json"
+    else
+        taskset -c 0 "$PY" "$here/h2echo.py" "$client" "$p" -c 10 -n "$n" -s 100 >"$out/client.out"
+    fi
     kill -TERM "$sp"
     wait "$sp" || true
     awk '/^totals:/ { t += $2 } END { printf "%.0f\n", t }' "$out"/callgrind.out.*
@@ -117,6 +131,18 @@ instr)
     echo "  Ir per published message: $permsg; per delivered message: $per"
     echo "echo (wsecho, 10 connections): Ir(N=$e1) $ea, Ir(N=$e2) $eb; per echoed message: $echo_per"
     awk -v a="$per" -v b="$echo_per" 'BEGIN { printf "a delivered message costs %.2fx an echoed one\n", a / b }'
+    ;;
+h2)
+    n1=${2:-2000} n2=${3:-12000}
+    echo_binary=1 # as h2echo.py sends
+    declare -A per
+    for client in h2 h1 bench; do
+        a=$(run_cg_echo "$n1" $client)
+        b=$(run_cg_echo "$n2" $client)
+        per[$client]=$(awk -v a="$a" -v b="$b" -v d=$((n2 - n1)) 'BEGIN { printf "%.0f", (b - a) / d }')
+        echo "$client: Ir(N=$n1) $a, Ir(N=$n2) $b; per echoed message: ${per[$client]}"
+    done
+    awk -v a="${per[h2]}" -v b="${per[h1]}" -v c="${per[bench]}" 'BEGIN { printf "over h2c: %.2fx the Ir per message of HTTP/1.1 (same client); %.2fx petrel-bench'"'"'s HTTP/1.1 run\n", a / b, a / c }'
     ;;
 rate)
     subs=${2:-10000} workers=${3:-1} inflight=${4:-16} n=2000
