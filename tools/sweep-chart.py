@@ -2,7 +2,8 @@
 """sweep-chart.py -- several servers' `petrel-bench --sweep --json` outputs in
 one latency-vs-load chart (SVG, written directly) and markdown tables.
 
-    tools/sweep-chart.py [--title T] [--svg OUT.svg] [--md OUT.md] NAME=FILE.json ...
+    tools/sweep-chart.py [--title T] [--svg OUT.svg] [--md OUT.md] [--runs runs.tsv]
+                         NAME=FILE.json ...
 
 NAME names the server; give a NAME more than once to join its sweeps (e.g.
 one from its own maximum and one at another server's rates): its curve then
@@ -15,6 +16,9 @@ cross; every point has a <title> with its figures.
 
 The markdown has, per sweep, the table petrel-bench prints, then one table
 at the rates all sweeps share (p50 / p99 per server) when there are any.
+With --runs (the runs.tsv of tools/sweep-peers.sh, whose joined sweeps are
+named PROTOCOL.SERVER.PHASE.json), the tables get a column with the share
+of the pinned cores that other processes took during each step's run.
 Only the Python standard library is used.
 """
 import argparse
@@ -79,8 +83,20 @@ def step_row(st):
     }
 
 
-def md_sweep(name, path, sw):
+def load_runs(path):
+    """(protocol, server, phase, percent) -> noise % of the last attempt"""
+    noise = {}
+    with open(path) as f:
+        head = f.readline().rstrip("\n").split("\t")
+        for line in f:
+            r = dict(zip(head, line.rstrip("\n").split("\t")))
+            noise[(r["protocol"], r["server"], r["phase"], r["step_pct"])] = r["noise_pct"]
+    return noise
+
+
+def md_sweep(name, path, sw, noise=None):
     out = []
+    key = path.rsplit("/", 1)[-1].split(".")[:3]
     closed = sw.get("closed_loop")
     if closed:
         head = "closed-loop maximum %s req/s (p50 %s, p99 %s, %d errors)" % (
@@ -92,15 +108,17 @@ def md_sweep(name, path, sw):
                                                        sw["duration_s"]))
     out.append("")
     out.append("| load | asked req/s | achieved req/s | p50 | p90 | p99 | p99.9 | max "
-               "| p99/p50 | errors | client lag |")
-    out.append("|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
+               "| p99/p50 | errors | client lag |" + (" other procs |" if noise else ""))
+    out.append("|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|" + ("---:|" if noise else ""))
     for st in sw["steps"]:
         r = step_row(st)
         ratio = "%.2fx" % (r["p99"] / r["p50"]) if r["p50"] > 0 else "-"
         out.append("| %g %% | %s | %s | %s | %s | %s | %s | %s | %s | %d | %s%s |" % (
             r["percent"], fmt_rate(r["asked"]), fmt_rate(r["achieved"]), fmt_time(r["p50"]),
             fmt_time(r["p90"]), fmt_time(r["p99"]), fmt_time(r["p999"]), fmt_time(r["max"]),
-            ratio, r["errors"], fmt_time(r["lag_max"]), " !" if r["lagged"] else ""))
+            ratio, r["errors"], fmt_time(r["lag_max"]), " !" if r["lagged"] else "")
+            + (" %s %% |" % noise.get((key[0], key[1], key[2], "%g" % r["percent"]), "?")
+               if noise else ""))
     out.append("")
     return out
 
@@ -269,12 +287,14 @@ def main():
     ap.add_argument("--title", default="Latency vs load")
     ap.add_argument("--svg")
     ap.add_argument("--md")
+    ap.add_argument("--runs")
     ap.add_argument("sweeps", nargs="+", metavar="NAME=FILE.json")
     a = ap.parse_args()
     sweeps = [load(s) for s in a.sweeps]
     md = []
+    noise = load_runs(a.runs) if a.runs else None
     for s in sweeps:
-        md += md_sweep(*s)
+        md += md_sweep(*s, noise=noise)
     md += md_common(sweeps)
     if a.md:
         with open(a.md, "w") as f:
