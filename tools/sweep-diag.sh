@@ -20,7 +20,10 @@
 #   scheduler   for the server's processes and for petrel-bench: the time
 #               they were runnable but waited for their CPU (run-queue wait,
 #               /proc/PID/schedstat), and involuntary context switches,
-#               over the run; and the other processes' share of each core.
+#               over the run; the CPU time of the kernel's softirq threads
+#               (ksoftirqd/N: network work deferred from the interrupted
+#               process to a thread that must be scheduled like any other);
+#               and how busy each core was.
 # Needs perf (Debian package linux-perf) and root (or perf_event_paranoid
 # <= 1); environment PETREL_BENCH as for tools/sweep-peers.sh.
 set -u -o pipefail
@@ -80,7 +83,17 @@ perf stat -x, -e syscalls:sys_enter_epoll_wait,syscalls:sys_enter_read,syscalls:
     -t "$PIDS" -o "$TMP/stat.csv" -- sleep $((DUR + 2)) &
 pstat=$!
 sleep 0.3
-s0=$(sched_sum "${T[@]}") c0=$(cpu_snap)
+ksoft() { # "ksoftirqd/N:ticks ..." (utime + stime)
+    local f line
+    for f in /proc/[0-9]*/stat; do
+        { read -r line <"$f"; } 2>/dev/null || continue
+        case $line in *"(ksoftirqd/"*) ;; *) continue ;; esac
+        set -- ${line##*) }
+        line=${line#*\(}
+        echo -n "${line%%)*}:$((${12} + ${13})) "
+    done
+}
+s0=$(sched_sum "${T[@]}") c0=$(cpu_snap) k0=$(ksoft)
 taskset -c "$GEN_CPU" "$BENCH" -t 1 -c 100 -d "$DUR" --warmup 1 --rate "$RATE" --json "$@" "$URL" \
     >"$TMP/bench.json" 2>"$TMP/bench.err" &
 bpid=$!
@@ -101,14 +114,14 @@ for t in "${!W0[@]}"; do
 done
 wait $bpid
 brc=$?
-s1=$(sched_sum "${T[@]}") c1=$(cpu_snap)
+s1=$(sched_sum "${T[@]}") c1=$(cpu_snap) k1=$(ksoft)
 wait $prec $pstat
 [ $brc = 0 ] || [ $brc = 3 ] || { cat "$TMP/bench.err" >&2; die "petrel-bench exited $brc"; }
 perf script -i "$TMP/turns.data" -F event,trace 2>/dev/null | sed -n 's/.*0x\([0-9a-f]*\)$/\1/p' >"$TMP/turns.txt"
 
-"$PYTHON" - "$TMP" "$s0" "$s1" "$b0" "$last" "$c0" "$c1" "$DUR" <<'EOF'
+"$PYTHON" - "$TMP" "$s0" "$s1" "$b0" "$last" "$c0" "$c1" "$DUR" "$k0" "$k1" "$(getconf CLK_TCK)" <<'EOF'
 import json, sys
-tmp, s0, s1, b0, b1, c0, c1, dur = sys.argv[1:9]
+tmp, s0, s1, b0, b1, c0, c1, dur, k0, k1, hz = sys.argv[1:12]
 dur = float(dur)
 r = json.load(open(tmp + "/bench.json"))
 lat, rate = r["latency_us"], r["rate"]
@@ -145,4 +158,7 @@ busy = ", ".join("%s %.0f %%" % (k, 100 * (b[k][0] - a[k][0]) / max(1, b[k][1] -
 print("scheduler  server: run-queue wait %.1f ms, %d involuntary switches; petrel-bench: "
       "%.1f ms, %d; cores busy (all processes): %s" %
       ((w1 - w0) / 1e6, n1 - n0, (bw1 - bw0) / 1e6, bn1 - bn0, busy))
+ka = dict(x.split(":") for x in k0.split()); kb = dict(x.split(":") for x in k1.split())
+print("softirq    " + ", ".join("%s %.0f ms" % (k, (int(kb[k]) - int(ka[k])) * 1000 / int(hz))
+                                for k in sorted(kb) if k in ka) + " of CPU over the run")
 EOF

@@ -241,6 +241,7 @@ grp_ticks() { # utime + stime of the live processes of process group $1
 
 wait_quiet() { # up to QUIET_WAIT s for a second with both pinned cores busy < NOISE_MAX %
     local i c0 c1 busy
+    [ "$QUIET_WAIT" -gt 0 ] || return 0
     for ((i = 0; i < QUIET_WAIT; i++)); do
         c0=$(cpu_snap); sleep 1; c1=$(cpu_snap)
         busy=$(awk -v c0="$c0" -v c1="$c1" 'BEGIN { split(c0, a, " "); split(c1, b, " ")
@@ -366,6 +367,7 @@ for proto in $PROTOCOLS; do
         fi
     done
     "$PYTHON" "$HERE/sweep-chart.py" --title "$proto: latency vs load, one worker each" \
-        --svg "$OUT/$proto.svg" --md "$OUT/$proto.md" "${files[@]}" || die "sweep-chart.py failed"
+        --svg "$OUT/$proto.svg" --md "$OUT/$proto.md" --runs "$OUT/runs.tsv" "${files[@]}" ||
+        die "sweep-chart.py failed"
 done
 log "done: $OUT"
