@@ -172,9 +172,16 @@ preload=$STAGE_LIB/libpetrel.so.0
 # under ASan its runtime must come first
 asan=$(ldd "$PETREL" 2>/dev/null | awk '/libasan/ { print $3 }')
 [[ -z $asan ]] || preload="$asan $preload"
-# (and two copies define the same globals: that is the point here)
-ASAN_OPTIONS=${ASAN_OPTIONS:+$ASAN_OPTIONS:}detect_odr_violation=0 \
-    LD_PRELOAD=$preload petrel_start --module ./twocopies.so
+# (and two copies define the same globals: that is the point here).  Only
+# petrel gets the preload: the tools petrel_start runs (sed, grep) would
+# load libpetrel and everything it links too, and under ASan that can hang.
+printf '#!/usr/bin/env bash\nASAN_OPTIONS=%q LD_PRELOAD=%q exec %q "$@"\n' \
+    "${ASAN_OPTIONS:+$ASAN_OPTIONS:}detect_odr_violation=0" "$preload" "$PETREL" \
+    >"$LIB_TMP/petrel-preloaded"
+chmod +x "$LIB_TMP/petrel-preloaded"
+petrel_real=$PETREL
+PETREL=$LIB_TMP/petrel-preloaded petrel_start --module ./twocopies.so
+PETREL=$petrel_real
 w=$(petrel_workers | head -n 1)
 grep -q 'libpetrel\.so' "/proc/$w/maps" || fail "LD_PRELOAD did not load a second copy of libpetrel"
 for i in 1 2 3 4 5; do
