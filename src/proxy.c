@@ -237,7 +237,7 @@ static ssize_t parse_v1(const char *p, size_t n, petrel__proxy_hdr_t *h, const c
     size_t lim = n < PETREL__PROXY_V1_MAX ? n : PETREL__PROXY_V1_MAX;
     const char *cr = memchr(p + k, '\r', lim - k);
     if (cr && cr + 1 < p + n && cr[1] == '\n' && cr + 1 < p + PETREL__PROXY_V1_MAX &&
-        memcmp(p + k, "TCP4 ", 5) == 0 && tcp4_fast(p + k + 5, cr, h)) {
+        cr - (p + k) >= 5 && memcmp(p + k, "TCP4 ", 5) == 0 && tcp4_fast(p + k + 5, cr, h)) {
         h->version = 1;
         return (ssize_t)(cr + 2 - p);
     }

@@ -488,6 +488,16 @@ int fuzz_server_run_heads(const fuzz_head_t heads[4], const uint8_t *data, size_
     return 0;
 }
 
+/* Every timeout at once: the loop's queues, and the minimum-rate rule's
+ * deadline (petrel__body_late reads it from the settings). */
+static void zero_all(petrel__loop_t *loop, int nq)
+{
+    for (int i = 0; i < nq; i++)
+        loop->queues[i]->timeout_ms = 0;
+    srv->cfg.body_timeout_ms = 0;
+    srv->cfg.body_min_rate = 0;
+}
+
 void fuzz_server_run(const void *head, size_t head_len, const uint8_t *data, size_t len,
                      uint8_t split, bool half_close, enum fuzz_expect expect, bool zero_timeouts)
 {
@@ -497,12 +507,17 @@ void fuzz_server_run(const void *head, size_t head_len, const uint8_t *data, siz
     int nq = loop->nqueues;
     for (int i = 0; i < nq; i++)
         saved[i] = loop->queues[i]->timeout_ms;
+    /* the minimum-rate rule of bodies and WebSocket messages reads its
+     * deadline from the settings, not from a queue: zeroed with them (a
+     * deadline never reached while the loop's time stands still would
+     * re-arm its check for ever) */
+    uint64_t saved_body_ms = srv->cfg.body_timeout_ms;
+    size_t saved_rate = srv->cfg.body_min_rate;
     /* zero_timeouts: from the start when there is no head (the header
      * timeout then fires on the fuzz bytes), else once the head is served
      * (a handshake that timed out at once would leave nothing to fuzz) */
     if (zero_timeouts && head_len == 0)
-        for (int i = 0; i < nq; i++)
-            loop->queues[i]->timeout_ms = 0;
+        zero_all(loop, nq);
     nfirst = 0;
     out_len = 0;
     out_full = false;
@@ -525,8 +540,7 @@ void fuzz_server_run(const void *head, size_t head_len, const uint8_t *data, siz
         open = write_all(fd, head, head_len, &eof);
         settle(fd, &eof);
         if (zero_timeouts)
-            for (int i = 0; i < nq; i++)
-                loop->queues[i]->timeout_ms = 0;
+            zero_all(loop, nq);
     }
     /* the pieces: `split` seeds a small generator of piece sizes (1..2^k
      * bytes, k from its low bits), 0 writes everything at once; at most
@@ -587,6 +601,8 @@ void fuzz_server_run(const void *head, size_t head_len, const uint8_t *data, siz
     turn();                      /* the turn's end frees what was closed during it */
     for (int i = 0; i < nq; i++) /* the queues are empty again: no order to keep */
         loop->queues[i]->timeout_ms = saved[i];
+    srv->cfg.body_timeout_ms = saved_body_ms;
+    srv->cfg.body_min_rate = saved_rate;
     petrel__h2_stats_t st;
     petrel__h2_stats(&st);
     if (srv->conns.n != 0 || st.sessions != 0 || st.streams != 0 || petrel__pool.live != live0) {
