@@ -13,11 +13,11 @@
 command -v git >/dev/null || skip "no git (apt-get install git)"
 [[ -n ${top_builddir:-} && -f $top_builddir/Makefile ]] || skip "no build tree (top_builddir is not set)"
 git -C "$top_srcdir" rev-parse --is-inside-work-tree >/dev/null 2>&1 ||
-    skip "$top_srcdir is not a git checkout (a distribution tarball?)"
+    skip "not a git checkout but a distribution tree (make distcheck): .gitignore is checked by the checkout's own make check"
 src=$(cd "$top_srcdir" && pwd -P)
 # (make distcheck unpacks the tarball inside the checkout's build/)
 [[ $(cd "$(git -C "$src" rev-parse --show-toplevel)" && pwd -P) == "$src" ]] ||
-    skip "$top_srcdir is not the top of a git checkout (a distribution tarball?)"
+    skip "not a git checkout but a distribution tree (make distcheck): .gitignore is checked by the checkout's own make check"
 build=$(cd "$top_builddir" && pwd -P)
 
 if [[ $build == "$src" ]]; then
