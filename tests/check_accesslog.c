@@ -4,6 +4,7 @@
  */
 #include "log.h"
 #include "proto.h"
+#include "check_run.h"
 
 #include <check.h>
 #include <stdio.h>
@@ -123,9 +124,5 @@ int main(void)
     tcase_add_test(tc, test_long_fields);
     tcase_add_test(tc, test_escapes);
     suite_add_tcase(s, tc);
-    SRunner *sr = srunner_create(s);
-    srunner_run_all(sr, CK_ENV);
-    int failed = srunner_ntests_failed(sr);
-    srunner_free(sr);
-    return failed ? EXIT_FAILURE : EXIT_SUCCESS;
+    return ck_run(s);
 }

@@ -10,6 +10,7 @@
 
 #include "arena.h"
 #include "petrel.h"
+#include "check_run.h"
 
 #include <check.h>
 #include <stdio.h>
@@ -270,9 +271,5 @@ int main(void)
     tc = tcase_create("shared");
     tcase_add_test(tc, test_fold);
     suite_add_tcase(s, tc);
-    SRunner *sr = srunner_create(s);
-    srunner_run_all(sr, CK_ENV);
-    int failed = srunner_ntests_failed(sr);
-    srunner_free(sr);
-    return failed ? EXIT_FAILURE : EXIT_SUCCESS;
+    return ck_run(s);
 }

@@ -6,6 +6,7 @@
 #include "proxy.h"
 
 #include "petrel.h"
+#include "check_run.h"
 
 #include <arpa/inet.h>
 #include <check.h>
@@ -397,9 +398,5 @@ int main(void)
     tc = tcase_create("trusted");
     tcase_add_test(tc, test_cidr);
     suite_add_tcase(s, tc);
-    SRunner *sr = srunner_create(s);
-    srunner_run_all(sr, CK_ENV);
-    int failed = srunner_ntests_failed(sr);
-    srunner_free(sr);
-    return failed ? EXIT_FAILURE : EXIT_SUCCESS;
+    return ck_run(s);
 }

@@ -9,6 +9,7 @@
 #include "sdnotify.h"
 
 #include "petrel.h"
+#include "check_run.h"
 
 #include <arpa/inet.h>
 #include <check.h>
@@ -176,9 +177,5 @@ int main(void)
     tcase_add_test(tc, test_listen_fds_bad);
     tcase_add_test(tc, test_notify_raw);
     suite_add_tcase(s, tc);
-    SRunner *sr = srunner_create(s);
-    srunner_run_all(sr, CK_ENV);
-    int failed = srunner_ntests_failed(sr);
-    srunner_free(sr);
-    return failed ? EXIT_FAILURE : EXIT_SUCCESS;
+    return ck_run(s);
 }

@@ -3,6 +3,7 @@
  * allocator behind nghttp2 (h2.c's nghttp2_mem).
  */
 #include "sizeclass.h"
+#include "check_run.h"
 
 #include <check.h>
 #include <stdint.h>
@@ -214,9 +215,5 @@ int main(void)
     tcase_add_test(tc, paged_blocks_discard);
     tcase_add_test(tc, paged_under_rlimit_as);
     suite_add_tcase(s, tc);
-    SRunner *sr = srunner_create(s);
-    srunner_run_all(sr, CK_ENV);
-    int failed = srunner_ntests_failed(sr);
-    srunner_free(sr);
-    return failed ? EXIT_FAILURE : EXIT_SUCCESS;
+    return ck_run(s);
 }
