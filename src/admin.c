@@ -26,9 +26,8 @@
 #define TEXT "text/plain; charset=utf-8"
 #define PROMETHEUS "text/plain; version=0.0.4; charset=utf-8"
 
-/* Limits of the admin listener's connections (fixed: its requests are three
- * GETs without a body). */
-#define ADMIN_MAX_CONNECTIONS 256
+/* Its requests are three GETs without a body: a larger one is 413.  Its
+ * connections are --admin-max-connections per worker. */
 #define ADMIN_MAX_BODY 1024
 
 static int livez(petrel_req_t *req, void *data)
@@ -76,7 +75,7 @@ int petrel__admin_init(petrel_server_t *srv)
     a->cfg.proxy_protocol = false;
     a->cfg.trusted = NULL;
     a->cfg.ntrusted = 0;
-    a->cfg.max_connections = ADMIN_MAX_CONNECTIONS;
+    a->cfg.max_connections = srv->cfg.admin_max_connections;
     a->cfg.max_body_size = ADMIN_MAX_BODY;
     a->main = srv;
     int rc;

@@ -117,6 +117,8 @@ static void usage(FILE *f)
         "  --admin-listen ADDR:PORT\n"
         "                          serve /livez, /readyz and /metrics there (repeatable;\n"
         "                          default: none)\n"
+        "  --admin-max-connections N\n"
+        "                          connections per worker on the admin listener (default 256)\n"
         "  --drain-delay SECONDS   on SIGTERM, /readyz answers 503 this long before the\n"
         "                          listeners close (default 0)\n"
         "  --access-log-format combined|json\n"
@@ -252,7 +254,8 @@ enum {
     OPT_DRAIN_DELAY,
     OPT_ALOG_FORMAT,
     OPT_ERROR_LOG,
-    OPT_PID_FILE
+    OPT_PID_FILE,
+    OPT_ADMIN_MAX_CONN
 };
 
 static const struct option opts[] = {
@@ -301,6 +304,7 @@ static const struct option opts[] = {
     {"trusted-proxies", required_argument, NULL, OPT_TRUSTED},
     {"max-proxy-header-size", required_argument, NULL, OPT_MAX_PROXY},
     {"admin-listen", required_argument, NULL, OPT_ADMIN},
+    {"admin-max-connections", required_argument, NULL, OPT_ADMIN_MAX_CONN},
     {"drain-delay", required_argument, NULL, OPT_DRAIN_DELAY},
     {"access-log-format", required_argument, NULL, OPT_ALOG_FORMAT},
     {"error-log", required_argument, NULL, OPT_ERROR_LOG},
@@ -859,6 +863,15 @@ int petrel_main(int argc, char **argv, const petrel_module_t *const *builtins)
             }
             cfg->max_proxy_header_size = v;
             max_proxy_flag = flag;
+            break;
+        }
+        case OPT_ADMIN_MAX_CONN: {
+            size_t v;
+            if (!parse_size(optarg, &v) || v == 0 || v > 100000) {
+                rc = bad(flag, optarg, "a number of connections from 1 to 100000");
+                goto out;
+            }
+            cfg->admin_max_connections = v;
             break;
         }
         case OPT_DRAIN_DELAY:

@@ -29,6 +29,7 @@ void petrel__config_defaults(petrel__config_t *cfg)
     cfg->handler_timeout_ms = 30000;
     cfg->body_timeout_ms = 20000;
     cfg->body_min_rate = 1024;
+    cfg->admin_max_connections = 256;
     cfg->h2_reset_burst = 1000; /* nghttp2 1.52's own defaults */
     cfg->h2_reset_rate = 33;
     cfg->workers = 1;

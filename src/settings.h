@@ -59,6 +59,7 @@ typedef struct petrel__config {
     uint64_t drain_delay_ms;      /* /readyz says 503 this long before the drain */
     int access_log_format;        /* PETREL__ALOG_COMBINED or _JSON */
     const char *error_log;        /* NULL: standard error */
+    size_t admin_max_connections; /* per worker on the admin listener (256) */
 } petrel__config_t;
 
 void petrel__config_defaults(petrel__config_t *cfg);

@@ -269,3 +269,43 @@ for path, body in (("/livez", b"ok\n"), ("/readyz", b"ready\n")):
 ok("/livez and /readyz answer 200")
 PYEOF
 petrel_stop
+
+# --- the admin listener's limits: --admin-max-connections (per worker),
+# and a request body over 1 KiB (413, RFC 9110 §15.5.14) ---------------------
+petrel_start --workers 1 --module hello --admin-listen 127.0.0.1:0 --admin-max-connections 2
+ADMIN_PORT=$(sed -n 's/.* admin listener .* on 127\.0\.0\.1:\([0-9]*\) .*/\1/p' "$PETREL_ERR" |
+    head -n 1)
+export ADMIN_PORT
+pyrun <<'PYEOF'
+import os, select, socket, time
+from petrel_client import Conn, request, check, ok, bound
+
+ADMIN = int(os.environ["ADMIN_PORT"])
+held = []
+for i in range(2):
+    c = Conn(ADMIN)
+    c.send(request("GET", "/livez"))
+    check(c.read_response().status == 200, "held connection %d" % i)
+    held.append(c)
+# a third is not served while the two stay open (the kernel queues it)
+s = socket.create_connection(("127.0.0.1", ADMIN))
+s.sendall(b"GET /livez HTTP/1.1\r\nHost: x\r\n\r\n")
+r, _, _ = select.select([s], [], [], 0.5)
+check(not r, "a third admin connection was served past --admin-max-connections 2")
+held.pop().close()
+r, _, _ = select.select([s], [], [], bound(5))
+check(r and s.recv(4096).startswith(b"HTTP/1.1 200 "),
+      "the third admin connection was not served once one closed")
+s.close()
+ok("--admin-max-connections 2: a third connection waits until one closes")
+for c in held:
+    c.close()
+
+c = Conn(ADMIN)
+c.send(request("POST", "/livez", body=b"x" * 2048))
+r = c.read_response()
+check(r.status == 413, "a 2 KiB body to the admin listener: %r" % r)
+c.close()
+ok("a body over 1 KiB to the admin listener: 413")
+PYEOF
+petrel_stop

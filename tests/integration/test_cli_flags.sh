@@ -63,6 +63,8 @@ expect_error 2 --body-min-rate "--body-min-rate slow" "${L[@]}" --body-min-rate 
 expect_error 2 --handler-timeout "--handler-timeout -1" "${L[@]}" --handler-timeout -1
 expect_error 2 --max-pipelined "--max-pipelined 0" "${L[@]}" --max-pipelined 0
 expect_error 2 --h2-max-resets "--h2-max-resets 0" "${L[@]}" --h2-max-resets 0
+expect_error 2 --admin-max-connections "--admin-max-connections 0" "${L[@]}" \
+    --admin-max-connections 0
 expect_error 2 --h2-reset-rate "--h2-reset-rate many" "${L[@]}" --h2-reset-rate many
 expect_error 2 --keepalive-timeout "--keepalive-timeout 1k" "${L[@]}" --keepalive-timeout 1k
 expect_error 2 --h2-output-budget "--h2-output-budget 64k" "${L[@]}" --h2-output-budget 64k
