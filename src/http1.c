@@ -1028,6 +1028,13 @@ static void send_error(h1_t *h1, int status)
         h1->flags |= H1_CLOSING;
 }
 
+/* "HTTP/" DIGIT "." DIGIT at `v` (RFC 9112 §2.3; 8 bytes there). */
+static bool http_version(const char *v)
+{
+    return memcmp(v, "HTTP/", 5) == 0 && v[5] >= '0' && v[5] <= '9' && v[6] == '.' && v[7] >= '0' &&
+           v[7] <= '9';
+}
+
 static int status_for_error(h1_t *h1, llhttp_errno_t e)
 {
     petrel__conn_t *c = h1->c;
@@ -1056,8 +1063,7 @@ static int status_for_error(h1_t *h1, llhttp_errno_t e)
         while (sp2 < le && (unsigned char)*sp2 > ' ' && *sp2 != 0x7f)
             sp2++;
         const char *v = sp2 + 1;
-        if (sp2 == t || sp2 >= le || *sp2 != ' ' || le - v != 8 || memcmp(v, "HTTP/", 5) != 0 ||
-            v[5] < '0' || v[5] > '9' || v[6] != '.' || v[7] < '0' || v[7] > '9')
+        if (sp2 == t || sp2 >= le || *sp2 != ' ' || le - v != 8 || !http_version(v))
             return 400;
         return 501;
     }
@@ -1075,8 +1081,7 @@ static int status_for_error(h1_t *h1, llhttp_errno_t e)
         if (eol == NULL)
             return 400;
         const char *v = eol - (eol > s && eol[-1] == '\r' ? 1 : 0) - 8;
-        if (v > s && v[-1] == ' ' && memcmp(v, "HTTP/", 5) == 0 && v[5] >= '0' && v[5] <= '9' &&
-            v[5] != '1' && v[6] == '.' && v[7] >= '0' && v[7] <= '9')
+        if (v > s && v[-1] == ' ' && http_version(v) && v[5] != '1')
             return 505;
         return 400;
     }
