@@ -78,7 +78,9 @@
 #define OUT_HIGH (256u << 10) /* output queued per connection before writing */
 #define H2_DEFAULT_OUTPUT_BUDGET ((size_t)64 << 20) /* all connections of a worker */
 #define SLOTS_KEPT 1024                             /* free stream slots kept per worker */
-#define RST_RING 32 /* streams we reset lately (RFC 9113 §5.1.1 check) */
+#define RST_RING 32    /* streams we reset lately (RFC 9113 §5.1.1 check) */
+#define VCACHE 16      /* field values known valid, per connection (on_header) */
+#define VCACHE_MAX 256 /* ... of this length at most */
 
 /* stream flags */
 enum {
@@ -86,19 +88,35 @@ enum {
     S_REQ_DONE = 1 << 1,   /* END_STREAM received */
     S_DISPATCHED = 1 << 2, /* handed to the handler (or answered with an error) */
     S_IN_HANDLER = 1 << 3,
-    S_CLOSED = 1 << 4,    /* nghttp2 closed the stream */
-    S_DEAD = 1 << 5,      /* orphan: the response can no longer be sent */
-    S_REFS = 1 << 6,      /* the output queue refers to the stream's memory or file */
-    S_DISCARD = 1 << 7,   /* ignore the rest of the request body */
-    S_READY = 1 << 8,     /* on h->ready */
-    S_RESET = 1 << 9,     /* reset by us for output over the budget: writes fail */
-    S_ABORTING = 1 << 10, /* its abort callback is running: not freed under it */
-    S_XCONNECT = 1 << 11, /* Extended CONNECT, :protocol websocket (RFC 8441 §4) */
-    S_TUNNEL = 1 << 12,   /* made a tunnel (petrel__h2_tunnel): DATA both ways */
-    S_PEER_END = 1 << 13, /* a tunnel's peer sent END_STREAM (told after its bytes) */
-    S_TEND = 1 << 14,     /* a tunnel ended by us: END_STREAM after its output */
-    S_TDATA = 1 << 15,    /* a tunnel's DATA is queued in nghttp2 (read_body) */
-    S_TEOS = 1 << 16,     /* ... and its EOF is the stream's END_STREAM */
+    S_CLOSED = 1 << 4,     /* nghttp2 closed the stream */
+    S_DEAD = 1 << 5,       /* orphan: the response can no longer be sent */
+    S_REFS = 1 << 6,       /* the output queue refers to the stream's memory or file */
+    S_DISCARD = 1 << 7,    /* ignore the rest of the request body */
+    S_READY = 1 << 8,      /* on h->ready */
+    S_RESET = 1 << 9,      /* reset by us for output over the budget: writes fail */
+    S_ABORTING = 1 << 10,  /* its abort callback is running: not freed under it */
+    S_XCONNECT = 1 << 11,  /* Extended CONNECT, :protocol websocket (RFC 8441 §4) */
+    S_TUNNEL = 1 << 12,    /* made a tunnel (petrel__h2_tunnel): DATA both ways */
+    S_PEER_END = 1 << 13,  /* a tunnel's peer sent END_STREAM (told after its bytes) */
+    S_TEND = 1 << 14,      /* a tunnel ended by us: END_STREAM after its output */
+    S_TDATA = 1 << 15,     /* a tunnel's DATA is queued in nghttp2 (read_body) */
+    S_TEOS = 1 << 16,      /* ... and its EOF is the stream's END_STREAM */
+    S_MALFORMED = 1 << 17, /* reset as malformed (RFC 9113 §8.1.1): never passed on */
+    S_TRAILERS = 1 << 18,  /* its trailer section is being received */
+};
+
+/* what a request's head has had (RFC 9113 §8.3, checked by petrel: nghttp2's
+ * HTTP messaging layer is off, nghttp2_option_set_no_http_messaging) */
+enum {
+    P_METHOD = 1 << 0,
+    P_PATH = 1 << 1,
+    P_SCHEME = 1 << 2,
+    P_AUTHORITY = 1 << 3,
+    P_PROTOCOL = 1 << 4,
+    P_FIELD = 1 << 5, /* a regular field: no pseudo-header field after it */
+    P_HOST = 1 << 6,
+    P_CLEN = 1 << 7,     /* content-length */
+    P_PRIORITY = 1 << 8, /* a valid priority field (RFC 9218 §5) */
 };
 
 /* connection flags */
@@ -139,6 +157,13 @@ typedef struct h2stream {
     unsigned flags;
     uint16_t err; /* status to answer instead of dispatching */
     uint16_t hdr_cap;
+    uint16_t pseudo;    /* P_* */
+    uint8_t extpri;     /* the priority field's urgency | incremental << 7 */
+    uint8_t ncookies;   /* cookie fields, to concatenate (up to 2) */
+    uint16_t nfields;   /* fields of the head so far */
+    uint64_t req_clen;  /* the request's content-length, if P_CLEN */
+    uint64_t data_in;   /* DATA payload received */
+    const char *expect; /* the Expect field, if any */
     uint32_t hdr_bytes; /* RFC 9113 §6.5.2 accounting: name + value + 32 */
     uint32_t scr_used;
     size_t body_cap;
@@ -182,6 +207,7 @@ struct h2conn {
     petrel__list_t wlink;   /* out_waiting */
     uint32_t nstreams;      /* streams open in nghttp2 */
     uint32_t ntunnels;      /* of these, tunnels (RFC 8441) */
+    uint32_t nxconnect;     /* of these, Extended CONNECTs (tunnels or not yet) */
     uint32_t nrecv;         /* of these, requests not complete yet */
     int32_t max_seen;       /* highest stream id a client HEADERS used */
     int32_t scan_max;       /* highest HEADERS stream id the frame scanner saw */
@@ -198,6 +224,12 @@ struct h2conn {
     void *idle_blk[IDLE_BLKS];
     uint8_t nidle_blk;
     uint8_t framebuf; /* index of the outbound frame buffer, or IDLE_BLKS */
+    /* the values of the last request's first fields, by position, that
+     * were found valid, held (nghttp2_rcbuf_incref): HPACK hands the same
+     * buffer for a value the client's table repeats, so the next request's
+     * :authority or user-agent at the same place is not checked again */
+    nghttp2_rcbuf *vok[VCACHE];
+    uint8_t vok_kind[VCACHE];
 };
 
 static const petrel_proto_t h2_proto;
@@ -855,12 +887,35 @@ static int on_begin_frame(nghttp2_session *ngh, const nghttp2_frame_hd *hd, void
     return 0;
 }
 
+/* RFC 9113 §8.1.1: a malformed request is a stream error of type
+ * PROTOCOL_ERROR and is never passed on; the rest of its field block is
+ * still decoded by nghttp2 (the HPACK state is the connection's). */
+static void malformed(h2conn_t *h, h2stream_t *s, const char *why)
+{
+    petrel_log(PETREL_LOG_DEBUG, "h2: stream %d: malformed request (%s): PROTOCOL_ERROR", s->id,
+               why);
+    nghttp2_submit_rst_stream(h->ngh, NGHTTP2_FLAG_NONE, s->id, NGHTTP2_PROTOCOL_ERROR);
+    s->flags |= S_MALFORMED | S_DISCARD | S_DISPATCHED;
+    if (h->cur == s)
+        h->cur = NULL;
+}
+
 static int on_begin_headers(nghttp2_session *ngh, const nghttp2_frame *frame, void *ud)
 {
     h2conn_t *h = ud;
     h->cur = NULL;
-    if (frame->hd.type != NGHTTP2_HEADERS || frame->headers.cat != NGHTTP2_HCAT_REQUEST)
-        return 0; /* trailers of a request: not merged (as in HTTP/1.1) */
+    if (frame->hd.type != NGHTTP2_HEADERS)
+        return 0;
+    if (frame->headers.cat != NGHTTP2_HCAT_REQUEST) {
+        /* the trailer section of a request: checked (§8.1), not kept (as
+         * in HTTP/1.1) */
+        h2stream_t *s = stream_of(ngh, frame->hd.stream_id);
+        if (s && !(s->flags & S_MALFORMED) && !(s->flags & S_XCONNECT)) {
+            s->flags |= S_TRAILERS;
+            h->cur = s;
+        }
+        return 0;
+    }
     h2stream_t *s = stream_new(h, frame->hd.stream_id);
     if (s == NULL)
         return NGHTTP2_ERR_TEMPORAL_CALLBACK_FAILURE; /* RST_STREAM INTERNAL_ERROR */
@@ -871,14 +926,212 @@ static int on_begin_headers(nghttp2_session *ngh, const nghttp2_frame *frame, vo
     return 0;
 }
 
-static int on_header(nghttp2_session *ngh, const nghttp2_frame *frame, const uint8_t *name,
-                     size_t namelen, const uint8_t *value, size_t valuelen, uint8_t flags, void *ud)
+static inline bool ows(uint8_t c)
+{
+    return c == ' ' || c == '\t';
+}
+
+/* RFC 9110 §5.5, RFC 9113 §8.2.1: a field value is VCHAR, SP, HTAB and
+ * obs-text (no NUL, CR, LF or other control), and neither starts nor ends
+ * with SP or HTAB.  Empty is a value. */
+static inline bool value_ok(const uint8_t *v, size_t n)
+{
+    return n == 0 ||
+           (!ows(v[0]) && !ows(v[n - 1]) && petrel__all_of((const char *)v, n, PETREL__CC_VALUE));
+}
+
+/* RFC 9218 §4: the priority field's urgency (u=0..7) and incremental (i,
+ * i=?1, i=?0), into s->extpri; other members and parameters are ignored.
+ * False when u or i is not one of these. */
+static bool priority_parse(h2stream_t *s, const uint8_t *v, size_t n)
+{
+    unsigned u = 3, inc = 0;
+    size_t i = 0;
+    while (i < n) {
+        while (i < n && (ows(v[i]) || v[i] == ','))
+            i++;
+        size_t k = i;
+        while (i < n && v[i] != ',' && v[i] != ';' && !ows(v[i]))
+            i++;
+        const uint8_t *m = v + k;
+        size_t ml = i - k;
+        if (ml == 3 && m[0] == 'u' && m[1] == '=' && m[2] >= '0' && m[2] <= '7')
+            u = (unsigned)(m[2] - '0');
+        else if (ml == 1 && m[0] == 'i')
+            inc = 1;
+        else if (ml == 4 && memcmp(m, "i=?", 3) == 0 && (m[3] == '0' || m[3] == '1'))
+            inc = (unsigned)(m[3] - '0');
+        else if (ml && (m[0] == 'u' || m[0] == 'i') && (ml == 1 || m[1] == '='))
+            return false;
+        while (i < n && v[i] != ',') /* a member's parameters */
+            i++;
+    }
+    s->extpri = (uint8_t)(u | inc << 7);
+    return true;
+}
+
+/* A field of a request's head (or trailer section): checked here, where
+ * nghttp2 checks nothing in petrel's mode (its HTTP messaging is off): the
+ * rules of RFC 9113 §8.2 and §8.3 and the field syntax of RFC 9110 §5,
+ * shared with HTTP/1.1 (petrel__cclass).  Kept in the stream's scratch. */
+/* The checks of a value, for the cache of values known valid (vok). */
+enum { V_FIELD = 1, V_HOST, V_TARGET, V_TOKEN };
+
+static void values_drop(h2conn_t *h)
+{
+    for (unsigned i = 0; i < VCACHE; i++)
+        if (h->vok[i]) {
+            nghttp2_rcbuf_decref(h->vok[i]);
+            h->vok[i] = NULL;
+        }
+}
+
+/* Does the value, the request's field number i, pass the check `kind`? */
+static inline __attribute__((always_inline)) bool
+value_check(h2conn_t *h, unsigned i, nghttp2_rcbuf *rv, const uint8_t *v, size_t n, uint8_t kind)
+{
+    if (i < VCACHE && h->vok[i] == rv && h->vok_kind[i] == kind)
+        return true;
+    bool ok;
+    switch (kind) {
+    case V_HOST:
+        ok = petrel__host_valid((const char *)v, n); /* no userinfo (§8.3.1) */
+        break;
+    case V_TARGET:
+        /* (:path is never indexed by HPACK: it is not kept) */
+        return petrel__all_of((const char *)v, n, PETREL__CC_TARGET);
+    case V_TOKEN:
+        ok = petrel__all_of((const char *)v, n, PETREL__CC_TCHAR);
+        break;
+    default:
+        ok = value_ok(v, n);
+    }
+    if (ok && i < VCACHE && n <= VCACHE_MAX) {
+        if (h->vok[i])
+            nghttp2_rcbuf_decref(h->vok[i]);
+        nghttp2_rcbuf_incref(rv);
+        h->vok[i] = rv;
+        h->vok_kind[i] = kind;
+    }
+    return ok;
+}
+
+static int on_header(nghttp2_session *ngh, const nghttp2_frame *frame, nghttp2_rcbuf *rname,
+                     nghttp2_rcbuf *rvalue, uint8_t flags, void *ud)
 {
     (void)ngh, (void)frame, (void)flags;
     h2conn_t *h = ud;
     h2stream_t *s = h->cur;
     if (s == NULL || s->err)
         return 0;
+    nghttp2_vec nb = nghttp2_rcbuf_get_buf(rname), vb = nghttp2_rcbuf_get_buf(rvalue);
+    const uint8_t *name = nb.base, *value = vb.base;
+    size_t namelen = nb.len, valuelen = vb.len;
+    const char *vs = (const char *)value;
+    unsigned fi = s->nfields++;
+    bool static_name = false;
+    if (namelen == 0) {
+        malformed(h, s, "an empty field name");
+        return 0;
+    }
+    if (name[0] == ':') {
+        /* §8.3: only the request pseudo-header fields, once each, before
+         * the regular fields, never in trailers; values not empty */
+        unsigned bit = 0;
+        if (namelen == 7 && memcmp(name, ":method", 7) == 0)
+            bit = value_check(h, fi, rvalue, value, valuelen, V_TOKEN) ? P_METHOD : 0;
+        else if (namelen == 5 && memcmp(name, ":path", 5) == 0)
+            bit = value_check(h, fi, rvalue, value, valuelen, V_TARGET) ? P_PATH : 0;
+        else if (namelen == 7 && memcmp(name, ":scheme", 7) == 0)
+            bit = (valuelen == 4 && memcmp(value, "http", 4) == 0) ||
+                          (valuelen && ((value[0] | 0x20) >= 'a' && (value[0] | 0x20) <= 'z') &&
+                           petrel__all_of(vs, valuelen, PETREL__CC_SCHEME))
+                      ? P_SCHEME
+                      : 0; /* RFC 3986 §3.1 */
+        else if (namelen == 10 && memcmp(name, ":authority", 10) == 0)
+            bit = value_check(h, fi, rvalue, value, valuelen, V_HOST) ? P_AUTHORITY : 0;
+        else if (namelen == 9 && memcmp(name, ":protocol", 9) == 0)
+            bit = value_check(h, fi, rvalue, value, valuelen, V_TOKEN) ? P_PROTOCOL
+                                                                       : 0; /* RFC 8441 §4 */
+        if (bit == 0 || (s->pseudo & (bit | P_FIELD)) || (s->flags & S_TRAILERS)) {
+            malformed(h, s, "a pseudo-header field");
+            return 0;
+        }
+        s->pseudo |= (uint16_t)bit;
+    } else {
+        /* §8.2.1: a token in lowercase; §8.2.2: no connection-specific
+         * field, TE only "trailers" */
+        static_name = nghttp2_rcbuf_is_static(rname);
+        if (!(static_name || petrel__all_of((const char *)name, namelen, PETREL__CC_LNAME)) ||
+            !value_check(h, fi, rvalue, value, valuelen, V_FIELD)) {
+            malformed(h, s, "a field name or value");
+            return 0;
+        }
+        s->pseudo |= P_FIELD;
+        unsigned kind = 0; /* 1 connection-specific, 2 host, 3 content-length, ... */
+        switch (namelen) {
+        case 2:
+            if (memcmp(name, "te", 2) == 0)
+                kind = petrel__str_ieq(vs, valuelen, "trailers", 8) ? 0 : 1;
+            break;
+        case 4:
+            kind = memcmp(name, "host", 4) == 0 ? 2 : 0;
+            break;
+        case 6:
+            kind = memcmp(name, "cookie", 6) == 0 ? 4 : memcmp(name, "expect", 6) == 0 ? 5 : 0;
+            break;
+        case 7:
+            kind = memcmp(name, "upgrade", 7) == 0 ? 1 : 0;
+            break;
+        case 8:
+            kind = memcmp(name, "priority", 8) == 0 ? 6 : 0;
+            break;
+        case 10:
+            kind = memcmp(name, "connection", 10) == 0 || memcmp(name, "keep-alive", 10) == 0;
+            break;
+        case 14:
+            kind = memcmp(name, "content-length", 14) == 0 ? 3 : 0;
+            break;
+        case 16:
+            kind = memcmp(name, "proxy-connection", 16) == 0;
+            break;
+        case 17:
+            kind = memcmp(name, "transfer-encoding", 17) == 0;
+            break;
+        }
+        if (kind == 1) {
+            malformed(h, s, "a connection-specific field");
+            return 0;
+        }
+        if (s->flags & S_TRAILERS)
+            return 0; /* checked, not kept */
+        if (kind == 2) {
+            /* one Host, a valid one (RFC 9110 §7.2) */
+            if ((s->pseudo & P_HOST) || !value_check(h, fi, rvalue, value, valuelen, V_HOST)) {
+                malformed(h, s, "host");
+                return 0;
+            }
+            s->pseudo |= P_HOST;
+        } else if (kind == 3) {
+            /* RFC 9110 §8.6: digits; a second one is refused (as nghttp2
+             * did), and the DATA must add up to it (§8.1.1) */
+            uint64_t n = 0;
+            bool ok = valuelen > 0 && valuelen <= 19 && !(s->pseudo & P_CLEN);
+            for (size_t i = 0; ok && i < valuelen; i++) {
+                ok = value[i] >= '0' && value[i] <= '9';
+                n = n * 10 + (uint64_t)(value[i] - '0');
+            }
+            if (!ok) {
+                malformed(h, s, "content-length");
+                return 0;
+            }
+            s->pseudo |= P_CLEN;
+            s->req_clen = n;
+        } else if (kind == 6) {
+            if (!(s->pseudo & P_PRIORITY) && priority_parse(s, value, valuelen))
+                s->pseudo |= P_PRIORITY;
+        }
+    }
     const petrel__config_t *cfg = h->c->cs->cfg;
     size_t limit =
         cfg->h2_max_header_list_size ? cfg->h2_max_header_list_size : cfg->max_header_size;
@@ -887,27 +1140,22 @@ static int on_header(nghttp2_session *ngh, const nghttp2_frame *frame, const uin
         s->err = 431; /* RFC 9113 §10.5.1; the block is still decoded (HPACK state) */
         return 0;
     }
+    if (name[0] == ':' && name[1] == 's')
+        return 0; /* :scheme: checked, not kept */
     petrel_req_t *r = &s->req;
-    char *v = scratch_dup(s, value, valuelen);
+    /* nghttp2's static table (RFC 7541 Appendix A) is C strings: kept as they are */
+    char *v = nghttp2_rcbuf_is_static(rvalue) ? (char *)value : scratch_dup(s, value, valuelen);
     if (v == NULL) {
         s->err = 431;
         return 0;
     }
     if (name[0] == ':') {
-        /* nghttp2 has checked them: known, once each, before the fields */
-        petrel_str_t *dst = NULL;
-        if (namelen == 7 && memcmp(name, ":method", 7) == 0)
-            dst = &r->method_name;
-        else if (namelen == 5 && memcmp(name, ":path", 5) == 0)
-            dst = &r->target;
-        else if (namelen == 10 && memcmp(name, ":authority", 10) == 0)
-            dst = &r->authority;
-        else if (namelen == 9 && memcmp(name, ":protocol", 9) == 0)
-            dst = &s->protocol; /* nghttp2 took it only with CONNECT (RFC 8441 §4) */
-        if (dst) {
-            dst->ptr = v;
-            dst->len = valuelen;
-        }
+        petrel_str_t *dst = name[1] == 'm'   ? &r->method_name
+                            : name[1] == 'a' ? &r->authority
+                            : name[2] == 'a' ? &r->target
+                                             : &s->protocol;
+        dst->ptr = v;
+        dst->len = valuelen;
         return 0;
     }
     if (r->nheaders == s->hdr_cap) {
@@ -921,7 +1169,7 @@ static int on_header(nghttp2_session *ngh, const nghttp2_frame *frame, const uin
         r->headers = nh;
         s->hdr_cap = (uint16_t)ncap;
     }
-    char *n = scratch_dup(s, name, namelen);
+    char *n = static_name ? (char *)name : scratch_dup(s, name, namelen);
     if (n == NULL) {
         s->err = 431;
         return 0;
@@ -933,6 +1181,10 @@ static int on_header(nghttp2_session *ngh, const nghttp2_frame *frame, const uin
     hd->value.len = valuelen;
     if (namelen == 4 && memcmp(n, "host", 4) == 0)
         s->host = v;
+    else if (namelen == 6 && n[0] == 'c' && s->ncookies < 2)
+        s->ncookies++;
+    else if (namelen == 6 && n[0] == 'e')
+        s->expect = v;
     return 0;
 }
 
@@ -1029,25 +1281,34 @@ static void head_done(h2conn_t *h, h2stream_t *s, bool end_stream)
         s->body_start = petrel__loop->now_ms;
     if (s->err)
         return;
-    if (r->method_name.ptr == NULL || r->target.ptr == NULL) {
-        s->err = r->method_name.ptr &&
-                         petrel__str_ieq(r->method_name.ptr, r->method_name.len, "CONNECT", 7)
-                     ? 501
-                     : 400;
+    /* RFC 9113 §8.3.1: :method, :scheme and :path, exactly once each
+     * (on_header saw to once); §8.5: CONNECT has :authority and neither
+     * :scheme nor :path; RFC 8441 §4: :protocol only with CONNECT, which
+     * then has all four. */
+    unsigned p = s->pseudo, all = P_METHOD | P_SCHEME | P_PATH;
+    bool connect = r->method_name.len == 7 && memcmp(r->method_name.ptr, "CONNECT", 7) == 0;
+    if (!(p & P_METHOD) ||
+        ((p & P_PROTOCOL) ? !connect || (p & (all | P_AUTHORITY)) != (all | P_AUTHORITY)
+         : connect        ? (p & (P_SCHEME | P_PATH | P_AUTHORITY)) != P_AUTHORITY
+                          : (p & all) != all)) {
+        malformed(h, s, "pseudo-header fields missing");
+        return;
+    }
+    if (connect && !(p & P_PROTOCOL)) {
+        s->err = 501; /* a tunnel to a host: not implemented (RFC 9110 §9.3.6) */
         return;
     }
     if (s->protocol.ptr) {
-        /* RFC 8441 §4: nghttp2 has checked that :protocol comes with
-         * :method CONNECT, :scheme, :path and :authority (else the stream
-         * is malformed: RST_STREAM PROTOCOL_ERROR).  Only WebSocket is
-         * spoken here; another protocol is not implemented (RFC 9110
-         * §15.6.2), and a CONNECT without :protocol never opens a tunnel. */
+        /* RFC 8441 §4: only WebSocket is spoken here; another protocol is
+         * not implemented (RFC 9110 §15.6.2), and a CONNECT without
+         * :protocol never opens a tunnel. */
         if (!petrel__str_ieq(s->protocol.ptr, s->protocol.len, "websocket", 9)) {
             s->err = 501;
             return;
         }
         r->method = PETREL__CONNECT;
         s->flags |= S_XCONNECT;
+        h->nxconnect++;
     } else {
         r->method = petrel__method_from_name(r->method_name.ptr, r->method_name.len);
     }
@@ -1061,8 +1322,7 @@ static void head_done(h2conn_t *h, h2stream_t *s, bool end_stream)
     } else if (s->host && r->authority.ptr &&
                !petrel__str_ieq(s->host, strlen(s->host), r->authority.ptr, r->authority.len)) {
         /* §8.3.1: a Host that names another entity makes the request malformed */
-        nghttp2_submit_rst_stream(h->ngh, NGHTTP2_FLAG_NONE, s->id, NGHTTP2_PROTOCOL_ERROR);
-        s->flags |= S_DISCARD | S_DISPATCHED;
+        malformed(h, s, "host and :authority differ");
         return;
     }
     int st = parse_path(s);
@@ -1070,18 +1330,8 @@ static void head_done(h2conn_t *h, h2stream_t *s, bool end_stream)
         s->err = (uint16_t)st;
         return;
     }
-    const char *cl = NULL, *expect = NULL;
-    size_t ncookies = 0;
-    for (size_t i = 0; i < r->nheaders; i++) {
-        petrel_header_t *hd = &r->headers[i];
-        if (hd->name.len == 14 && memcmp(hd->name.ptr, "content-length", 14) == 0)
-            cl = hd->value.ptr;
-        else if (hd->name.len == 6 && memcmp(hd->name.ptr, "expect", 6) == 0)
-            expect = hd->value.ptr;
-        else if (hd->name.len == 6 && memcmp(hd->name.ptr, "cookie", 6) == 0)
-            ncookies++;
-    }
-    if (ncookies > 1 && (st = merge_cookies(s)) != 0) {
+    const char *expect = s->expect;
+    if (s->ncookies > 1 && (st = merge_cookies(s)) != 0) {
         s->err = (uint16_t)st;
         return;
     }
@@ -1089,9 +1339,9 @@ static void head_done(h2conn_t *h, h2stream_t *s, bool end_stream)
         s->err = 417;
         return;
     }
-    if (cl) {
-        /* nghttp2 checked that it is a number and will check the DATA length */
-        unsigned long long n = strtoull(cl, NULL, 10);
+    if (s->pseudo & P_CLEN) {
+        /* checked in on_header; the DATA is held to it (data_arrived) */
+        uint64_t n = s->req_clen;
         if (n > cfg->max_body_size) {
             s->err = 413;
             return;
@@ -1135,18 +1385,46 @@ static void final_goaway(h2conn_t *h)
                           0);
 }
 
+/* RFC 9113 §8.1.1: at the end of a request, its DATA adds up to its
+ * content-length; else it is malformed. */
+static bool body_complete(h2conn_t *h, h2stream_t *s)
+{
+    if ((s->pseudo & P_CLEN) && s->data_in != s->req_clen && !s->err) {
+        malformed(h, s, "content-length and DATA differ");
+        return false;
+    }
+    return true;
+}
+
 static int on_frame_recv(nghttp2_session *ngh, const nghttp2_frame *frame, void *ud)
 {
     h2conn_t *h = ud;
     bool end = (frame->hd.flags & NGHTTP2_FLAG_END_STREAM) != 0;
     switch (frame->hd.type) {
     case NGHTTP2_HEADERS: {
-        h2stream_t *s = stream_of(ngh, frame->hd.stream_id);
+        h2stream_t *s = h->cur;
+        if (s == NULL || s->id != frame->hd.stream_id)
+            s = stream_of(ngh, frame->hd.stream_id);
         h->cur = NULL;
-        if (s == NULL)
+        if (s == NULL || (s->flags & S_MALFORMED))
             return 0;
-        if (frame->headers.cat == NGHTTP2_HCAT_REQUEST) {
+        if (frame->headers.cat != NGHTTP2_HCAT_REQUEST) {
+            /* §8.1: a trailer section ends the stream */
+            s->flags &= ~S_TRAILERS;
+            if (!end) {
+                malformed(h, s, "a trailer section without END_STREAM");
+                return 0;
+            }
+        } else {
             head_done(h, s, end);
+            if (s->flags & S_MALFORMED)
+                return 0;
+            if (s->pseudo & P_PRIORITY) {
+                /* RFC 9218 §5: the priority field, as nghttp2's own
+                 * messaging layer would have applied it */
+                nghttp2_extpri pri = {s->extpri & 7, s->extpri >> 7};
+                nghttp2_session_change_extpri_stream_priority(ngh, s->id, &pri, 0);
+            }
             if (s->err) {
                 make_ready(h, s); /* answer at once; the body is not read */
             } else if (s->flags & S_XCONNECT) {
@@ -1157,6 +1435,8 @@ static int on_frame_recv(nghttp2_session *ngh, const nghttp2_frame *frame, void 
                 req_done(h, s);
             }
         }
+        if (end && !(s->flags & S_XCONNECT) && !body_complete(h, s))
+            return 0;
         if (end)
             req_done(h, s);
         break;
@@ -1167,8 +1447,9 @@ static int on_frame_recv(nghttp2_session *ngh, const nghttp2_frame *frame, void 
             if (s && (s->flags & S_XCONNECT)) {
                 s->flags |= S_PEER_END; /* told to the tunnel after its bytes */
                 tunnel_mark(h, s);
-            } else if (s)
+            } else if (s && !(s->flags & S_MALFORMED) && body_complete(h, s)) {
                 req_done(h, s);
+            }
         }
         break;
     case NGHTTP2_RST_STREAM:
@@ -1196,7 +1477,14 @@ static int on_data_chunk(nghttp2_session *ngh, uint8_t flags, int32_t id, const 
     /* the window of a request body opens as it is read (RFC 9113 §5.2:
      * WINDOW_UPDATE is ours to send: nghttp2_option_set_no_auto_window_update) */
     nghttp2_session_consume(ngh, id, len);
-    if (s == NULL || (s->flags & S_DISCARD) || s->err || s->resp.sent)
+    if (s == NULL || (s->flags & S_MALFORMED))
+        return 0;
+    s->data_in += len;
+    if ((s->pseudo & P_CLEN) && s->data_in > s->req_clen && !s->err) {
+        malformed(h, s, "DATA beyond content-length");
+        return 0;
+    }
+    if ((s->flags & S_DISCARD) || s->err || s->resp.sent)
         return 0;
     petrel_req_t *r = &s->req;
     size_t need = r->body.len + len, max = h->c->cs->cfg->max_body_size;
@@ -1240,7 +1528,7 @@ static int on_frame_send(nghttp2_session *ngh, const nghttp2_frame *frame, void 
         remember_reset(h, frame->hd.stream_id);
         return 0;
     }
-    if ((frame->hd.flags & NGHTTP2_FLAG_END_STREAM) &&
+    if ((frame->hd.flags & NGHTTP2_FLAG_END_STREAM) && (h->nrecv || h->nxconnect) &&
         (frame->hd.type == NGHTTP2_DATA || frame->hd.type == NGHTTP2_HEADERS)) {
         /* RFC 9113 §8.1: the response is complete before the request: ask
          * the client to stop sending, without error. */
@@ -1262,12 +1550,13 @@ static int on_stream_close(nghttp2_session *ngh, int32_t id, uint32_t error_code
     h2stream_t *s = stream_of(ngh, id);
     if (s == NULL)
         return 0;
-    nghttp2_session_set_stream_user_data(ngh, id, NULL);
     if (!(s->flags & S_REQ_DONE))
         h->nrecv--;
     h->nstreams--;
     if (s->flags & S_TUNNEL)
         h->ntunnels--;
+    if (s->flags & S_XCONNECT)
+        h->nxconnect--;
     h->flags |= H2_ACTIVE;
     s->flags |= S_CLOSED | S_REQ_DONE;
     list_unlink(&s->rlink);
@@ -1275,11 +1564,14 @@ static int on_stream_close(nghttp2_session *ngh, int32_t id, uint32_t error_code
     if (h->cur == s)
         h->cur = NULL;
     tunnel_gone(s);
-    if ((s->flags & S_DISPATCHED) && !s->resp.ended && !s->resp.sent)
+    if (s->flags & S_MALFORMED) {
+        /* never passed on: neither logged nor counted as a request */
+    } else if ((s->flags & S_DISPATCHED) && !s->resp.ended && !s->resp.sent) {
         s->resp.status = 499; /* the client left before the response: as nginx logs it */
-    if (s->resp.sent || (s->flags & S_DISPATCHED))
+    }
+    if (!(s->flags & S_MALFORMED) && (s->resp.sent || (s->flags & S_DISPATCHED)))
         petrel__req_finished(&s->req, s->bytes_out);
-    if (s->flags & S_DISPATCHED) {
+    if ((s->flags & (S_DISPATCHED | S_MALFORMED)) == S_DISPATCHED) {
         /* a handler still at work (waiting, streaming): it is told, and the
          * slot stays until it lets go (h2_release) */
         s->flags |= S_ABORTING;
@@ -2149,7 +2441,7 @@ static int setup_once(const petrel__config_t *cfg)
         return PETREL_ENOMEM;
     nghttp2_session_callbacks_set_on_begin_frame_callback(cb, on_begin_frame);
     nghttp2_session_callbacks_set_on_begin_headers_callback(cb, on_begin_headers);
-    nghttp2_session_callbacks_set_on_header_callback(cb, on_header);
+    nghttp2_session_callbacks_set_on_header_callback2(cb, on_header);
     nghttp2_session_callbacks_set_on_frame_recv_callback(cb, on_frame_recv);
     nghttp2_session_callbacks_set_on_data_chunk_recv_callback(cb, on_data_chunk);
     nghttp2_session_callbacks_set_on_frame_send_callback(cb, on_frame_send);
@@ -2168,12 +2460,16 @@ static int setup_once(const petrel__config_t *cfg)
     /* WINDOW_UPDATE as petrel reads: a request body at once, a tunnel's
      * DATA as its carrier takes it (tunnel_data) */
     nghttp2_option_set_no_auto_window_update(options, 1);
+    /* RFC 9113 §8's rules are petrel's (on_header, head_done,
+     * body_complete): one pass over each field, with HTTP/1.1's tables */
+    nghttp2_option_set_no_http_messaging(options, 1);
     callbacks = cb;
     return 0;
 }
 
 static void session_free(h2conn_t *h)
 {
+    values_drop(h);
     nghttp2_session_del(h->ngh);
     stats.sessions--;
     free(h);

@@ -404,45 +404,6 @@ static bool next_token(const char **s, const char *end, petrel_str_t *tok)
     return true;
 }
 
-/* Bytes allowed in a reg-name or IPv4 host (RFC 3986 §3.2.2): unreserved,
- * sub-delims and '%' of pct-encoded. */
-static const uint8_t host_char[256] = {
-    ['a' ... 'z'] = 1, ['A' ... 'Z'] = 1, ['0' ... '9'] = 1, ['-'] = 1, ['.'] = 1,
-    ['_'] = 1,         ['~'] = 1,         ['!'] = 1,         ['$'] = 1, ['&'] = 1,
-    ['\''] = 1,        ['('] = 1,         [')'] = 1,         ['*'] = 1, ['+'] = 1,
-    [','] = 1,         [';'] = 1,         ['='] = 1,         ['%'] = 1,
-};
-
-/* RFC 9110 §7.2: Host = uri-host [ ":" port ]; reg-name, IPv4 or IP-literal. */
-static bool host_valid(const char *s, size_t n)
-{
-    if (n == 0)
-        return false;
-    size_t i = 0;
-    if (s[0] == '[') {
-        for (i = 1; i < n && s[i] != ']'; i++) {
-            char ch = s[i];
-            if (!(ch == ':' || ch == '.' || (ch >= '0' && ch <= '9') ||
-                  ((ch | 0x20) >= 'a' && (ch | 0x20) <= 'f') || ch == 'v' || ch == 'V'))
-                return false;
-        }
-        if (i == n || i == 1)
-            return false;
-        i++;
-    } else {
-        while (i < n && host_char[(unsigned char)s[i]])
-            i++;
-    }
-    if (i < n) {
-        if (s[i] != ':')
-            return false;
-        for (i++; i < n; i++)
-            if (s[i] < '0' || s[i] > '9')
-                return false;
-    }
-    return true;
-}
-
 static int on_header_value_complete(llhttp_t *p)
 {
     h1_t *h1 = H1(p);
@@ -467,17 +428,14 @@ static int on_header_value_complete(llhttp_t *p)
     /* RFC 9110 §5.1, RFC 9112 §5.1: a field name is a token (one
      * character at least), with no whitespace before the colon (llhttp
      * 8.1 lets some through, and an empty name) */
-    if (h->name.len == 0)
+    if (!petrel__all_of(h->name.ptr, h->name.len, PETREL__CC_TCHAR))
         return fail(h1, 400);
-    for (size_t i = 0; i < h->name.len; i++)
-        if (!petrel__tchar[(unsigned char)h->name.ptr[i]])
-            return fail(h1, 400);
     switch (h->name.len) {
     case 4:
         if (NAME_IS(h, "host")) {
             h1->host_count++;
             r->authority = h->value;
-            if (!host_valid(h->value.ptr, h->value.len))
+            if (!petrel__host_valid(h->value.ptr, h->value.len))
                 return fail(h1, 400);
         }
         break;
@@ -548,7 +506,7 @@ static int parse_target(petrel_req_t *r)
         const char *a = s + 3, *ae = a;
         while (ae < end && *ae != '/' && *ae != '?')
             ae++;
-        if (!host_valid(a, (size_t)(ae - a)) || memchr(a, '@', (size_t)(ae - a)))
+        if (!petrel__host_valid(a, (size_t)(ae - a)) || memchr(a, '@', (size_t)(ae - a)))
             return 400;
         /* RFC 9112 §3.2.2: the target's authority replaces Host */
         r->authority.ptr = petrel_arena_strndup(r->arena, a, (size_t)(ae - a));

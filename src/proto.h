@@ -205,8 +205,26 @@ ssize_t petrel__pct_decode(const char *in, size_t len, char *out, bool plus);
 bool petrel__str_ieq(const char *a, size_t alen, const char *b, size_t blen);
 /* Is `tok` (any case) one of the comma-separated tokens of [s, s + n)? */
 bool petrel__list_has_token(const char *s, size_t n, const char *tok, size_t tlen);
-/* 1 for the bytes of a token (RFC 9110 §5.6.2 tchar) */
-extern const uint8_t petrel__tchar[256];
+/* The classes of a byte (petrel__cclass): */
+enum {
+    PETREL__CC_TCHAR = 1 << 0,  /* a token's (RFC 9110 §5.6.2 tchar) */
+    PETREL__CC_LNAME = 1 << 1,  /* an HTTP/2 field name's: tchar but uppercase (RFC 9113 §8.2.1) */
+    PETREL__CC_VALUE = 1 << 2,  /* a field value's: VCHAR, SP, HTAB, obs-text (RFC 9110 §5.5) */
+    PETREL__CC_TARGET = 1 << 3, /* a request target's: VCHAR (RFC 9112 §3.2) */
+    PETREL__CC_HOST = 1 << 4,   /* a reg-name's or IPv4 address's (RFC 3986 §3.2.2) */
+    PETREL__CC_SCHEME = 1 << 5, /* a URI scheme's, after its first letter (RFC 3986 §3.1) */
+};
+extern const uint8_t petrel__cclass[256];
+/* Is [s, s + n) a valid Host or :authority: uri-host [ ":" port ] (RFC 9110 §7.2)? */
+bool petrel__host_valid(const char *s, size_t n);
+/* Are all n bytes at s of class `cls` (and n > 0)? */
+static inline bool petrel__all_of(const char *s, size_t n, uint8_t cls)
+{
+    uint8_t acc = cls;
+    for (size_t i = 0; i < n; i++)
+        acc &= petrel__cclass[(unsigned char)s[i]];
+    return n > 0 && acc;
+}
 
 /* RFC 9110 §6.4.1, §15.3.5, §15.4.5: 1xx, 204 and 304 carry no content. */
 static inline bool petrel__status_has_body(int status)

@@ -14,11 +14,8 @@
 /* Field names are tokens; values have no CR, LF or NUL (RFC 9110 §5.5). */
 static bool field_ok(const char *name, size_t nl, const char *value, size_t vl)
 {
-    if (nl == 0)
+    if (!petrel__all_of(name, nl, PETREL__CC_TCHAR))
         return false;
-    for (size_t i = 0; i < nl; i++)
-        if (!petrel__tchar[(unsigned char)name[i]])
-            return false;
     for (size_t i = 0; i < vl; i++)
         if (value[i] == '\r' || value[i] == '\n')
             return false;

@@ -11,12 +11,88 @@
 #include <string.h>
 #include <time.h>
 
-/* RFC 9110 §5.6.2 tchar */
-const uint8_t petrel__tchar[256] = {
-    ['a' ... 'z'] = 1, ['A' ... 'Z'] = 1, ['0' ... '9'] = 1, ['!'] = 1, ['#'] = 1, ['$'] = 1,
-    ['%'] = 1,         ['&'] = 1,         ['\''] = 1,        ['*'] = 1, ['+'] = 1, ['-'] = 1,
-    ['.'] = 1,         ['^'] = 1,         ['_'] = 1,         ['`'] = 1, ['|'] = 1, ['~'] = 1,
+/* The classes of the bytes of HTTP syntax, one table for every protocol
+ * (proto.h PETREL__C_*): a byte's bits say what it may be part of. */
+#define TCH (PETREL__CC_TCHAR | PETREL__CC_LNAME | PETREL__CC_TARGET | PETREL__CC_VALUE)
+#define UPPER (PETREL__CC_TCHAR | PETREL__CC_TARGET | PETREL__CC_VALUE)
+#define VIS (PETREL__CC_TARGET | PETREL__CC_VALUE)
+const uint8_t petrel__cclass[256] = {
+    /* RFC 9110 §5.6.2 tchar; lowercase: an HTTP/2 field name (RFC 9113 §8.2.1) */
+    ['a' ... 'z'] = TCH | PETREL__CC_HOST | PETREL__CC_SCHEME,
+    ['A' ... 'Z'] = UPPER | PETREL__CC_HOST | PETREL__CC_SCHEME,
+    ['0' ... '9'] = TCH | PETREL__CC_HOST | PETREL__CC_SCHEME,
+    ['-'] = TCH | PETREL__CC_HOST | PETREL__CC_SCHEME,
+    ['.'] = TCH | PETREL__CC_HOST | PETREL__CC_SCHEME,
+    ['+'] = TCH | PETREL__CC_HOST | PETREL__CC_SCHEME,
+    /* RFC 3986 §3.2.2 reg-name: unreserved, sub-delims and pct-encoded */
+    ['_'] = TCH | PETREL__CC_HOST,
+    ['~'] = TCH | PETREL__CC_HOST,
+    ['!'] = TCH | PETREL__CC_HOST,
+    ['$'] = TCH | PETREL__CC_HOST,
+    ['&'] = TCH | PETREL__CC_HOST,
+    ['\''] = TCH | PETREL__CC_HOST,
+    ['*'] = TCH | PETREL__CC_HOST,
+    ['%'] = TCH | PETREL__CC_HOST,
+    ['#'] = TCH,
+    ['^'] = TCH,
+    ['`'] = TCH,
+    ['|'] = TCH,
+    ['('] = VIS | PETREL__CC_HOST,
+    [')'] = VIS | PETREL__CC_HOST,
+    [','] = VIS | PETREL__CC_HOST,
+    [';'] = VIS | PETREL__CC_HOST,
+    ['='] = VIS | PETREL__CC_HOST,
+    /* the other visible characters (RFC 5234 VCHAR) */
+    ['"'] = VIS,
+    ['/'] = VIS,
+    [':'] = VIS,
+    ['<'] = VIS,
+    ['>'] = VIS,
+    ['?'] = VIS,
+    ['@'] = VIS,
+    ['['] = VIS,
+    ['\\'] = VIS,
+    [']'] = VIS,
+    ['{'] = VIS,
+    ['}'] = VIS,
+    /* field values also take SP, HTAB and obs-text (RFC 9110 §5.5) */
+    [' '] = PETREL__CC_VALUE,
+    ['\t'] = PETREL__CC_VALUE,
+    [0x80 ... 0xff] = PETREL__CC_VALUE,
 };
+#undef TCH
+#undef UPPER
+#undef VIS
+
+/* RFC 9110 §7.2: Host = uri-host [ ":" port ]; reg-name, IPv4 or IP-literal. */
+bool petrel__host_valid(const char *s, size_t n)
+{
+    if (n == 0)
+        return false;
+    size_t i = 0;
+    if (s[0] == '[') {
+        for (i = 1; i < n && s[i] != ']'; i++) {
+            char ch = s[i];
+            if (!(ch == ':' || ch == '.' || (ch >= '0' && ch <= '9') ||
+                  ((ch | 0x20) >= 'a' && (ch | 0x20) <= 'f') || ch == 'v' || ch == 'V'))
+                return false;
+        }
+        if (i == n || i == 1)
+            return false;
+        i++;
+    } else {
+        while (i < n && (petrel__cclass[(unsigned char)s[i]] & PETREL__CC_HOST))
+            i++;
+    }
+    if (i < n) {
+        if (s[i] != ':')
+            return false;
+        for (i++; i < n; i++)
+            if (s[i] < '0' || s[i] > '9')
+                return false;
+    }
+    return true;
+}
 
 static const struct {
     const char *name;
