@@ -1141,14 +1141,59 @@ START_TEST(malformed_requests)
     nghttp2_nv upgrade[] = GET_WITH("upgrade", "websocket");
     nghttp2_nv keep_alive[] = GET_WITH("keep-alive", "timeout=5");
     nghttp2_nv proxy_conn[] = GET_WITH("proxy-connection", "close");
+    /* petrel's own checks (nghttp2's HTTP messaging is off):
+     * §8.1.1: content-length without the DATA to match (END_STREAM on the
+     * HEADERS); RFC 9110 §8.6: not digits, or twice */
+    nghttp2_nv cl_no_body[] = GET_WITH("content-length", "5");
+    nghttp2_nv cl_bad[] = GET_WITH("content-length", "5x");
+    nghttp2_nv cl_twice[] = {MKNV(":method", "GET"), MKNV(":scheme", "http"),
+                             MKNV(":path", "/hello"), MKNV("content-length", "0"),
+                             MKNV("content-length", "0")};
+    /* §8.2.1 and RFC 9110 §5.1, §5.5: a name is a token; a value has no
+     * control character and no OWS at its ends */
+    nghttp2_nv name_paren[] = GET_WITH("x(y", "v");
+    nghttp2_nv name_colon[] = GET_WITH("x:y", "v");
+    nghttp2_nv value_ctl[] = GET_WITH("x-a", "a\x01b");
+    nghttp2_nv value_tab[] = GET_WITH("x-a", "v\t");
+    nghttp2_nv value_del[] = GET_WITH("x-a", "a\x7f");
+    /* §8.3.1: :authority and Host: a host, no userinfo; one Host */
+    nghttp2_nv auth_user[] = GET_WITH(":authority", "u@x");
+    nghttp2_nv auth_sp[] = GET_WITH(":authority", "a b");
+    nghttp2_nv host_bad[] = GET_WITH("host", "a/b");
+    nghttp2_nv two_hosts[] = {MKNV(":method", "GET"), MKNV(":scheme", "http"),
+                              MKNV(":path", "/hello"), MKNV("host", "x"), MKNV("host", "x")};
+    /* §8.3.1: :method a token, :scheme a scheme, :path without SP or CTL */
+    nghttp2_nv method_bad[] = {MKNV(":method", "G(T"), MKNV(":scheme", "http"),
+                               MKNV(":path", "/hello"), MKNV(":authority", "x")};
+    nghttp2_nv scheme_bad[] = {MKNV(":method", "GET"), MKNV(":scheme", "1ttp"),
+                               MKNV(":path", "/hello"), MKNV(":authority", "x")};
+    nghttp2_nv path_sp[] = {MKNV(":method", "GET"), MKNV(":scheme", "http"), MKNV(":path", "/a b"),
+                            MKNV(":authority", "x")};
+    nghttp2_nv empty_method[] = {MKNV(":method", ""), MKNV(":scheme", "http"),
+                                 MKNV(":path", "/hello"), MKNV(":authority", "x")};
+    nghttp2_nv no_method[] = {MKNV(":scheme", "http"), MKNV(":path", "/hello"),
+                              MKNV(":authority", "x")};
+    /* §8.5: CONNECT has :authority and neither :scheme nor :path; RFC 8441
+     * §4: :protocol only with CONNECT, and then with all four */
+    nghttp2_nv connect_path[] = {MKNV(":method", "CONNECT"), MKNV(":authority", "x:80"),
+                                 MKNV(":path", "/")};
+    nghttp2_nv connect_no_auth[] = {MKNV(":method", "CONNECT"), MKNV(":scheme", "http")};
+    nghttp2_nv protocol_get[] = GET_WITH(":protocol", "websocket");
+    nghttp2_nv protocol_no_path[] = {MKNV(":method", "CONNECT"), MKNV(":protocol", "websocket"),
+                                     MKNV(":scheme", "http"), MKNV(":authority", "x")};
     struct {
         nghttp2_nv *nv;
         size_t n;
-    } cases[] = {{unknown_pseudo, 4}, {no_path, 3},       {pseudo_after, 4},  {conn_hdr, 4},
-                 {te_gzip, 4},        {upper, 4},         {host_mismatch, 5}, {value_sp, 4},
-                 {value_crlf, 4},     {name_sp, 4},       {empty_path, 4},    {no_scheme, 3},
-                 {two_methods, 4},    {status_in_req, 4}, {te_chunked, 4},    {upgrade, 4},
-                 {keep_alive, 4},     {proxy_conn, 4}};
+    } cases[] = {{unknown_pseudo, 4},  {no_path, 3},       {pseudo_after, 4},    {conn_hdr, 4},
+                 {te_gzip, 4},         {upper, 4},         {host_mismatch, 5},   {value_sp, 4},
+                 {value_crlf, 4},      {name_sp, 4},       {empty_path, 4},      {no_scheme, 3},
+                 {two_methods, 4},     {status_in_req, 4}, {te_chunked, 4},      {upgrade, 4},
+                 {keep_alive, 4},      {proxy_conn, 4},    {cl_no_body, 4},      {cl_bad, 4},
+                 {cl_twice, 5},        {name_paren, 4},    {name_colon, 4},      {value_ctl, 4},
+                 {value_tab, 4},       {value_del, 4},     {auth_user, 4},       {auth_sp, 4},
+                 {host_bad, 4},        {two_hosts, 5},     {method_bad, 4},      {scheme_bad, 4},
+                 {path_sp, 4},         {empty_method, 4},  {no_method, 3},       {connect_path, 3},
+                 {connect_no_auth, 2}, {protocol_get, 4},  {protocol_no_path, 4}};
     for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
         raw_result_t res;
         raw_request(cases[i].nv, cases[i].n, false, 6, &res);
@@ -1158,6 +1203,85 @@ START_TEST(malformed_requests)
         ck_assert_msg(!res.goaway, "case %zu: connection error", i);
         /* a stream error: the connection goes on serving stream 3 */
         ck_assert_str_eq(res.status, "200");
+    }
+    still_serving();
+}
+END_TEST
+
+/* What petrel accepts of the same rules: TE: trailers, an empty value,
+ * content-length 0 with END_STREAM, a priority field (RFC 9218), a Host
+ * equal to :authority. */
+START_TEST(wellformed_requests)
+{
+    nghttp2_nv te[] = GET_WITH("te", "trailers");
+    nghttp2_nv empty_value[] = GET_WITH("x-a", "");
+    nghttp2_nv inner_sp[] = GET_WITH("x-a", "a \tb");
+    nghttp2_nv cl0[] = GET_WITH("content-length", "0");
+    nghttp2_nv pri[] = GET_WITH("priority", "u=0, i");
+    nghttp2_nv pri_bad[] = GET_WITH("priority", "u=9");
+    nghttp2_nv host_same[] = {MKNV(":method", "GET"), MKNV(":scheme", "https"),
+                              MKNV(":path", "/hello"), MKNV(":authority", "x.test:8080"),
+                              MKNV("host", "x.test:8080")};
+    struct {
+        nghttp2_nv *nv;
+        size_t n;
+    } cases[] = {{te, 4},  {empty_value, 4}, {inner_sp, 4}, {cl0, 4},
+                 {pri, 4}, {pri_bad, 4},     {host_same, 5}};
+    for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+        raw_result_t res;
+        raw_request(cases[i].nv, cases[i].n, true, 6, &res);
+        ck_assert_msg(res.rst == 0 && !res.goaway, "case %zu: rst %d", i, res.rst);
+        ck_assert_msg(strcmp(res.status, "200") == 0, "case %zu: status %s", i, res.status);
+    }
+}
+END_TEST
+
+/* RFC 9113 §8.1.1: the DATA of a request adds up to its content-length;
+ * §8.1: a trailer section has no pseudo-header field and ends the stream. */
+START_TEST(malformed_bodies)
+{
+    nghttp2_nv post_cl3[] = {MKNV(":method", "POST"), MKNV(":scheme", "http"),
+                             MKNV(":path", "/echo"), MKNV(":authority", "x"),
+                             MKNV("content-length", "3")};
+    nghttp2_nv post[] = {MKNV(":method", "POST"), MKNV(":scheme", "http"), MKNV(":path", "/echo"),
+                         MKNV(":authority", "x")};
+    nghttp2_nv trailer_pseudo[] = {MKNV(":path", "/x")};
+    nghttp2_nv trailer_conn[] = {MKNV("connection", "close")};
+    nghttp2_nv trailer_ok[] = {MKNV("x-checksum", "abc")};
+    uint8_t buf[4096];
+    enum { MORE, LESS, T_PSEUDO, T_CONN, T_NO_END, T_OK };
+    for (int k = MORE; k <= T_OK; k++) {
+        nghttp2_hd_deflater *d;
+        nghttp2_hd_deflate_new(&d, 4096);
+        int fd = raw_open();
+        size_t n = k <= LESS ? headers_frame_fl(buf, d, 1, post_cl3, 5, NGHTTP2_FLAG_END_HEADERS)
+                             : headers_frame_fl(buf, d, 1, post, 4, NGHTTP2_FLAG_END_HEADERS);
+        if (k == MORE)
+            n += frame(buf + n, NGHTTP2_DATA, NGHTTP2_FLAG_END_STREAM, 1, "abcdef", 6);
+        else if (k == LESS)
+            n += frame(buf + n, NGHTTP2_DATA, NGHTTP2_FLAG_END_STREAM, 1, "ab", 2);
+        else
+            n += frame(buf + n, NGHTTP2_DATA, 0, 1, "abc", 3);
+        if (k == T_PSEUDO)
+            n += headers_frame(buf + n, d, 1, trailer_pseudo, 1);
+        else if (k == T_CONN)
+            n += headers_frame(buf + n, d, 1, trailer_conn, 1);
+        else if (k == T_NO_END)
+            n += headers_frame_fl(buf + n, d, 1, trailer_ok, 1, NGHTTP2_FLAG_END_HEADERS);
+        else if (k == T_OK)
+            n += headers_frame(buf + n, d, 1, trailer_ok, 1);
+        raw_write(fd, buf, n);
+        if (k == T_OK) {
+            raw_result_t res = {0};
+            raw_pump(fd, &res, 6);
+            ck_assert_int_eq(res.rst, 0);
+            ck_assert_str_eq(res.status, "200");
+            close(fd);
+        } else {
+            stream_error(fd, 1, NGHTTP2_PROTOCOL_ERROR);
+            close(fd);
+        }
+        nghttp2_hd_deflate_del(d);
     }
     still_serving();
 }
@@ -2632,6 +2756,8 @@ static Suite *suite(void)
     tcase_add_test(t, bad_frame_after_preface);
     tcase_add_test(t, frames_on_wrong_stream);
     tcase_add_test(t, malformed_requests);
+    tcase_add_test(t, wellformed_requests);
+    tcase_add_test(t, malformed_bodies);
     tcase_add_test(t, lower_stream_id);
     tcase_add_test(t, header_list_too_large);
     tcase_add_test(t, priority_frames);
