@@ -79,7 +79,7 @@
 #define H2_DEFAULT_OUTPUT_BUDGET ((size_t)64 << 20) /* all connections of a worker */
 #define SLOTS_KEPT 1024                             /* free stream slots kept per worker */
 #define RST_RING 32    /* streams we reset lately (RFC 9113 §5.1.1 check) */
-#define VCACHE 16      /* field values known valid, per connection (on_header) */
+#define VCACHE 8       /* field values known valid, per connection (on_header) */
 #define VCACHE_MAX 256 /* ... of this length at most */
 
 /* stream flags */
