@@ -79,6 +79,7 @@
 #define H2_DEFAULT_OUTPUT_BUDGET ((size_t)64 << 20) /* all connections of a worker */
 #define SLOTS_KEPT 1024                             /* free stream slots kept per worker */
 #define RST_RING 32    /* streams we reset lately (RFC 9113 §5.1.1 check) */
+#define SMAP 16        /* open streams found by id at once, per connection (stream_of) */
 #define VCACHE 8       /* field values known valid, per connection (on_header) */
 #define VCACHE_MAX 256 /* ... of this length at most */
 
@@ -208,6 +209,8 @@ struct h2conn {
     uint32_t nstreams;      /* streams open in nghttp2 */
     uint32_t ntunnels;      /* of these, tunnels (RFC 8441) */
     uint32_t nxconnect;     /* of these, Extended CONNECTs (tunnels or not yet) */
+    uint32_t hdr_limit;     /* bytes of a request head (RFC 9113 §6.5.2 accounting) */
+    h2stream_t *smap[SMAP]; /* open streams by id (stream_of) */
     uint32_t nrecv;         /* of these, requests not complete yet */
     int32_t max_seen;       /* highest stream id a client HEADERS used */
     int32_t scan_max;       /* highest HEADERS stream id the frame scanner saw */
@@ -359,7 +362,9 @@ static h2stream_t *stream_new(h2conn_t *h, int32_t id)
     }
     stats.streams++;
     petrel__conns_t *cs = h->c->cs;
-    memset(s, 0, offsetof(h2stream_t, hdrs));
+    /* the response, the arena and the scratch are set up by their own
+     * init functions or written before they are read */
+    memset(s, 0, offsetof(h2stream_t, resp));
     list_init(&s->rlink);
     list_init(&s->tlink);
     list_append(&h->streams, &s->link);
@@ -800,9 +805,26 @@ bool petrel__h2_draining(petrel_req_t *req)
 /* ------------------------------------------------------------------------ */
 /* The request                                                              */
 
-static inline h2stream_t *stream_of(nghttp2_session *ngh, int32_t id)
+/* The open stream `id` of the connection, or NULL: the direct-mapped
+ * table first (its ids are consecutive odd numbers, as clients open
+ * streams), then the list of the connection's streams.  (Not nghttp2's
+ * stream user data: a lookup in its stream map each time.) */
+static inline h2stream_t *stream_of(h2conn_t *h, int32_t id)
 {
-    return nghttp2_session_get_stream_user_data(ngh, id);
+    h2stream_t *s = h->smap[((uint32_t)id >> 1) % SMAP];
+    if (s && s->id == id)
+        return s;
+    for (petrel__list_t *l = h->streams.next; l != &h->streams; l = l->next) {
+        s = container_of(l, h2stream_t, link);
+        if (s->id == id && !(s->flags & S_CLOSED))
+            return s;
+    }
+    return NULL;
+}
+
+static inline void stream_map(h2conn_t *h, h2stream_t *s)
+{
+    h->smap[((uint32_t)s->id >> 1) % SMAP] = s;
 }
 
 static bool recently_reset(h2conn_t *h, int32_t id)
@@ -909,7 +931,7 @@ static int on_begin_headers(nghttp2_session *ngh, const nghttp2_frame *frame, vo
     if (frame->headers.cat != NGHTTP2_HCAT_REQUEST) {
         /* the trailer section of a request: checked (§8.1), not kept (as
          * in HTTP/1.1) */
-        h2stream_t *s = stream_of(ngh, frame->hd.stream_id);
+        h2stream_t *s = stream_of(h, frame->hd.stream_id);
         if (s && !(s->flags & S_MALFORMED) && !(s->flags & S_XCONNECT)) {
             s->flags |= S_TRAILERS;
             h->cur = s;
@@ -919,7 +941,7 @@ static int on_begin_headers(nghttp2_session *ngh, const nghttp2_frame *frame, vo
     h2stream_t *s = stream_new(h, frame->hd.stream_id);
     if (s == NULL)
         return NGHTTP2_ERR_TEMPORAL_CALLBACK_FAILURE; /* RST_STREAM INTERNAL_ERROR */
-    nghttp2_session_set_stream_user_data(ngh, frame->hd.stream_id, s);
+    stream_map(h, s);
     h->nstreams++;
     h->nrecv++;
     h->cur = s;
@@ -1132,11 +1154,8 @@ static int on_header(nghttp2_session *ngh, const nghttp2_frame *frame, nghttp2_r
                 s->pseudo |= P_PRIORITY;
         }
     }
-    const petrel__config_t *cfg = h->c->cs->cfg;
-    size_t limit =
-        cfg->h2_max_header_list_size ? cfg->h2_max_header_list_size : cfg->max_header_size;
     s->hdr_bytes += (uint32_t)(namelen + valuelen + 32);
-    if (s->hdr_bytes > limit) {
+    if (s->hdr_bytes > h->hdr_limit) {
         s->err = 431; /* RFC 9113 §10.5.1; the block is still decoded (HPACK state) */
         return 0;
     }
@@ -1404,7 +1423,7 @@ static int on_frame_recv(nghttp2_session *ngh, const nghttp2_frame *frame, void 
     case NGHTTP2_HEADERS: {
         h2stream_t *s = h->cur;
         if (s == NULL || s->id != frame->hd.stream_id)
-            s = stream_of(ngh, frame->hd.stream_id);
+            s = stream_of(h, frame->hd.stream_id);
         h->cur = NULL;
         if (s == NULL || (s->flags & S_MALFORMED))
             return 0;
@@ -1443,7 +1462,7 @@ static int on_frame_recv(nghttp2_session *ngh, const nghttp2_frame *frame, void 
     }
     case NGHTTP2_DATA:
         if (end) {
-            h2stream_t *s = stream_of(ngh, frame->hd.stream_id);
+            h2stream_t *s = stream_of(h, frame->hd.stream_id);
             if (s && (s->flags & S_XCONNECT)) {
                 s->flags |= S_PEER_END; /* told to the tunnel after its bytes */
                 tunnel_mark(h, s);
@@ -1471,7 +1490,7 @@ static int on_data_chunk(nghttp2_session *ngh, uint8_t flags, int32_t id, const 
 {
     (void)flags;
     h2conn_t *h = ud;
-    h2stream_t *s = stream_of(ngh, id);
+    h2stream_t *s = stream_of(h, id);
     if (s && (s->flags & S_XCONNECT))
         return tunnel_data(h, s, data, len);
     /* the window of a request body opens as it is read (RFC 9113 §5.2:
@@ -1532,7 +1551,7 @@ static int on_frame_send(nghttp2_session *ngh, const nghttp2_frame *frame, void 
         (frame->hd.type == NGHTTP2_DATA || frame->hd.type == NGHTTP2_HEADERS)) {
         /* RFC 9113 §8.1: the response is complete before the request: ask
          * the client to stop sending, without error. */
-        h2stream_t *s = stream_of(ngh, frame->hd.stream_id);
+        h2stream_t *s = stream_of(h, frame->hd.stream_id);
         /* (an Extended CONNECT answered without a tunnel counts as a
          * request still arriving; a tunnel ends with END_STREAM both ways,
          * never with a reset: RFC 8441 §5) */
@@ -1547,9 +1566,11 @@ static int on_stream_close(nghttp2_session *ngh, int32_t id, uint32_t error_code
 {
     (void)error_code;
     h2conn_t *h = ud;
-    h2stream_t *s = stream_of(ngh, id);
+    h2stream_t *s = stream_of(h, id);
     if (s == NULL)
         return 0;
+    if (h->smap[((uint32_t)id >> 1) % SMAP] == s)
+        h->smap[((uint32_t)id >> 1) % SMAP] = NULL;
     if (!(s->flags & S_REQ_DONE))
         h->nrecv--;
     h->nstreams--;
@@ -1757,10 +1778,14 @@ static int h2_send(petrel_req_t *req, petrel_resp_t *r)
         return PETREL_ENOMEM;
     size_t i = 0;
     int st = r->status;
-    s->status[0] = (char)('0' + st / 100);
-    s->status[1] = (char)('0' + st / 10 % 10);
-    s->status[2] = (char)('0' + st % 10);
-    NV(&nv[i++], ":status", s->status, 3, NV_STATIC);
+    if (st == 200) {
+        NV(&nv[i++], ":status", "200", 3, NV_STATIC);
+    } else {
+        s->status[0] = (char)('0' + st / 100);
+        s->status[1] = (char)('0' + st / 10 % 10);
+        s->status[2] = (char)('0' + st % 10);
+        NV(&nv[i++], ":status", s->status, 3, NV_STATIC);
+    }
     bool body_allowed = petrel__status_has_body(st);
     if (r->type)
         NV(&nv[i++], "content-type", r->type, strlen(r->type), NGHTTP2_NV_FLAG_NO_COPY_NAME);
@@ -2528,6 +2553,7 @@ static h2conn_t *session_new(petrel__conn_t *c)
     list_init(&h->tready);
     uint32_t window = cfg->h2_initial_window_size ? cfg->h2_initial_window_size : H2_DEFAULT_WINDOW;
     size_t hl = cfg->h2_max_header_list_size ? cfg->h2_max_header_list_size : cfg->max_header_size;
+    h->hdr_limit = hl > UINT32_MAX ? UINT32_MAX : (uint32_t)hl;
     nghttp2_settings_entry iv[] = {
         {NGHTTP2_SETTINGS_MAX_CONCURRENT_STREAMS,
          cfg->h2_max_concurrent_streams ? cfg->h2_max_concurrent_streams : H2_DEFAULT_MAX_STREAMS},
@@ -2728,6 +2754,7 @@ int petrel__h2_upgrade(petrel_req_t *req)
     list_unlink(&s->link);
     list_append(&h->streams, &s->link);
     s->h = h;
+    stream_map(h, s);
     h->max_seen = h->scan_max = 1;
     h->opened = 1;
     h->nstreams++;
