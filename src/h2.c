@@ -488,8 +488,10 @@ static void stream_free(h2stream_t *s)
     list_unlink(&s->link);
     list_unlink(&s->rlink);
     list_unlink(&s->tlink);
-    sbuf_free_all(s);
-    chain_free(&s->in_head, &s->in_tail);
+    if (s->sb_head)
+        sbuf_free_all(s);
+    if (s->in_head)
+        chain_free(&s->in_head, &s->in_tail);
     stats.arena_mallocs += s->arena.mallocs;
     petrel__arena_clear(&s->arena);
     stats.streams--;
@@ -1584,7 +1586,8 @@ static int on_stream_close(nghttp2_session *ngh, int32_t id, uint32_t error_code
     s->flags &= ~S_READY;
     if (h->cur == s)
         h->cur = NULL;
-    tunnel_gone(s);
+    if (s->flags & S_XCONNECT)
+        tunnel_gone(s); /* (its lists and input are a tunnel's only) */
     if (s->flags & S_MALFORMED) {
         /* never passed on: neither logged nor counted as a request */
     } else if ((s->flags & S_DISPATCHED) && !s->resp.ended && !s->resp.sent) {

@@ -255,18 +255,61 @@ static const node_t *walk(const node_t *n, search_t *s, const char *p, const cha
     return NULL;
 }
 
+/* The common case first: a path of exact segments only.  walk() tries
+ * exact children first too, so when this finds a handler, walk() would
+ * have found the same one; when it does not, walk() decides (parameters,
+ * wildcards, backtracking, 404 and 405). */
+static const node_t *walk_exact(const node_t *n, const char *p, const char *end, int method,
+                                int *hi)
+{
+    while (p < end) {
+        const char *seg = p + 1, *e = seg; /* p points at '/' */
+        while (e < end && *e != '/')
+            e++;
+        size_t len = (size_t)(e - seg), i;
+        const node_t *next = NULL;
+        for (i = 0; i < n->nkids && next == NULL; i++) {
+            const node_t *k = n->kids[i];
+            if (k->seglen != len)
+                continue;
+            size_t j = 0;
+            while (j < len && k->seg[j] == seg[j])
+                j++;
+            if (j == len)
+                next = k;
+        }
+        if (next == NULL)
+            return NULL;
+        n = next;
+        p = e;
+    }
+    int i = pick(n, method);
+    if (i < 0)
+        return NULL;
+    *hi = i;
+    return n;
+}
+
 int petrel__router_match(const petrel__router_t *r, int method, const char *path, size_t len,
                          petrel_arena_t *a, petrel__match_t *m)
 {
+    int hi = -1;
+    const node_t *n = len > 1 ? walk_exact(&r->root, path, path + len, method, &hi) : NULL;
+    if (n) {
+        m->handler = n->handler[hi];
+        m->data = n->data[hi];
+        m->allowed = n->methods;
+        m->params = NULL;
+        m->nparams = 0;
+        return 0;
+    }
     search_t s;
     s.method = method;
     s.allowed = 0;
     s.nparams = 0;
     s.path = path;
-    int hi = -1;
     const char *end = path + len;
     /* "/" is the root itself; "/a" walks to "a" */
-    const node_t *n = NULL;
     if (len == 1 && path[0] == '/')
         n = walk(&r->root, &s, end, end, &hi); /* "/" itself */
     if (n == NULL)
