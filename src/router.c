@@ -263,25 +263,27 @@ static const node_t *walk_exact(const node_t *n, const char *p, const char *end,
                                 int *hi)
 {
     while (p < end) {
-        const char *seg = p + 1, *e = seg; /* p points at '/' */
-        while (e < end && *e != '/')
-            e++;
-        size_t len = (size_t)(e - seg), i;
+        const char *seg = p + 1; /* p points at '/' */
+        size_t left = (size_t)(end - seg);
         const node_t *next = NULL;
-        for (i = 0; i < n->nkids && next == NULL; i++) {
+        for (size_t i = 0; i < n->nkids; i++) {
             const node_t *k = n->kids[i];
-            if (k->seglen != len)
+            size_t len = k->seglen, j = 0;
+            /* the child's segment, then '/' or the end (no scan for the
+             * segment's end: most children fail at once) */
+            if (len > left || (len < left && seg[len] != '/'))
                 continue;
-            size_t j = 0;
             while (j < len && k->seg[j] == seg[j])
                 j++;
-            if (j == len)
+            if (j == len) {
                 next = k;
+                break;
+            }
         }
         if (next == NULL)
             return NULL;
         n = next;
-        p = e;
+        p = seg + next->seglen;
     }
     int i = pick(n, method);
     if (i < 0)
