@@ -87,7 +87,7 @@ char *petrel__ob_reserve(petrel__conn_t *c, petrel__outbuf_t *ob, size_t len)
     return q ? q->data + q->used : NULL;
 }
 
-void petrel__ob_commit(petrel__outbuf_t *ob, size_t len)
+static inline void ob_commit(petrel__outbuf_t *ob, size_t len)
 {
     petrel__outq_t *q = ob->tail;
     char *p = q->data + q->used;
@@ -102,6 +102,11 @@ void petrel__ob_commit(petrel__outbuf_t *ob, size_t len)
     }
     q->used += (uint32_t)len;
     ob->bytes += len;
+}
+
+void petrel__ob_commit(petrel__outbuf_t *ob, size_t len)
+{
+    ob_commit(ob, len);
 }
 
 /* Chunks of `ob`, from the sequence numbers of its ends. */
@@ -139,6 +144,13 @@ int petrel__ob_copy(petrel__conn_t *c, petrel__outbuf_t *ob, const void *data, s
     const char *d = data;
     if (c->flags & CONN_CLOSED)
         return PETREL_EIO; /* a streamed response whose peer is gone */
+    petrel__outq_t *t = ob->tail;
+    if (t && t->nseg < OUT_SEGS && t->cap - t->used >= len) {
+        /* the common case: it fits in the last chunk */
+        memcpy(t->data + t->used, d, len);
+        ob_commit(ob, len);
+        return 0;
+    }
     while (len > 0) {
         petrel__outq_t *q = ob->tail;
         if (q == NULL || q->nseg == OUT_SEGS || q->used == q->cap)
@@ -148,7 +160,7 @@ int petrel__ob_copy(petrel__conn_t *c, petrel__outbuf_t *ob, const void *data, s
         if (n > len)
             n = len;
         memcpy(q->data + q->used, d, n);
-        petrel__ob_commit(ob, n);
+        ob_commit(ob, n);
         d += n;
         len -= n;
     }
