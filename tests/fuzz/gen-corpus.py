@@ -259,6 +259,23 @@ def http2():
         c.send_data(1, b"abc", end_stream=True)
     h2seed("content-length-mismatch", cl_mismatch)
 
+    def semantics(c):
+        # the RFC 9113 §8 checks petrel makes itself (nghttp2's HTTP
+        # messaging is off): field syntax, pseudo-header values, CONNECT
+        # and :protocol, the priority field, a trailer section
+        c.send_headers(1, req("/hello", "GET", [("priority", "u=1, i"), ("te", "trailers"),
+                                                ("x-a", ""), ("host", "a")]), end_stream=True)
+        c.send_headers(3, [(":method", "CONNECT"), (":authority", "x:1"), (":path", "/")],
+                       end_stream=True)
+        c.send_headers(5, [(":method", "GET"), (":scheme", "http"), (":path", "/hello"),
+                           (":protocol", "websocket"), (":authority", "u@x")], end_stream=True)
+        c.send_headers(7, req("/echo", "POST", [("content-length", "3")]))
+        c.send_data(7, b"abc")
+        c.send_headers(9, req("/hello", "GET", [("x-b", "a\x01b"), ("x(c", "v")]),
+                       end_stream=True)
+        c.send_headers(7, [("x-sum", "1")], end_stream=True)
+    h2seed("semantics", semantics, validate=False)
+
     # mode 1: the harness sends the preface and an empty SETTINGS; the fuzz
     # bytes are frames of the running connection
     c = h2client()
