@@ -2422,6 +2422,7 @@ static void h2_on_close(petrel__conn_t *c)
         }
         stream_free(s);
     }
+    values_drop(h);
     nghttp2_session_del(h->ngh);
     stats.sessions--;
     c->proto = NULL;
