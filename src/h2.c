@@ -807,26 +807,25 @@ bool petrel__h2_draining(petrel_req_t *req)
 /* ------------------------------------------------------------------------ */
 /* The request                                                              */
 
-/* The open stream `id` of the connection, or NULL: the direct-mapped
- * table first (its ids are consecutive odd numbers, as clients open
- * streams), then the list of the connection's streams.  (Not nghttp2's
- * stream user data: a lookup in its stream map each time.) */
+/* The open stream `id` of the connection, or NULL.  A direct-mapped table
+ * holds most (clients open consecutive odd ids); a stream whose place was
+ * taken when it opened is nghttp2's stream user data (a lookup in its
+ * stream map, which the table spares the common case). */
 static inline h2stream_t *stream_of(h2conn_t *h, int32_t id)
 {
     h2stream_t *s = h->smap[((uint32_t)id >> 1) % SMAP];
     if (s && s->id == id)
         return s;
-    for (petrel__list_t *l = h->streams.next; l != &h->streams; l = l->next) {
-        s = container_of(l, h2stream_t, link);
-        if (s->id == id && !(s->flags & S_CLOSED))
-            return s;
-    }
-    return NULL;
+    return nghttp2_session_get_stream_user_data(h->ngh, id);
 }
 
 static inline void stream_map(h2conn_t *h, h2stream_t *s)
 {
-    h->smap[((uint32_t)s->id >> 1) % SMAP] = s;
+    h2stream_t **slot = &h->smap[((uint32_t)s->id >> 1) % SMAP];
+    if (*slot == NULL)
+        *slot = s;
+    else
+        nghttp2_session_set_stream_user_data(h->ngh, s->id, s);
 }
 
 static bool recently_reset(h2conn_t *h, int32_t id)
