@@ -1287,6 +1287,42 @@ START_TEST(malformed_bodies)
 }
 END_TEST
 
+/* More open streams than the direct-mapped table of open streams has
+ * places (16): 30 uploads open at once, their DATA sent last-first, each
+ * of its own length; a DATA frame credited to the wrong stream would make
+ * two of them malformed (RFC 9113 §8.1.1: content-length). */
+START_TEST(many_open_uploads)
+{
+    enum { N = 30 };
+    nghttp2_hd_deflater *d;
+    nghttp2_hd_deflate_new(&d, 4096);
+    static uint8_t buf[N * 256];
+    char clen[N][8], data[N + 1];
+    memset(data, 'd', sizeof(data));
+    size_t n = 0;
+    int fd = raw_open();
+    for (int i = 0; i < N; i++) {
+        snprintf(clen[i], sizeof(clen[i]), "%d", i + 1);
+        nghttp2_nv nv[] = {MKNV(":method", "POST"), MKNV(":scheme", "http"), MKNV(":path", "/echo"),
+                           MKNV(":authority", "x"), MKNV("content-length", clen[i])};
+        n += headers_frame_fl(buf + n, d, 2 * i + 1, nv, 5, NGHTTP2_FLAG_END_HEADERS);
+    }
+    for (int i = N - 1; i >= 0; i--)
+        n += frame(buf + n, NGHTTP2_DATA, NGHTTP2_FLAG_END_STREAM, 2 * i + 1, data, (size_t)i + 1);
+    raw_write(fd, buf, n);
+    raw_result_t res = {0};
+    raw_pump(fd, &res, 10);
+    ck_assert_int_eq(res.rst, 0);
+    ck_assert(!res.goaway);
+    for (int i = 0; i < N; i++)
+        ck_assert_msg(strcmp(res.status_of[i], "200") == 0, "stream %d: status %s", 2 * i + 1,
+                      res.status_of[i]);
+    close(fd);
+    nghttp2_hd_deflate_del(d);
+    still_serving();
+}
+END_TEST
+
 START_TEST(lower_stream_id)
 {
     /* RFC 9113 §5.1.1: stream 5, then a new stream 3: PROTOCOL_ERROR */
@@ -2758,6 +2794,7 @@ static Suite *suite(void)
     tcase_add_test(t, malformed_requests);
     tcase_add_test(t, wellformed_requests);
     tcase_add_test(t, malformed_bodies);
+    tcase_add_test(t, many_open_uploads);
     tcase_add_test(t, lower_stream_id);
     tcase_add_test(t, header_list_too_large);
     tcase_add_test(t, priority_frames);
