@@ -291,6 +291,7 @@ int petrel__conn_flush(petrel__conn_t *c)
 {
     if (c->flags & CONN_CLOSED)
         return PETREL_EIO;
+    bool progress = false;
     while (c->out.head) {
         petrel__outq_t *q = c->out.head;
         petrel__oseg_t *s = &q->seg[q->first];
@@ -344,6 +345,7 @@ int petrel__conn_flush(petrel__conn_t *c)
         if (!c->cs->quiet)
             petrel__count(PETREL__C_BYTES_OUT, (uint64_t)w);
         out_advance(c, (size_t)w);
+        progress = true;
         if ((size_t)w < want)
             break; /* the socket buffer is full: wait for EPOLLOUT */
     }
@@ -352,7 +354,11 @@ int petrel__conn_flush(petrel__conn_t *c)
             c->flags |= CONN_WANT_WRITE;
             set_events(c);
         }
-        petrel__timer_arm(petrel__loop, &c->timer, &c->cs->tq_send);
+        /* --send-timeout is time without write progress: a flush that
+         * wrote nothing (a producer adding to a queue the peer does not
+         * read) leaves the deadline where it was */
+        if (progress || c->timer.q != &c->cs->tq_send)
+            petrel__timer_arm(petrel__loop, &c->timer, &c->cs->tq_send);
         return 0;
     }
     if (c->flags & CONN_WANT_WRITE) {

@@ -709,7 +709,9 @@ pyrun() {
 #                              GET /stream?kb=N streams N KiB of 'x' in 64 KiB
 #                              writes from a 1 ms timer (a producer that does
 #                              not look at the peer), and stops writing when
-#                              petrel_stream_write fails
+#                              petrel_stream_write fails; &bs=BYTES&ms=MS for
+#                              smaller writes less often, after &fast=KB
+#                              written as fast as before
 #   Python: `from petrel_fault import *` (with pyrun) adds rst(sock) (SO_LINGER
 #   0 then close: the peer gets a RST), fds/sockets/rss_kb/cpu_ticks(pid), cpu_used(pid, secs),
 #   wait_fds(pid, n, secs, what), slurp(conn) (read to EOF, fast), ws_open(path) and ws_frame/ws_read (raw
@@ -781,7 +783,8 @@ fault_stream_module() {
 
 typedef struct job {
     petrel_req_t *req;
-    size_t left;
+    size_t left, bs, fast;
+    unsigned ms;
 } job_t;
 
 static char block[65536];
@@ -789,10 +792,12 @@ static char block[65536];
 static void tick(void *data)
 {
     job_t *j = data;
-    size_t n = j->left < sizeof(block) ? j->left : sizeof(block);
+    size_t bs = j->fast ? sizeof(block) : j->bs;
+    size_t n = j->left < bs ? j->left : bs;
     int rc = petrel_stream_write(j->req, block, n);
     j->left -= n;
-    if (rc < 0 || j->left == 0 || petrel_timer_start(1, tick, j) == NULL) {
+    j->fast = j->fast > n ? j->fast - n : 0;
+    if (rc < 0 || j->left == 0 || petrel_timer_start(j->fast ? 1 : j->ms, tick, j) == NULL) {
         petrel_req_t *req = j->req;
         free(j);
         petrel_stream_end(req);
@@ -802,13 +807,19 @@ static void tick(void *data)
 static int stream(petrel_req_t *req, void *data)
 {
     (void)data;
-    const char *kb = petrel_req_query(req, "kb");
+    const char *kb = petrel_req_query(req, "kb"), *bs = petrel_req_query(req, "bs"),
+               *ms = petrel_req_query(req, "ms"), *fast = petrel_req_query(req, "fast");
     job_t *j = malloc(sizeof(*j));
     if (j == NULL)
         return 500;
     memset(block, 'x', sizeof(block));
     j->req = req;
     j->left = (size_t)strtoul(kb ? kb : "1024", NULL, 10) * 1024;
+    j->bs = bs ? (size_t)strtoul(bs, NULL, 10) : sizeof(block);
+    if (j->bs == 0 || j->bs > sizeof(block))
+        j->bs = sizeof(block);
+    j->ms = ms ? (unsigned)strtoul(ms, NULL, 10) : 1;
+    j->fast = fast ? (size_t)strtoul(fast, NULL, 10) * 1024 : 0;
     if (petrel_stream_begin(req, 200, "application/octet-stream") < 0) {
         free(j);
         return 500;

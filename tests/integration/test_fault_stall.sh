@@ -111,6 +111,15 @@ c = stall_conn()
 c.send(request("GET", "/stream?kb=4194304"))  # 4 GiB, produced at up to 64 MB/s
 stalled(c, "HTTP/1.1 streamed response of 4 GiB, not read", sample=3.0)
 
+# a producer that slows down (8 MiB at once, to fill the socket buffers,
+# then 4 KiB every 20 ms): from then on every write it makes queues output
+# and flushes nothing; --send-timeout is time without write progress, so
+# those flushes must not restart it (else the connection stays until its
+# budget is spent, ~25 s at this rate)
+c = stall_conn()
+c.send(request("GET", "/stream?kb=4194304&fast=8192&bs=4096&ms=20"))
+stalled(c, "HTTP/1.1 response streamed slowly (4 KiB every 20 ms), not read", sample=1.0)
+
 # pipelined requests behind a response that is not read
 c = stall_conn()
 c.send(request("GET", "/big.bin") + request("GET", "/stream?kb=4194304") * 3)
