@@ -154,21 +154,13 @@ static void record_latency(bench_thread_t *th, uint64_t sent)
 void bench_complete(bench_thread_t *th, uint64_t sent, int status, uint64_t body_len)
 {
     const bench_opts_t *o = th->o;
-    th->inflight--;
-    if (th->now >= th->t_measure && th->now < th->t_end)
-        th->st.done_in_window++;
-    if (!counted(th, sent, th->now))
-        return;
-    th->st.requests++;
-    record_latency(th, sent);
-    if (o->expect_status ? status != o->expect_status : (status < 200 || status > 299)) {
-        if (o->expect_status && status >= 200 && status <= 299)
-            th->st.errors[BENCH_ERR_CHECK]++;
-        else
-            th->st.errors[BENCH_ERR_NON2XX]++;
-    } else if (o->expect_body_size >= 0 && body_len != (uint64_t)o->expect_body_size) {
-        th->st.errors[BENCH_ERR_CHECK]++;
-    }
+    int kind = -1;
+    if (o->expect_status ? status != o->expect_status : (status < 200 || status > 299))
+        kind =
+            o->expect_status && status >= 200 && status <= 299 ? BENCH_ERR_CHECK : BENCH_ERR_NON2XX;
+    else if (o->expect_body_size >= 0 && body_len != (uint64_t)o->expect_body_size)
+        kind = BENCH_ERR_CHECK;
+    bench_complete_kind(th, sent, kind);
 }
 
 void bench_complete_kind(bench_thread_t *th, uint64_t sent, int kind)
