@@ -354,6 +354,21 @@ static int pump(bench_conn_t *c)
     return bench_flush(c);
 }
 
+/* Start a request on the free slot st, its latency counted from `sent`; a
+ * submit that fails is a write error and retires the connection. */
+static void start_stream(h2conn_t *hc, h2stream_t *st, uint64_t sent)
+{
+    st->in_use = 1;
+    st->sent = sent;
+    hc->active++;
+    if (submit(hc, st) < 0) {
+        st->in_use = 0;
+        hc->active--;
+        bench_fail(hc->c->th, sent, BENCH_ERR_WRITE);
+        hc->goaway = 1; /* e.g. stream ids used up: connect again */
+    }
+}
+
 /* Keep -m streams in flight (--rate: say there is room; the schedule sends). */
 static void fill(h2conn_t *hc)
 {
@@ -369,16 +384,20 @@ static void fill(h2conn_t *hc)
             continue;
         if (!bench_take(th))
             return;
-        st->in_use = 1;
-        st->sent = th->now;
-        hc->active++;
-        if (submit(hc, st) < 0) {
-            st->in_use = 0;
-            hc->active--;
-            bench_fail(th, th->now, BENCH_ERR_WRITE);
-            hc->goaway = 1; /* e.g. stream ids used up: connect again */
-        }
+        start_stream(hc, st, th->now);
     }
+}
+
+/* A connection told to go away (or out of stream ids) with nothing left in
+ * flight: connect again.  -1 when c was closed. */
+static int reopen_after_goaway(bench_conn_t *c)
+{
+    h2conn_t *hc = c->h2;
+    if (!hc->goaway || hc->active > 0)
+        return 0;
+    c->th->st.reconnects++;
+    bench_conn_close(c, -1, BENCH_REOPEN_NOW);
+    return -1;
 }
 
 static unsigned h2_room(bench_conn_t *c)
@@ -390,37 +409,21 @@ static unsigned h2_room(bench_conn_t *c)
 static void h2_send(bench_conn_t *c, uint64_t due)
 {
     h2conn_t *hc = c->h2;
-    bench_thread_t *th = c->th;
     for (int i = 0; i < hc->nslots; i++) {
-        h2stream_t *st = &hc->slots[i];
-        if (st->in_use)
-            continue;
-        st->in_use = 1;
-        st->sent = due;
-        hc->active++;
-        if (submit(hc, st) < 0) {
-            st->in_use = 0;
-            hc->active--;
-            bench_fail(th, due, BENCH_ERR_WRITE);
-            hc->goaway = 1; /* e.g. stream ids used up: connect again */
+        if (!hc->slots[i].in_use) {
+            start_stream(hc, &hc->slots[i], due);
+            return;
         }
-        return;
     }
 }
 
 static int h2_push(bench_conn_t *c)
 {
-    h2conn_t *hc = c->h2;
     if (pump(c) < 0) {
         bench_conn_close(c, BENCH_ERR_WRITE, BENCH_REOPEN_LATER);
         return -1;
     }
-    if (hc->goaway && hc->active == 0) { /* as after a read */
-        c->th->st.reconnects++;
-        bench_conn_close(c, -1, BENCH_REOPEN_NOW);
-        return -1;
-    }
-    return 0;
+    return reopen_after_goaway(c);
 }
 
 static int h2_start(bench_conn_t *c)
@@ -549,11 +552,8 @@ static int h2_readable(bench_conn_t *c)
         }
     } else {
         fill(hc);
-        if (hc->goaway && hc->active == 0) {
-            th->st.reconnects++;
-            bench_conn_close(c, -1, BENCH_REOPEN_NOW);
+        if (reopen_after_goaway(c) < 0)
             return -1;
-        }
     }
     if (pump(c) < 0) {
         bench_conn_close(c, BENCH_ERR_WRITE, BENCH_REOPEN_LATER);
