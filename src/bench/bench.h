@@ -449,7 +449,8 @@ int bench_take(bench_thread_t *th); /* may a new request start now? (takes it) *
  * start now; --rate: the next of the schedule) and its time in *when;
  * 0 when there is none left. */
 int bench_take_any(bench_thread_t *th, uint64_t *when);
-/* --rate: c has room for requests; the schedule sends them */
+/* --rate: c may have room for requests (checked with proto->room); if so,
+ * the schedule sends them */
 void bench_rate_ready(bench_conn_t *c);
 void bench_complete(bench_thread_t *th, uint64_t sent, int status, uint64_t body_len);
 void bench_fail(bench_thread_t *th, uint64_t sent, int kind);

@@ -129,8 +129,7 @@ static void fill(bench_conn_t *c)
 {
     bench_thread_t *th = c->th;
     if (th->rate_mode) {
-        if (c->ring_count < (unsigned)th->o->depth)
-            bench_rate_ready(c);
+        bench_rate_ready(c);
         return;
     }
     unsigned room = (unsigned)th->o->depth - c->ring_count;

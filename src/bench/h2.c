@@ -374,8 +374,7 @@ static void fill(h2conn_t *hc)
 {
     bench_thread_t *th = hc->c->th;
     if (th->rate_mode) {
-        if (!hc->goaway && hc->active < hc->nslots)
-            bench_rate_ready(hc->c);
+        bench_rate_ready(hc->c);
         return;
     }
     for (int i = 0; i < hc->nslots && !hc->goaway; i++) {

@@ -115,11 +115,21 @@ int bench_take_any(bench_thread_t *th, uint64_t *when)
     return 1;
 }
 
+/* --rate: what a connection could take now */
+static unsigned rate_room(bench_conn_t *c)
+{
+    if (c->th->o->per_request)
+        return c->state == BENCH_CONN_IDLE;
+    return c->state == BENCH_CONN_OPEN ? c->th->proto->room(c) : 0;
+}
+
 void bench_rate_ready(bench_conn_t *c)
 {
     bench_thread_t *th = c->th;
     if (c->in_ready)
         return; /* it has had room since c->ready_since */
+    if (!rate_room(c))
+        return;
     c->in_ready = 1;
     c->ready_since = th->rx_at && th->rx_at < th->now ? th->rx_at : th->now;
     th->ready[(th->ready_head + th->ready_count++) % (unsigned)th->nconns] = c;
@@ -521,14 +531,6 @@ static void check_timeouts(bench_thread_t *th)
         }
         bench_fail(th, t, BENCH_ERR_TIMEOUT);
     }
-}
-
-/* --rate: what a connection could take now */
-static unsigned rate_room(bench_conn_t *c)
-{
-    if (c->th->o->per_request)
-        return c->state == BENCH_CONN_IDLE;
-    return c->state == BENCH_CONN_OPEN ? c->th->proto->room(c) : 0;
 }
 
 /* --rate: send what is due, one request at a time to the connections with

@@ -203,8 +203,7 @@ static void fill(bench_conn_t *c)
     bench_thread_t *th = c->th;
     wsconn_t *w = c->ws;
     if (th->rate_mode) {
-        if (w->count < w->cap)
-            bench_rate_ready(c);
+        bench_rate_ready(c);
         return;
     }
     while (w->count < w->cap && bench_take(th)) {
