@@ -428,6 +428,8 @@ double bench_achieved(const bench_opts_t *o, const bench_result_t *r); /* req/s 
 int bench_lag_exceeded(const bench_opts_t *o, const bench_result_t *r);
 const char *bench_fmt_time(char *buf, size_t n, double ns); /* as wrk: 1.23ms */
 void bench_print_human(const bench_opts_t *o, const bench_result_t *r);
+/* s as a JSON string (quoted, escaped) on stdout */
+void bench_json_str(const char *s);
 /* one JSON object, with extra (members and a comma, or "") before latency_us */
 void bench_print_json(const bench_opts_t *o, const bench_result_t *r, const char *extra);
 /* --rate: what petrel-bench says on stderr when the client fell behind */

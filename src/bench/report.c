@@ -157,8 +157,7 @@ void bench_print_human(const bench_opts_t *o, const bench_result_t *r)
            fmt_bytes(a, sizeof a, r->duration_s > 0 ? (double)st->bytes_in / r->duration_s : 0));
 }
 
-/* s as a JSON string */
-static void json_str(const char *s)
+void bench_json_str(const char *s)
 {
     putchar('"');
     for (; *s; s++) {
@@ -185,7 +184,7 @@ void bench_print_json(const bench_opts_t *o, const bench_result_t *r, const char
            o->per_request ? "per-request" : "persistent");
     if (o->label) {
         printf("\"label\":");
-        json_str(o->label);
+        bench_json_str(o->label);
         printf(",");
     }
     if (o->grpc)

@@ -103,10 +103,9 @@ static int write_plot(const bench_opts_t *o, const step_t *steps, int n, double 
 static void print_json(const bench_opts_t *o, const bench_opts_t *co, const bench_result_t *closed,
                        const step_t *steps, int n, double max, const char *max_what)
 {
-    printf("{\"sweep\":{\"url\":\"");
-    for (const char *p = o->url; *p; p++) /* URLs have no control characters */
-        printf(*p == '"' || *p == '\\' ? "\\%c" : "%c", *p);
-    printf("\",\"duration_s\":%.6f,\"warmup_s\":%.6f,\"max_rate\":%.2f,\"max_from\":\"%s\","
+    printf("{\"sweep\":{\"url\":");
+    bench_json_str(o->url);
+    printf(",\"duration_s\":%.6f,\"warmup_s\":%.6f,\"max_rate\":%.2f,\"max_from\":\"%s\","
            "\"max_lag_us\":%.1f,\"steps_percent\":[",
            o->duration, o->warmup, max, max_what, o->max_lag * 1e6);
     for (int i = 0; i < o->nsteps; i++)
