@@ -70,6 +70,16 @@ expect_latency() {
     awk -v a="$p50" -v b="$max" 'BEGIN { exit !(a > 0 && a <= b) }' || fail "latency p50 $p50 max $max"
 }
 bench() { timeout $((60 * SCALE)) "$BENCH" "$@"; }
+# refused PATTERN ARGS...: petrel-bench ARGS exits 2 at once (within 2 s,
+# before any load) and says PATTERN on stderr (the bad flag named)
+refused() {
+    local pat=$1 rc=0 t0=$SECONDS
+    shift
+    timeout 10 "$BENCH" "$@" >"$TMP/out" 2>"$TMP/err" || rc=$?
+    expect "$rc" 2 "exit status of: $*"
+    grep -q -- "$pat" "$TMP/err" || fail "'$*' said: $(cat "$TMP/err")"
+    ((SECONDS - t0 <= 2)) || fail "'$*' was refused only after $((SECONDS - t0)) s"
+}
 
 # Python stub servers (tests that count what petrel-bench sends): the test
 # writes $TMP/srv.py, a serve(c) for one connection and the arguments it

@@ -125,13 +125,6 @@ near "$(jget "$TMP/nolag" rate.achieved)" 5000 2 "achieved with its core"
 echo "with its core: client lag max $(jget "$TMP/nolag" lag_us.max) us"
 
 # 4. bad values: exit 2, the flag named
-refused() { # pattern args...
-    local pat=$1 rc=0
-    shift
-    timeout 10 "$BENCH" "$@" >"$TMP/out" 2>"$TMP/err" || rc=$?
-    expect "$rc" 2 "exit status of: $*"
-    grep -q -- "$pat" "$TMP/err" || fail "'$*' said: $(cat "$TMP/err")"
-}
 refused "--rate: bad rate '0'" --rate 0 "$URL/hello"
 refused "--rate: bad rate 'fast'" --rate fast "$URL/hello"
 refused "--rate: bad rate '-5'" --rate -5 "$URL/hello"

@@ -174,14 +174,6 @@ grep -q 'gnuplot-nox' "$TMP/q.err" || fail "no package named: $(cat "$TMP/q.err"
 [[ ! -e $TMP/q.png ]] || fail "a chart file was left behind"
 
 # 5. refused before any load (exit 2, the flag named)
-refused() { # pattern args...
-    local pat=$1 rc=0 t0=$SECONDS
-    shift
-    timeout 10 "$BENCH" "$@" >"$TMP/out" 2>"$TMP/err" || rc=$?
-    expect "$rc" 2 "exit status of: $*"
-    grep -q -- "$pat" "$TMP/err" || fail "'$*' said: $(cat "$TMP/err")"
-    ((SECONDS - t0 <= 2)) || fail "'$*' was refused only after $((SECONDS - t0)) s"
-}
 refused "--sweep runs each rate for -d" --sweep -n 100 "$URL/hello"
 refused "go with --sweep" --plot "$TMP/x.svg" "$URL/hello"
 refused "go with --sweep" --sweep-max 100 "$URL/hello"
