@@ -156,4 +156,5 @@ expect "$rc" 2 "usage error exit status"
 rc=0
 "$BENCH" -d 1 -n 5 http://127.0.0.1:1/ >/dev/null 2>&1 || rc=$?
 expect "$rc" 2 "-d with -n"
+refused "--proxy: expected v1 or v2, got 'v3'" --proxy v3 http://127.0.0.1:1/
 echo "PASS: test_bench_errors"

@@ -182,6 +182,8 @@ refused "--plot: $TMP/no/x.svg: No such file or directory" --sweep --plot "$TMP/
 refused "--sweep-steps: want up to 32 increasing" --sweep --sweep-steps 50,20 "$URL/hello"
 refused "--sweep-steps: want up to 32 increasing" --sweep --sweep-steps 0,20 "$URL/hello"
 refused "--sweep-steps: want up to 32 increasing" --sweep --sweep-steps 10,x "$URL/hello"
+refused "--sweep-steps: want up to 32 increasing" --sweep --sweep-steps 100,1001 "$URL/hello"
+refused "--sweep-steps: want up to 32 increasing" --sweep --sweep-steps "$(seq -s, 1 33)" "$URL/hello"
 refused "--sweep-max: bad rate" --sweep --sweep-max 0 "$URL/hello"
 stop_petrel
 
