@@ -124,6 +124,16 @@ static uint64_t ring_pop(bench_conn_t *c)
     return t;
 }
 
+/* Write what was appended; a failed write closes c (-1). */
+static int h1_push(bench_conn_t *c)
+{
+    if (bench_flush(c) < 0) {
+        bench_conn_close(c, BENCH_ERR_WRITE, BENCH_REOPEN_LATER);
+        return -1;
+    }
+    return 0;
+}
+
 /* Keep the pipeline full (--rate: say there is room; the schedule sends). */
 static void fill(bench_conn_t *c)
 {
@@ -141,8 +151,7 @@ static void fill(bench_conn_t *c)
     put_requests(c, k);
     for (unsigned i = 0; i < k; i++)
         ring_push(c, th->now);
-    if (bench_flush(c) < 0)
-        bench_conn_close(c, BENCH_ERR_WRITE, BENCH_REOPEN_LATER);
+    h1_push(c);
 }
 
 static int h1_start(bench_conn_t *c)
@@ -150,11 +159,7 @@ static int h1_start(bench_conn_t *c)
     if (c->th->o->per_request) {
         /* the request was taken (and timed) when the connection was opened */
         put_requests(c, 1);
-        if (bench_flush(c) < 0) {
-            bench_conn_close(c, BENCH_ERR_WRITE, BENCH_REOPEN_LATER);
-            return -1;
-        }
-        return 0;
+        return h1_push(c);
     }
     fill(c);
     return 0;
@@ -174,15 +179,6 @@ static void h1_send(bench_conn_t *c, uint64_t due)
 {
     put_requests(c, 1);
     ring_push(c, due);
-}
-
-static int h1_push(bench_conn_t *c)
-{
-    if (bench_flush(c) < 0) {
-        bench_conn_close(c, BENCH_ERR_WRITE, BENCH_REOPEN_LATER);
-        return -1;
-    }
-    return 0;
 }
 
 static void h1_closed(bench_conn_t *c, int kind)

@@ -255,12 +255,7 @@ static int ws_start(bench_conn_t *c)
     memcpy(p + sh->hs_len, "Sec-WebSocket-Key: ", 19);
     memcpy(p + sh->hs_len + 19, key, 24);
     memcpy(p + sh->hs_len + 43, "\r\n\r\n", 4);
-    if (bench_flush(c) < 0) {
-        trouble(c, strerror(errno));
-        bench_conn_close(c, BENCH_ERR_WRITE, BENCH_REOPEN_LATER);
-        return -1;
-    }
-    return 0;
+    return ws_push(c);
 }
 
 static void ws_take_one(bench_conn_t *c, uint64_t when)
@@ -501,12 +496,7 @@ static int ws_readable(bench_conn_t *c)
         return -1;
     if (w->phase == PH_OPEN && !th->o->per_request)
         fill(c);
-    if (c->out_len > c->out_off && bench_flush(c) < 0) {
-        trouble(c, strerror(errno));
-        bench_conn_close(c, BENCH_ERR_WRITE, BENCH_REOPEN_LATER);
-        return -1;
-    }
-    return 0;
+    return c->out_len > c->out_off ? ws_push(c) : 0;
 }
 
 static void final_close(bench_conn_t *c)
