@@ -210,6 +210,14 @@ static void label_positions(const axes_t *a, const bench_plot_t *p, double *ly)
             ly[i] -= over;
 }
 
+static void grid_line(FILE *f, double x1, double y1, double x2, double y2, const char *color)
+{
+    fprintf(f,
+            "<line x1=\"%.2f\" y1=\"%.2f\" x2=\"%.2f\" y2=\"%.2f\" stroke=\"%s\" "
+            "stroke-width=\"1\"/>\n",
+            x1, y1, x2, y2, color);
+}
+
 int bench_plot_svg(FILE *f, const bench_plot_t *p)
 {
     axes_t a;
@@ -237,10 +245,7 @@ int bench_plot_svg(FILE *f, const bench_plot_t *p)
     fprintf(f, "<g class=\"yaxis\">\n");
     for (int i = 0; i < a.ny; i++) {
         double y = ypos(&a, a.yt[i]);
-        fprintf(f,
-                "<line x1=\"%d\" y1=\"%.2f\" x2=\"%d\" y2=\"%.2f\" stroke=\"%s\" "
-                "stroke-width=\"1\"/>\n",
-                PX0, y, PX1, y, a.ymajor[i] ? "#d0d0d0" : "#ececec");
+        grid_line(f, PX0, y, PX1, y, a.ymajor[i] ? "#d0d0d0" : "#ececec");
         if (a.ymajor[i])
             fprintf(f,
                     "<text class=\"ytick\" data-value=\"%.0f\" x=\"%d\" y=\"%.2f\" "
@@ -250,10 +255,7 @@ int bench_plot_svg(FILE *f, const bench_plot_t *p)
     fprintf(f, "</g>\n<g class=\"xaxis\">\n");
     for (int i = 0; i < a.nx; i++) {
         double x = xpos(&a, a.xt[i]);
-        fprintf(f,
-                "<line x1=\"%.2f\" y1=\"%d\" x2=\"%.2f\" y2=\"%d\" stroke=\"#ececec\" "
-                "stroke-width=\"1\"/>\n",
-                x, PY0, x, PY1);
+        grid_line(f, x, PY0, x, PY1, "#ececec");
         fprintf(f,
                 "<text class=\"xtick\" data-value=\"%.0f\" x=\"%.2f\" y=\"%d\" "
                 "text-anchor=\"middle\" fill=\"#333\">%s</text>\n",
