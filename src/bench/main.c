@@ -110,8 +110,8 @@ static double parse_rate(const char *s, const char *opt)
         v *= 1e6, end++;
     if (errno || end == s || *end || !isfinite(v) || v <= 0 || v > 1e9) {
         fprintf(stderr,
-                "petrel-bench: %s: bad rate '%s' (requests per second, more than 0: "
-                "e.g. 500, 20k, 1.5m)\n",
+                "petrel-bench: %s: bad rate '%s' (requests per second, more than 0 and at "
+                "most 1000m: e.g. 500, 20k, 1.5m)\n",
                 opt, s);
         exit(2);
     }

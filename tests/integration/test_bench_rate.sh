@@ -128,6 +128,8 @@ echo "with its core: client lag max $(jget "$TMP/nolag" lag_us.max) us"
 refused "--rate: bad rate '0'" --rate 0 "$URL/hello"
 refused "--rate: bad rate 'fast'" --rate fast "$URL/hello"
 refused "--rate: bad rate '-5'" --rate -5 "$URL/hello"
+refused "--rate: bad rate '1001m' (requests per second, more than 0 and at most 1000m" \
+    --rate 1001m "$URL/hello"
 refused "--max-lag: bad time" --rate 10 --max-lag soon "$URL/hello"
 refused "--spin: at most 100ms" --rate 10 --spin 1s "$URL/hello"
 refused "--rate and --sweep exclude each other" --rate 10 --sweep "$URL/hello"
