@@ -263,6 +263,16 @@ static ssize_t parse_v1(const char *p, size_t n, petrel__proxy_hdr_t *h, const c
 /* ------------------------------------------------------------------------ */
 /* Version 2                                                                */
 
+/* The v2 address block of INET (`alen` 4) or INET6 (16): source and
+ * destination addresses, then their ports, all in network byte order. */
+static void v2_addrs(const uint8_t *a, size_t alen, void *src, void *dst, void *sport, void *dport)
+{
+    memcpy(src, a, alen);
+    memcpy(dst, a + alen, alen);
+    memcpy(sport, a + 2 * alen, 2);
+    memcpy(dport, a + 2 * alen + 2, 2);
+}
+
 static ssize_t parse_v2(const char *p, size_t n, size_t max, petrel__proxy_hdr_t *h,
                         const char **why)
 {
@@ -297,17 +307,13 @@ static ssize_t parse_v2(const char *p, size_t n, size_t max, petrel__proxy_hdr_t
     } else if (family == 1) {
         h->kind = PETREL__PROXY_ADDR;
         h->src.in.sin_family = h->dst.in.sin_family = AF_INET;
-        memcpy(&h->src.in.sin_addr, a, 4);
-        memcpy(&h->dst.in.sin_addr, a + 4, 4);
-        memcpy(&h->src.in.sin_port, a + 8, 2);
-        memcpy(&h->dst.in.sin_port, a + 10, 2);
+        v2_addrs(a, 4, &h->src.in.sin_addr, &h->dst.in.sin_addr, &h->src.in.sin_port,
+                 &h->dst.in.sin_port);
     } else if (family == 2) {
         h->kind = PETREL__PROXY_ADDR;
         h->src.in6.sin6_family = h->dst.in6.sin6_family = AF_INET6;
-        memcpy(&h->src.in6.sin6_addr, a, 16);
-        memcpy(&h->dst.in6.sin6_addr, a + 16, 16);
-        memcpy(&h->src.in6.sin6_port, a + 32, 2);
-        memcpy(&h->dst.in6.sin6_port, a + 34, 2);
+        v2_addrs(a, 16, &h->src.in6.sin6_addr, &h->dst.in6.sin6_addr, &h->src.in6.sin6_port,
+                 &h->dst.in6.sin6_port);
     } else {
         h->kind = family == 3 ? PETREL__PROXY_UNIX : PETREL__PROXY_UNKNOWN;
     }
