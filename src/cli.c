@@ -51,7 +51,7 @@ static void usage(FILE *f)
         "  --workers N|auto        worker processes (default 1; auto: one per CPU)\n"
         "  --log-level error|warn|info|debug\n"
         "                          what the error log says (default info)\n"
-        "  --access-log FILE|-     write an access log in the combined format (default: none)\n"
+        "  --access-log FILE|-     write an access log, see --access-log-format (default: none)\n"
         "  --max-header-size BYTES\n"
         "                          request header section limit (default 16k) -> 431\n"
         "  --max-uri-size BYTES    request target limit (default 8k) -> 414\n"
@@ -105,6 +105,7 @@ static void usage(FILE *f)
         "                          (default: none)\n"
         "  --pubsub-redis-prefix PREFIX\n"
         "                          Redis channel of a topic: PREFIX + topic (default petrel:)\n"
+        "  --help, --version\n"
         "\n"
         "Behind a load balancer, under systemd (doc/deployment.md):\n"
         "  --proxy-protocol        every connection of the --listen addresses starts with a\n"
@@ -125,11 +126,10 @@ static void usage(FILE *f)
         "                          format of --access-log lines (default combined)\n"
         "  --error-log FILE        write the error log to FILE instead of standard error\n"
         "  --pid-file FILE         write the master's pid to FILE (removed at exit)\n"
+        "\n"
         "SIGUSR1 opens the log files again (after logrotate moved them).  Sockets passed\n"
         "by systemd (LISTEN_FDS) serve their --listen or --admin-listen address, or are\n"
         "listeners of their own (named \"admin\": an admin listener).\n"
-        "  --help, --version\n"
-        "\n"
         "Sizes take k, m or g suffixes; times may have a fraction (0.5).  See petrel(1).\n");
 }
 
