@@ -93,6 +93,48 @@ START_TEST(test_long_fields)
 }
 END_TEST
 
+/* --access-log-format json: the same limits hold, each string is cut at a
+ * whole UTF-8 character or escape (RFC 8259 §8.1: the line stays UTF-8)
+ * and ends with "...", and the typed fields after the long ones remain. */
+START_TEST(test_json_long_fields)
+{
+    static char method[4097], target[9000], ua[6000], ref[6001];
+    memset(method, 'M', 4096);
+    for (size_t i = 0; i + 1 < sizeof(target); i += 2)
+        memcpy(target + i, "\xc3\xa9", 2); /* U+00E9, 2 bytes */
+    memset(ua, '\x01', sizeof(ua) - 1);    /* escaped: \u0001, 6 bytes each */
+    for (size_t i = 0; i + 4 < sizeof(ref); i += 4)
+        memcpy(ref + i, "\xf0\x9f\x98\x80", 4); /* U+1F600, 4 bytes */
+    petrel_header_t h[2] = {{{"user-agent", 10}, {ua, strlen(ua)}},
+                            {{"referer", 7}, {ref, strlen(ref)}}};
+    petrel_req_t r;
+    petrel_resp_t resp;
+    req_init(&r, &resp, h, 2);
+    r.method_name.ptr = method;
+    r.method_name.len = 4096;
+    r.target.ptr = target;
+    r.target.len = 8998;
+    r.id = 3000000000017ull;
+    petrel__alog_format = PETREL__ALOG_JSON;
+    petrel__req_log(&r, 12345, 2500000, 4096);
+    petrel__alog_format = PETREL__ALOG_COMBINED;
+    char buf[16384];
+    size_t n = read_log(buf, sizeof(buf));
+    ck_assert_uint_gt(n, 0);
+    ck_assert_uint_le(n, 4096);
+    ck_assert(n >= 2 && buf[n - 2] == '}' && buf[n - 1] == '\n');
+    ck_assert_ptr_null(memchr(buf, '\n', n - 1)); /* one line */
+    ck_assert_msg(strstr(buf, "\"method\":\"MMMM"), "%s", buf);
+    ck_assert_msg(strstr(buf, "MMM...\",\"target\":\"\xc3\xa9"), "%s", buf);
+    ck_assert_msg(strstr(buf, "\xc3\xa9...\",\"protocol\":\"HTTP/2\",\"status\":200,"
+                              "\"bytes\":12345,\"duration_us\":2500,\"arena_bytes\":4096,"
+                              "\"request_id\":\"3000000000017\",\"user_agent\":\"\\u0001"),
+                  "%s", buf);
+    ck_assert_msg(strstr(buf, "\\u0001...\",\"referer\":\"\xf0\x9f\x98\x80"), "%s", buf);
+    ck_assert_msg(strstr(buf, "\xf0\x9f\x98\x80...\"}\n"), "%s", buf);
+}
+END_TEST
+
 /* What a client sends cannot forge a line: quotes, backslashes and control
  * bytes are escaped. */
 START_TEST(test_escapes)
@@ -123,6 +165,7 @@ int main(void)
     tcase_add_checked_fixture(tc, setup, teardown);
     tcase_add_test(tc, test_long_fields);
     tcase_add_test(tc, test_escapes);
+    tcase_add_test(tc, test_json_long_fields);
     suite_add_tcase(s, tc);
     return ck_run(s);
 }
