@@ -79,6 +79,9 @@ static char *fmt(char *p, size_t cap, const char *f, ...)
     return p + (k < 0 ? 0 : (size_t)k < cap ? (size_t)k : cap - 1);
 }
 
+/* A string literal at p (no format on the request path); returns the end. */
+#define LIT(p, s) ((char *)memcpy((p), (s), sizeof(s) - 1) + sizeof(s) - 1)
+
 static char *esc_str(char *p, size_t cap, const char *s)
 {
     return s ? esc(p, cap, s, strlen(s)) : esc(p, cap, "-", 1);
@@ -205,9 +208,9 @@ static void json(petrel_req_t *req, uint64_t bytes, uint64_t dur_ns, uint64_t ar
     p = fmt(p, FIXED_MAX, "{\"time\":\"%s.%03dZ\",\"client\":", iso_sec,
             (int)(ts.tv_nsec / 1000000));
     p = json_cstr(p, PEER_MAX, petrel_req_peer(req));
-    p = fmt(p, 16, ",\"method\":");
+    p = LIT(p, ",\"method\":");
     p = json_str(p, METHOD_MAX, req->method_name.ptr, req->method_name.len);
-    p = fmt(p, 16, ",\"target\":");
+    p = LIT(p, ",\"target\":");
     p = json_str(p, TARGET_MAX, req->target.ptr, req->target.len);
     p = fmt(p, FIXED_MAX,
             ",\"protocol\":\"%s\",\"status\":%d,\"bytes\":%llu,\"duration_us\":%llu,"
@@ -216,7 +219,7 @@ static void json(petrel_req_t *req, uint64_t bytes, uint64_t dur_ns, uint64_t ar
             (unsigned long long)(dur_ns / 1000), (unsigned long long)arena_high,
             (unsigned long long)req->id);
     p = json_cstr(p, AGENT_MAX, petrel_req_header(req, "user-agent"));
-    p = fmt(p, 16, ",\"referer\":");
+    p = LIT(p, ",\"referer\":");
     p = json_cstr(p, REFERER_MAX, petrel_req_header(req, "referer"));
     *p++ = '}';
     *p++ = '\n';

@@ -51,7 +51,7 @@ static void usage(FILE *f)
         "  --workers N|auto        worker processes (default 1; auto: one per CPU)\n"
         "  --log-level error|warn|info|debug\n"
         "                          what the error log says (default info)\n"
-        "  --access-log FILE|-     write an access log in the combined format (default: none)\n"
+        "  --access-log FILE|-     write an access log, see --access-log-format (default: none)\n"
         "  --max-header-size BYTES\n"
         "                          request header section limit (default 16k) -> 431\n"
         "  --max-uri-size BYTES    request target limit (default 8k) -> 414\n"
@@ -105,6 +105,7 @@ static void usage(FILE *f)
         "                          (default: none)\n"
         "  --pubsub-redis-prefix PREFIX\n"
         "                          Redis channel of a topic: PREFIX + topic (default petrel:)\n"
+        "  --help, --version\n"
         "\n"
         "Behind a load balancer, under systemd (doc/deployment.md):\n"
         "  --proxy-protocol        every connection of the --listen addresses starts with a\n"
@@ -125,11 +126,10 @@ static void usage(FILE *f)
         "                          format of --access-log lines (default combined)\n"
         "  --error-log FILE        write the error log to FILE instead of standard error\n"
         "  --pid-file FILE         write the master's pid to FILE (removed at exit)\n"
+        "\n"
         "SIGUSR1 opens the log files again (after logrotate moved them).  Sockets passed\n"
         "by systemd (LISTEN_FDS) serve their --listen or --admin-listen address, or are\n"
         "listeners of their own (named \"admin\": an admin listener).\n"
-        "  --help, --version\n"
-        "\n"
         "Sizes take k, m or g suffixes; times may have a fraction (0.5).  See petrel(1).\n");
 }
 
@@ -177,15 +177,18 @@ static bool parse_size(const char *s, size_t *out)
     return true;
 }
 
-static bool parse_secs(const char *s, uint64_t *ms)
+/* Seconds, a fraction allowed, up to a year; 0 only when `zero_ok` (NaN
+ * and infinities are not numbers of seconds). */
+static bool parse_secs(const char *s, bool zero_ok, uint64_t *ms)
 {
     char *end;
     errno = 0;
     double v = strtod(s, &end);
-    if (end == s || *end != '\0' || errno || v <= 0 || v > 86400.0 * 365)
+    if (end == s || *end != '\0' || errno || !(v >= 0 && v <= 86400.0 * 365) ||
+        (v == 0 && !zero_ok))
         return false;
     *ms = (uint64_t)(v * 1000.0 + 0.5);
-    if (*ms == 0)
+    if (*ms == 0 && v > 0)
         *ms = 1;
     return true;
 }
@@ -693,7 +696,7 @@ int petrel_main(int argc, char **argv, const petrel_module_t *const *builtins)
         case OPT_BODY_TO:
         case OPT_HANDLER_TO: {
             uint64_t ms;
-            if (!parse_secs(optarg, &ms)) {
+            if (!parse_secs(optarg, false, &ms)) {
                 rc = bad(flag, optarg, "a number of seconds greater than 0 (e.g. 10 or 0.5)");
                 goto out;
             }
@@ -776,7 +779,7 @@ int petrel_main(int argc, char **argv, const petrel_module_t *const *builtins)
             break;
         }
         case OPT_WS_IDLE_TO:
-            if (!parse_secs(optarg, &cfg->ws_idle_timeout_ms)) {
+            if (!parse_secs(optarg, false, &cfg->ws_idle_timeout_ms)) {
                 rc = bad("--ws-idle-timeout", optarg,
                          "a number of seconds greater than 0 (e.g. 30 or 0.5)");
                 goto out;
@@ -875,9 +878,7 @@ int petrel_main(int argc, char **argv, const petrel_module_t *const *builtins)
             break;
         }
         case OPT_DRAIN_DELAY:
-            if (strcmp(optarg, "0") == 0)
-                cfg->drain_delay_ms = 0;
-            else if (!parse_secs(optarg, &cfg->drain_delay_ms)) {
+            if (!parse_secs(optarg, true, &cfg->drain_delay_ms)) {
                 rc = bad(flag, optarg, "a number of seconds, 0 or more (e.g. 5 or 0.5)");
                 goto out;
             }

@@ -73,27 +73,25 @@ void petrel_req_log(const petrel_req_t *req, int level, const char *fmt, ...)
 
 static char *elog_path, *alog_path;
 
-/* Open `path` for appending onto descriptor `fd` (the number stays). */
-static int open_onto(const char *path, int fd)
+/* Open `path` for appending onto descriptor `fd` (the number stays), with
+ * `flags` O_CLOEXEC or 0 (the error log is standard error: no O_CLOEXEC). */
+static int open_onto(const char *path, int fd, int flags)
 {
     int nfd = open(path, O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC, 0644);
     if (nfd < 0)
         return PETREL_EIO;
-    if (nfd != fd) {
-        if (dup3(nfd, fd, 0) < 0) { /* the error log keeps no O_CLOEXEC: stderr */
-            int e = errno;
-            close(nfd);
-            errno = e;
-            return PETREL_EIO;
-        }
-        close(nfd);
-    }
-    return 0;
+    if (nfd == fd) /* fd was closed */
+        return flags ? 0 : fcntl(fd, F_SETFD, 0) < 0 ? PETREL_EIO : 0;
+    int rc = dup3(nfd, fd, flags);
+    int e = errno;
+    close(nfd);
+    errno = e;
+    return rc < 0 ? PETREL_EIO : 0;
 }
 
 int petrel__elog_open(const char *path)
 {
-    if (open_onto(path, STDERR_FILENO) < 0)
+    if (open_onto(path, STDERR_FILENO, 0) < 0)
         return PETREL_EIO;
     free(elog_path);
     elog_path = strdup(path);
@@ -129,21 +127,18 @@ int petrel__alog_open(const char *path)
 int petrel__logs_reopen(void)
 {
     int rc = 0;
-    if (elog_path && open_onto(elog_path, STDERR_FILENO) < 0) {
+    if (elog_path && open_onto(elog_path, STDERR_FILENO, 0) < 0) {
         petrel_log(PETREL_LOG_ERROR, "SIGUSR1: cannot open the error log %s again: %s", elog_path,
                    strerror(errno));
         rc = PETREL_EIO;
     }
     if (alog_path && alog_fd >= 0) {
         petrel__alog_flush(); /* the lines so far go to the file they belong to */
-        int nfd = open(alog_path, O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC, 0644);
-        if (nfd < 0 || dup3(nfd, alog_fd, O_CLOEXEC) < 0) {
+        if (open_onto(alog_path, alog_fd, O_CLOEXEC) < 0) {
             petrel_log(PETREL_LOG_ERROR, "SIGUSR1: cannot open the access log %s again: %s",
                        alog_path, strerror(errno));
             rc = PETREL_EIO;
         }
-        if (nfd >= 0)
-            close(nfd);
     }
     return rc;
 }

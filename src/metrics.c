@@ -66,18 +66,13 @@ unsigned petrel__req_measure;
 
 /* Per process (the master's, inherited by its workers). */
 static shm_t *shm;
-static size_t shm_size;
 static registry_t private_reg; /* without shared memory */
 static bool in_worker;
-static int my_slot = -1;
 
 static registry_t *reg(void)
 {
     return shm ? &shm->reg : &private_reg;
 }
-
-/* ------------------------------------------------------------------------ */
-/* Counting                                                                 */
 
 /* ------------------------------------------------------------------------ */
 /* The master                                                               */
@@ -92,7 +87,6 @@ int petrel__metrics_init(int workers)
     if (p == MAP_FAILED)
         return PETREL_ENOMEM;
     shm = p;
-    shm_size = size;
     shm->nslots = (uint32_t)n;
     shm->start_time = (uint64_t)time(NULL);
     shm->reg = private_reg; /* metrics registered before (none, in petrel_main) */
@@ -156,7 +150,6 @@ void petrel__metrics_block_owner(int idx, pid_t pid)
 void petrel__metrics_block_enter(int idx)
 {
     in_worker = true;
-    my_slot = idx;
     if (shm && idx >= 0)
         petrel__stats = &shm->slots[idx].st;
     else

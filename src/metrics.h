@@ -97,8 +97,7 @@ typedef struct petrel__stats {
     uint64_t c[PETREL__C_N];
     int64_t g[PETREL__G_N];
     int64_t user[PETREL__M_USER_MAX];
-    /* not counts: this worker drains; checks its modules report down */
-    uint8_t draining;
+    /* not counts: checks its modules report down */
     struct {
         char name[PETREL__M_CHECK_NAME];
         uint8_t down;

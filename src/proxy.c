@@ -34,48 +34,51 @@ static ssize_t bad(const char **why, const char *what)
 /* ------------------------------------------------------------------------ */
 /* Version 1                                                                */
 
-/* "0" to "65535", no sign, no leading zero. */
-static bool v1_port(const char *s, size_t n, uint16_t *port)
+/*
+ * The scanners below read a number or an IPv4 address at *s and leave *s
+ * after it.  They stop at the first byte that cannot continue it and read
+ * nothing past that byte, so the text they scan must end with a byte that
+ * is neither a digit nor a dot (the line's CR, a space, a NUL); their
+ * callers check that it is the separator they expect.
+ */
+
+/* A decimal number from 0 to `max` (at most 65535), without sign or
+ * leading zero. */
+static bool dec(const char **s, unsigned max, unsigned *out)
 {
-    if (n == 0 || n > 5 || (n > 1 && s[0] == '0'))
+    const char *p = *s;
+    unsigned v = (unsigned)(*p++ - '0');
+    if (v > 9)
         return false;
-    uint32_t v = 0;
-    for (const char *e = s + n; s < e; s++) {
-        unsigned d = (unsigned)(*s - '0');
-        if (d > 9)
-            return false;
-        v = v * 10 + d;
-    }
-    if (v > 65535)
+    if (v) /* a 0 stands alone: no leading zeros */
+        for (unsigned d; (d = (unsigned)(*p - '0')) <= 9; p++)
+            if ((v = v * 10 + d) > max)
+                return false;
+    *s = p;
+    *out = v;
+    return true;
+}
+
+/* A port, 0 to 65535, into *port in network byte order. */
+static bool port_scan(const char **s, uint16_t *port)
+{
+    unsigned v;
+    if (!dec(s, 65535, &v))
         return false;
     *port = htons((uint16_t)v);
     return true;
 }
 
-/* Four decimal numbers 0-255 without leading zeros, separated by dots. */
-static bool v1_ipv4(const char *s, size_t n, struct in_addr *a)
+/* Four decimal numbers 0-255 separated by dots. */
+static bool ipv4_scan(const char **s, struct in_addr *a)
 {
-    if (n < 7 || n > 15)
-        return false;
-    const char *end = s + n;
     uint32_t addr = 0;
     for (int part = 0; part < 4; part++) {
-        if (part && (s == end || *s++ != '.'))
-            return false;
-        if (s == end)
-            return false;
-        unsigned v = (unsigned)(*s++ - '0');
-        if (v > 9)
-            return false;
-        if (v) /* a 0 stands alone: no leading zeros */
-            for (int k = 0; k < 2 && s < end && (unsigned)(*s - '0') <= 9; k++)
-                v = v * 10 + (unsigned)(*s++ - '0');
-        if (v > 255)
+        unsigned v;
+        if ((part && *(*s)++ != '.') || !dec(s, 255, &v))
             return false;
         addr = addr << 8 | v;
     }
-    if (s != end)
-        return false;
     a->s_addr = htonl(addr);
     return true;
 }
@@ -123,66 +126,6 @@ static bool v1_field(const char **s, const char *end, const char **f, size_t *le
     return *len > 0; /* two spaces make an empty field */
 }
 
-/*
- * The usual line, "TCP4 a.b.c.d e.f.g.h sport dport", in one pass: [s, end)
- * after "TCP4 ", *end the CR -- no digit, dot or space, so every field ends
- * there at the latest and nothing is read past it.  As strict as the
- * general path below (which reports what is wrong when this one says no):
- * single spaces, octets 0-255 and ports 0-65535 without leading zeros.
- */
-static bool tcp4_fast(const char *s, const char *end, petrel__proxy_hdr_t *h)
-{
-    uint32_t addr[2];
-    for (int i = 0; i < 2; i++) {
-        uint32_t a = 0;
-        for (int part = 0; part < 4; part++) {
-            unsigned v = (unsigned)(*s++ - '0');
-            if (v > 9)
-                return false;
-            unsigned d;
-            if (v && (d = (unsigned)(*s - '0')) <= 9) { /* a 0 stands alone */
-                v = v * 10 + d;
-                if ((d = (unsigned)(*++s - '0')) <= 9) {
-                    v = v * 10 + d;
-                    s++;
-                    if (v > 255)
-                        return false;
-                }
-            }
-            a = a << 8 | v;
-            if (*s++ != (part == 3 ? ' ' : '.'))
-                return false;
-        }
-        addr[i] = a;
-    }
-    unsigned port[2];
-    for (int i = 0; i < 2; i++) {
-        unsigned v = (unsigned)(*s++ - '0');
-        if (v > 9)
-            return false;
-        if (v)
-            for (int k = 0; k < 4; k++) {
-                unsigned d = (unsigned)(*s - '0');
-                if (d > 9)
-                    break;
-                v = v * 10 + d;
-                s++;
-            }
-        if (v > 65535 || (i == 0 && *s++ != ' '))
-            return false;
-        port[i] = v;
-    }
-    if (s != end)
-        return false;
-    h->kind = PETREL__PROXY_ADDR;
-    h->src.in.sin_family = h->dst.in.sin_family = AF_INET;
-    h->src.in.sin_addr.s_addr = htonl(addr[0]);
-    h->dst.in.sin_addr.s_addr = htonl(addr[1]);
-    h->src.in.sin_port = htons((uint16_t)port[0]);
-    h->dst.in.sin_port = htons((uint16_t)port[1]);
-    return true;
-}
-
 /* The line [s, end) after "PROXY ", without its CRLF. */
 static ssize_t v1_line(const char *s, const char *end, petrel__proxy_hdr_t *h, const char **why)
 {
@@ -191,12 +134,20 @@ static ssize_t v1_line(const char *s, const char *end, petrel__proxy_hdr_t *h, c
         h->kind = PETREL__PROXY_UNKNOWN; /* the rest of the line is ignored */
         return 0;
     }
-    bool v6;
-    if (n >= 5 && memcmp(s, "TCP4 ", 5) == 0)
-        v6 = false;
-    else if (n >= 5 && memcmp(s, "TCP6 ", 5) == 0)
-        v6 = true;
-    else
+    if (n >= 5 && memcmp(s, "TCP4 ", 5) == 0) {
+        /* in one pass: the CR at `end` stops every scan */
+        s += 5;
+        h->kind = PETREL__PROXY_ADDR;
+        h->src.in.sin_family = h->dst.in.sin_family = AF_INET;
+        if (!ipv4_scan(&s, &h->src.in.sin_addr) || *s++ != ' ' ||
+            !ipv4_scan(&s, &h->dst.in.sin_addr) || *s++ != ' ' ||
+            !port_scan(&s, &h->src.in.sin_port) || *s++ != ' ' ||
+            !port_scan(&s, &h->dst.in.sin_port) || s != end)
+            return bad(why, "v1: TCP4 wants two IPv4 addresses (no leading zeros), then two ports "
+                            "from 0 to 65535, single spaces apart");
+        return 0;
+    }
+    if (n < 5 || memcmp(s, "TCP6 ", 5) != 0)
         return bad(why, "v1: the protocol is not TCP4, TCP6 or UNKNOWN");
     s += 5;
     const char *f[4];
@@ -205,23 +156,14 @@ static ssize_t v1_line(const char *s, const char *end, petrel__proxy_hdr_t *h, c
         if (!v1_field(&s, end, &f[i], &len[i], i == 3))
             return bad(why, "v1: expected four fields separated by single spaces");
     h->kind = PETREL__PROXY_ADDR;
-    petrel__sockaddr_t *a[2] = {&h->src, &h->dst};
+    struct sockaddr_in6 *a[2] = {&h->src.in6, &h->dst.in6};
     for (int i = 0; i < 2; i++) {
-        bool ok;
-        if (v6) {
-            a[i]->in6.sin6_family = AF_INET6;
-            ok = v1_ipv6(f[i], len[i], &a[i]->in6.sin6_addr) &&
-                 v1_port(f[i + 2], len[i + 2], &a[i]->in6.sin6_port);
-        } else {
-            a[i]->in.sin_family = AF_INET;
-            ok = v1_ipv4(f[i], len[i], &a[i]->in.sin_addr) &&
-                 v1_port(f[i + 2], len[i + 2], &a[i]->in.sin_port);
-        }
-        if (!ok)
-            return bad(why, v6 ? "v1: TCP6 with an address that is not IPv6, or a port that is not "
-                                 "a number from 0 to 65535"
-                               : "v1: TCP4 with an address that is not IPv4, or a port that is not "
-                                 "a number from 0 to 65535");
+        const char *q = f[i + 2]; /* followed by a space or the CR */
+        a[i]->sin6_family = AF_INET6;
+        if (!v1_ipv6(f[i], len[i], &a[i]->sin6_addr) || !port_scan(&q, &a[i]->sin6_port) ||
+            q != f[i + 2] + len[i + 2])
+            return bad(why, "v1: TCP6 with an address that is not IPv6, or a port that is not a "
+                            "number from 0 to 65535");
     }
     return 0;
 }
@@ -236,11 +178,6 @@ static ssize_t parse_v1(const char *p, size_t n, petrel__proxy_hdr_t *h, const c
         return 0;
     size_t lim = n < PETREL__PROXY_V1_MAX ? n : PETREL__PROXY_V1_MAX;
     const char *cr = memchr(p + k, '\r', lim - k);
-    if (cr && cr + 1 < p + n && cr[1] == '\n' && cr + 1 < p + PETREL__PROXY_V1_MAX &&
-        cr - (p + k) >= 5 && memcmp(p + k, "TCP4 ", 5) == 0 && tcp4_fast(p + k + 5, cr, h)) {
-        h->version = 1;
-        return (ssize_t)(cr + 2 - p);
-    }
     if (memchr(p + k, '\n', (size_t)((cr ? cr : p + lim) - (p + k))))
         return bad(why, "v1: a line feed without a carriage return");
     if (cr) {
@@ -262,6 +199,16 @@ static ssize_t parse_v1(const char *p, size_t n, petrel__proxy_hdr_t *h, const c
 
 /* ------------------------------------------------------------------------ */
 /* Version 2                                                                */
+
+/* The v2 address block of INET (`alen` 4) or INET6 (16): source and
+ * destination addresses, then their ports, all in network byte order. */
+static void v2_addrs(const uint8_t *a, size_t alen, void *src, void *dst, void *sport, void *dport)
+{
+    memcpy(src, a, alen);
+    memcpy(dst, a + alen, alen);
+    memcpy(sport, a + 2 * alen, 2);
+    memcpy(dport, a + 2 * alen + 2, 2);
+}
 
 static ssize_t parse_v2(const char *p, size_t n, size_t max, petrel__proxy_hdr_t *h,
                         const char **why)
@@ -297,17 +244,13 @@ static ssize_t parse_v2(const char *p, size_t n, size_t max, petrel__proxy_hdr_t
     } else if (family == 1) {
         h->kind = PETREL__PROXY_ADDR;
         h->src.in.sin_family = h->dst.in.sin_family = AF_INET;
-        memcpy(&h->src.in.sin_addr, a, 4);
-        memcpy(&h->dst.in.sin_addr, a + 4, 4);
-        memcpy(&h->src.in.sin_port, a + 8, 2);
-        memcpy(&h->dst.in.sin_port, a + 10, 2);
+        v2_addrs(a, 4, &h->src.in.sin_addr, &h->dst.in.sin_addr, &h->src.in.sin_port,
+                 &h->dst.in.sin_port);
     } else if (family == 2) {
         h->kind = PETREL__PROXY_ADDR;
         h->src.in6.sin6_family = h->dst.in6.sin6_family = AF_INET6;
-        memcpy(&h->src.in6.sin6_addr, a, 16);
-        memcpy(&h->dst.in6.sin6_addr, a + 16, 16);
-        memcpy(&h->src.in6.sin6_port, a + 32, 2);
-        memcpy(&h->dst.in6.sin6_port, a + 34, 2);
+        v2_addrs(a, 16, &h->src.in6.sin6_addr, &h->dst.in6.sin6_addr, &h->src.in6.sin6_port,
+                 &h->dst.in6.sin6_port);
     } else {
         h->kind = family == 3 ? PETREL__PROXY_UNIX : PETREL__PROXY_UNKNOWN;
     }
@@ -354,7 +297,8 @@ int petrel__cidr_parse(const char *s, size_t len, petrel__cidr_t *out)
     }
     memset(out, 0, sizeof(*out));
     struct in_addr a4;
-    if (v1_ipv4(buf, strlen(buf), &a4)) {
+    const char *q = buf; /* NUL-terminated */
+    if (ipv4_scan(&q, &a4) && *q == '\0') {
         out->family = AF_INET;
         memcpy(out->addr, &a4, 4);
         if (bits > 32)

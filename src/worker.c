@@ -131,12 +131,10 @@ static void on_signal(petrel__io_t *io, uint32_t events)
             /* the master gone (killed): the instance drains, /readyz says so */
             if (getppid() != master_pid)
                 petrel__metrics_instance_set(PETREL__I_DRAINING, 1);
-            petrel__stats->draining = 1;
             start_drain(the_srv, true);
         } else if (si.ssi_signo == SIGUSR2) {
             /* a reload retires this worker: its successor accepts on the
              * same sockets, the admin ones too */
-            petrel__stats->draining = 1;
             start_drain(the_srv, false);
             petrel__listen_close_admin(the_srv);
         } else if (si.ssi_signo == SIGUSR1) {
@@ -656,9 +654,8 @@ static void signal_workers(master_t *m, int sig)
 }
 
 /* The instance drains: /readyz answers 503 from now on, systemd hears it. */
-static void tell_draining(master_t *m)
+static void tell_draining(void)
 {
-    (void)m;
     if (petrel__metrics_instance_get(PETREL__I_DRAINING))
         return;
     petrel__metrics_instance_set(PETREL__I_DRAINING, 1);
@@ -902,7 +899,7 @@ int petrel__master_run(petrel_server_t *srv)
                 const char *name = si.ssi_signo == SIGTERM ? "SIGTERM" : "SIGINT";
                 if (m->drain_at == 0 && srv->cfg.drain_delay_ms > 0) {
                     /* /readyz says 503 first; the listeners stay open meanwhile */
-                    tell_draining(m);
+                    tell_draining();
                     m->drain_at = mono_ms() + srv->cfg.drain_delay_ms;
                     petrel_log(PETREL_LOG_INFO,
                                "%s: /readyz answers 503; the workers drain in %.3g s "
@@ -928,7 +925,7 @@ int petrel__master_run(petrel_server_t *srv)
         }
         if (stop && !m->stopping) {
             petrel_log(PETREL_LOG_INFO, "%s: draining workers", stop_why);
-            tell_draining(m);
+            tell_draining();
             m->drain_at = 0;
             if (m->reloading) {
                 gen_free(&m->prev); /* srv holds the new generation: freed at exit */

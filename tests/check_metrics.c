@@ -27,25 +27,28 @@ static void zero(void)
     memset(petrel__stats, 0, sizeof(*petrel__stats));
 }
 
+/* The first of the n counters from `base` that counted something, or -1. */
+static int first_counted(unsigned base, int n)
+{
+    for (int i = 0; i < n; i++)
+        if (C()[base + (unsigned)i])
+            return i;
+    return -1;
+}
+
 /* The duration bucket a value lands in. */
 static int dur_slot(uint64_t ns)
 {
     zero();
     petrel__metrics_request(11, PETREL_GET, 200, ns, 0);
-    for (int i = 0; i < PETREL__M_DUR_SLOTS; i++)
-        if (C()[PETREL__C_DUR + i])
-            return i;
-    return -1;
+    return first_counted(PETREL__C_DUR, PETREL__M_DUR_SLOTS);
 }
 
 static int arena_slot(uint64_t bytes)
 {
     zero();
     petrel__metrics_request(11, PETREL_GET, 200, 0, bytes);
-    for (int i = 0; i < PETREL__M_ARENA_SLOTS; i++)
-        if (C()[PETREL__C_ARENA + i])
-            return i;
-    return -1;
+    return first_counted(PETREL__C_ARENA, PETREL__M_ARENA_SLOTS);
 }
 
 /* Bucket i holds what is below 2^(14 + i) ns and at least the previous
@@ -91,10 +94,8 @@ static int req_slot(int version, int method, int status)
 {
     zero();
     petrel__metrics_request(version, method, status, 0, 0);
-    for (int i = 0; i < PETREL__M_PROTOS * PETREL__M_METHODS * PETREL__M_CLASSES; i++)
-        if (C()[PETREL__C_REQUESTS + i])
-            return i;
-    return -1;
+    return first_counted(PETREL__C_REQUESTS,
+                         PETREL__M_PROTOS * PETREL__M_METHODS * PETREL__M_CLASSES);
 }
 
 static int slot_of(int p, int m, int k)

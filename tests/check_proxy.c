@@ -30,11 +30,20 @@ static ssize_t parse_str(const char *s, petrel__proxy_hdr_t *h)
     return parse(s, strlen(s), h);
 }
 
-static const char *src_text(const petrel__proxy_hdr_t *h, char *buf, size_t len)
+/* *h names a client: version, source address (text) and both ports. */
+static void expect_addr(const petrel__proxy_hdr_t *h, int version, const char *src, unsigned sport,
+                        unsigned dport)
 {
-    if (h->src.sa.sa_family == AF_INET)
-        return inet_ntop(AF_INET, &h->src.in.sin_addr, buf, (socklen_t)len);
-    return inet_ntop(AF_INET6, &h->src.in6.sin6_addr, buf, (socklen_t)len);
+    char buf[INET6_ADDRSTRLEN];
+    bool v4 = h->src.sa.sa_family == AF_INET;
+    ck_assert_int_eq(h->version, version);
+    ck_assert_int_eq(h->kind, PETREL__PROXY_ADDR);
+    ck_assert_int_eq(h->dst.sa.sa_family, h->src.sa.sa_family);
+    ck_assert_str_eq(v4 ? inet_ntop(AF_INET, &h->src.in.sin_addr, buf, sizeof(buf))
+                        : inet_ntop(AF_INET6, &h->src.in6.sin6_addr, buf, sizeof(buf)),
+                     src);
+    ck_assert_uint_eq(ntohs(v4 ? h->src.in.sin_port : h->src.in6.sin6_port), sport);
+    ck_assert_uint_eq(ntohs(v4 ? h->dst.in.sin_port : h->dst.in6.sin6_port), dport);
 }
 
 /* ------------------------------------------------------------------------ */
@@ -45,12 +54,7 @@ START_TEST(test_v1_tcp4)
     petrel__proxy_hdr_t h;
     const char *s = "PROXY TCP4 192.0.2.1 198.51.100.2 56324 443\r\nGET / HTTP/1.1\r\n";
     ck_assert_int_eq(parse_str(s, &h), 45);
-    ck_assert_int_eq(h.version, 1);
-    ck_assert_int_eq(h.kind, PETREL__PROXY_ADDR);
-    char b[64];
-    ck_assert_str_eq(src_text(&h, b, sizeof(b)), "192.0.2.1");
-    ck_assert_uint_eq(ntohs(h.src.in.sin_port), 56324);
-    ck_assert_uint_eq(ntohs(h.dst.in.sin_port), 443);
+    expect_addr(&h, 1, "192.0.2.1", 56324, 443);
 }
 END_TEST
 
@@ -59,10 +63,7 @@ START_TEST(test_v1_tcp6)
     petrel__proxy_hdr_t h;
     const char *s = "PROXY TCP6 2001:db8::1 2001:DB8:0:0:0:0:0:2 0 65535\r\n";
     ck_assert_int_eq(parse_str(s, &h), (ssize_t)strlen(s));
-    char b[64];
-    ck_assert_str_eq(src_text(&h, b, sizeof(b)), "2001:db8::1");
-    ck_assert_uint_eq(ntohs(h.src.in6.sin6_port), 0);
-    ck_assert_uint_eq(ntohs(h.dst.in6.sin6_port), 65535);
+    expect_addr(&h, 1, "2001:db8::1", 0, 65535);
     /* an IPv4-mapped address is IPv6 text */
     ck_assert_int_gt(parse_str("PROXY TCP6 ::ffff:192.0.2.1 ::1 1 2\r\n", &h), 0);
 }
@@ -188,12 +189,7 @@ START_TEST(test_v2_inet)
     memcpy(b + n, "GET", 3);
     petrel__proxy_hdr_t h;
     ck_assert_int_eq(parse((char *)b, n + 3, &h), 28);
-    ck_assert_int_eq(h.version, 2);
-    ck_assert_int_eq(h.kind, PETREL__PROXY_ADDR);
-    char t[64];
-    ck_assert_str_eq(src_text(&h, t, sizeof(t)), "192.0.2.1");
-    ck_assert_uint_eq(ntohs(h.src.in.sin_port), 56324);
-    ck_assert_uint_eq(ntohs(h.dst.in.sin_port), 443);
+    expect_addr(&h, 2, "192.0.2.1", 56324, 443);
 }
 END_TEST
 
@@ -219,9 +215,7 @@ START_TEST(test_v2_inet6_tlvs)
     size_t n = v2(b, 0x21, 0x21, (uint16_t)len, body, len);
     petrel__proxy_hdr_t h;
     ck_assert_int_eq(parse((char *)b, n, &h), (ssize_t)n);
-    char t[64];
-    ck_assert_str_eq(src_text(&h, t, sizeof(t)), "2001:db8::1");
-    ck_assert_uint_eq(ntohs(h.src.in6.sin6_port), 12345);
+    expect_addr(&h, 2, "2001:db8::1", 12345, 0);
     /* a TLV that claims more than there is is not looked at: the length of
      * the whole block rules */
     b[16 + 36 + 1] = 0xff;
