@@ -499,7 +499,7 @@ static int inherit_sockets(petrel_server_t *srv)
     }
     for (int i = 0; i < n; i++) {
         int fd = PETREL__LISTEN_FDS_START + i;
-        const char *name = i < 256 ? names[i] : "";
+        const char *name = names[i]; /* (n <= 256: more is an error above) */
         if (!petrel__sd_is_listener(fd)) {
             fprintf(stderr,
                     "petrel: descriptor %d from systemd (LISTEN_FDS) is not a listening "

@@ -84,6 +84,17 @@ int petrel__sd_listen_fds_proto(const char **names, int max, char *err, size_t e
             goto out;
         }
         n = (int)k;
+        if (n > max) {
+            snprintf(err, errlen, "LISTEN_FDS=%d: petrel takes at most %d sockets", n, max);
+            rc = PETREL_EINVAL;
+            goto out;
+        }
+        if (names_s && strlen(names_s) >= sizeof(names_buf)) {
+            /* a name cut off could turn an admin socket into a public one */
+            snprintf(err, errlen, "LISTEN_FDNAMES is longer than %zu bytes", sizeof(names_buf) - 1);
+            rc = PETREL_EINVAL;
+            goto out;
+        }
         for (int i = 0; i < n; i++) {
             int fd = PETREL__LISTEN_FDS_START + i;
             int fl = fcntl(fd, F_GETFD);
@@ -139,6 +150,8 @@ int petrel__sd_listen_fds(const char **names, int max, char *err, size_t errlen)
         snprintf(err, errlen, "LISTEN_FDS: %s", strerror(-n));
         return PETREL_EINVAL;
     }
+    if (n > max)
+        snprintf(err, errlen, "LISTEN_FDS=%d: petrel takes at most %d sockets", n, max);
     for (int i = 0; i < n && i < max; i++)
         names[i] = "";
     if (nm) {
@@ -149,12 +162,17 @@ int petrel__sd_listen_fds(const char **names, int max, char *err, size_t errlen)
                 memcpy(names_buf + off, nm[i], len + 1);
                 names[i] = names_buf + off;
                 off += len + 1;
+            } else if (i < n && i < max && n <= max) {
+                /* a name cut off could turn an admin socket into a public one */
+                snprintf(err, errlen, "LISTEN_FDNAMES is longer than %zu bytes",
+                         sizeof(names_buf) - 1);
+                n = max + 1;
             }
             free(nm[i]);
         }
         free(nm);
     }
-    return n;
+    return n > max ? PETREL_EINVAL : n;
 }
 
 int petrel__sd_notify(const char *fmt, ...)

@@ -87,6 +87,17 @@ START_TEST(test_listen_fds_ours)
         set_env(me, "1", NULL);
         CHILD_CHECK(petrel__sd_listen_fds_proto(names, 4, err, sizeof(err)) == 1);
         CHILD_CHECK(strcmp(names[0], "") == 0);
+        /* more sockets than the caller takes, names longer than petrel
+         * keeps: refused, not taken without their names (an "admin" socket
+         * would serve as a public one) */
+        set_env(me, "2", "http:admin");
+        CHILD_CHECK(petrel__sd_listen_fds_proto(names, 1, err, sizeof(err)) == PETREL_EINVAL);
+        CHILD_CHECK(strstr(err, "at most 1") != NULL);
+        static char many[5000];
+        memset(many, 'a', sizeof(many) - 1);
+        set_env(me, "2", many);
+        CHILD_CHECK(petrel__sd_listen_fds_proto(names, 4, err, sizeof(err)) == PETREL_EINVAL);
+        CHILD_CHECK(strstr(err, "LISTEN_FDNAMES") != NULL);
         _exit(0);
     }
     int st;
