@@ -1373,6 +1373,23 @@ START_TEST(cookies_concatenated)
 }
 END_TEST
 
+/* Fields whose names only look like cookie or expect (the same length, the
+ * same first letter) are neither: no merge (which failed with 431 when
+ * there was no cookie to merge), no expectation (RFC 9110 §10.1.1: 417). */
+START_TEST(cookie_expect_lookalikes)
+{
+    client_t *cl = client_new(NULL, 0);
+    nghttp2_nv nv[] = {MKNV(":method", "GET"),  MKNV(":scheme", "http"), MKNV(":path", "/cookie"),
+                       MKNV(":authority", "x"), MKNV("cc-abc", "1"),     MKNV("cc-abc", "2"),
+                       MKNV("ex-foo", "bar"),   MKNV("x-test", "t")};
+    resp_t *r = request_nv(cl, nv, 8, NULL, 0);
+    pump_all(cl);
+    ck_assert_int_eq(r->status, 200);
+    ck_assert_str_eq(r->body, "0||t");
+    client_free(cl);
+}
+END_TEST
+
 /* RFC 9113 §6.3: "If a PRIORITY frame is received with a stream identifier
  * of 0x00, the recipient MUST respond with a connection error of type
  * PROTOCOL_ERROR" -- petrel's check (nghttp2 skips PRIORITY frames once
@@ -2799,6 +2816,7 @@ static Suite *suite(void)
     tcase_add_test(t, header_list_too_large);
     tcase_add_test(t, priority_frames);
     tcase_add_test(t, cookies_concatenated);
+    tcase_add_test(t, cookie_expect_lookalikes);
     tcase_add_test(t, data_on_closed_stream);
     tcase_add_test(t, data_after_our_reset);
     tcase_add_test(t, floods_calm);
