@@ -1598,13 +1598,13 @@ static int on_stream_close(nghttp2_session *ngh, int32_t id, uint32_t error_code
         h->cur = NULL;
     if (s->flags & S_XCONNECT)
         tunnel_gone(s); /* (its lists and input are a tunnel's only) */
-    if (s->flags & S_MALFORMED) {
-        /* never passed on: neither logged nor counted as a request */
-    } else if ((s->flags & S_DISPATCHED) && !s->resp.ended && !s->resp.sent) {
-        s->resp.status = 499; /* the client left before the response: as nginx logs it */
+    /* a malformed request was never passed on: neither logged nor counted */
+    if (!(s->flags & S_MALFORMED)) {
+        if ((s->flags & S_DISPATCHED) && !s->resp.ended && !s->resp.sent)
+            s->resp.status = 499; /* the client left before the response: as nginx logs it */
+        if (s->resp.sent || (s->flags & S_DISPATCHED))
+            petrel__req_finished(&s->req, s->bytes_out);
     }
-    if (!(s->flags & S_MALFORMED) && (s->resp.sent || (s->flags & S_DISPATCHED)))
-        petrel__req_finished(&s->req, s->bytes_out);
     if ((s->flags & (S_DISPATCHED | S_MALFORMED)) == S_DISPATCHED) {
         /* a handler still at work (waiting, streaming): it is told, and the
          * slot stays until it lets go (h2_release) */
