@@ -1007,12 +1007,8 @@ static int status_for_error(h1_t *h1, llhttp_errno_t e)
          * the line has arrived (else the method alone decides). */
         const char *s = c->rbuf + h1->head_start, *end = c->rbuf + c->rlen;
         const char *sp = memchr(s, ' ', (size_t)(end - s));
-        if (sp == NULL || sp == s)
-            return 400;
-        for (const char *p = s; p < sp; p++)
-            if (!((*p >= 'A' && *p <= 'Z') || (*p >= 'a' && *p <= 'z') ||
-                  (*p >= '0' && *p <= '9') || strchr("!#$%&'*+-.^_`|~", *p)))
-                return 400;
+        if (sp == NULL || !petrel__all_of(s, (size_t)(sp - s), PETREL__CC_TCHAR))
+            return 400; /* the method is a token (RFC 9110 §9.1) */
         const char *eol = memchr(sp, '\n', (size_t)(end - sp));
         if (eol == NULL)
             return 501;

@@ -1283,6 +1283,7 @@ static const bad_t bad_requests[] = {
     {"PROPFIND", "PROPFIND /x HTTP/1.1\r\nHost: x\r\n\r\n", 501, 0},
     {"CONNECT", "CONNECT example.com:443 HTTP/1.1\r\nHost: example.com:443\r\n\r\n", 501, 400},
     {"method not a token", "G(T /hello HTTP/1.1\r\nHost: x\r\n\r\n", 400, 0},
+    {"NUL in the method", "GE\0T /hello HTTP/1.1\r\nHost: x\r\n\r\n", 400, 0},
     /* RFC 9112 §3: an unknown method on a line that is not a request line
      * (an invalid connection preface) is a malformed request: 400 */
     {"invalid preface", "INVALID CONNECTION PREFACE\r\n\r\n", 400, 0},
@@ -1322,10 +1323,10 @@ static const bad_t bad_requests[] = {
      400, 0},
 };
 
-/* The length of a bad request: up to the end of the literal (one has a NUL). */
+/* The length of a bad request: up to the end of the literal (the "NUL in" ones hold a NUL). */
 static size_t bad_len(const bad_t *b)
 {
-    if (strcmp(b->why, "NUL in a value") == 0)
+    if (strncmp(b->why, "NUL in ", 7) == 0)
         return strlen(b->req) + 1 + strlen(b->req + strlen(b->req) + 1);
     return strlen(b->req);
 }
