@@ -2384,6 +2384,7 @@ static void h2_on_timeout(petrel__conn_t *c)
         return;
     }
     /* idle, or a request that does not arrive: say goodbye and close */
+    petrel__conn_close_why(c, PETREL__CLOSE_TIMEOUT);
     h->flags |= H2_TIMEDOUT | H2_CLOSE;
     nghttp2_session_terminate_session(h->ngh, NGHTTP2_NO_ERROR);
     h2_flush(h);

@@ -949,7 +949,8 @@ static void send_error(h1_t *h1, int status)
     petrel_req_t *r = h1->req;
     h1->flags &= ~H1_KEEPALIVE;
     h1->flags |= H1_ERROR | H1_LAST;
-    petrel__conn_close_why(c, status == 413 || status == 414 || status == 431
+    petrel__conn_close_why(c, status == 408 ? PETREL__CLOSE_TIMEOUT
+                              : status == 413 || status == 414 || status == 431
                                   ? PETREL__CLOSE_LIMIT
                                   : PETREL__CLOSE_ERROR);
     if (r->_resp->sent) {

@@ -1983,6 +1983,35 @@ START_TEST(test_keepalive_timeout)
 }
 END_TEST
 
+/* The reason a connection closed (petrel_connections_closed_total): one
+ * that went through its idle stage (PETREL__IDLE_MS: its state given back,
+ * the timer armed again) and then was closed by its client was closed by
+ * the client; one the keep-alive timeout closed, by a timeout. */
+START_TEST(test_close_reason_after_idle)
+{
+    srv->cfg.keepalive_timeout_ms = 1500;
+    uint64_t *closed = &petrel__stats->c[PETREL__C_CONN_CLOSED];
+    client_t *c = client_open();
+    roundtrip(c, GET_HELLO);
+    check_hello(&R[0]);
+    uint64_t t0 = petrel__clock_ns() / 1000000;
+    while (petrel__clock_ns() / 1000000 < t0 + PETREL__IDLE_MS + 150)
+        turn(10);
+    uint64_t client0 = closed[PETREL__CLOSE_CLIENT], timeout0 = closed[PETREL__CLOSE_TIMEOUT];
+    client_close(c);
+    for (int i = 0; i < 20 && closed[PETREL__CLOSE_CLIENT] == client0; i++)
+        turn(10);
+    ck_assert_uint_eq(closed[PETREL__CLOSE_CLIENT], client0 + 1);
+    ck_assert_uint_eq(closed[PETREL__CLOSE_TIMEOUT], timeout0);
+
+    c = client_open();
+    roundtrip(c, GET_HELLO);
+    ck_assert_msg(client_wait_eof(c, 300, 20), "not closed");
+    ck_assert_uint_eq(closed[PETREL__CLOSE_TIMEOUT], timeout0 + 1);
+    ck_assert_uint_eq(closed[PETREL__CLOSE_CLIENT], client0 + 1);
+}
+END_TEST
+
 /* ------------------------------------------------------------------------ */
 /* Zero heap calls per request                                              */
 
@@ -2370,6 +2399,7 @@ static Suite *http1_suite(void)
     tcase_add_test(tc, test_bad_preface_400);
     tcase_add_test(tc, test_idle_connection_timeout);
     tcase_add_test(tc, test_keepalive_timeout);
+    tcase_add_test(tc, test_close_reason_after_idle);
 
     tc = tcase(s, "zero-malloc", 60);
     tcase_add_test(tc, test_zero_malloc_keepalive);
