@@ -1364,28 +1364,20 @@ START_TEST(cookies_concatenated)
                         MKNV(":path", "/cookie"),   MKNV(":authority", "x"),
                         MKNV("cookie", "a=1; b=2"), MKNV("x-test", "u")};
     resp_t *r1 = request_nv(cl, one, 6, NULL, 0);
+    /* names that only look like cookie or expect (the same length and
+     * first letter) are neither: no merge (it failed with 431 when there
+     * was no cookie to merge), no expectation (RFC 9110 §10.1.1: 417) */
+    nghttp2_nv look[] = {MKNV(":method", "GET"),  MKNV(":scheme", "http"), MKNV(":path", "/cookie"),
+                         MKNV(":authority", "x"), MKNV("cc-abc", "1"),     MKNV("cc-abc", "2"),
+                         MKNV("ex-foo", "bar"),   MKNV("x-test", "v")};
+    resp_t *r2 = request_nv(cl, look, 8, NULL, 0);
     pump_all(cl);
     ck_assert_int_eq(r->status, 200);
     ck_assert_str_eq(r->body, "1|a=1; b=2; c=3|t");
     ck_assert_int_eq(r1->status, 200);
     ck_assert_str_eq(r1->body, "1|a=1; b=2|u");
-    client_free(cl);
-}
-END_TEST
-
-/* Fields whose names only look like cookie or expect (the same length, the
- * same first letter) are neither: no merge (which failed with 431 when
- * there was no cookie to merge), no expectation (RFC 9110 §10.1.1: 417). */
-START_TEST(cookie_expect_lookalikes)
-{
-    client_t *cl = client_new(NULL, 0);
-    nghttp2_nv nv[] = {MKNV(":method", "GET"),  MKNV(":scheme", "http"), MKNV(":path", "/cookie"),
-                       MKNV(":authority", "x"), MKNV("cc-abc", "1"),     MKNV("cc-abc", "2"),
-                       MKNV("ex-foo", "bar"),   MKNV("x-test", "t")};
-    resp_t *r = request_nv(cl, nv, 8, NULL, 0);
-    pump_all(cl);
-    ck_assert_int_eq(r->status, 200);
-    ck_assert_str_eq(r->body, "0||t");
+    ck_assert_int_eq(r2->status, 200);
+    ck_assert_str_eq(r2->body, "0||v");
     client_free(cl);
 }
 END_TEST
@@ -2816,7 +2808,6 @@ static Suite *suite(void)
     tcase_add_test(t, header_list_too_large);
     tcase_add_test(t, priority_frames);
     tcase_add_test(t, cookies_concatenated);
-    tcase_add_test(t, cookie_expect_lookalikes);
     tcase_add_test(t, data_on_closed_stream);
     tcase_add_test(t, data_after_our_reset);
     tcase_add_test(t, floods_calm);
