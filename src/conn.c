@@ -516,12 +516,18 @@ static void on_io(petrel__io_t *io, uint32_t events)
 static void on_timer(petrel__timer_t *t)
 {
     petrel__conn_t *c = container_of(t, petrel__conn_t, timer);
-    if (!(c->flags & CONN_LINGER))
-        petrel__conn_close_why(c, PETREL__CLOSE_TIMEOUT);
-    if (c->ops->on_timeout)
-        c->ops->on_timeout(c);
-    else
+    if (c->ops->on_timeout == NULL) {
+        if (!(c->flags & CONN_LINGER)) /* a lingering close ends as planned */
+            petrel__conn_close_why(c, PETREL__CLOSE_TIMEOUT);
         petrel__conn_close(c);
+        return;
+    }
+    /* the protocol's timer may mark a stage of its own that leaves the
+     * connection open (idle: its memory given back; a body still in time):
+     * only a close or a lingering close it starts now is a timeout's */
+    c->flags |= CONN_TIMER;
+    c->ops->on_timeout(c);
+    c->flags &= ~CONN_TIMER;
 }
 
 void petrel__conn_switch(petrel__conn_t *c, const petrel__proto_ops_t *ops, void *state)
@@ -567,6 +573,8 @@ void petrel__conn_linger(petrel__conn_t *c)
 {
     if (c->flags & CONN_CLOSED)
         return;
+    if (c->flags & CONN_TIMER)
+        petrel__conn_close_why(c, PETREL__CLOSE_TIMEOUT);
     shutdown(c->io.fd, SHUT_WR);
     if (c->flags & CONN_EOF) {
         petrel__conn_close(c);
@@ -603,6 +611,8 @@ void petrel__conn_close(petrel__conn_t *c)
     if (c->flags & CONN_CLOSED)
         return;
     petrel__conns_t *cs = c->cs;
+    if (c->flags & CONN_TIMER)
+        petrel__conn_close_why(c, PETREL__CLOSE_TIMEOUT);
     c->flags |= CONN_CLOSED;
     c->flags &= ~CONN_WANT_WRITE;
     petrel__timer_disarm(&c->timer);

@@ -84,7 +84,8 @@ enum {
     CONN_CLOSED = 1 << 3,     /* fd closed, memory freed at the end of the turn */
     CONN_RBUF_LARGE = 1 << 4, /* rbuf is a malloc'ed buffer, not a chunk */
     CONN_LINGER = 1 << 5,     /* half-closed, reading what the peer still sends */
-    CONN_REGISTERED = 1 << 6  /* the fd is in the epoll set */
+    CONN_REGISTERED = 1 << 6, /* the fd is in the epoll set */
+    CONN_TIMER = 1 << 7       /* in its protocol's on_timeout: a close now is a timeout's */
 };
 
 struct petrel__conn {

@@ -1053,6 +1053,8 @@ static int on_header(nghttp2_session *ngh, const nghttp2_frame *frame, nghttp2_r
     const char *vs = (const char *)value;
     unsigned fi = s->nfields++;
     bool static_name = false;
+    /* the regular fields petrel looks at */
+    enum { F_OTHER, F_CONN, F_HOST, F_CLEN, F_COOKIE, F_EXPECT, F_PRIORITY } kind = F_OTHER;
     if (namelen == 0) {
         malformed(h, s, "an empty field name");
         return 0;
@@ -1091,51 +1093,60 @@ static int on_header(nghttp2_session *ngh, const nghttp2_frame *frame, nghttp2_r
             return 0;
         }
         s->pseudo |= P_FIELD;
-        unsigned kind = 0; /* 1 connection-specific, 2 host, 3 content-length, ... */
         switch (namelen) {
         case 2:
-            if (memcmp(name, "te", 2) == 0)
-                kind = petrel__str_ieq(vs, valuelen, "trailers", 8) ? 0 : 1;
+            if (memcmp(name, "te", 2) == 0 && !petrel__str_ieq(vs, valuelen, "trailers", 8))
+                kind = F_CONN;
             break;
         case 4:
-            kind = memcmp(name, "host", 4) == 0 ? 2 : 0;
+            if (memcmp(name, "host", 4) == 0)
+                kind = F_HOST;
             break;
         case 6:
-            kind = memcmp(name, "cookie", 6) == 0 ? 4 : memcmp(name, "expect", 6) == 0 ? 5 : 0;
+            if (memcmp(name, "cookie", 6) == 0)
+                kind = F_COOKIE;
+            else if (memcmp(name, "expect", 6) == 0)
+                kind = F_EXPECT;
             break;
         case 7:
-            kind = memcmp(name, "upgrade", 7) == 0 ? 1 : 0;
+            if (memcmp(name, "upgrade", 7) == 0)
+                kind = F_CONN;
             break;
         case 8:
-            kind = memcmp(name, "priority", 8) == 0 ? 6 : 0;
+            if (memcmp(name, "priority", 8) == 0)
+                kind = F_PRIORITY;
             break;
         case 10:
-            kind = memcmp(name, "connection", 10) == 0 || memcmp(name, "keep-alive", 10) == 0;
+            if (memcmp(name, "connection", 10) == 0 || memcmp(name, "keep-alive", 10) == 0)
+                kind = F_CONN;
             break;
         case 14:
-            kind = memcmp(name, "content-length", 14) == 0 ? 3 : 0;
+            if (memcmp(name, "content-length", 14) == 0)
+                kind = F_CLEN;
             break;
         case 16:
-            kind = memcmp(name, "proxy-connection", 16) == 0;
+            if (memcmp(name, "proxy-connection", 16) == 0)
+                kind = F_CONN;
             break;
         case 17:
-            kind = memcmp(name, "transfer-encoding", 17) == 0;
+            if (memcmp(name, "transfer-encoding", 17) == 0)
+                kind = F_CONN;
             break;
         }
-        if (kind == 1) {
+        if (kind == F_CONN) {
             malformed(h, s, "a connection-specific field");
             return 0;
         }
         if (s->flags & S_TRAILERS)
             return 0; /* checked, not kept */
-        if (kind == 2) {
+        if (kind == F_HOST) {
             /* one Host, a valid one (RFC 9110 §7.2) */
             if ((s->pseudo & P_HOST) || !value_check(h, fi, rvalue, value, valuelen, V_HOST)) {
                 malformed(h, s, "host");
                 return 0;
             }
             s->pseudo |= P_HOST;
-        } else if (kind == 3) {
+        } else if (kind == F_CLEN) {
             /* RFC 9110 §8.6: digits; a second one is refused (as nghttp2
              * did), and the DATA must add up to it (§8.1.1) */
             uint64_t n = 0;
@@ -1150,7 +1161,7 @@ static int on_header(nghttp2_session *ngh, const nghttp2_frame *frame, nghttp2_r
             }
             s->pseudo |= P_CLEN;
             s->req_clen = n;
-        } else if (kind == 6) {
+        } else if (kind == F_PRIORITY) {
             if (!(s->pseudo & P_PRIORITY) && priority_parse(s, value, valuelen))
                 s->pseudo |= P_PRIORITY;
         }
@@ -1199,11 +1210,11 @@ static int on_header(nghttp2_session *ngh, const nghttp2_frame *frame, nghttp2_r
     hd->name.len = namelen;
     hd->value.ptr = v;
     hd->value.len = valuelen;
-    if (namelen == 4 && memcmp(n, "host", 4) == 0)
+    if (kind == F_HOST)
         s->host = v;
-    else if (namelen == 6 && n[0] == 'c' && s->ncookies < 2)
+    else if (kind == F_COOKIE && s->ncookies < 2)
         s->ncookies++;
-    else if (namelen == 6 && n[0] == 'e')
+    else if (kind == F_EXPECT)
         s->expect = v;
     return 0;
 }
@@ -1587,13 +1598,13 @@ static int on_stream_close(nghttp2_session *ngh, int32_t id, uint32_t error_code
         h->cur = NULL;
     if (s->flags & S_XCONNECT)
         tunnel_gone(s); /* (its lists and input are a tunnel's only) */
-    if (s->flags & S_MALFORMED) {
-        /* never passed on: neither logged nor counted as a request */
-    } else if ((s->flags & S_DISPATCHED) && !s->resp.ended && !s->resp.sent) {
-        s->resp.status = 499; /* the client left before the response: as nginx logs it */
+    /* a malformed request was never passed on: neither logged nor counted */
+    if (!(s->flags & S_MALFORMED)) {
+        if ((s->flags & S_DISPATCHED) && !s->resp.ended && !s->resp.sent)
+            s->resp.status = 499; /* the client left before the response: as nginx logs it */
+        if (s->resp.sent || (s->flags & S_DISPATCHED))
+            petrel__req_finished(&s->req, s->bytes_out);
     }
-    if (!(s->flags & S_MALFORMED) && (s->resp.sent || (s->flags & S_DISPATCHED)))
-        petrel__req_finished(&s->req, s->bytes_out);
     if ((s->flags & (S_DISPATCHED | S_MALFORMED)) == S_DISPATCHED) {
         /* a handler still at work (waiting, streaming): it is told, and the
          * slot stays until it lets go (h2_release) */
@@ -2373,6 +2384,7 @@ static void h2_on_timeout(petrel__conn_t *c)
         return;
     }
     /* idle, or a request that does not arrive: say goodbye and close */
+    petrel__conn_close_why(c, PETREL__CLOSE_TIMEOUT);
     h->flags |= H2_TIMEDOUT | H2_CLOSE;
     nghttp2_session_terminate_session(h->ngh, NGHTTP2_NO_ERROR);
     h2_flush(h);

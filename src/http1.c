@@ -949,7 +949,8 @@ static void send_error(h1_t *h1, int status)
     petrel_req_t *r = h1->req;
     h1->flags &= ~H1_KEEPALIVE;
     h1->flags |= H1_ERROR | H1_LAST;
-    petrel__conn_close_why(c, status == 413 || status == 414 || status == 431
+    petrel__conn_close_why(c, status == 408 ? PETREL__CLOSE_TIMEOUT
+                              : status == 413 || status == 414 || status == 431
                                   ? PETREL__CLOSE_LIMIT
                                   : PETREL__CLOSE_ERROR);
     if (r->_resp->sent) {
@@ -1007,12 +1008,8 @@ static int status_for_error(h1_t *h1, llhttp_errno_t e)
          * the line has arrived (else the method alone decides). */
         const char *s = c->rbuf + h1->head_start, *end = c->rbuf + c->rlen;
         const char *sp = memchr(s, ' ', (size_t)(end - s));
-        if (sp == NULL || sp == s)
-            return 400;
-        for (const char *p = s; p < sp; p++)
-            if (!((*p >= 'A' && *p <= 'Z') || (*p >= 'a' && *p <= 'z') ||
-                  (*p >= '0' && *p <= '9') || strchr("!#$%&'*+-.^_`|~", *p)))
-                return 400;
+        if (sp == NULL || !petrel__all_of(s, (size_t)(sp - s), PETREL__CC_TCHAR))
+            return 400; /* the method is a token (RFC 9110 §9.1) */
         const char *eol = memchr(sp, '\n', (size_t)(end - sp));
         if (eol == NULL)
             return 501;

@@ -266,9 +266,8 @@ int petrel_stream_on_drain(petrel_req_t *req, size_t mark, petrel_stream_drain_c
 }
 
 /* ------------------------------------------------------------------------ */
-/* Waiting (petrel.h, "Waiting for work the handler started"): the handler timeout, aborts, and the
- */
-/* requests a handler still holds after an abort.  Per worker process.      */
+/* Waiting (petrel.h, "Waiting for work the handler started"): the handler  */
+/* timeout, aborts, and the requests a handler still holds after an abort.  */
 
 /* Per worker process (doc/architecture.md, "Processes"). */
 static petrel__tq_t handler_q; /* --handler-timeout */

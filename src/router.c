@@ -296,21 +296,13 @@ int petrel__router_match(const petrel__router_t *r, int method, const char *path
                          petrel_arena_t *a, petrel__match_t *m)
 {
     int hi = -1;
-    const node_t *n = len > 1 ? walk_exact(&r->root, path, path + len, method, &hi) : NULL;
-    if (n) {
-        m->handler = n->handler[hi];
-        m->data = n->data[hi];
-        m->allowed = n->methods;
-        m->params = NULL;
-        m->nparams = 0;
-        return 0;
-    }
     search_t s;
     s.method = method;
     s.allowed = 0;
     s.nparams = 0;
     s.path = path;
     const char *end = path + len;
+    const node_t *n = len > 1 ? walk_exact(&r->root, path, end, method, &hi) : NULL;
     /* "/" is the root itself; "/a" walks to "a" */
     if (len == 1 && path[0] == '/')
         n = walk(&r->root, &s, end, end, &hi); /* "/" itself */

@@ -1364,11 +1364,20 @@ START_TEST(cookies_concatenated)
                         MKNV(":path", "/cookie"),   MKNV(":authority", "x"),
                         MKNV("cookie", "a=1; b=2"), MKNV("x-test", "u")};
     resp_t *r1 = request_nv(cl, one, 6, NULL, 0);
+    /* names that only look like cookie or expect (the same length and
+     * first letter) are neither: no merge (it failed with 431 when there
+     * was no cookie to merge), no expectation (RFC 9110 §10.1.1: 417) */
+    nghttp2_nv look[] = {MKNV(":method", "GET"),  MKNV(":scheme", "http"), MKNV(":path", "/cookie"),
+                         MKNV(":authority", "x"), MKNV("cc-abc", "1"),     MKNV("cc-abc", "2"),
+                         MKNV("ex-foo", "bar"),   MKNV("x-test", "v")};
+    resp_t *r2 = request_nv(cl, look, 8, NULL, 0);
     pump_all(cl);
     ck_assert_int_eq(r->status, 200);
     ck_assert_str_eq(r->body, "1|a=1; b=2; c=3|t");
     ck_assert_int_eq(r1->status, 200);
     ck_assert_str_eq(r1->body, "1|a=1; b=2|u");
+    ck_assert_int_eq(r2->status, 200);
+    ck_assert_str_eq(r2->body, "0||v");
     client_free(cl);
 }
 END_TEST

@@ -1283,6 +1283,7 @@ static const bad_t bad_requests[] = {
     {"PROPFIND", "PROPFIND /x HTTP/1.1\r\nHost: x\r\n\r\n", 501, 0},
     {"CONNECT", "CONNECT example.com:443 HTTP/1.1\r\nHost: example.com:443\r\n\r\n", 501, 400},
     {"method not a token", "G(T /hello HTTP/1.1\r\nHost: x\r\n\r\n", 400, 0},
+    {"NUL in the method", "GE\0T /hello HTTP/1.1\r\nHost: x\r\n\r\n", 400, 0},
     /* RFC 9112 §3: an unknown method on a line that is not a request line
      * (an invalid connection preface) is a malformed request: 400 */
     {"invalid preface", "INVALID CONNECTION PREFACE\r\n\r\n", 400, 0},
@@ -1322,10 +1323,10 @@ static const bad_t bad_requests[] = {
      400, 0},
 };
 
-/* The length of a bad request: up to the end of the literal (one has a NUL). */
+/* The length of a bad request: up to the end of the literal (the "NUL in" ones hold a NUL). */
 static size_t bad_len(const bad_t *b)
 {
-    if (strcmp(b->why, "NUL in a value") == 0)
+    if (strncmp(b->why, "NUL in ", 7) == 0)
         return strlen(b->req) + 1 + strlen(b->req + strlen(b->req) + 1);
     return strlen(b->req);
 }
@@ -1982,6 +1983,35 @@ START_TEST(test_keepalive_timeout)
 }
 END_TEST
 
+/* The reason a connection closed (petrel_connections_closed_total): one
+ * that went through its idle stage (PETREL__IDLE_MS: its state given back,
+ * the timer armed again) and then was closed by its client was closed by
+ * the client; one the keep-alive timeout closed, by a timeout. */
+START_TEST(test_close_reason_after_idle)
+{
+    srv->cfg.keepalive_timeout_ms = 1500;
+    uint64_t *closed = &petrel__stats->c[PETREL__C_CONN_CLOSED];
+    client_t *c = client_open();
+    roundtrip(c, GET_HELLO);
+    check_hello(&R[0]);
+    uint64_t t0 = petrel__clock_ns() / 1000000;
+    while (petrel__clock_ns() / 1000000 < t0 + PETREL__IDLE_MS + 150)
+        turn(10);
+    uint64_t client0 = closed[PETREL__CLOSE_CLIENT], timeout0 = closed[PETREL__CLOSE_TIMEOUT];
+    client_close(c);
+    for (int i = 0; i < 20 && closed[PETREL__CLOSE_CLIENT] == client0; i++)
+        turn(10);
+    ck_assert_uint_eq(closed[PETREL__CLOSE_CLIENT], client0 + 1);
+    ck_assert_uint_eq(closed[PETREL__CLOSE_TIMEOUT], timeout0);
+
+    c = client_open();
+    roundtrip(c, GET_HELLO);
+    ck_assert_msg(client_wait_eof(c, 300, 20), "not closed");
+    ck_assert_uint_eq(closed[PETREL__CLOSE_TIMEOUT], timeout0 + 1);
+    ck_assert_uint_eq(closed[PETREL__CLOSE_CLIENT], client0 + 1);
+}
+END_TEST
+
 /* ------------------------------------------------------------------------ */
 /* Zero heap calls per request                                              */
 
@@ -2369,6 +2399,7 @@ static Suite *http1_suite(void)
     tcase_add_test(tc, test_bad_preface_400);
     tcase_add_test(tc, test_idle_connection_timeout);
     tcase_add_test(tc, test_keepalive_timeout);
+    tcase_add_test(tc, test_close_reason_after_idle);
 
     tc = tcase(s, "zero-malloc", 60);
     tcase_add_test(tc, test_zero_malloc_keepalive);
