@@ -1147,13 +1147,15 @@ static int on_header(nghttp2_session *ngh, const nghttp2_frame *frame, nghttp2_r
             }
             s->pseudo |= P_HOST;
         } else if (kind == F_CLEN) {
-            /* RFC 9110 §8.6: digits; a second one is refused (as nghttp2
-             * did), and the DATA must add up to it (§8.1.1) */
+            /* RFC 9110 §8.6: 1*DIGIT; a second one is refused (as nghttp2
+             * did), and the DATA must add up to it (§8.1.1).  A number past
+             * 19 digits stays UINT64_MAX: over --max-body-size (413) */
             uint64_t n = 0;
-            bool ok = valuelen > 0 && valuelen <= 19 && !(s->pseudo & P_CLEN);
+            bool ok = valuelen > 0 && !(s->pseudo & P_CLEN);
             for (size_t i = 0; ok && i < valuelen; i++) {
                 ok = value[i] >= '0' && value[i] <= '9';
-                n = n * 10 + (uint64_t)(value[i] - '0');
+                uint64_t d = (uint64_t)(value[i] - '0');
+                n = n > (UINT64_MAX - d) / 10 ? UINT64_MAX : n * 10 + d;
             }
             if (!ok) {
                 malformed(h, s, "content-length");

@@ -1217,6 +1217,8 @@ START_TEST(wellformed_requests)
     nghttp2_nv empty_value[] = GET_WITH("x-a", "");
     nghttp2_nv inner_sp[] = GET_WITH("x-a", "a \tb");
     nghttp2_nv cl0[] = GET_WITH("content-length", "0");
+    /* RFC 9110 §8.6: 1*DIGIT, leading zeros too */
+    nghttp2_nv cl0s[] = GET_WITH("content-length", "000000000000000000000000");
     nghttp2_nv pri[] = GET_WITH("priority", "u=0, i");
     nghttp2_nv pri_bad[] = GET_WITH("priority", "u=9");
     nghttp2_nv host_same[] = {MKNV(":method", "GET"), MKNV(":scheme", "https"),
