@@ -658,6 +658,17 @@ def wait_server_read(conn, timeout=5):
     wait_until(lambda: server_has_read(conn), timeout, "the server to read what was sent")
 
 
+def recv_all(sock):
+    """Read sock until the peer closes it; what was read.  Errors (a reset,
+    a timeout) propagate."""
+    data = b""
+    while True:
+        d = sock.recv(1 << 16)
+        if not d:
+            return data
+        data += d
+
+
 def refused(port=None):
     try:
         s = socket.create_connection(("127.0.0.1", port or PORT), timeout=1)

@@ -162,16 +162,7 @@ for what, data in bad.items():
     c = Conn()
     c.send(data)
     c.sock.shutdown(socket.SHUT_WR)
-    c.settimeout(5)
-    got = b""
-    while True:
-        try:
-            d = c.sock.recv(4096)
-        except ConnectionResetError:
-            break
-        if not d:
-            break
-        got += d
+    got, _ = c.wait_eof(5)
     check(got == b"", "%s: answered %r" % (what, got[:100]))
     c.close()
 time.sleep(0.3)

@@ -125,7 +125,7 @@ ok "a passed descriptor that is no listening socket is refused with a message"
 export PETREL LIB_TMP
 pyrun <<'PYEOF'
 import os, signal, socket, subprocess, threading, time
-from petrel_client import check, ok, fail, bound, request
+from petrel_client import check, ok, fail, bound, recv_all, request
 
 PETREL = os.environ["PETREL"]
 tmp = os.environ["LIB_TMP"]
@@ -151,12 +151,7 @@ def client():
         try:
             s = socket.create_connection(("127.0.0.1", port), timeout=bound(20))
             s.sendall(request("GET", "/hello", [("Connection", "close")]))
-            data = b""
-            while True:
-                d = s.recv(4096)
-                if not d:
-                    break
-                data += d
+            data = recv_all(s)
             s.close()
             if data.startswith(b"HTTP/1.1 200") and data.endswith(b"Hello World!"):
                 results["ok"] += 1
