@@ -34,6 +34,7 @@
 #   pyrun [ARG]...             run Python from stdin with the petrel_client module
 #   curl_ ARG...               curl without config files or proxies, bounded
 #   fail MSG / skip MSG / ok MSG
+#   py_needs MODULE [PACKAGE]  skip without the Python module (Debian's PACKAGE)
 #   expect_eq GOT WANT WHAT, expect_match STRING ERE WHAT, expect_no_match STRING ERE WHAT
 #   header_value FILE NAME, status_of FILE   (from a `curl -D FILE` head)
 #   now, secs_since T0, fcmp 'EXPR' (awk float comparison)
@@ -155,6 +156,13 @@ fail() {
 skip() {
     printf 'skip: %s\n' "$*"
     exit 77
+}
+
+# py_needs MODULE [PACKAGE]: skip without the Python module MODULE of $PY,
+# naming the Debian package (python3-MODULE, '_' as '-', unless given).
+py_needs() {
+    local pkg=${2:-python3-${1//_/-}}
+    "$PY" -c "import $1" 2>/dev/null || skip "$pkg is not installed (apt-get install $pkg)"
 }
 
 lib_on_err() {
@@ -781,7 +789,7 @@ petrel_start_nofile() {
 # make the static root $LIB_TMP/www and write $LIB_TMP/stream.c
 fault_setup() {
     command -v cc >/dev/null || skip "no C compiler (cc) for the streaming module"
-    "$PY" -c 'import h2' 2>/dev/null || skip "python3-h2 is not installed"
+    py_needs h2
     mkdir -p "$LIB_TMP/www"
     fault_stream_module "$LIB_TMP"
 }

@@ -19,9 +19,8 @@
 #     petrel_worker_restarts_total saying so.
 . "$(dirname "$0")/lib.sh"
 
-"$PY" -c 'import prometheus_client' 2>/dev/null ||
-    skip "python3-prometheus-client is not installed (apt-get install python3-prometheus-client)"
-"$PY" -c 'import h2' 2>/dev/null || skip "python3-h2 is not installed"
+py_needs prometheus_client
+py_needs h2
 
 WWW=$LIB_TMP/www
 mkdir -p "$WWW"

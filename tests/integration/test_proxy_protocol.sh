@@ -22,7 +22,7 @@
 #     is in flight: it is answered (Connection: close), then petrel exits.
 . "$(dirname "$0")/lib.sh"
 
-"$PY" -c 'import h2' 2>/dev/null || skip "python3-h2 is not installed"
+py_needs h2
 
 ALOG=$LIB_TMP/access.log
 admin_port() {
