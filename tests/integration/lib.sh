@@ -35,6 +35,7 @@
 #   curl_ ARG...               curl without config files or proxies, bounded
 #   fail MSG / skip MSG / ok MSG
 #   py_needs MODULE [PACKAGE]  skip without the Python module (Debian's PACKAGE)
+#   bench_needs                set BENCH to the petrel-bench binary, or skip
 #   expect_eq GOT WANT WHAT, expect_match STRING ERE WHAT, expect_no_match STRING ERE WHAT
 #   header_value FILE NAME, status_of FILE   (from a `curl -D FILE` head)
 #   now, secs_since T0, fcmp 'EXPR' (awk float comparison)
@@ -156,6 +157,16 @@ fail() {
 skip() {
     printf 'skip: %s\n' "$*"
     exit 77
+}
+
+# bench_needs: set BENCH to petrel-bench ($PETREL_BENCH, else the one next
+# to $PETREL, else the build tree's), or skip.
+bench_needs() {
+    for BENCH in "${PETREL_BENCH:-}" "${PETREL%/*}/bench/petrel-bench" \
+        "${top_builddir:-$top_srcdir}/src/bench/petrel-bench"; do
+        [[ -n $BENCH && -x $BENCH ]] && return 0
+    done
+    skip "no petrel-bench (\$PETREL_BENCH, next to $PETREL or in the build tree; make builds it)"
 }
 
 # py_needs MODULE [PACKAGE]: skip without the Python module MODULE of $PY,

@@ -175,11 +175,7 @@ pg_needs() {
         case $w in
         cc) command -v cc >/dev/null || skip "no C compiler (cc) for the test's module" ;;
         h2) py_needs h2 ;;
-        bench)
-            BENCH=${PETREL_BENCH:-${PETREL%/*}/bench/petrel-bench}
-            [[ -x $BENCH ]] || BENCH=${top_builddir:-}/src/bench/petrel-bench
-            [[ -x $BENCH ]] || skip "no petrel-bench next to petrel"
-            ;;
+        bench) bench_needs ;;
         esac
     done
 }
