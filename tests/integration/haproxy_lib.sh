@@ -14,8 +14,7 @@
 #   waits until it has it in both backends (petrel, petrel_h2).
 
 haproxy_setup() {
-    HAPROXY=$(command -v haproxy || true)
-    [[ -z $HAPROXY && -x /usr/sbin/haproxy ]] && HAPROXY=/usr/sbin/haproxy
+    HAPROXY=$(sbin_cmd haproxy)
     [[ -n $HAPROXY ]] || skip "no haproxy (apt-get install haproxy)"
     F=$(free_port)
     S=$(free_port)

@@ -36,6 +36,7 @@
 #   fail MSG / skip MSG / ok MSG
 #   py_needs MODULE [PACKAGE]  skip without the Python module (Debian's PACKAGE)
 #   bench_needs                set BENCH to the petrel-bench binary, or skip
+#   sbin_cmd NAME              the program NAME on PATH or in /usr/sbin, or nothing
 #   expect_eq GOT WANT WHAT, expect_match STRING ERE WHAT, expect_no_match STRING ERE WHAT
 #   header_value FILE NAME, status_of FILE   (from a `curl -D FILE` head)
 #   now, secs_since T0, fcmp 'EXPR' (awk float comparison)
@@ -157,6 +158,12 @@ fail() {
 skip() {
     printf 'skip: %s\n' "$*"
     exit 77
+}
+
+# sbin_cmd NAME: the program NAME on PATH, else in /usr/sbin (not on every
+# user's PATH); prints nothing when there is none.
+sbin_cmd() {
+    command -v "$1" || { [[ -x /usr/sbin/$1 ]] && echo "/usr/sbin/$1"; } || true
 }
 
 # bench_needs: set BENCH to petrel-bench ($PETREL_BENCH, else the one next

@@ -182,8 +182,7 @@ nw=$(grep -o '"request_id":"[0-9]*"' "$ALOG" | sed 's/.*"\([0-9]*\)"$/\1/' |
 ok "SIGUSR1: the master and both workers write the new files; nothing more went to the old ones"
 
 # --- the logrotate snippet, run by logrotate -------------------------------
-LR=$(command -v logrotate || true)
-[[ -z $LR && -x /usr/sbin/logrotate ]] && LR=/usr/sbin/logrotate
+LR=$(sbin_cmd logrotate)
 if [[ -n $LR ]]; then
     sed -e "s|/var/log/petrel|$T/logs|g" -e "s|/run/petrel/petrel.pid|$PIDF|g" \
         "$top_srcdir/examples/logrotate/petrel" >"$T/logrotate.conf"
