@@ -29,6 +29,8 @@
 #   petrel_stop [PID [SECS]]   SIGTERM, wait, require exit status 0 and no worker left
 #   petrel_wait_exit PID SECS  wait for an exit already under way; sets PETREL_RC, EXIT_SECS
 #   petrel_workers [PID]       the worker pids of a master, one a line
+#   petrel_admin_port          the admin listener's port (--admin-listen 127.0.0.1:0) in
+#                              $PETREL_ERR, or fail
 #   wait_port PORT [HOST]      wait until HOST (127.0.0.1):PORT accepts connections
 #   wait_for SECS CMD...       poll CMD until it succeeds (20 ms steps), or fail
 #   pyrun [ARG]...             run Python from stdin with the petrel_client module
@@ -300,6 +302,15 @@ lib_alive() {
 
 petrel_workers() {
     pgrep -P "${1:-$PETREL_PID}" 2>/dev/null || true
+}
+
+# petrel_admin_port: the port of the admin listener that the last petrel_start
+# logged (--admin-listen 127.0.0.1:0 picks one), or fail.
+petrel_admin_port() {
+    local p
+    p=$(sed -n 's/.* admin listener .* on 127\.0\.0\.1:\([0-9]*\) .*/\1/p' "$PETREL_ERR" | head -n 1)
+    [[ -n $p ]] || fail "no admin listener line in $PETREL_ERR"
+    echo "$p"
 }
 
 # can_connect PORT [HOST]: a TCP connection to HOST (default 127.0.0.1)
