@@ -18,6 +18,7 @@
 
 SSA=$(command -v systemd-socket-activate || true)
 [[ -n $SSA ]] || skip "no systemd-socket-activate (apt-get install systemd)"
+command -v systemd-analyze >/dev/null || skip "no systemd-analyze (apt-get install systemd)"
 command -v cc >/dev/null || skip "no C compiler (cc) for the test module"
 
 # GET /env?name=X: what getenv(X) says in the worker (the environment any
@@ -48,14 +49,12 @@ for key in Type=notify NotifyAccess=main 'ExecReload=/bin/kill -HUP $MAINPID' Ki
     RestrictAddressFamilies= CapabilityBoundingSet= SystemCallFilter=@system-service; do
     grep -qF -- "$key" "$U/petrel.service" || fail "petrel.service has no $key"
 done
-if command -v systemd-analyze >/dev/null; then
-    (cd "$U" && systemd-analyze verify --man=no ./petrel.socket ./petrel.service) \
-        >"$LIB_TMP/verify.out" 2>&1 || fail "systemd-analyze verify: $(cat "$LIB_TMP/verify.out")"
-    if grep -E 'petrel\.(service|socket)' "$LIB_TMP/verify.out"; then
-        fail "systemd-analyze verify complains about the units"
-    fi
-    ok "petrel.service and petrel.socket pass systemd-analyze verify"
+(cd "$U" && systemd-analyze verify --man=no ./petrel.socket ./petrel.service) \
+    >"$LIB_TMP/verify.out" 2>&1 || fail "systemd-analyze verify: $(cat "$LIB_TMP/verify.out")"
+if grep -E 'petrel\.(service|socket)' "$LIB_TMP/verify.out"; then
+    fail "systemd-analyze verify complains about the units"
 fi
+ok "petrel.service and petrel.socket pass systemd-analyze verify"
 if [[ -n ${top_builddir:-} && -f $top_builddir/systemd/petrel.service ]]; then
     bindir=$(sed -n 's/^bindir = //p' "$top_builddir/Makefile")
     prefix=$(sed -n 's/^prefix = //p' "$top_builddir/Makefile")
