@@ -9,7 +9,6 @@ Each file of a connection harness starts with the harness's mode byte
 (see the comment at the top of fuzz_http1.c, fuzz_h2.c, fuzz_ws.c).
 """
 import os
-import shutil
 import struct
 import zlib
 
@@ -20,9 +19,12 @@ import h2.settings
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 OUT = os.path.join(HERE, "corpus")
+WRITTEN = set()  # (harness, name) of every seed written by this run
 
 
 def write(harness, name, data):
+    assert (harness, name) not in WRITTEN, "seed written twice: %s/%s" % (harness, name)
+    WRITTEN.add((harness, name))
     d = os.path.join(OUT, harness)
     os.makedirs(d, exist_ok=True)
     with open(os.path.join(d, name), "wb") as f:
@@ -473,15 +475,20 @@ def rng():
 
 
 def main():
-    # only the harnesses written here: other seeds (corpus/grpc) are kept
-    for harness in ("http1", "h2", "ws", "path", "static_path", "range"):
-        shutil.rmtree(os.path.join(OUT, harness), ignore_errors=True)
+    # Seeds are overwritten, never deleted: files added by hand (inputs a
+    # fuzzer found, e.g. h2/body-check-zero-timeouts) and the harnesses not
+    # generated here (corpus/grpc, corpus/proxy) are kept. A seed renamed or
+    # dropped here leaves its old file behind; they are listed for removal.
     http1()
     http2()
     ws()
     path()
     static_path()
     rng()
+    for harness in sorted({h for h, _ in WRITTEN}):
+        for name in sorted(os.listdir(os.path.join(OUT, harness))):
+            if (harness, name) not in WRITTEN:
+                print("kept (not generated here): corpus/%s/%s" % (harness, name))
 
 
 if __name__ == "__main__":

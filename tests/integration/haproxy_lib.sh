@@ -14,8 +14,7 @@
 #   waits until it has it in both backends (petrel, petrel_h2).
 
 haproxy_setup() {
-    HAPROXY=$(command -v haproxy || true)
-    [[ -z $HAPROXY && -x /usr/sbin/haproxy ]] && HAPROXY=/usr/sbin/haproxy
+    HAPROXY=$(sbin_cmd haproxy)
     [[ -n $HAPROXY ]] || skip "no haproxy (apt-get install haproxy)"
     F=$(free_port)
     S=$(free_port)
@@ -53,18 +52,13 @@ haproxy_start() {
 cat >"$LIB_TMP/py/hap.py" <<'PYEOF'
 """HAProxy's runtime API (the stats socket of haproxy_lib.sh)."""
 import os, socket, time
-from petrel_client import check, bound
+from petrel_client import check, bound, recv_all
 
 def stat():
     s = socket.socket(socket.AF_UNIX)
     s.connect(os.path.join(os.environ["T"], "haproxy.sock"))
     s.sendall(b"show stat\n")
-    d = b""
-    while True:
-        x = s.recv(65536)
-        if not x:
-            break
-        d += x
+    d = recv_all(s)
     s.close()
     lines = d.decode().splitlines()
     head = lines[0].lstrip("# ").split(",")

@@ -29,11 +29,16 @@
 #   petrel_stop [PID [SECS]]   SIGTERM, wait, require exit status 0 and no worker left
 #   petrel_wait_exit PID SECS  wait for an exit already under way; sets PETREL_RC, EXIT_SECS
 #   petrel_workers [PID]       the worker pids of a master, one a line
+#   petrel_admin_port          the admin listener's port (--admin-listen 127.0.0.1:0) in
+#                              $PETREL_ERR, or fail
 #   wait_port PORT [HOST]      wait until HOST (127.0.0.1):PORT accepts connections
 #   wait_for SECS CMD...       poll CMD until it succeeds (20 ms steps), or fail
 #   pyrun [ARG]...             run Python from stdin with the petrel_client module
 #   curl_ ARG...               curl without config files or proxies, bounded
 #   fail MSG / skip MSG / ok MSG
+#   py_needs MODULE [PACKAGE]  skip without the Python module (Debian's PACKAGE)
+#   bench_needs                set BENCH to the petrel-bench binary, or skip
+#   sbin_cmd NAME              the program NAME on PATH or in /usr/sbin, or nothing
 #   expect_eq GOT WANT WHAT, expect_match STRING ERE WHAT, expect_no_match STRING ERE WHAT
 #   header_value FILE NAME, status_of FILE   (from a `curl -D FILE` head)
 #   now, secs_since T0, fcmp 'EXPR' (awk float comparison)
@@ -157,6 +162,29 @@ skip() {
     exit 77
 }
 
+# sbin_cmd NAME: the program NAME on PATH, else in /usr/sbin (not on every
+# user's PATH); prints nothing when there is none.
+sbin_cmd() {
+    command -v "$1" || { [[ -x /usr/sbin/$1 ]] && echo "/usr/sbin/$1"; } || true
+}
+
+# bench_needs: set BENCH to petrel-bench ($PETREL_BENCH, else the one next
+# to $PETREL, else the build tree's), or skip.
+bench_needs() {
+    for BENCH in "${PETREL_BENCH:-}" "${PETREL%/*}/bench/petrel-bench" \
+        "${top_builddir:-$top_srcdir}/src/bench/petrel-bench"; do
+        [[ -n $BENCH && -x $BENCH ]] && return 0
+    done
+    skip "no petrel-bench (\$PETREL_BENCH, next to $PETREL or in the build tree; make builds it)"
+}
+
+# py_needs MODULE [PACKAGE]: skip without the Python module MODULE of $PY,
+# naming the Debian package (python3-MODULE, '_' as '-', unless given).
+py_needs() {
+    local pkg=${2:-python3-${1//_/-}}
+    "$PY" -c "import $1" 2>/dev/null || skip "$pkg is not installed (apt-get install $pkg)"
+}
+
 lib_on_err() {
     local i where=
     for ((i = 1; i < ${#BASH_SOURCE[@]}; i++)); do
@@ -274,6 +302,15 @@ lib_alive() {
 
 petrel_workers() {
     pgrep -P "${1:-$PETREL_PID}" 2>/dev/null || true
+}
+
+# petrel_admin_port: the port of the admin listener that the last petrel_start
+# logged (--admin-listen 127.0.0.1:0 picks one), or fail.
+petrel_admin_port() {
+    local p
+    p=$(sed -n 's/.* admin listener .* on 127\.0\.0\.1:\([0-9]*\) .*/\1/p' "$PETREL_ERR" | head -n 1)
+    [[ -n $p ]] || fail "no admin listener line in $PETREL_ERR"
+    echo "$p"
 }
 
 # can_connect PORT [HOST]: a TCP connection to HOST (default 127.0.0.1)
@@ -658,6 +695,17 @@ def wait_server_read(conn, timeout=5):
     wait_until(lambda: server_has_read(conn), timeout, "the server to read what was sent")
 
 
+def recv_all(sock):
+    """Read sock until the peer closes it; what was read.  Errors (a reset,
+    a timeout) propagate."""
+    data = b""
+    while True:
+        d = sock.recv(1 << 16)
+        if not d:
+            return data
+        data += d
+
+
 def refused(port=None):
     try:
         s = socket.create_connection(("127.0.0.1", port or PORT), timeout=1)
@@ -770,7 +818,7 @@ petrel_start_nofile() {
 # make the static root $LIB_TMP/www and write $LIB_TMP/stream.c
 fault_setup() {
     command -v cc >/dev/null || skip "no C compiler (cc) for the streaming module"
-    "$PY" -c 'import h2' 2>/dev/null || skip "python3-h2 is not installed"
+    py_needs h2
     mkdir -p "$LIB_TMP/www"
     fault_stream_module "$LIB_TMP"
 }

@@ -174,12 +174,8 @@ pg_needs() {
     for w in "$@"; do
         case $w in
         cc) command -v cc >/dev/null || skip "no C compiler (cc) for the test's module" ;;
-        h2) "$PY" -c 'import h2' 2>/dev/null || skip "python3-h2 is not installed" ;;
-        bench)
-            BENCH=${PETREL_BENCH:-${PETREL%/*}/bench/petrel-bench}
-            [[ -x $BENCH ]] || BENCH=${top_builddir:-}/src/bench/petrel-bench
-            [[ -x $BENCH ]] || skip "no petrel-bench next to petrel"
-            ;;
+        h2) py_needs h2 ;;
+        bench) bench_needs ;;
         esac
     done
 }

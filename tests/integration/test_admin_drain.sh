@@ -11,12 +11,8 @@
 # outlive a master killed with SIGKILL; a reload is refused while draining.
 . "$(dirname "$0")/lib.sh"
 
-admin_port() {
-    sed -n 's/.* admin listener .* on 127\.0\.0\.1:\([0-9]*\) .*/\1/p' "$PETREL_ERR" | head -n 1
-}
-
 petrel_start --workers 2 --module hello --admin-listen 127.0.0.1:0 --drain-delay 1.5
-ADMIN_PORT=$(admin_port)
+ADMIN_PORT=$(petrel_admin_port)
 export ADMIN_PORT PETREL_ERR
 
 pyrun <<'PYEOF'
@@ -105,7 +101,7 @@ ok "a second SIGTERM drains at once (in ${EXIT_SECS}s of a 30s delay); no reload
 
 # --- workers never outlive a killed master -------------------------------
 petrel_start --workers 2 --module hello --admin-listen 127.0.0.1:0
-ADMIN_PORT=$(admin_port)
+ADMIN_PORT=$(petrel_admin_port)
 workers=$(petrel_workers)
 [[ $(wc -w <<<"$workers") -eq 2 ]] || fail "workers: $workers"
 kill -KILL "$PETREL_PID"

@@ -19,9 +19,8 @@
 #     petrel_worker_restarts_total saying so.
 . "$(dirname "$0")/lib.sh"
 
-"$PY" -c 'import prometheus_client' 2>/dev/null ||
-    skip "python3-prometheus-client is not installed (apt-get install python3-prometheus-client)"
-"$PY" -c 'import h2' 2>/dev/null || skip "python3-h2 is not installed"
+py_needs prometheus_client
+py_needs h2
 
 WWW=$LIB_TMP/www
 mkdir -p "$WWW"
@@ -30,9 +29,7 @@ printf 'two\n' >"$WWW/b.txt"
 
 petrel_start --workers 2 --module hello --module echo --module wsecho --root "$WWW" \
     --admin-listen 127.0.0.1:0
-ADMIN_PORT=$(sed -n 's/.* admin listener .* on 127\.0\.0\.1:\([0-9]*\) .*/\1/p' "$PETREL_ERR" |
-    head -n 1)
-[[ -n $ADMIN_PORT ]] || fail "no admin listener line in the log"
+ADMIN_PORT=$(petrel_admin_port)
 export ADMIN_PORT PETREL_ERR
 
 pyrun <<'PYEOF'
@@ -273,8 +270,7 @@ petrel_stop
 # --- the admin listener's limits: --admin-max-connections (per worker),
 # and a request body over 1 KiB (413, RFC 9110 §15.5.14) ---------------------
 petrel_start --workers 1 --module hello --admin-listen 127.0.0.1:0 --admin-max-connections 2
-ADMIN_PORT=$(sed -n 's/.* admin listener .* on 127\.0\.0\.1:\([0-9]*\) .*/\1/p' "$PETREL_ERR" |
-    head -n 1)
+ADMIN_PORT=$(petrel_admin_port)
 export ADMIN_PORT
 pyrun <<'PYEOF'
 import os, select, socket, time

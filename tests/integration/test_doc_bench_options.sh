@@ -8,9 +8,7 @@
 
 man=$top_srcdir/doc/petrel-bench.1
 [[ -f $man ]] || skip "no $man (not a source tree)"
-BENCH=${PETREL_BENCH:-${PETREL%/*}/bench/petrel-bench}
-[[ -x $BENCH ]] || BENCH=${top_builddir:-$top_srcdir}/src/bench/petrel-bench
-[[ -x $BENCH ]] || skip "no petrel-bench at $BENCH"
+bench_needs
 "$BENCH" --help >"$LIB_TMP/help.txt" || fail "petrel-bench --help: exit status $?"
 
 PYTHONPATH=$LIB_DIR pyrun "$LIB_TMP/help.txt" "$man" <<'PYEOF'

@@ -8,7 +8,7 @@
 # WebSocket; the worker ends with the descriptors it started with.
 . "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 
-"$PY" -c 'import h2' 2>/dev/null || skip "python3-h2 is not installed"
+py_needs h2
 
 www=$LIB_TMP/www
 mkdir -p "$www"

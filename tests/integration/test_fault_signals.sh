@@ -12,8 +12,7 @@
 #     load sees no truncated or malformed response, and petrel exits 0.
 . "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 
-BENCH=${PETREL_BENCH:-$(dirname "$PETREL")/bench/petrel-bench}
-[[ -x $BENCH ]] || skip "no petrel-bench at $BENCH"
+bench_needs
 fault_setup
 
 www=$LIB_TMP/www

@@ -8,8 +8,7 @@
 # error.  Then, left idle, the connection is closed (the timeout still works).
 . "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 
-BENCH=${top_builddir:-$top_srcdir/build}/src/bench/petrel-bench
-[[ -x $BENCH ]] || skip "no petrel-bench at $BENCH"
+bench_needs
 
 petrel_start --module hello --keepalive-timeout 1
 "$BENCH" -c 1 -m 16 -d 4s --json "http://127.0.0.1:$PORT/hello" >"$LIB_TMP/busy.json" \

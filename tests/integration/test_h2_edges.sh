@@ -9,6 +9,7 @@
 #   - --body-timeout per stream: a trickling request body gets 408 and
 #     RST_STREAM NO_ERROR, while another stream is served.
 . "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
+py_needs hpack
 
 petrel_start --module hello --module echo --body-timeout 1 --body-min-rate 1k
 

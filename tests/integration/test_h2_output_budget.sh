@@ -12,7 +12,7 @@
 # instead of queuing, and are served once the silent ones are closed.
 . "$(dirname "$0")/lib.sh"
 
-$PY -c 'import hpack' 2>/dev/null || skip "python3-hpack not installed (apt-get install python3-h2)"
+py_needs hpack
 curl_ -V | grep -q HTTP2 || skip "curl without HTTP/2 (apt-get install curl with libnghttp2)"
 
 W=$LIB_TMP/www

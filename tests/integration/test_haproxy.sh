@@ -16,8 +16,7 @@
 
 . "$(dirname "$0")/haproxy_lib.sh"
 haproxy_setup
-BENCH=${PETREL_BENCH:-${PETREL%/*}/bench/petrel-bench}
-[[ -x $BENCH ]] || skip "no petrel-bench next to petrel ($BENCH)"
+bench_needs
 haproxy_start
 
 # instance N on PORT with admin port APORT; sets PID_N

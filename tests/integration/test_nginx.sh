@@ -8,8 +8,7 @@
 # instance stopped, nginx sends every connection to the other: none fails.
 . "$(dirname "$0")/lib.sh"
 
-NGINX=$(command -v nginx || true)
-[[ -z $NGINX && -x /usr/sbin/nginx ]] && NGINX=/usr/sbin/nginx
+NGINX=$(sbin_cmd nginx)
 [[ -n $NGINX ]] || skip "no nginx (apt-get install nginx)"
 STREAM=/usr/lib/nginx/modules/ngx_stream_module.so
 if ! "$NGINX" -V 2>&1 | grep -q -- '--with-stream\( \|$\)' && [[ ! -f $STREAM ]]; then

@@ -17,7 +17,7 @@
 . "$(dirname "$0")/lib.sh"
 . "$LIB_DIR/redis_lib.sh"
 
-"$PY" -c 'import websockets' 2>/dev/null || skip "python3-websockets is not installed"
+py_needs websockets
 redis_needs
 redis_start
 

@@ -12,7 +12,7 @@
 # WebSocket), --pubsub-max-topic-size (1008).
 . "$(dirname "$0")/lib.sh"
 
-"$PY" -c 'import websockets' 2>/dev/null || skip "python3-websockets is not installed"
+py_needs websockets
 
 petrel_start --module topics --workers 2 --pubsub-max-message-size 1000 --pubsub-max-topic-size 16 \
     --pubsub-ring-size 1m --drain-timeout 3

@@ -18,6 +18,7 @@
 
 SSA=$(command -v systemd-socket-activate || true)
 [[ -n $SSA ]] || skip "no systemd-socket-activate (apt-get install systemd)"
+command -v systemd-analyze >/dev/null || skip "no systemd-analyze (apt-get install systemd)"
 command -v cc >/dev/null || skip "no C compiler (cc) for the test module"
 
 # GET /env?name=X: what getenv(X) says in the worker (the environment any
@@ -48,14 +49,12 @@ for key in Type=notify NotifyAccess=main 'ExecReload=/bin/kill -HUP $MAINPID' Ki
     RestrictAddressFamilies= CapabilityBoundingSet= SystemCallFilter=@system-service; do
     grep -qF -- "$key" "$U/petrel.service" || fail "petrel.service has no $key"
 done
-if command -v systemd-analyze >/dev/null; then
-    (cd "$U" && systemd-analyze verify --man=no ./petrel.socket ./petrel.service) \
-        >"$LIB_TMP/verify.out" 2>&1 || fail "systemd-analyze verify: $(cat "$LIB_TMP/verify.out")"
-    if grep -E 'petrel\.(service|socket)' "$LIB_TMP/verify.out"; then
-        fail "systemd-analyze verify complains about the units"
-    fi
-    ok "petrel.service and petrel.socket pass systemd-analyze verify"
+(cd "$U" && systemd-analyze verify --man=no ./petrel.socket ./petrel.service) \
+    >"$LIB_TMP/verify.out" 2>&1 || fail "systemd-analyze verify: $(cat "$LIB_TMP/verify.out")"
+if grep -E 'petrel\.(service|socket)' "$LIB_TMP/verify.out"; then
+    fail "systemd-analyze verify complains about the units"
 fi
+ok "petrel.service and petrel.socket pass systemd-analyze verify"
 if [[ -n ${top_builddir:-} && -f $top_builddir/systemd/petrel.service ]]; then
     bindir=$(sed -n 's/^bindir = //p' "$top_builddir/Makefile")
     prefix=$(sed -n 's/^prefix = //p' "$top_builddir/Makefile")
@@ -125,7 +124,7 @@ ok "a passed descriptor that is no listening socket is refused with a message"
 export PETREL LIB_TMP
 pyrun <<'PYEOF'
 import os, signal, socket, subprocess, threading, time
-from petrel_client import check, ok, fail, bound, request
+from petrel_client import check, ok, fail, bound, recv_all, request
 
 PETREL = os.environ["PETREL"]
 tmp = os.environ["LIB_TMP"]
@@ -151,12 +150,7 @@ def client():
         try:
             s = socket.create_connection(("127.0.0.1", port), timeout=bound(20))
             s.sendall(request("GET", "/hello", [("Connection", "close")]))
-            data = b""
-            while True:
-                d = s.recv(4096)
-                if not d:
-                    break
-                data += d
+            data = recv_all(s)
             s.close()
             if data.startswith(b"HTTP/1.1 200") and data.endswith(b"Hello World!"):
                 results["ok"] += 1

@@ -4,7 +4,7 @@
 # close with their own codes, which come back.
 . "$(dirname "$0")/lib.sh"
 
-"$PY" -c 'import websockets' 2>/dev/null || skip "python3-websockets is not installed"
+py_needs websockets
 
 run_clients() {
     pyrun <<'PYEOF'

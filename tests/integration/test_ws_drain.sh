@@ -8,7 +8,7 @@
 # silent; a client that answers pings stays.
 . "$(dirname "$0")/lib.sh"
 
-"$PY" -c 'import websockets' 2>/dev/null || skip "python3-websockets is not installed"
+py_needs websockets
 
 # --- SIGTERM with 20 open connections -----------------------------------------
 petrel_start --module wsecho --drain-timeout 20

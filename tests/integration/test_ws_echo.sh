@@ -7,7 +7,7 @@
 # MUST of RFC 6455 get the right Close code, and the server keeps serving.
 . "$(dirname "$0")/lib.sh"
 
-"$PY" -c 'import websockets' 2>/dev/null || skip "python3-websockets is not installed"
+py_needs websockets
 
 petrel_start --module wsecho --module hello
 

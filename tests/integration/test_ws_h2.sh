@@ -13,8 +13,8 @@
 # serves on; at shutdown a WebSocket gets Close 1001.
 . "$(dirname "$0")/lib.sh"
 
-"$PY" -c 'import h2' 2>/dev/null || skip "python3-h2 is not installed"
-"$PY" -c 'import wsproto' 2>/dev/null || skip "python3-wsproto is not installed"
+py_needs h2
+py_needs wsproto
 
 petrel_start --module wsecho --module hello --drain-timeout 5
 export LIB_DIR

@@ -9,7 +9,7 @@ handshake).
     ws.close(1000); ...
 
 Everything runs on one blocking socket; pump() reads what comes and feeds
-the streams.  Used by test_ws_h2.sh and tests/ws-bench/h2_echo.py.
+the streams.  Used by test_ws_h2.sh and tests/ws-bench/h2echo.py.
 """
 import socket
 
@@ -18,8 +18,7 @@ import h2.connection
 import h2.events
 import h2.settings
 from wsproto.connection import Connection, ConnectionType
-from wsproto.events import (BytesMessage, CloseConnection, Message, Ping, Pong,
-                            TextMessage)
+from wsproto.events import BytesMessage, CloseConnection, Message, Ping
 from wsproto.extensions import PerMessageDeflate
 
 
