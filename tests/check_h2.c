@@ -1610,6 +1610,46 @@ START_TEST(resets_flag)
 }
 END_TEST
 
+/* --h2-reset-rate refills the bucket: a client that resets a burst, waits,
+ * and resets another keeps its connection; one that resets faster than the
+ * rate after its burst is cut off (ENHANCE_YOUR_CALM). */
+START_TEST(resets_rate)
+{
+    static uint8_t buf[1 << 14];
+    srv->cfg.h2_reset_burst = 10;
+    srv->cfg.h2_reset_rate = 50;
+    nghttp2_hd_deflater *d;
+    nghttp2_nv get[] = GET_HELLO_NV;
+    nghttp2_hd_deflate_new(&d, 4096);
+    int fd = raw_open();
+    int32_t id = 1;
+    const int bursts[] = {10, 10, 40};
+    for (int b = 0; b < 3; b++) {
+        if (b == 1)
+            usleep(400 * 1000); /* 20 tokens at 50/s: the bucket full again */
+        size_t n = 0;
+        for (int i = 0; i < bursts[b]; i++, id += 2) {
+            n += headers_frame_fl(buf + n, d, id, get, 4, NGHTTP2_FLAG_END_HEADERS);
+            n += frame(buf + n, NGHTTP2_RST_STREAM, 0, id, "\0\0\0\x8", 4);
+        }
+        raw_write(fd, buf, n);
+        raw_result_t res = {0};
+        raw_pump(fd, &res, 3);
+        if (b < 2) {
+            ck_assert_msg(!res.goaway, "burst %d: GOAWAY %u", b, res.goaway_error);
+        } else {
+            ck_assert(res.goaway);
+            ck_assert_uint_eq(res.goaway_error, NGHTTP2_ENHANCE_YOUR_CALM);
+        }
+    }
+    close(fd);
+    nghttp2_hd_deflate_del(d);
+    srv->cfg.h2_reset_burst = 1000;
+    srv->cfg.h2_reset_rate = 33;
+    still_serving();
+}
+END_TEST
+
 /* RFC 9113 §7: ENHANCE_YOUR_CALM, "the endpoint detected that its peer is
  * exhibiting a behavior that might be generating excessive load", ends the
  * floods; protocol errors keep PROTOCOL_ERROR (frames_on_wrong_stream). */
@@ -2814,6 +2854,7 @@ static Suite *suite(void)
     tcase_add_test(t, data_after_our_reset);
     tcase_add_test(t, floods_calm);
     tcase_add_test(t, resets_flag);
+    tcase_add_test(t, resets_rate);
     tcase_add_test(t, body_timeout);
     tcase_add_test(t, no_heap_after_warmup);
     tcase_add_test(t, wait_streams);
