@@ -1117,7 +1117,7 @@ typedef struct petrel_module {
 PETREL_API int petrel_main(int argc, char **argv, const petrel_module_t *const *builtins);
 
 /* ------------------------------------------------------------------------ */
-/* HTTP semantics (src/semantics.c) -- begin                                 */
+/* HTTP semantics (src/framework/semantics.c) -- begin                                 */
 /*                                                                           */
 /* RFC 9110 for handlers: HTTP-dates, entity-tags, conditional requests     */
 /* (304, 412), Range requests (206, 416) and content coding negotiation.    */
@@ -1642,7 +1642,7 @@ PETREL_API petrel_timer_t *petrel_timer_start(uint64_t ms, void (*cb)(void *data
 PETREL_API void petrel_timer_stop(petrel_timer_t *t);
 
 /* ------------------------------------------------------------------------ */
-/* PostgreSQL connection pool (src/pgsql.c)                                 */
+/* PostgreSQL connection pool (src/pg/pgsql.c)                                 */
 
 /**
  * A pool of PostgreSQL connections of one worker process (opaque).
@@ -2207,7 +2207,7 @@ typedef struct petrel_pg_stats {
 PETREL_API void petrel_pg_stats(const petrel_pg_t *pg, petrel_pg_stats_t *st);
 
 /* ------------------------------------------------------------------------ */
-/* WebSocket (src/ws.c) -- begin                                             */
+/* WebSocket (src/protocols/ws.c) -- begin                                             */
 
 /**
  * A WebSocket connection (RFC 6455), made by a route of petrel_ws_route_add().
@@ -2562,7 +2562,7 @@ PETREL_API int petrel_ws_on_drain(petrel_ws_t *ws, size_t mark, petrel_ws_drain_
 /* WebSocket -- end                                                          */
 
 /* ------------------------------------------------------------------------ */
-/* Publish and subscribe (src/pubsub.c) -- begin                            */
+/* Publish and subscribe (src/framework/pubsub.c) -- begin                            */
 
 /*
  * A WebSocket subscribes to topics (names such as "room:lobby"); a message

@@ -52,7 +52,7 @@
  *                       handler runs, so keep this limit below it.
  *
  * Every allocation is from the request arena.  The protobuf bytes are read
- * and written by src/grpcwire.c, which petrel-bench shares.
+ * and written by src/grpc/grpcwire.c, which petrel-bench shares.
  */
 #include <petrel.h>
 
@@ -62,7 +62,7 @@
 #include <string.h>
 #include <strings.h>
 
-#include "grpcwire.h"
+#include "grpc/grpcwire.h"
 
 #define MAX_MESSAGE_DEFAULT (4u << 20)
 #define MAX_MESSAGE_LIMIT (1u << 30)

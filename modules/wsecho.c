@@ -1,7 +1,7 @@
 /*
  * wsecho.c -- GET /ws: a WebSocket endpoint that echoes every message as it
  * came (text stays text, binary stays binary).  The closing handshake,
- * pings and every protocol check are petrel's (src/ws.c): a client's Close
+ * pings and every protocol check are petrel's (src/protocols/ws.c): a client's Close
  * is answered with the same code.
  *
  * The message memory is valid during on_message only; sending copies it, so

@@ -1,9 +1,9 @@
 /*
- * check_accesslog.c -- unit tests of src/accesslog.c: the combined-format
+ * check_accesslog.c -- unit tests of src/framework/accesslog.c: the combined-format
  * line of a request, whatever its fields hold.
  */
-#include "log.h"
-#include "proto.h"
+#include "runtime/log.h"
+#include "protocols/proto.h"
 #include "check_run.h"
 
 #include <check.h>

@@ -1,13 +1,13 @@
 /*
- * check_arena.c -- unit tests of src/arena.c: the chunk pool and the arena.
+ * check_arena.c -- unit tests of src/runtime/arena.c: the chunk pool and the arena.
  *
  * Every test runs in its own process (Check's fork mode) with a fresh
  * thread-local pool (petrel__pool) and an arena A on it, made by the fixture.
  * The heap hook of check_util.h counts heap calls and injects failures; it is
  * compiled out under AddressSanitizer, where the heap counts are skipped.
  */
-#include "arena.h"
-#include "list.h"
+#include "runtime/arena.h"
+#include "runtime/list.h"
 
 #include "check_util.h"
 

@@ -12,8 +12,8 @@
 #ifndef CHECK_CLIENT_H
 #define CHECK_CLIENT_H
 
-#include "loop.h"
-#include "server.h"
+#include "runtime/loop.h"
+#include "server/server.h"
 
 #include <check.h>
 #include <errno.h>

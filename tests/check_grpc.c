@@ -1,5 +1,5 @@
 /*
- * check_grpc.c -- unit tests of src/grpcwire.c: protobuf varints, the
+ * check_grpc.c -- unit tests of src/grpc/grpcwire.c: protobuf varints, the
  * EchoMessage of petrel.bench.Echo (encoding byte for byte, decoding with
  * unknown fields of every wire type, malformed input) and the gRPC message
  * prefix.  The expected bytes come from the protobuf encoding guide
@@ -13,10 +13,10 @@
  * allocation in turn fails: an error, never a crash).  A real gRPC client
  * drives the module over h2c in tests/integration/test_grpc_echo.py.
  */
-#include "grpcwire.h"
+#include "grpc/grpcwire.h"
 #include "bench/bench.h"
-#include "arena.h"
-#include "proto.h"
+#include "runtime/arena.h"
+#include "protocols/proto.h"
 
 #include <check.h>
 #include <stdio.h>

@@ -4,9 +4,9 @@
  * adopted on the other end, the worker's loop turned by hand.  No sleeps:
  * each pump turns the loop with a zero timeout and moves the client's bytes.
  */
-#include "server.h"
-#include "h2.h"
-#include "ws.h"
+#include "server/server.h"
+#include "protocols/h2.h"
+#include "protocols/ws.h"
 
 #include "check_client.h"
 #include "check_wait.h"

@@ -1,5 +1,5 @@
 /*
- * check_http1.c -- HTTP/1.1 (src/http1.c, src/conn.c) through an in-process
+ * check_http1.c -- HTTP/1.1 (src/protocols/http1.c, src/runtime/conn.c) through an in-process
  * loopback harness.
  *
  * The fixture makes a server with the built-in hello and echo modules and a
@@ -18,9 +18,9 @@
  *
  * RFC references: RFC 9112 (HTTP/1.1 message syntax), RFC 9110 (semantics).
  */
-#include "server.h"
-#include "log.h"
-#include "http1.h"
+#include "server/server.h"
+#include "runtime/log.h"
+#include "protocols/http1.h"
 
 #include "check_client.h"
 #include "check_wait.h"

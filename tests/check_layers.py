@@ -25,16 +25,18 @@ def symbols(obj):
 
 def main():
     top = os.environ.get("top_builddir", ".")
-    d = sys.argv[1] if len(sys.argv) > 1 else os.path.join(top, "src", ".libs")
+    d = sys.argv[1] if len(sys.argv) > 1 else os.path.join(top, "src")
     # the library's own objects: what libpetrel-core is made of (not the
     # bundled llhttp, not the command or the load generator)
-    objs = sorted(f for f in os.listdir(d) if f.endswith(".o") and "llhttp" not in f)
+    objs = sorted(os.path.relpath(os.path.join(r, f), d) for r, _, fs in os.walk(d)
+                  for f in fs if f.endswith(".o") and "llhttp" not in f and "/.libs" in r + "/"
+                  and "/bench" not in r)
     if not objs:
         print("no object files in %s" % d)
         return 1
     defs, uses = {}, {}
     for f in objs:
-        name = f[:-2]
+        name = os.path.basename(f)[:-2]
         defs[name], uses[name] = symbols(os.path.join(d, f))
     owner = {s: n for n, ds in defs.items() for s in ds}
     deps = {n: sorted({owner[s] for s in us if s in owner and owner[s] != n}) for n, us in uses.items()}

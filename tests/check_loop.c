@@ -1,8 +1,8 @@
 /*
- * check_loop.c -- unit tests of src/loop.c: watched descriptors
+ * check_loop.c -- unit tests of src/runtime/loop.c: watched descriptors
  * (petrel_watch_*) and timers, in a loop of their own.
  */
-#include "loop.h"
+#include "runtime/loop.h"
 #include "petrel.h"
 
 #include "check_util.h"

@@ -1,14 +1,14 @@
 /*
- * check_metrics.c -- unit tests of src/metrics.c: where a request's figures
+ * check_metrics.c -- unit tests of src/runtime/metrics.c: where a request's figures
  * land (the buckets are bit counts: their edges are checked one by one),
  * the Prometheus text, the fold of a gone worker's block into the retired
  * counts (nothing counted twice or lost), module metrics and readiness
  * checks.  The whole instance (shared memory across real workers, a reload,
  * a killed worker) is tests/integration/test_admin_metrics.sh.
  */
-#include "metrics.h"
+#include "runtime/metrics.h"
 
-#include "arena.h"
+#include "runtime/arena.h"
 #include "petrel.h"
 #include "check_run.h"
 

@@ -1,5 +1,5 @@
 /*
- * check_module.c -- unit tests of src/module.c: the --module spec (NAME,
+ * check_module.c -- unit tests of src/server/module.c: the --module spec (NAME,
  * PATH.so, PATH.c, and where ARGS begin), built-in modules (routes, init
  * and its argument string), and every refusal with its message: another
  * ABI version, an init that fails, a module loaded twice, a route taken by
@@ -8,8 +8,8 @@
  * tested against the real binary (tests/integration/test_mod_*.sh).
  */
 #define PETREL_BUILTIN_MODULE 1 /* descriptors of this file go in a table */
-#include "server.h"
-#include "log.h"
+#include "server/server.h"
+#include "runtime/log.h"
 
 #include <check.h>
 #include <stdio.h>

@@ -1,5 +1,5 @@
 /*
- * check_pgsql.c -- unit tests of src/pgsql.c that need no database: the
+ * check_pgsql.c -- unit tests of src/pg/pgsql.c that need no database: the
  * settings and their parsing, a pool whose server does not answer (a
  * listening socket that never accepts: the connect timeout) or is not
  * there (no socket), the queue and its limit, callbacks that never run
@@ -9,7 +9,7 @@
  */
 #include "config.h"
 
-#include "loop.h"
+#include "runtime/loop.h"
 #include "petrel.h"
 
 #include "check_util.h"

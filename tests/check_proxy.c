@@ -1,9 +1,9 @@
 /*
- * check_proxy.c -- unit tests of src/proxy.c: the PROXY protocol header,
+ * check_proxy.c -- unit tests of src/runtime/proxy.c: the PROXY protocol header,
  * versions 1 and 2, against HAProxy's specification ("The PROXY protocol",
  * sections 2.1 and 2.2), and the --trusted-proxies list.
  */
-#include "proxy.h"
+#include "runtime/proxy.h"
 
 #include "petrel.h"
 #include "check_run.h"

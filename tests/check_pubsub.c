@@ -1,7 +1,7 @@
 /*
- * check_pubsub.c -- publish/subscribe (src/pubsub.c), the shared-memory
- * rings between workers (src/ring.c) and WebSocket backpressure
- * (petrel_ws_buffered, petrel_ws_on_drain in src/ws.c).
+ * check_pubsub.c -- publish/subscribe (src/framework/pubsub.c), the shared-memory
+ * rings between workers (src/runtime/ring.c) and WebSocket backpressure
+ * (petrel_ws_buffered, petrel_ws_on_drain in src/protocols/ws.c).
  *
  * WebSocket clients are socketpairs adopted by the worker loop of the test
  * process (check_client.h): each does the opening handshake, then reads
@@ -14,11 +14,11 @@
  *
  * RFC references: RFC 6455 (frames), RFC 7692 (permessage-deflate).
  */
-#include "server.h"
-#include "log.h"
-#include "pubsub.h"
-#include "ring.h"
-#include "ws.h"
+#include "server/server.h"
+#include "runtime/log.h"
+#include "framework/pubsub.h"
+#include "runtime/ring.h"
+#include "protocols/ws.h"
 
 #include "check_client.h"
 #include "check_util.h"

@@ -1,10 +1,10 @@
 /*
- * check_request.c -- unit tests of src/request.c: path normalisation,
+ * check_request.c -- unit tests of src/framework/request.c: path normalisation,
  * percent-decoding, methods, case-insensitive comparison, and of the
- * reason phrases of src/response.c.
+ * reason phrases of src/framework/response.c.
  */
-#include "arena.h"
-#include "proto.h"
+#include "runtime/arena.h"
+#include "protocols/proto.h"
 
 #include <check.h>
 #include <stdio.h>

@@ -1,13 +1,13 @@
 /*
- * check_router.c -- unit tests of src/router.c: patterns, matching, priority
+ * check_router.c -- unit tests of src/framework/router.c: patterns, matching, priority
  * and backtracking, 404 versus 405, parameters.
  *
  * The router matches a path that petrel__path_normalize() has already
  * percent-decoded (check_request.c tests that; check_http1.c tests a decoded
  * parameter end to end), so the paths below are decoded paths.
  */
-#include "server.h"
-#include "proto.h"
+#include "server/server.h"
+#include "protocols/proto.h"
 
 #include <check.h>
 #include <stdio.h>

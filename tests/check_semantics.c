@@ -1,5 +1,5 @@
 /*
- * check_semantics.c -- unit tests of src/semantics.c, the HTTP semantics
+ * check_semantics.c -- unit tests of src/framework/semantics.c, the HTTP semantics
  * of the public API (RFC 9110): HTTP-dates (§5.6.7), entity-tag
  * comparison (§8.8.3.2), the preconditions in their order (§13.1, §13.2),
  * If-Range (§13.1.5), Range (§14.1, §14.2) and Accept-Encoding (§12.5.3).
@@ -8,7 +8,7 @@
  */
 #include "check_util.h"
 
-#include "arena.h"
+#include "runtime/arena.h"
 
 #include <stdio.h>
 #include <string.h>

@@ -1,8 +1,8 @@
 /*
- * check_sizeclass.c -- unit tests of src/sizeclass.c, the size-class
+ * check_sizeclass.c -- unit tests of src/runtime/sizeclass.c, the size-class
  * allocator behind nghttp2 (h2.c's nghttp2_mem).
  */
-#include "sizeclass.h"
+#include "runtime/sizeclass.h"
 #include "check_run.h"
 
 #include <check.h>

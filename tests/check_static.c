@@ -8,11 +8,11 @@
  * changes on disk are seen once the revalidation interval has passed.  The
  * same connection drives a handler of generated content through the
  * request forms of the HTTP semantics (petrel_req_preconditions(),
- * petrel_req_range(); the rest of src/semantics.c is check_semantics.c's).
+ * petrel_req_range(); the rest of src/framework/semantics.c is check_semantics.c's).
  */
 #include "check_util.h"
 
-#include "server.h"
+#include "server/server.h"
 #include "static/static.h"
 
 #include <dirent.h>

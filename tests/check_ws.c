@@ -1,5 +1,5 @@
 /*
- * check_ws.c -- WebSocket (src/ws.c, modules/wsecho.c) through the
+ * check_ws.c -- WebSocket (src/protocols/ws.c, modules/wsecho.c) through the
  * in-process loopback harness of check_http1.c: a socketpair whose server end
  * is adopted by the worker loop (petrel__conn_adopt), hand-built client
  * frames written to the other end, the loop turned (petrel__loop_run_once)
@@ -9,11 +9,11 @@
  * RFC references: RFC 6455 (the protocol), RFC 3174 (SHA-1 test vectors),
  * RFC 4648 (base64 test vectors), RFC 3629 (UTF-8).
  */
-#include "server.h"
-#include "log.h"
-#include "ws.h"
-#include "wskey.h"
-#include "proto.h"
+#include "server/server.h"
+#include "runtime/log.h"
+#include "protocols/ws.h"
+#include "runtime/wskey.h"
+#include "protocols/proto.h"
 
 #include "check_client.h"
 #include "check_util.h"

@@ -12,7 +12,7 @@
  * The module: `--module static:[PREFIX=]DIR[,OPTION...][;MOUNT...]`, and
  * `petrel --root DIR`, which the command turns into a mount at "/" with
  * the options --autoindex, --cache-control, --static-cache-size,
- * --static-max-file-in-memory and --default-type (src/cli.c).
+ * --static-max-file-in-memory and --default-type (src/server/cli.c).
  */
 #ifndef PETREL_BUILTIN_MODULE
 #define PETREL_BUILTIN_MODULE 1 /* a built-in module: petrel_module_static */

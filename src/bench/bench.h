@@ -138,7 +138,7 @@ extern const char *const bench_err_names[BENCH_ERR_N];
 /* WebSocket pieces without sockets (wsframe.c). */
 
 /* The key and the accept value: the server's SHA-1 and base64 (wskey.h). */
-#include "wskey.h"
+#include "runtime/wskey.h"
 
 /* The server's answer to the opening handshake, a whole head (through the
  * empty line): OK for a 101 with Upgrade, Connection and the right accept;

@@ -8,7 +8,7 @@
 #include <string.h>
 
 #include "bench.h"
-#include "grpcwire.h"
+#include "grpc/grpcwire.h"
 
 size_t bench_grpc_request_max(size_t payload)
 {

@@ -19,7 +19,7 @@
 
 #include "config.h"
 #include "bench.h"
-#include "grpcwire.h"
+#include "grpc/grpcwire.h"
 
 static void usage(FILE *f)
 {

@@ -29,7 +29,7 @@ FUZZ_HARNESSES ?= fuzz_http1 fuzz_h2 fuzz_ws fuzz_path fuzz_static_path fuzz_ran
 	fuzz_proxy
 FUZZ_OBJDIR = $(FUZZ_OUTDIR)/obj
 
-# one object per source, named after its path: src/conn.c -> src_conn.o
+# one object per source, named after its path: src/runtime/conn.c -> src_conn.o
 fuzz_rel = $(patsubst $(FUZZ_TOP_BUILDDIR)/%,%,$(patsubst $(FUZZ_TOP_SRCDIR)/%,%,$(1)))
 fuzz_obj = $(FUZZ_OBJDIR)/$(subst /,_,$(patsubst %.c,%.o,$(call fuzz_rel,$(1))))
 FUZZ_LIB_OBJS = $(foreach s,$(FUZZ_LIB_SOURCES),$(call fuzz_obj,$(s)))

@@ -1,6 +1,6 @@
 /*
  * fuzz_grpc.c -- the protobuf wire code of the gRPC echo service
- * (src/grpcwire.c), which the grpcecho module runs on every request message
+ * (src/grpc/grpcwire.c), which the grpcecho module runs on every request message
  * a client sends, and petrel-bench on every answer.
  *
  * Input: the bytes of an EchoMessage (as they follow the 5-byte gRPC
@@ -16,7 +16,7 @@
  *   - the varint reader and writer agree: every varint read from the input
  *     is written back in at most 10 bytes and reads back to the same value.
  */
-#include "grpcwire.h"
+#include "grpc/grpcwire.h"
 
 #include <stdbool.h>
 #include <stdio.h>

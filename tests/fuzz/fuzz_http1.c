@@ -1,6 +1,6 @@
 /*
  * fuzz_http1.c -- the HTTP/1.1 request path, bytes in and responses out,
- * through the real connection code (src/conn.c, src/http1.c, llhttp, the
+ * through the real connection code (src/runtime/conn.c, src/protocols/http1.c, llhttp, the
  * router, the built-in modules and the static handler).
  *
  * Input: one mode byte, then the bytes the client sends.  The mode byte's

@@ -1,6 +1,6 @@
 /*
- * fuzz_path.c -- request-target path decoding and routing (src/request.c
- * petrel__path_normalize, src/router.c petrel__router_match) against a fixed
+ * fuzz_path.c -- request-target path decoding and routing (src/framework/request.c
+ * petrel__path_normalize, src/framework/router.c petrel__router_match) against a fixed
  * route table with exact, parameter (":name") and wildcard ("*") routes.
  *
  * Input: one byte choosing the method, then the raw path.  Asserted:
@@ -16,9 +16,9 @@
  *     catches any read past the end, by the normaliser or by the router,
  *     which is also given the raw, un-normalised bytes.
  */
-#include "arena.h"
-#include "router.h"
-#include "proto.h"
+#include "runtime/arena.h"
+#include "framework/router.h"
+#include "protocols/proto.h"
 
 #include <stdio.h>
 #include <stdlib.h>

@@ -1,5 +1,5 @@
 /*
- * fuzz_proxy.c -- the PROXY protocol header (src/proxy.c): whatever the
+ * fuzz_proxy.c -- the PROXY protocol header (src/runtime/proxy.c): whatever the
  * first bytes of a connection are, petrel__proxy_parse answers "a header of
  * N bytes", "more bytes", or "invalid", and never reads past what it got.
  *
@@ -14,7 +14,7 @@
  *     the same addresses;
  *   - a v2 header's length is 16 plus its length field.
  */
-#include "proxy.h"
+#include "runtime/proxy.h"
 
 #include "petrel.h"
 

@@ -1,5 +1,5 @@
 /*
- * fuzz_range.c -- the HTTP semantics of the public API (src/semantics.c),
+ * fuzz_range.c -- the HTTP semantics of the public API (src/framework/semantics.c),
  * which the static module and any handler use: petrel_range_parse (RFC
  * 9110 §14.1.2), If-Range (§13.1.5), If-Match / If-None-Match entity-tag
  * lists (§13.1.1, §13.1.2), If-Modified-Since / If-Unmodified-Since and the

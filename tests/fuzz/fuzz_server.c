@@ -1,9 +1,9 @@
 /*
  * fuzz_server.c -- see fuzz_server.h.
  */
-#include "server.h"
-#include "log.h"
-#include "h2.h"
+#include "server/server.h"
+#include "runtime/log.h"
+#include "protocols/h2.h"
 
 #include <llhttp.h>
 #include <petrel/static.h>

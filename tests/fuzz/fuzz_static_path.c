@@ -19,7 +19,7 @@
  * readable and anything else is not opened for reading; no descriptor is
  * left open afterwards; the call returns promptly (a FIFO must not block).
  */
-#include "proto.h"
+#include "protocols/proto.h"
 
 #include "static/static.h"
 

@@ -1,5 +1,5 @@
 /*
- * fuzz_ws.c -- the WebSocket frame path (src/ws.c over wslay, the wsecho
+ * fuzz_ws.c -- the WebSocket frame path (src/protocols/ws.c over wslay, the wsecho
  * module): an HTTP/1.1 Upgrade handshake to /ws (RFC 6455 §4.1), then the
  * fuzz bytes as client frames: masking (§5.3), fragmentation and control
  * frames (§5.4, §5.5), Close codes and UTF-8 (§5.5.1, §8.1), message size

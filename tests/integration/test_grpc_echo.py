@@ -59,7 +59,7 @@ def check(cond, msg):
         fail(msg)
 
 
-# --- protobuf, written by hand (independent of src/grpcwire.c) -------------
+# --- protobuf, written by hand (independent of src/grpc/grpcwire.c) -------------
 
 
 def varint(v):

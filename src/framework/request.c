@@ -1,0 +1,130 @@
+/*
+ * request.c -- the protocol-neutral request: header, parameter and query
+ * look-ups, and dispatch through the router.
+ */
+#include "protocols/proto.h"
+#include "framework/router.h"
+
+#include <string.h>
+
+const char *petrel_req_header(const petrel_req_t *req, const char *name)
+{
+    size_t n = strlen(name);
+    for (size_t i = 0; i < req->nheaders; i++)
+        if (petrel__str_ieq(req->headers[i].name.ptr, req->headers[i].name.len, name, n))
+            return req->headers[i].value.ptr;
+    return NULL;
+}
+
+const char *petrel_req_param(const petrel_req_t *req, const char *name)
+{
+    size_t n = strlen(name);
+    for (size_t i = 0; i < req->nparams; i++)
+        if (req->params[i].name.len == n && memcmp(req->params[i].name.ptr, name, n) == 0)
+            return req->params[i].value.ptr;
+    return NULL;
+}
+
+const char *petrel_req_query(petrel_req_t *req, const char *name)
+{
+    size_t n = strlen(name);
+    const char *p = req->query.ptr;
+    if (p == NULL)
+        return NULL; /* no query: NULL + 0 would be undefined */
+    const char *end = p + req->query.len;
+    while (p < end) {
+        const char *amp = memchr(p, '&', (size_t)(end - p));
+        const char *e = amp ? amp : end;
+        const char *eq = memchr(p, '=', (size_t)(e - p));
+        const char *ke = eq ? eq : e;
+        char *key = petrel_arena_alloc(req->arena, (size_t)(ke - p) + 1, 1);
+        if (key == NULL)
+            return NULL;
+        ssize_t kl = petrel__pct_decode(p, (size_t)(ke - p), key, true);
+        if (kl == (ssize_t)n && memcmp(key, name, n) == 0) {
+            const char *v = eq ? eq + 1 : e;
+            char *val = petrel_arena_alloc(req->arena, (size_t)(e - v) + 1, 1);
+            if (val == NULL || petrel__pct_decode(v, (size_t)(e - v), val, true) < 0)
+                return NULL;
+            return val;
+        }
+        p = amp ? amp + 1 : end;
+    }
+    return NULL;
+}
+
+const char *petrel_req_peer(petrel_req_t *req)
+{
+    return req->_proto->peer(req);
+}
+
+void petrel__req_dispatch(petrel_req_t *req)
+{
+    petrel__match_t m;
+    if (req->path.len == 1 && req->path.ptr[0] == '*') {
+        /* OPTIONS * (RFC 9110 §9.3.7): the server's capabilities */
+        char allow[96];
+        petrel__methods_format(PETREL_ANY, allow, sizeof(allow));
+        petrel_resp_header(req, "Allow", allow);
+        petrel_send(req, 204, NULL, "", 0);
+        return;
+    }
+    int st = petrel__router_match(petrel__server_routes(req->server), req->method, req->path.ptr,
+                                  req->path.len, req->arena, &m);
+    if (st) {
+        if (st == 405) {
+            char allow[96];
+            petrel__methods_format(m.allowed, allow, sizeof(allow));
+            petrel_resp_header(req, "Allow", allow);
+        }
+        petrel_send_status(req, st);
+        return;
+    }
+    req->params = m.params;
+    req->nparams = m.nparams;
+    req->route_data = m.data;
+    uint64_t outer = petrel__log_req; /* petrel_log() lines of the handler carry its id */
+    petrel__log_req = req->id;
+    int rc = m.handler(req, m.data);
+    petrel__log_req = outer;
+    petrel_resp_t *resp = req->_resp;
+    if ((rc == 0 || rc == PETREL_LATER) && resp->sent) {
+        /* answered, or streaming: the handler ends the stream later */
+        resp->holds = !resp->ended;
+        return;
+    }
+    if (rc == PETREL_LATER) {
+        petrel__req_wait(req); /* it answers later, within --handler-timeout */
+        return;
+    }
+    if (rc >= 200 && rc <= 599 && !resp->sent) {
+        petrel_send_status(req, rc);
+        return;
+    }
+    const char *m_ = req->method_name.ptr, *p_ = req->path.ptr;
+    unsigned long long id = (unsigned long long)req->id;
+    if (rc < 0)
+        petrel_log(PETREL_LOG_ERROR, "request %llu %s %s: handler failed: %s", id, m_, p_,
+                   petrel_strerror(rc));
+    else if (rc == 0)
+        petrel_log(PETREL_LOG_ERROR, "request %llu %s %s: handler returned 0 without responding",
+                   id, m_, p_);
+    else if (resp->sent)
+        petrel_log(PETREL_LOG_ERROR,
+                   "request %llu %s %s: handler returned %d after starting its response", id, m_,
+                   p_, rc);
+    else
+        petrel_log(PETREL_LOG_ERROR,
+                   "request %llu %s %s: handler returned %d, which is not a status it may "
+                   "send (200-599) nor PETREL_LATER",
+                   id, m_, p_, rc);
+    if (!resp->sent) {
+        petrel_send_status(req, 500);
+    } else if (!resp->ended && rc < 0) {
+        petrel__resp_drain_off(resp);
+        resp->ended = true;
+        req->_proto->broken(req);
+    } else if (!resp->ended) {
+        petrel_stream_end(req);
+    }
+}

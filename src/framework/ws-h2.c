@@ -1,0 +1,156 @@
+/*
+ * ws-h2.c -- WebSocket over HTTP/2 (RFC 8441): the stream of an Extended
+ * CONNECT (`:method CONNECT`, `:protocol websocket`) as the engine's
+ * carrier.
+ *
+ * The handshake's checks are HTTP/1.1's (ws-handshake.c) but for what
+ * RFC 8441 §5 drops: no Upgrade or Connection, no Sec-WebSocket-Key nor
+ * -Accept (the :protocol pseudo-header stands in for them).  The answer
+ * is 200, and the stream (h2.c's tunnel) then carries the frames both ways,
+ * whatever the DATA frames' boundaries.  The close is the engine's Close
+ * handshake, then END_STREAM both ways; a reset of the stream or the end
+ * of the connection is a 1006 for the handler; the stream's flow control
+ * paces the peer (h2.h, "Tunnels").
+ *
+ * The carrier's pointer is the stream's request; the engine is the
+ * tunnel's context.
+ */
+#include "protocols/ws.h"
+
+#include "runtime/conn.h"
+#include "protocols/h2.h"
+
+enum {
+    WH_ENDED = 1 << 0,   /* END_STREAM queued after the engine's last frame */
+    WH_WAITING = 1 << 1, /* output waited for the peer's window */
+};
+
+static petrel_ws_t *engine(void *t)
+{
+    return petrel__h2_tunnel_ctx(t);
+}
+
+static int wh_write(void *t, const void *h, size_t hl, const void *data, size_t len)
+{
+    return petrel__h2_tunnel_write(t, h, hl, data, len);
+}
+
+static size_t wh_queued(void *t)
+{
+    return petrel__h2_tunnel_queued(t);
+}
+
+static void wh_kick(void *t)
+{
+    petrel_ws_t *ws = engine(t);
+    if (ws)
+        petrel__pending_add(petrel__loop, petrel__ws_pending(ws));
+}
+
+/* Give up (send timeout, no Close in time): RST_STREAM, and the engine goes. */
+static void wh_abort(void *t)
+{
+    petrel_ws_t *ws = engine(t);
+    petrel__h2_tunnel_reset(t);
+    if (ws)
+        petrel__ws_gone(ws);
+}
+
+static const petrel__ws_carrier_t wh_carrier = {
+    .write = wh_write,
+    .queued = wh_queued,
+    .kick = wh_kick,
+    .abort = wh_abort,
+};
+
+/* At the end of the turn: on_close if due; once the engine is done, our
+ * END_STREAM follows its last frame (the stream closes when the peer's
+ * END_STREAM arrives: then the engine goes). */
+static void wh_on_pending(petrel__pending_t *p)
+{
+    petrel_ws_t *ws = petrel__ws_of_pending(p);
+    petrel__ws_advance(ws);
+    unsigned *f = petrel__ws_carrier_flags(ws);
+    if (!petrel__ws_reading(ws) && !(*f & WH_ENDED)) {
+        *f |= WH_ENDED;
+        petrel__h2_tunnel_end(petrel__ws_carrier(ws));
+    }
+}
+
+/* ------------------------------------------------------------------------ */
+/* What the stream tells                                                    */
+
+static ssize_t wh_input(void *ctx, const char *p, size_t n)
+{
+    petrel_ws_t *ws = ctx;
+    if (!petrel__ws_reading(ws))
+        return -1; /* DATA after the WebSocket closed: a stream error */
+    return (ssize_t)petrel__ws_input(ws, p, n);
+}
+
+static void wh_eof(void *ctx)
+{
+    petrel__ws_eof(ctx); /* END_STREAM before a Close: 1006 */
+}
+
+static void wh_progress(void *ctx, size_t left)
+{
+    petrel_ws_t *ws = ctx;
+    unsigned *f = petrel__ws_carrier_flags(ws);
+    if (left == 0) {
+        bool waited = (*f & WH_WAITING) != 0;
+        *f &= ~WH_WAITING;
+        petrel__ws_written(ws, waited);
+    } else {
+        *f |= WH_WAITING;
+        petrel__ws_peer_read(ws);
+    }
+}
+
+static void wh_drain(void *ctx)
+{
+    petrel__ws_drain(ctx);
+}
+
+static void wh_gone(void *ctx)
+{
+    petrel__ws_gone(ctx);
+}
+
+static const petrel__h2_tunnel_ops_t wh_ops = {
+    .input = wh_input,
+    .eof = wh_eof,
+    .progress = wh_progress,
+    .drain = wh_drain,
+    .gone = wh_gone,
+};
+
+int petrel__ws_h2_accept(petrel_req_t *req, const petrel__ws_route_t *rt, const char *sub, int bits,
+                         const char *ext, petrel_ws_t **out)
+{
+    petrel__conn_t *c = req->_conn;
+    petrel_ws_t *ws = petrel__ws_new(rt, c->cs->cfg, sub, bits, &wh_carrier, req);
+    if (ws == NULL)
+        return 503;
+    petrel__ws_pending(ws)->cb = wh_on_pending;
+    /* RFC 8441 §5: no Sec-WebSocket-Accept; the rest as RFC 6455 §4.2.2 */
+    if ((sub && petrel_resp_header(req, "sec-websocket-protocol", sub) < 0) ||
+        (bits && petrel_resp_header(req, "sec-websocket-extensions", ext) < 0)) {
+        petrel__ws_free(ws);
+        return 503;
+    }
+    int rc = petrel__h2_tunnel(req, &wh_ops, ws);
+    if (rc < 0) {
+        petrel__ws_free(ws);
+        return rc;
+    }
+    *out = ws;
+    return 0;
+}
+
+void petrel__ws_h2_start(petrel_ws_t *ws)
+{
+    petrel_req_t *req = petrel__ws_carrier(ws);
+    petrel__ws_start(ws, petrel__h2_draining(req));
+    wh_kick(req); /* on_open may have closed it already */
+}

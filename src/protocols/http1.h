@@ -1,0 +1,50 @@
+/*
+ * http1.h -- HTTP/1.1 (http1.c, on llhttp).
+ */
+#ifndef PETREL_HTTP1_H
+#define PETREL_HTTP1_H
+
+#include "runtime/conn.h"
+#include "protocols/proto.h"
+
+/* The protocol of a connection that speaks HTTP/1.1 (the entry stage
+ * switches to it): requests are parsed from the bytes in the read buffer. */
+extern const petrel__proto_ops_t petrel__http1_ops;
+
+/*
+ * A complete request carrying an Upgrade header field is offered to this
+ * hook before it is dispatched (the entry stage installs HTTP/2's, for
+ * `Upgrade: h2c`).  The hook returns 0 when it took the request (it called
+ * petrel__http1_upgrade), PETREL_ENOTFOUND to have it answered as HTTP/1.1,
+ * another PETREL_E* code to close the connection.
+ */
+typedef int (*petrel__http1_upgrade_hook_t)(petrel_req_t *req);
+void petrel__http1_set_upgrade_hook(petrel__http1_upgrade_hook_t hook);
+
+/*
+ * Every protocol switch of HTTP/1.1 goes through here (RFC 9110 §7.8):
+ * queue "101 Switching Protocols" with `Upgrade: protocol`, `Connection:
+ * Upgrade` and the `nfields` extra fields, and once the request's handling
+ * returns, end its scope and hand the connection, with the bytes after the
+ * request still in its read buffer, to `ops` with `state`
+ * (petrel__conn_switch).  `req` stays valid until the caller returns.
+ * Returns 0; PETREL_ESTATE when `req` is not an HTTP/1.1 request or already
+ * answered; PETREL_ENOMEM (nothing was queued, `state` is still the
+ * caller's).
+ */
+int petrel__http1_upgrade(petrel_req_t *req, const char *protocol, const petrel_header_t *fields,
+                          size_t nfields, const petrel__proto_ops_t *ops, void *state);
+
+/* The connection that carries an HTTP/1.1 request (NULL when it is gone). */
+petrel__conn_t *petrel__http1_conn(const petrel_req_t *req);
+
+/* Counters of this worker's HTTP/1.1 side, for tests and benchmarks. */
+typedef struct petrel__http1_stats {
+    size_t states;          /* HTTP/1.1 states in use (connections with a request) */
+    uint64_t state_mallocs; /* states malloc'ed (the free list was empty) */
+    size_t slots;           /* request slots in use (parsed, in flight, held) */
+    uint64_t slot_mallocs;  /* slots malloc'ed (the free list was empty) */
+} petrel__http1_stats_t;
+void petrel__http1_stats(petrel__http1_stats_t *st);
+
+#endif /* PETREL_HTTP1_H */

@@ -1,0 +1,214 @@
+/*
+ * server.c -- the server object: configuration defaults, listening
+ * addresses, routes and modules.
+ */
+#include "server/server.h"
+
+#include "runtime/proxy.h"
+
+#include <arpa/inet.h>
+#include <dlfcn.h>
+#include <errno.h>
+#include <netdb.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+void petrel__config_defaults(petrel__config_t *cfg)
+{
+    memset(cfg, 0, sizeof(*cfg));
+    cfg->max_header_size = 16384;
+    cfg->max_uri_size = 8192;
+    cfg->max_body_size = 16u << 20;
+    cfg->max_connections = 10000;
+    cfg->max_pipelined = 16;
+    cfg->header_timeout_ms = 10000;
+    cfg->keepalive_timeout_ms = 60000;
+    cfg->send_timeout_ms = 60000;
+    cfg->drain_timeout_ms = 10000;
+    cfg->handler_timeout_ms = 30000;
+    cfg->body_timeout_ms = 20000;
+    cfg->body_min_rate = 1024;
+    cfg->admin_max_connections = 256;
+    cfg->h2_reset_burst = 1000; /* nghttp2 1.52's own defaults */
+    cfg->h2_reset_rate = 33;
+    cfg->workers = 1;
+    cfg->log_level = PETREL_LOG_INFO;
+    cfg->max_proxy_header_size = PETREL__PROXY_MAX_DEFAULT;
+}
+
+petrel_server_t *petrel__server_new(void)
+{
+    petrel_server_t *srv = calloc(1, sizeof(*srv));
+    if (srv == NULL)
+        return NULL;
+    petrel__config_defaults(&srv->cfg);
+    srv->router = petrel__router_new();
+    if (srv->router == NULL) {
+        free(srv);
+        return NULL;
+    }
+    return srv;
+}
+
+void petrel__server_free(petrel_server_t *srv)
+{
+    if (srv == NULL)
+        return;
+    petrel__router_free(srv->router);
+    free(srv->listens);
+    free(srv->modules);
+    free(srv->listeners);
+    for (int i = 0; i < srv->nmodules; i++)
+        if (srv->module_handles && srv->module_handles[i])
+            dlclose(srv->module_handles[i]);
+    free(srv->module_handles);
+    free(srv);
+}
+
+int petrel_route_add(petrel_server_t *srv, int methods, const char *pattern,
+                     petrel_handler_t handler, void *data)
+{
+    if (methods & ~PETREL_ANY)
+        return PETREL_EINVAL; /* PETREL__CONNECT is WebSocket's own */
+    return petrel__router_add(srv->router, methods, pattern, handler, data);
+}
+
+int petrel__route_add_owned(petrel_server_t *srv, int methods, const char *pattern,
+                            petrel_handler_t handler, void *data, void (*free_data)(void *))
+{
+    int rc = petrel__router_own(srv->router, data, free_data);
+    return rc < 0 ? rc : petrel__router_add(srv->router, methods, pattern, handler, data);
+}
+
+const petrel__router_t *petrel__server_routes(const petrel_server_t *srv)
+{
+    return srv->router;
+}
+
+/* "ADDR:PORT", "[V6]:PORT", "*:PORT" or "PORT". */
+static int add_listen(petrel_server_t *srv, const char *spec, bool admin, char *err, size_t errlen)
+{
+    const char *flag = admin ? "--admin-listen" : "--listen";
+    char host[256] = "";
+    const char *port;
+    const char *colon = strrchr(spec, ':');
+    if (colon == NULL) {
+        port = spec;
+        strcpy(host, "0.0.0.0");
+    } else {
+        size_t hl = (size_t)(colon - spec);
+        if (hl >= sizeof(host)) {
+            snprintf(err, errlen, "%s '%s': address too long", flag, spec);
+            return PETREL_EINVAL;
+        }
+        memcpy(host, spec, hl);
+        host[hl] = '\0';
+        port = colon + 1;
+        if (host[0] == '[' && hl >= 2 && host[hl - 1] == ']') {
+            memmove(host, host + 1, hl - 2);
+            host[hl - 2] = '\0';
+        }
+        if (strcmp(host, "*") == 0 || host[0] == '\0')
+            strcpy(host, "0.0.0.0");
+    }
+    char *end;
+    long p = strtol(port, &end, 10);
+    if (*port == '\0' || *end != '\0' || p < 0 || p > 65535) {
+        snprintf(err, errlen, "%s '%s': expected ADDR:PORT with a port from 0 to 65535", flag,
+                 spec);
+        return PETREL_EINVAL;
+    }
+    struct addrinfo hints = {.ai_family = AF_UNSPEC,
+                             .ai_socktype = SOCK_STREAM,
+                             .ai_flags = AI_PASSIVE | AI_NUMERICSERV};
+    struct addrinfo *res = NULL;
+    int rc = getaddrinfo(host, port, &hints, &res);
+    if (rc != 0 || res == NULL) {
+        snprintf(err, errlen, "%s '%s': cannot resolve '%s': %s", flag, spec, host,
+                 gai_strerror(rc));
+        return PETREL_EINVAL;
+    }
+    petrel__listen_t *ls = realloc(srv->listens, (size_t)(srv->nlistens + 1) * sizeof(*ls));
+    if (ls == NULL) {
+        freeaddrinfo(res);
+        return PETREL_ENOMEM;
+    }
+    srv->listens = ls;
+    petrel__listen_t *l = &ls[srv->nlistens++];
+    memset(l, 0, sizeof(*l));
+    memcpy(&l->addr, res->ai_addr, res->ai_addrlen);
+    l->addrlen = res->ai_addrlen;
+    l->fd = l->hold_fd = -1;
+    l->admin = admin;
+    l->inherited = -1;
+    snprintf(l->text, sizeof(l->text), "%s", spec);
+    freeaddrinfo(res);
+    return 0;
+}
+
+int petrel__server_add_listen(petrel_server_t *srv, const char *spec, char *err, size_t errlen)
+{
+    return add_listen(srv, spec, false, err, errlen);
+}
+
+int petrel__server_add_admin(petrel_server_t *srv, const char *spec, char *err, size_t errlen)
+{
+    return add_listen(srv, spec, true, err, errlen);
+}
+
+static bool same_addr(const struct sockaddr_storage *a, const struct sockaddr_storage *b)
+{
+    if (a->ss_family != b->ss_family)
+        return false;
+    if (a->ss_family == AF_INET) {
+        const struct sockaddr_in *x = (const void *)a, *y = (const void *)b;
+        return x->sin_port == y->sin_port && x->sin_addr.s_addr == y->sin_addr.s_addr;
+    }
+    if (a->ss_family == AF_INET6) {
+        const struct sockaddr_in6 *x = (const void *)a, *y = (const void *)b;
+        return x->sin6_port == y->sin6_port &&
+               memcmp(&x->sin6_addr, &y->sin6_addr, sizeof(x->sin6_addr)) == 0;
+    }
+    return false;
+}
+
+int petrel__server_inherit(petrel_server_t *srv, int fd, const char *name, char *err, size_t errlen)
+{
+    struct sockaddr_storage ss;
+    socklen_t sl = sizeof(ss);
+    memset(&ss, 0, sizeof(ss));
+    if (getsockname(fd, (struct sockaddr *)&ss, &sl) < 0) {
+        snprintf(err, errlen, "socket from systemd (descriptor %d): %s", fd, strerror(errno));
+        return PETREL_EINVAL;
+    }
+    /* the socket of a --listen or --admin-listen address, or a new one */
+    for (int i = 0; i < srv->nlistens; i++) {
+        petrel__listen_t *l = &srv->listens[i];
+        if (l->inherited < 0 && same_addr(&l->addr, &ss)) {
+            l->inherited = fd;
+            return 0;
+        }
+    }
+    petrel__listen_t *ls = realloc(srv->listens, (size_t)(srv->nlistens + 1) * sizeof(*ls));
+    if (ls == NULL)
+        return PETREL_ENOMEM;
+    srv->listens = ls;
+    petrel__listen_t *l = &ls[srv->nlistens++];
+    memset(l, 0, sizeof(*l));
+    memcpy(&l->addr, &ss, sizeof(ss));
+    l->addrlen = sl;
+    l->fd = l->hold_fd = -1;
+    l->inherited = fd;
+    l->admin = strcmp(name, "admin") == 0;
+    snprintf(l->text, sizeof(l->text), "systemd socket %d%s%s", fd, name[0] ? " " : "", name);
+    return 0;
+}
+
+bool petrel__server_has_admin(const petrel_server_t *srv)
+{
+    for (int i = 0; i < srv->nlistens; i++)
+        if (srv->listens[i].admin)
+            return true;
+    return false;
+}
