@@ -1,73 +1,232 @@
 #!/usr/bin/python3
-"""check_layers.py -- the library's files call each other without circles.
+"""check_layers.py -- every call in the library goes down the layers, never up.
 
-For every object file of libpetrel (the core library's objects in
-$top_builddir/src/.libs, or the directory given), `nm` says which symbols it
-defines and which it uses; a file depends on the file that defines a symbol
-it uses.  The dependency graph among the library's files must have no cycle
-(doc/architecture.md, "Layers").  Prints the files in dependency order,
-bottom first, and exits 1 with the cycle when there is one.
+The directories of src/ are the layers of doc/architecture.md, bottom up:
+
+    runtime  <  protocols  <  framework  <  server  <  the optional libraries
+                                                       (pg, redis, modules/static)
+
+For every object file of the build (src/LAYER/.libs/*.o and
+modules/static/.libs/*.o under $top_builddir, or the directory given), `nm`
+says which symbols it defines and which it uses; a file depends on the file
+that defines a symbol it uses.  The check fails when
+
+  - a file uses a symbol of a file in a higher layer, unless the pair is in
+    ALLOWED below (each entry says why);
+  - the optional libraries are called by the core (any core layer using a
+    symbol of pg, redis or the static module: the core must link without
+    them);
+  - the files of one layer call each other in a circle;
+  - a private header of the core declares a process-global function pointer
+    (`extern ... (*name)(...)`): a lower layer calling up through a pointer
+    that a higher one set is an upward call the symbols would not show.
+    The only ones allowed are in ALLOWED_HOOKS, each with its reason.
+
+It prints the files by layer with what each uses, then "ok".  With
+--self-test it also plants an object that makes an upward call (the
+runtime's transport calling the router) beside copies of the real ones and
+checks that the check then fails.
 """
 import os
+import re
+import shutil
 import subprocess
 import sys
+import tempfile
+
+LAYERS = ["runtime", "protocols", "framework", "server", "pg", "redis", "static"]
+RANK = {"runtime": 0, "protocols": 1, "framework": 2, "server": 3,
+        "pg": 4, "redis": 4, "static": 4}
+OPTIONAL = {"pg", "redis", "static"}
+
+# (layer of the caller, symbol of a higher layer): why it may be called.
+ALLOWED = {
+    ("protocols", "petrel__req_dispatch"):
+        "proto.h, the protocol/framework contract: a protocol hands a parsed request up",
+    ("protocols", "petrel__req_started"):
+        "proto.h, the contract: the request's start, for its duration and metrics",
+    ("protocols", "petrel__req_finished"):
+        "proto.h, the contract: the one place every protocol reports a request's end "
+        "(access log line, metrics)",
+}
+
+# Process-global function pointers allowed in the core's private headers.
+ALLOWED_HOOKS = {}
+
 
 def symbols(obj):
     out = subprocess.run(["nm", obj], capture_output=True, text=True, check=True).stdout
     defs, uses = set(), set()
     for line in out.splitlines():
         parts = line.split()
-        if len(parts) == 3 and parts[1] in "TDBRC":
+        if len(parts) == 3 and parts[1] in "TDBRCV":
             defs.add(parts[2])
         elif len(parts) == 2 and parts[0] == "U":
             uses.add(parts[1])
     return defs, uses
 
-def main():
-    top = os.environ.get("top_builddir", ".")
-    d = sys.argv[1] if len(sys.argv) > 1 else os.path.join(top, "src")
-    # the library's own objects: what libpetrel-core is made of (not the
-    # bundled llhttp, not the command or the load generator)
-    objs = sorted(os.path.relpath(os.path.join(r, f), d) for r, _, fs in os.walk(d)
-                  for f in fs if f.endswith(".o") and "llhttp" not in f and "/.libs" in r + "/"
-                  and "/bench" not in r)
+
+def layer_of(path):
+    """The layer of an object from its directory, or None (not checked)."""
+    parts = path.split(os.sep)
+    if "static" in parts and "modules" in parts:
+        return "static"
+    for p in parts:
+        if p in RANK:
+            return p
+    return None
+
+
+def objects(top):
+    found = []
+    for sub in ("src", "modules"):
+        for root, _, files in os.walk(os.path.join(top, sub)):
+            if os.path.basename(root) != ".libs":
+                continue
+            for f in files:
+                if not f.endswith(".o"):
+                    continue
+                path = os.path.join(root, f)
+                layer = layer_of(os.path.relpath(path, top))
+                if layer is not None:
+                    found.append((path, layer))
+    return sorted(found)
+
+
+def hooks(srcdir):
+    """extern function-pointer declarations in the core's private headers."""
+    bad = []
+    pat = re.compile(r"^\s*extern\b[^;]*\(\s*\*\s*(\w+)\s*\)\s*\(", re.M)
+    for layer in ("runtime", "protocols", "framework", "server"):
+        d = os.path.join(srcdir, "src", layer)
+        if not os.path.isdir(d):
+            continue
+        for f in sorted(os.listdir(d)):
+            if f.endswith(".h"):
+                text = open(os.path.join(d, f)).read()
+                for m in pat.finditer(text):
+                    if m.group(1) not in ALLOWED_HOOKS:
+                        bad.append("%s/%s: extern function pointer %s" % (layer, f, m.group(1)))
+    return bad
+
+
+def check(top, srcdir, quiet=False):
+    objs = objects(top)
     if not objs:
-        print("no object files in %s" % d)
+        print("no object files under %s (build first)" % top)
         return 1
-    defs, uses = {}, {}
-    for f in objs:
-        name = os.path.basename(f)[:-2]
-        defs[name], uses[name] = symbols(os.path.join(d, f))
-    owner = {s: n for n, ds in defs.items() for s in ds}
-    deps = {n: sorted({owner[s] for s in us if s in owner and owner[s] != n}) for n, us in uses.items()}
-    # depth-first search for a cycle, and a topological order
-    order, state, stack = [], {}, []
+    name = {}
+    defs, uses, layer = {}, {}, {}
+    for path, lay in objs:
+        n = "%s/%s" % (lay, os.path.basename(path)[:-2])
+        name[path] = n
+        defs[n], uses[n] = symbols(path)
+        layer[n] = lay
+    owner = {}
+    for n, ds in defs.items():
+        for s in ds:
+            owner.setdefault(s, n)
+    errors = []
+    deps = {}
+    for n in sorted(uses):
+        deps[n] = {}
+        for s in sorted(uses[n]):
+            m = owner.get(s)
+            if m is None or m == n:
+                continue
+            deps[n].setdefault(m, []).append(s)
+    for n in sorted(deps):
+        for m, syms in sorted(deps[n].items()):
+            a, b = layer[n], layer[m]
+            if b in OPTIONAL and a not in OPTIONAL:
+                errors.append("%s calls the optional library %s: %s" % (n, m, ", ".join(syms[:6])))
+            elif RANK[b] > RANK[a] and b not in OPTIONAL:
+                up = [s for s in syms if (a, s) not in ALLOWED]
+                if up:
+                    errors.append("upward call %s (%s) -> %s (%s): %s"
+                                  % (n, a, m, b, ", ".join(up[:6])))
+            elif b in OPTIONAL and a in OPTIONAL and b != a:
+                errors.append("%s calls another optional library %s: %s"
+                              % (n, m, ", ".join(syms[:6])))
+    # circles among the files of one layer
+    state, stack = {}, []
 
     def visit(n):
         state[n] = 1
         stack.append(n)
-        for m in deps[n]:
+        for m in sorted(deps[n]):
+            if layer[m] != layer[n]:
+                continue
             if state.get(m) == 1:
                 cyc = stack[stack.index(m):] + [m]
-                print("cycle: " + " -> ".join(cyc))
-                for a, b in zip(cyc, cyc[1:]):
-                    why = sorted(s for s in uses[a] if owner.get(s) == b)
-                    print("  %s uses %s of %s" % (a, ", ".join(why[:6]), b))
-                return False
-            if state.get(m) is None and not visit(m):
-                return False
+                errors.append("circle: " + " -> ".join(cyc))
+                continue
+            if state.get(m) is None:
+                visit(m)
         stack.pop()
         state[n] = 2
-        order.append(n)
-        return True
 
     for n in sorted(deps):
-        if state.get(n) is None and not visit(n):
-            return 1
-    for n in order:
-        print("%-12s -> %s" % (n, " ".join(deps[n]) or "-"))
-    print("no cycle among %d files" % len(order))
+        if state.get(n) is None:
+            visit(n)
+    errors += hooks(srcdir)
+    if not quiet:
+        for lay in LAYERS:
+            files = sorted(n for n in deps if layer[n] == lay)
+            if not files:
+                continue
+            print("%s:" % lay)
+            for n in files:
+                print("  %-24s -> %s" % (n, " ".join(sorted(deps[n])) or "-"))
+    for e in errors:
+        print("FAIL: " + e)
+    if errors:
+        return 1
+    if not quiet:
+        print("ok: %d files, every call goes down the layers (%d allowed contract calls)"
+              % (len(deps), len(ALLOWED)))
     return 0
+
+
+def self_test(top, srcdir):
+    """Plant a runtime object that calls the router: the check must fail."""
+    with tempfile.TemporaryDirectory() as tmp:
+        for path, _ in objects(top):
+            dst = os.path.join(tmp, os.path.relpath(path, top))
+            os.makedirs(os.path.dirname(dst), exist_ok=True)
+            shutil.copy(path, dst)
+        planted = os.path.join(tmp, "src", "runtime", ".libs")
+        c = os.path.join(tmp, "planted.c")
+        with open(c, "w") as f:
+            f.write("void *petrel__router_new(void);\n"
+                    "void *planted_call(void);\n"
+                    "void *planted_call(void) { return petrel__router_new(); }\n")
+        cc = os.environ.get("CC", "cc")
+        subprocess.run([cc, "-c", "-o", os.path.join(planted, "planted.o"), c], check=True)
+        if check(tmp, srcdir, quiet=True) == 0:
+            print("FAIL: self-test: a runtime object calling petrel__router_new passed the check")
+            return 1
+        # and a hook declared in a private header
+        hdr_dir = os.path.join(tmp, "src-hooks", "src", "runtime")
+        os.makedirs(hdr_dir)
+        with open(os.path.join(hdr_dir, "planted.h"), "w") as f:
+            f.write("extern void (*petrel__planted_hook)(int x);\n")
+        if not hooks(os.path.join(tmp, "src-hooks")):
+            print("FAIL: self-test: an extern function pointer in a private header passed")
+            return 1
+    print("ok: self-test: a planted upward call and a planted hook make the check fail")
+    return 0
+
+
+def main():
+    args = [a for a in sys.argv[1:] if not a.startswith("--")]
+    top = args[0] if args else os.environ.get("top_builddir", ".")
+    srcdir = os.environ.get("top_srcdir", os.path.join(os.path.dirname(__file__), ".."))
+    rc = check(top, srcdir)
+    if rc == 0 and ("--self-test" in sys.argv or not args):
+        rc = self_test(top, srcdir)
+    return rc
+
 
 if __name__ == "__main__":
     sys.exit(main())

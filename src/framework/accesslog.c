@@ -8,7 +8,6 @@
 #include "runtime/loop.h"
 #include "runtime/metrics.h"
 #include "protocols/proto.h"
-#include "protocols/ws.h"
 
 #include <stdarg.h>
 #include <stdbool.h>

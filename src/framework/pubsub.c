@@ -34,6 +34,7 @@
 #include "petrel.h"
 #include "redis/redis.h"
 #include "runtime/ring.h"
+#include "runtime/syntax.h"
 #include "protocols/ws.h"
 
 #include <errno.h>

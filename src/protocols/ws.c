@@ -159,69 +159,6 @@ void (*petrel__ws_pubsub_gone)(petrel_ws_t *ws);
 static petrel__tq_t idle_q;
 static petrel__tq_t msg_q;
 
-/* ------------------------------------------------------------------------ */
-/* UTF-8 (RFC 3629): shortest forms only, no surrogates, up to U+10FFFF.    */
-/* The state is 0 at a character boundary, else the number of continuation  */
-/* bytes still expected and the range the next one must fall in.            */
-
-static inline bool utf8_step(uint32_t *st, uint8_t b)
-{
-    uint32_t s = *st;
-    if (s == 0) {
-        if (b < 0x80)
-            return true;
-        if (b < 0xC2)
-            return false; /* a continuation byte, or an overlong 2-byte form */
-        if (b < 0xE0) {
-            *st = 1 | 0x80u << 8 | 0xBFu << 16;
-            return true;
-        }
-        if (b < 0xF0) {
-            uint32_t lo = b == 0xE0 ? 0xA0 : 0x80; /* overlong */
-            uint32_t hi = b == 0xED ? 0x9F : 0xBF; /* surrogates */
-            *st = 2 | lo << 8 | hi << 16;
-            return true;
-        }
-        if (b < 0xF5) {
-            uint32_t lo = b == 0xF0 ? 0x90 : 0x80; /* overlong */
-            uint32_t hi = b == 0xF4 ? 0x8F : 0xBF; /* above U+10FFFF */
-            *st = 3 | lo << 8 | hi << 16;
-            return true;
-        }
-        return false;
-    }
-    if (b < ((s >> 8) & 0xff) || b > (s >> 16))
-        return false;
-    uint32_t need = (s & 0xff) - 1;
-    *st = need ? need | 0x80u << 8 | 0xBFu << 16 : 0;
-    return true;
-}
-
-/* Feed `n` bytes to the validator; returns how many were valid (n if all). */
-size_t petrel__utf8_scan(uint32_t *st, const void *data, size_t n)
-{
-    const uint8_t *p = data;
-    size_t i = 0;
-    while (i < n) {
-        if (*st == 0) {
-            /* ASCII runs, 8 bytes at a time */
-            while (i + 8 <= n) {
-                uint64_t w;
-                memcpy(&w, p + i, 8);
-                if (w & 0x8080808080808080ull)
-                    break;
-                i += 8;
-            }
-            if (i == n)
-                break;
-        }
-        if (!utf8_step(st, p[i]))
-            return i;
-        i++;
-    }
-    return n;
-}
-
 /* The same over masked payload bytes, `off` bytes into the payload. */
 static size_t utf8_scan_masked(uint32_t *st, const uint8_t *p, size_t n, const uint8_t mask[4],
                                uint64_t off)

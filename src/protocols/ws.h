@@ -160,8 +160,4 @@ void petrel__ws_msg_fini(void);
 void **petrel__ws_pubsub(petrel_ws_t *ws);
 extern void (*petrel__ws_pubsub_gone)(petrel_ws_t *ws);
 
-/* UTF-8 validator (RFC 3629) over pieces: *st starts at 0 and is 0 again at a
- * character boundary; returns how many bytes were valid (n when all). */
-size_t petrel__utf8_scan(uint32_t *st, const void *data, size_t n);
-
 #endif /* PETREL_WS_H */

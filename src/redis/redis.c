@@ -28,7 +28,7 @@
 
 #include "config.h"
 #include "petrel.h"
-#include "protocols/ws.h"
+#include "runtime/syntax.h"
 
 #include <errno.h>
 #include <netdb.h>
