@@ -562,7 +562,6 @@ int petrel__pubsub_worker_init(const petrel__config_t *cfg)
         }
         ps.writing = true;
     }
-    petrel__ws_pubsub_gone = ws_gone;
     ps.ready = true;
     if (cfg->pubsub_redis) {
         char err[256];
@@ -619,8 +618,6 @@ void petrel__pubsub_worker_fini(void)
     }
     free(ps.cursors);
     free(ps.rbuf);
-    if (petrel__ws_pubsub_gone == ws_gone)
-        petrel__ws_pubsub_gone = NULL;
     memset(&ps, 0, sizeof(ps));
     ps.ring = -1;
 }
@@ -674,8 +671,10 @@ int petrel_ws_subscribe(petrel_ws_t *ws, const char *topic)
         wsubs_t *nw = realloc(w, sizeof(*nw) + cap * sizeof(wsub_t));
         if (nw == NULL)
             return PETREL_ENOMEM;
-        if (w == NULL)
+        if (w == NULL) {
             nw->n = 0;
+            petrel__ws_pubsub_attach(ws, ws_gone);
+        }
         nw->cap = cap;
         *slot = w = nw;
         /* the topics' entries name indices, not addresses: nothing moves */

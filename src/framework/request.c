@@ -58,7 +58,7 @@ const char *petrel_req_peer(petrel_req_t *req)
     return req->_proto->peer(req);
 }
 
-void petrel__req_dispatch(petrel_req_t *req)
+void petrel__req_dispatch(petrel_req_t *req, const petrel__router_t *routes)
 {
     petrel__match_t m;
     if (req->path.len == 1 && req->path.ptr[0] == '*') {
@@ -69,8 +69,8 @@ void petrel__req_dispatch(petrel_req_t *req)
         petrel_send(req, 204, NULL, "", 0);
         return;
     }
-    int st = petrel__router_match(petrel__server_routes(req->server), req->method, req->path.ptr,
-                                  req->path.len, req->arena, &m);
+    int st = petrel__router_match(routes, req->method, req->path.ptr, req->path.len, req->arena,
+                                  &m);
     if (st) {
         if (st == 405) {
             char allow[96];

@@ -35,13 +35,12 @@ int petrel__router_add(petrel__router_t *r, int methods, const char *pattern,
 int petrel__router_match(const petrel__router_t *r, int method, const char *path, size_t len,
                          petrel_arena_t *a, petrel__match_t *m);
 
-/* The routes of a server (server.c). */
-const petrel__router_t *petrel__server_routes(const petrel_server_t *srv);
-/* petrel_route_add() whose `data` the server's router owns: freed with
- * `free_data` when the router goes (a reload drops the old generation's),
- * whether the route could be added or not. */
-int petrel__route_add_owned(petrel_server_t *srv, int methods, const char *pattern,
-                            petrel_handler_t handler, void *data, void (*free_data)(void *));
+/* ws-handshake.c: the route of a WebSocket endpoint, for petrel_ws_route_add()
+ * (server.c, which adds it to the server's router): the handshake handler
+ * in *fn and its data in *data (the router owns it: free() it with the
+ * router).  0, PETREL_EINVAL (a bad subprotocol name) or PETREL_ENOMEM. */
+int petrel__ws_route_make(const petrel_ws_handler_t *handler, void *data, petrel_handler_t *fn,
+                          void **rt);
 /* The router frees `data` with `free_data` when it goes.  0, or
  * PETREL_ENOMEM (then `data` is freed at once). */
 int petrel__router_own(petrel__router_t *r, void *data, void (*free_data)(void *));

@@ -438,11 +438,9 @@ static int ws_handshake(petrel_req_t *req, void *data)
 /* ------------------------------------------------------------------------ */
 /* API                                                                      */
 
-int petrel_ws_route_add(petrel_server_t *srv, const char *pattern,
-                        const petrel_ws_handler_t *handler, void *data)
+int petrel__ws_route_make(const petrel_ws_handler_t *handler, void *data, petrel_handler_t *fn,
+                          void **out)
 {
-    if (srv == NULL || pattern == NULL || handler == NULL)
-        return PETREL_EINVAL;
     if (handler->subprotocols)
         for (const char *const *s = handler->subprotocols; *s; s++)
             if (**s == '\0' || strpbrk(*s, " \t,\r\n"))
@@ -452,8 +450,7 @@ int petrel_ws_route_add(petrel_server_t *srv, const char *pattern,
         return PETREL_ENOMEM;
     rt->h = *handler;
     rt->data = data;
-    /* the route's router frees it (a reload drops the old generation's) */
-    /* GET: HTTP/1.1's Upgrade; PETREL__CONNECT: HTTP/2's Extended CONNECT */
-    return petrel__route_add_owned(srv, PETREL_GET | PETREL__CONNECT, pattern, ws_handshake, rt,
-                                   free);
+    *fn = ws_handshake;
+    *out = rt;
+    return 0;
 }

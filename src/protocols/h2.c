@@ -1947,7 +1947,7 @@ static void dispatch_ready(h2conn_t *h)
         if (s->err)
             petrel_send_status(r, s->err);
         else
-            petrel__req_dispatch(r);
+            petrel__req_dispatch(r, h->c->cs->router);
         s->flags &= ~S_IN_HANDLER;
         if ((s->flags & S_DEAD) && !s->resp.holds)
             stream_free(s); /* the stream was reset while its handler ran */

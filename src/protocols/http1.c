@@ -1069,7 +1069,7 @@ static bool request_ready(h1_t *h1)
     }
     petrel__timer_disarm(&c->timer); /* the head timeout is over; writes have their own */
     r->_flags |= REQ_IN_HANDLER;
-    petrel__req_dispatch(r);
+    petrel__req_dispatch(r, c->cs->router);
     if (c->flags & CONN_CLOSED)
         return false;
     r->_flags &= ~REQ_IN_HANDLER;

@@ -7,6 +7,13 @@
  * and reports its end to petrel__req_finished();
  * the request API answers through req->_proto, the protocol's response
  * operations.  Handlers never learn which protocol carried a request.
+ *
+ * These are the only calls a protocol makes up into the framework
+ * (tests/check_layers.py allows exactly them, each with its reason):
+ * petrel__req_dispatch(), petrel__req_abort(), petrel__req_finished() (with
+ * petrel__req_log() and petrel__quiet_server inline), and two of the
+ * public response calls, petrel_send_status() (a protocol refuses a request
+ * it has parsed) and petrel_stream_begin() (the 200 of an RFC 8441 tunnel).
  */
 #ifndef PETREL_PROTO_H
 #define PETREL_PROTO_H
@@ -124,11 +131,12 @@ struct petrel_proto {
 /* ------------------------------------------------------------------------ */
 /* What the framework does for a protocol                                   */
 
-/* Route and run the handler for a request whose head and body are
- * complete.  When it returns, the response may be complete, streaming,
+/* Route (in `routes`: the connection set's, cs->router) and run the handler
+ * for a request whose head and body are complete.  When it returns, the response may be complete, streaming,
  * waiting (resp->holds: the handler answers later), or (a handler error)
  * have been completed with 500. */
-void petrel__req_dispatch(petrel_req_t *req);
+struct petrel__router;
+void petrel__req_dispatch(petrel_req_t *req, const struct petrel__router *routes);
 /* The client of a dispatched request is gone (the connection closed or
  * was reset, RST_STREAM) before its response was complete: it is
  * abandoned and its abort callback runs.  Returns true when the handler

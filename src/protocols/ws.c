@@ -142,8 +142,9 @@ struct petrel_ws {
     size_t drain_mark;
     petrel__pending_t drain_pending; /* the callback runs from the loop */
     bool drop;                       /* --ws-send-overflow drop */
-    /* publish/subscribe (pubsub.c): its subscriptions */
+    /* publish/subscribe (pubsub.c): its subscriptions, and what drops them */
     void *pubsub;
+    void (*pubsub_gone)(petrel_ws_t *ws);
     /* frames shared with other connections (a published message), not
      * copied: written by the carrier at the end of the turn (or copied into
      * its queue then) */
@@ -152,8 +153,6 @@ struct petrel_ws {
     size_t staged_bytes;
     petrel__list_t staged_link; /* staged_all */
 };
-
-void (*petrel__ws_pubsub_gone)(petrel_ws_t *ws);
 
 /* Per worker process (doc/architecture.md, "Processes"). */
 static petrel__tq_t idle_q;
@@ -1045,8 +1044,8 @@ static void ws_detach(petrel_ws_t *ws)
     list_unlink(&ws->staged_link);
     ws->drain_cb = NULL;
     list_unlink(&ws->drain_pending.node);
-    if (ws->pubsub && petrel__ws_pubsub_gone)
-        petrel__ws_pubsub_gone(ws);
+    if (ws->pubsub && ws->pubsub_gone)
+        ws->pubsub_gone(ws);
 }
 
 static void call_on_close(petrel_ws_t *ws)
@@ -1241,6 +1240,10 @@ void *petrel__ws_carrier(const petrel_ws_t *ws)
 void **petrel__ws_pubsub(petrel_ws_t *ws)
 {
     return &ws->pubsub;
+}
+void petrel__ws_pubsub_attach(petrel_ws_t *ws, void (*gone)(petrel_ws_t *ws))
+{
+    ws->pubsub_gone = gone;
 }
 petrel_arena_t *petrel__ws_arena(petrel_ws_t *ws)
 {

@@ -154,10 +154,10 @@ int petrel__ws_flush_staged(petrel_ws_t *ws);
 /* The end of a worker: the turn arena and the compression buffers go. */
 void petrel__ws_msg_fini(void);
 
-/* pubsub.c's place in the engine: its subscriptions, and the hook that
- * drops them when the connection can send no more (before on_close, or
- * when it is freed). */
+/* pubsub.c's place in the engine: its subscriptions, and the callback of
+ * this connection that drops them when it can send no more (before
+ * on_close, or when it is freed), given when the first one is made. */
 void **petrel__ws_pubsub(petrel_ws_t *ws);
-extern void (*petrel__ws_pubsub_gone)(petrel_ws_t *ws);
+void petrel__ws_pubsub_attach(petrel_ws_t *ws, void (*gone)(petrel_ws_t *ws));
 
 #endif /* PETREL_WS_H */

@@ -118,6 +118,8 @@ struct petrel__conns {
     size_t n;
     const petrel__config_t *cfg;
     struct petrel_server *srv;        /* opaque here; requests carry it */
+    /* the routes its requests are dispatched to (opaque here: the framework's) */
+    const struct petrel__router *router;
     const petrel__proto_ops_t *first; /* the protocol of a new connection */
     petrel__tq_t tq_header, tq_keepalive, tq_send, tq_linger;
     /* a kept-alive connection idle PETREL__IDLE_MS gives back its protocol

@@ -87,6 +87,7 @@ int petrel__admin_init(petrel_server_t *srv)
         return rc;
     }
     a->conns.quiet = true;
+    a->conns.router = a->router;
     a->conns.on_gone = on_admin_gone;
     srv->admin = a;
     petrel__quiet_server = a;

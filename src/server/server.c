@@ -74,16 +74,19 @@ int petrel_route_add(petrel_server_t *srv, int methods, const char *pattern,
     return petrel__router_add(srv->router, methods, pattern, handler, data);
 }
 
-int petrel__route_add_owned(petrel_server_t *srv, int methods, const char *pattern,
-                            petrel_handler_t handler, void *data, void (*free_data)(void *))
+int petrel_ws_route_add(petrel_server_t *srv, const char *pattern,
+                        const petrel_ws_handler_t *handler, void *data)
 {
-    int rc = petrel__router_own(srv->router, data, free_data);
-    return rc < 0 ? rc : petrel__router_add(srv->router, methods, pattern, handler, data);
-}
-
-const petrel__router_t *petrel__server_routes(const petrel_server_t *srv)
-{
-    return srv->router;
+    if (srv == NULL || pattern == NULL || handler == NULL)
+        return PETREL_EINVAL;
+    petrel_handler_t fn;
+    void *rt;
+    int rc = petrel__ws_route_make(handler, data, &fn, &rt);
+    /* the router owns the route's data (a reload drops the old generation's) */
+    if (rc < 0 || (rc = petrel__router_own(srv->router, rt, free)) < 0)
+        return rc;
+    /* GET: HTTP/1.1's Upgrade; PETREL__CONNECT: HTTP/2's Extended CONNECT */
+    return petrel__router_add(srv->router, PETREL_GET | PETREL__CONNECT, pattern, fn, rt);
 }
 
 /* "ADDR:PORT", "[V6]:PORT", "*:PORT" or "PORT". */

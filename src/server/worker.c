@@ -177,6 +177,7 @@ int petrel__worker_init(petrel_server_t *srv)
         (rc = petrel__pubsub_worker_init(&srv->cfg)) < 0)
         return rc;
     srv->conns.on_gone = on_conn_gone;
+    srv->conns.router = srv->router;
     srv->conns.next_req_id = next_req_base;
     if (petrel__server_has_admin(srv) && (rc = petrel__admin_init(srv)) < 0) {
         petrel_log(PETREL_LOG_ERROR, "admin listener: %s", petrel_strerror(rc));
