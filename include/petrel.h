@@ -2741,6 +2741,46 @@ typedef struct petrel_pubsub_stats {
  */
 PETREL_API int petrel_pubsub_stats(petrel_pubsub_stats_t *st);
 
+/**
+ * A bridge of publish/subscribe to other instances (opaque).
+ *
+ * libpetrel does not link the client of any message broker: a bridge is a
+ * library of its own that the program installs with
+ * petrel_pubsub_use_bridge().  petrel's Redis bridge is
+ * `petrel_redis_bridge` of libpetrel-redis (`#include <petrel/redis.h>`,
+ * `pkg-config --cflags --libs petrel-redis`); the petrel command installs
+ * it when it was built with hiredis.
+ *
+ * Lifetime: a bridge is a constant of its library.
+ */
+typedef struct petrel_pubsub_bridge petrel_pubsub_bridge_t;
+
+/**
+ * Install the bridge that --pubsub-redis (petrel_main()'s option) uses.
+ *
+ * Call it before petrel_main().  Without a bridge, --pubsub-redis is
+ * refused at start with a message that says so.
+ *
+ * Returns: nothing.
+ *
+ * Errors: none; NULL removes the bridge.
+ *
+ * Lifetime: `bridge` must stay valid for the life of the process (the
+ * bridges of petrel's libraries are constants).
+ *
+ * Example:
+ *   #include <petrel/redis.h>
+ *
+ *   extern const petrel_module_t *const my_modules[];
+ *
+ *   int run(int argc, char **argv)
+ *   {
+ *       petrel_pubsub_use_bridge(&petrel_redis_bridge);
+ *       return petrel_main(argc, argv, my_modules);
+ *   }
+ */
+PETREL_API void petrel_pubsub_use_bridge(const petrel_pubsub_bridge_t *bridge);
+
 /* Publish and subscribe -- end                                             */
 
 /* ------------------------------------------------------------------------ */

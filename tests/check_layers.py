@@ -125,7 +125,7 @@ def check(top, srcdir, quiet=False):
     objs = objects(top)
     if not objs:
         print("no object files under %s (build first)" % top)
-        return 1
+        return ["no object files"] if quiet else 1
     name = {}
     defs, uses, layer = {}, {}, {}
     for path, lay in objs:
@@ -189,6 +189,8 @@ def check(top, srcdir, quiet=False):
             print("%s:" % lay)
             for n in files:
                 print("  %-24s -> %s" % (n, " ".join(sorted(deps[n])) or "-"))
+    if quiet:
+        return errors
     for e in errors:
         print("FAIL: " + e)
     if errors:
@@ -214,17 +216,21 @@ def self_test(top, srcdir):
                     "void *planted_call(void) { return petrel__router_new(); }\n")
         cc = os.environ.get("CC", "cc")
         subprocess.run([cc, "-c", "-o", os.path.join(planted, "planted.o"), c], check=True)
-        if check(tmp, srcdir, quiet=True) == 0:
+        caught = check(tmp, srcdir, quiet=True)
+        if not any("planted" in e for e in caught):
             print("FAIL: self-test: a runtime object calling petrel__router_new passed the check")
             return 1
+        print("self-test: caught " + [e for e in caught if "planted" in e][0])
         # and a hook declared in a private header
         hdr_dir = os.path.join(tmp, "src-hooks", "src", "runtime")
         os.makedirs(hdr_dir)
         with open(os.path.join(hdr_dir, "planted.h"), "w") as f:
             f.write("extern void (*petrel__planted_hook)(int x);\n")
-        if not hooks(os.path.join(tmp, "src-hooks")):
+        planted_hooks = hooks(os.path.join(tmp, "src-hooks"))
+        if not planted_hooks:
             print("FAIL: self-test: an extern function pointer in a private header passed")
             return 1
+        print("self-test: caught " + planted_hooks[0])
     print("ok: self-test: a planted upward call and a planted hook make the check fail")
     return 0
 

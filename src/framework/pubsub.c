@@ -32,7 +32,6 @@
 
 #include "runtime/loop.h"
 #include "petrel.h"
-#include "redis/redis.h"
 #include "runtime/ring.h"
 #include "runtime/syntax.h"
 #include "protocols/ws.h"
@@ -62,6 +61,36 @@ typedef struct wsub {
     topic_t *t;
     uint32_t i; /* index in the topic's array */
 } wsub_t;
+
+/* The bridge to other instances (petrel_pubsub_use_bridge()), or NULL. */
+static const petrel_pubsub_bridge_t *bridge;
+
+void petrel_pubsub_use_bridge(const petrel_pubsub_bridge_t *b)
+{
+    bridge = b;
+}
+
+const char *petrel__pubsub_bridge_name(void)
+{
+    return bridge ? bridge->name : NULL;
+}
+
+int petrel__pubsub_bridge_config(const char *spec, const char *prefix, char *err, size_t errlen)
+{
+    if (bridge == NULL) {
+        snprintf(err, errlen,
+                 "--pubsub-redis: this petrel has no Redis bridge (libpetrel-redis is built "
+                 "when configure finds hiredis: install the Debian package libhiredis-dev and "
+                 "run configure again)");
+        return PETREL_EINVAL;
+    }
+    return bridge->config(spec, prefix, err, errlen);
+}
+
+static bool bridge_on(void)
+{
+    return bridge && bridge->on();
+}
 
 /* The topics of a WebSocket (*petrel__ws_pubsub(ws)). */
 typedef struct wsubs {
@@ -232,8 +261,8 @@ static void topic_free(topic_t *t)
 /* The last subscriber left (the topic is not being walked). */
 static void topic_empty(topic_t *t)
 {
-    if (petrel__redis_on())
-        petrel__redis_unsubscribe(t->name, t->len);
+    if (bridge_on())
+        bridge->unsubscribe(t->name, t->len);
     topic_free(t);
 }
 
@@ -331,11 +360,21 @@ static void deliver(const char *topic, size_t tlen, int binary, const void *data
         topic_compact(t);
 }
 
-/* From Redis: another instance's message (redis.c checked its size and,
- * for text, its UTF-8). */
-static void deliver_remote(const char *topic, size_t tlen, int binary, const void *data, size_t len)
+/* From the bridge: another instance's message, or another program's
+ * (binary -1: text when it is UTF-8); the bridge checked its size.  Text
+ * that is not UTF-8 never reaches a browser. */
+static bool deliver_remote(const char *topic, size_t tlen, int binary, const void *data,
+                           size_t len)
 {
+    if (binary <= 0) {
+        uint32_t st = 0;
+        bool utf8 = petrel__utf8_scan(&st, data, len) == len && st == 0;
+        if (binary == 0 && !utf8)
+            return false;
+        binary = !utf8;
+    }
     deliver(topic, tlen, binary, data, len);
+    return true;
 }
 
 static void each_topic(void (*fn)(const char *topic, size_t tlen, void *arg), void *arg)
@@ -346,7 +385,7 @@ static void each_topic(void (*fn)(const char *topic, size_t tlen, void *arg), vo
                 fn(t->name, t->len, arg);
 }
 
-static const petrel__redis_ops_t redis_ops = {deliver_remote, each_topic};
+static const petrel__bridge_peer_t bridge_peer = {deliver_remote, each_topic};
 
 /* ------------------------------------------------------------------------ */
 /* The other workers: a record is [flags][0][topic length, 2 bytes][topic]  */
@@ -465,7 +504,8 @@ int petrel__pubsub_master_init(const petrel__config_t *cfg, int workers, char *e
         return PETREL_EINVAL;
     }
     if (cfg->pubsub_redis) {
-        int rc = petrel__redis_config(cfg->pubsub_redis, cfg->pubsub_redis_prefix, err, errlen);
+        int rc =
+            petrel__pubsub_bridge_config(cfg->pubsub_redis, cfg->pubsub_redis_prefix, err, errlen);
         if (rc < 0)
             return rc;
     }
@@ -566,11 +606,11 @@ int petrel__pubsub_worker_init(const petrel__config_t *cfg)
     if (cfg->pubsub_redis) {
         char err[256];
         int rc = 0;
-        if (!petrel__redis_on() &&
-            (rc = petrel__redis_config(cfg->pubsub_redis, cfg->pubsub_redis_prefix, err,
-                                       sizeof(err))) < 0)
+        if (!bridge_on() && (rc = petrel__pubsub_bridge_config(cfg->pubsub_redis,
+                                                               cfg->pubsub_redis_prefix, err,
+                                                               sizeof(err))) < 0)
             petrel_log(PETREL_LOG_ERROR, "%s", err);
-        if (rc < 0 || (rc = petrel__redis_start(&redis_ops, instance, ps.max_message)) < 0) {
+        if (rc < 0 || (rc = bridge->start(&bridge_peer, instance, ps.max_message)) < 0) {
             petrel__pubsub_worker_fini();
             return rc;
         }
@@ -591,7 +631,8 @@ void petrel__pubsub_drain(void)
 
 void petrel__pubsub_worker_fini(void)
 {
-    petrel__redis_stop();
+    if (bridge)
+        bridge->stop();
     petrel__ws_msg_fini();
     if (ps.writing) {
         petrel__io_del(petrel__loop, &ps.io);
@@ -698,8 +739,8 @@ int petrel_ws_subscribe(petrel_ws_t *ws, const char *topic)
     ps.subscriptions++;
     if (t->live++ == 0) {
         ps.live_topics++;
-        if (petrel__redis_on())
-            petrel__redis_subscribe(t->name, t->len);
+        if (bridge_on())
+            bridge->subscribe(t->name, t->len);
     }
     return 0;
 }
@@ -741,8 +782,8 @@ static int publish(const char *topic, int binary, const void *data, size_t len)
     deliver(topic, tlen, binary, data, len);
     if (ps.writing)
         ring_publish(topic, tlen, binary, data, len);
-    if (petrel__redis_on())
-        petrel__redis_publish(topic, tlen, binary, data, len);
+    if (bridge_on())
+        bridge->publish(topic, tlen, binary, data, len);
     ps.st.published++;
     return 0;
 }
@@ -766,8 +807,9 @@ int petrel_pubsub_stats(petrel_pubsub_stats_t *st)
     *st = ps.st;
     st->topics = ps.live_topics;
     st->subscriptions = ps.subscriptions;
-    petrel__redis_stats_t rs;
-    petrel__redis_get_stats(&rs);
+    petrel__bridge_stats_t rs = {.connected = -1};
+    if (bridge)
+        bridge->get_stats(&rs);
     st->to_redis = rs.sent;
     st->from_redis = rs.received;
     st->unbridged = rs.unbridged;

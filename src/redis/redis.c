@@ -1,7 +1,11 @@
 /*
- * redis.c -- the Redis bridge of publish/subscribe (redis.h), on hiredis's
- * asynchronous API driven by the worker's loop (petrel_watch_start(): the
- * only file that touches hiredis).
+ * redis.c -- the Redis bridge of publish/subscribe: libpetrel-redis, its
+ * one file (`petrel_redis_bridge`, <petrel/redis.h>), on hiredis's
+ * asynchronous API driven by the worker's loop (petrel_watch_start()).
+ * libpetrel does not link hiredis: the program installs this bridge with
+ * petrel_pubsub_use_bridge() and publish/subscribe calls it through the
+ * table of framework/pubsub.h; the bridge calls petrel only through the
+ * public API and that table's two callbacks.
  *
  * Each worker holds two connections to Redis: one publishes (PUBLISH
  * PREFIX+topic), the other subscribes (SUBSCRIBE PREFIX+topic for every
@@ -12,7 +16,7 @@
  * instance's identifier was delivered here already (by the publishing
  * worker itself and through the rings) and is skipped; what another
  * program publishes without an envelope is delivered as it is (text when
- * it is UTF-8, else binary).
+ * it is UTF-8, else binary: pubsub.c tells).
  *
  * Redis going away: local delivery goes on; messages published meanwhile
  * are counted (`unbridged`: the gap the other instances see) and dropped,
@@ -24,11 +28,9 @@
  * objects, its callback list); petrel's own part formats commands into one
  * per-worker buffer.
  */
-#include "redis/redis.h"
-
-#include "config.h"
+#include "framework/pubsub.h"
 #include "petrel.h"
-#include "runtime/syntax.h"
+#include "petrel/redis.h"
 
 #include <errno.h>
 #include <netdb.h>
@@ -39,10 +41,8 @@
 #include <sys/un.h>
 #include <time.h>
 
-#if HAVE_HIREDIS
 #include <hiredis/async.h>
 #include <hiredis/hiredis.h>
-#endif
 
 #define REDIS_PREFIX_DEFAULT "petrel:"
 #define RETRY_MIN_MS 100
@@ -55,7 +55,7 @@
 static const uint8_t env_magic[6] = {0xff, 'P', 'T', 'R', 'L', 1};
 enum { ENV_BINARY = 1 };
 
-/* The address, checked in the master (petrel__redis_config). */
+/* The address, checked in the master (redis_config). */
 static struct {
     bool set;
     bool unix_;
@@ -67,19 +67,8 @@ static struct {
     size_t prefix_len;
 } addr;
 
-bool petrel__redis_available(void)
+static int redis_config(const char *spec, const char *prefix, char *err, size_t errlen)
 {
-    return HAVE_HIREDIS;
-}
-
-int petrel__redis_config(const char *spec, const char *prefix, char *err, size_t errlen)
-{
-    if (!HAVE_HIREDIS) {
-        snprintf(err, errlen,
-                 "--pubsub-redis: this petrel was built without Redis support (install the "
-                 "Debian package libhiredis-dev and run configure again)");
-        return PETREL_EINVAL;
-    }
     memset(&addr, 0, sizeof(addr));
     if (prefix == NULL)
         prefix = REDIS_PREFIX_DEFAULT;
@@ -143,8 +132,6 @@ int petrel__redis_config(const char *spec, const char *prefix, char *err, size_t
     return 0;
 }
 
-#if HAVE_HIREDIS
-
 typedef struct rconn {
     redisAsyncContext *ac;
     petrel_watch_t *w;
@@ -156,7 +143,7 @@ typedef struct rconn {
 /* Per worker process (doc/architecture.md, "Processes"). */
 static struct {
     bool on;
-    const petrel__redis_ops_t *ops;
+    const petrel__bridge_peer_t *ops;
     uint64_t instance;
     size_t max_message;
     rconn_t pub, sub;
@@ -168,7 +155,7 @@ static struct {
     bool ever_up;
     char *cmd; /* a formatted command */
     size_t cmd_cap;
-    petrel__redis_stats_t st;
+    petrel__bridge_stats_t st;
 } rb;
 
 static uint64_t now_ms(void)
@@ -321,9 +308,7 @@ static void on_message(redisAsyncContext *ac, void *r, void *privdata)
         p += ENV_LEN;
         len -= ENV_LEN;
     } else {
-        /* another program's message, as it is */
-        uint32_t st = 0;
-        binary = !(petrel__utf8_scan(&st, p, len) == len && st == 0);
+        binary = -1; /* another program's message, as it is: pubsub.c tells text */
     }
     if (len > rb.max_message) {
         petrel_log(PETREL_LOG_DEBUG,
@@ -332,13 +317,8 @@ static void on_message(redisAsyncContext *ac, void *r, void *privdata)
                    len, (int)tlen, topic);
         return;
     }
-    if (!binary) {
-        uint32_t st = 0;
-        if (petrel__utf8_scan(&st, p, len) != len || st != 0)
-            return; /* text that is not UTF-8 never reaches a browser */
-    }
-    rb.st.received++;
-    rb.ops->deliver(topic, tlen, binary, p, len);
+    if (rb.ops->deliver(topic, tlen, binary, p, len))
+        rb.st.received++;
 }
 
 static void subscribe_one(const char *topic, size_t tlen, void *arg)
@@ -417,7 +397,7 @@ static void connect_both(void)
     conn_open(&rb.sub);
 }
 
-int petrel__redis_start(const petrel__redis_ops_t *ops, uint64_t instance, size_t max_message)
+static int redis_start(const petrel__bridge_peer_t *ops, uint64_t instance, size_t max_message)
 {
     if (!addr.set)
         return PETREL_EINVAL;
@@ -434,7 +414,7 @@ int petrel__redis_start(const petrel__redis_ops_t *ops, uint64_t instance, size_
     return 0;
 }
 
-void petrel__redis_stop(void)
+static void redis_stop(void)
 {
     if (!rb.on)
         return;
@@ -452,17 +432,17 @@ void petrel__redis_stop(void)
     rb.cmd = NULL;
 }
 
-bool petrel__redis_on(void)
+static bool redis_on(void)
 {
     return rb.on;
 }
 
-void petrel__redis_subscribe(const char *topic, size_t tlen)
+static void redis_subscribe(const char *topic, size_t tlen)
 {
     subscribe_one(topic, tlen, NULL);
 }
 
-void petrel__redis_unsubscribe(const char *topic, size_t tlen)
+static void redis_unsubscribe(const char *topic, size_t tlen)
 {
     if (rb.sub.up)
         redisAsyncCommand(rb.sub.ac, NULL, NULL, "UNSUBSCRIBE %b%b", addr.prefix, addr.prefix_len,
@@ -481,7 +461,7 @@ static char *bulk(char *p, const void *a, size_t an, const void *b, size_t bn)
     return p;
 }
 
-void petrel__redis_publish(const char *topic, size_t tlen, int binary, const void *data, size_t len)
+static void redis_publish(const char *topic, size_t tlen, int binary, const void *data, size_t len)
 {
     if (!rb.pub.up || sdslen(rb.pub.ac->c.obuf) > OUT_MAX) {
         rb.st.unbridged++;
@@ -520,42 +500,20 @@ void petrel__redis_publish(const char *topic, size_t tlen, int binary, const voi
     rb.st.sent++;
 }
 
-void petrel__redis_get_stats(petrel__redis_stats_t *st)
+static void redis_get_stats(petrel__bridge_stats_t *st)
 {
     *st = rb.st;
     st->connected = rb.on ? (rb.pub.up && rb.sub.up) : -1;
 }
 
-#else /* without hiredis */
-
-int petrel__redis_start(const petrel__redis_ops_t *ops, uint64_t instance, size_t max_message)
-{
-    (void)ops, (void)instance, (void)max_message;
-    return PETREL_EINVAL;
-}
-void petrel__redis_stop(void)
-{
-}
-bool petrel__redis_on(void)
-{
-    return false;
-}
-void petrel__redis_subscribe(const char *topic, size_t tlen)
-{
-    (void)topic, (void)tlen;
-}
-void petrel__redis_unsubscribe(const char *topic, size_t tlen)
-{
-    (void)topic, (void)tlen;
-}
-void petrel__redis_publish(const char *topic, size_t tlen, int binary, const void *data, size_t len)
-{
-    (void)topic, (void)tlen, (void)binary, (void)data, (void)len;
-}
-void petrel__redis_get_stats(petrel__redis_stats_t *st)
-{
-    memset(st, 0, sizeof(*st));
-    st->connected = -1;
-}
-
-#endif
+const petrel_pubsub_bridge_t petrel_redis_bridge = {
+    .name = "Redis",
+    .config = redis_config,
+    .start = redis_start,
+    .stop = redis_stop,
+    .on = redis_on,
+    .subscribe = redis_subscribe,
+    .unsubscribe = redis_unsubscribe,
+    .publish = redis_publish,
+    .get_stats = redis_get_stats,
+};

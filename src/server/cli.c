@@ -4,7 +4,7 @@
  */
 #include "config.h"
 #include "runtime/log.h"
-#include "redis/redis.h"
+#include "framework/pubsub.h"
 #include "runtime/metrics.h"
 #include "protocols/proto.h"
 #include "runtime/proxy.h"
@@ -904,8 +904,8 @@ int petrel_main(int argc, char **argv, const petrel_module_t *const *builtins)
             usage(stdout);
             goto out;
         case OPT_VERSION:
-            printf("petrel %s (module ABI %d; %s)\n", PACKAGE_VERSION, PETREL_ABI_VERSION,
-                   petrel__redis_available() ? "Redis bridge" : "no Redis bridge");
+            printf("petrel %s (module ABI %d; %s bridge)\n", PACKAGE_VERSION, PETREL_ABI_VERSION,
+                   petrel__pubsub_bridge_name() ? petrel__pubsub_bridge_name() : "no Redis");
             goto out;
         case ':':
             fprintf(stderr, "petrel: %s needs a value (see petrel --help)\n", flag);
@@ -927,7 +927,8 @@ int petrel_main(int argc, char **argv, const petrel_module_t *const *builtins)
         petrel_log(PETREL_LOG_WARN, "--pubsub-redis-prefix applies to --pubsub-redis, and there "
                                     "is none");
     if (cfg->pubsub_redis &&
-        petrel__redis_config(cfg->pubsub_redis, cfg->pubsub_redis_prefix, err, sizeof(err)) < 0) {
+        petrel__pubsub_bridge_config(cfg->pubsub_redis, cfg->pubsub_redis_prefix, err,
+                                     sizeof(err)) < 0) {
         fprintf(stderr, "petrel: %s\n", err);
         rc = 2;
         goto out;
