@@ -1,6 +1,6 @@
 /*
  * check_sdnotify.c -- unit tests of src/runtime/sdnotify.c's own implementation of
- * systemd's protocols (used when libsystemd is not there): LISTEN_PID /
+ * systemd's protocols (petrel speaks them itself): LISTEN_PID /
  * LISTEN_FDS / LISTEN_FDNAMES as sd_listen_fds(3) documents them, and one
  * notification datagram to NOTIFY_SOCKET as sd_notify(3) does.  The
  * integration test test_systemd.sh runs the build's own choice against

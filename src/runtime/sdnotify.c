@@ -1,7 +1,7 @@
 /*
  * sdnotify.c -- socket activation and readiness notification for systemd
- * (see sdnotify.h).  With HAVE_LIBSYSTEMD, libsystemd's sd_listen_fds and
- * sd_notify do the work; otherwise the same protocols are spoken here:
+ * (see sdnotify.h).  petrel speaks systemd's documented protocols itself
+ * (libsystemd is not linked: two calls did not pay for the library):
  *
  *   activation  LISTEN_PID (must be our pid), LISTEN_FDS (how many, from
  *               descriptor 3), LISTEN_FDNAMES (names, ':'-separated)
@@ -24,9 +24,6 @@
 #include <sys/un.h>
 #include <unistd.h>
 
-#ifdef HAVE_LIBSYSTEMD
-#include <systemd/sd-daemon.h>
-#endif
 
 static char names_buf[4096];
 
@@ -138,54 +135,7 @@ int petrel__sd_notify_raw(const char *path, const char *msg, size_t len)
 }
 
 /* ------------------------------------------------------------------------ */
-/* What petrel uses: libsystemd's when configure found it                   */
-
-#ifdef HAVE_LIBSYSTEMD
-
-int petrel__sd_listen_fds(const char **names, int max, char *err, size_t errlen)
-{
-    char **nm = NULL;
-    int n = sd_listen_fds_with_names(1, &nm);
-    if (n < 0) {
-        snprintf(err, errlen, "LISTEN_FDS: %s", strerror(-n));
-        return PETREL_EINVAL;
-    }
-    if (n > max)
-        snprintf(err, errlen, "LISTEN_FDS=%d: petrel takes at most %d sockets", n, max);
-    for (int i = 0; i < n && i < max; i++)
-        names[i] = "";
-    if (nm) {
-        size_t off = 0;
-        for (int i = 0; nm[i]; i++) {
-            size_t len = strlen(nm[i]);
-            if (i < n && i < max && off + len + 1 <= sizeof(names_buf)) {
-                memcpy(names_buf + off, nm[i], len + 1);
-                names[i] = names_buf + off;
-                off += len + 1;
-            } else if (i < n && i < max && n <= max) {
-                /* a name cut off could turn an admin socket into a public one */
-                snprintf(err, errlen, "LISTEN_FDNAMES is longer than %zu bytes",
-                         sizeof(names_buf) - 1);
-                n = max + 1;
-            }
-            free(nm[i]);
-        }
-        free(nm);
-    }
-    return n > max ? PETREL_EINVAL : n;
-}
-
-int petrel__sd_notify(const char *fmt, ...)
-{
-    char msg[1024];
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(msg, sizeof(msg), fmt, ap);
-    va_end(ap);
-    return sd_notify(0, msg) < 0 ? PETREL_EIO : 0;
-}
-
-#else
+/* What petrel uses                                                         */
 
 int petrel__sd_listen_fds(const char **names, int max, char *err, size_t errlen)
 {
@@ -206,5 +156,3 @@ int petrel__sd_notify(const char *fmt, ...)
         return PETREL_EIO;
     return petrel__sd_notify_raw(path, msg, (size_t)n < sizeof(msg) ? (size_t)n : sizeof(msg) - 1);
 }
-
-#endif
