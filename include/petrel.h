@@ -1484,6 +1484,23 @@ PETREL_API int petrel_req_on_abort(petrel_req_t *req, petrel_abort_cb cb, void *
  */
 PETREL_API int petrel_req_aborted(const petrel_req_t *req);
 
+/**
+ * Whether a request may still be answered.
+ *
+ * True while its handler runs, and after the handler returned PETREL_LATER
+ * until the response is complete; false once the response is complete or
+ * the request was aborted.  A library that answers requests later (the
+ * PostgreSQL pool) asks it before it takes work for a request, and again
+ * when the work is done.
+ *
+ * Returns: 1 when `req` may still be answered, else 0.
+ *
+ * Errors: none.
+ *
+ * Lifetime: `req` must be valid (see "Waiting for work the handler started").
+ */
+PETREL_API int petrel_req_waiting(const petrel_req_t *req);
+
 /** A watched file descriptor (opaque): petrel_watch_start(). */
 typedef struct petrel_watch petrel_watch_t;
 
@@ -1640,6 +1657,71 @@ PETREL_API petrel_timer_t *petrel_timer_start(uint64_t ms, void (*cb)(void *data
  * Lifetime: the handle is freed by the call.
  */
 PETREL_API void petrel_timer_stop(petrel_timer_t *t);
+
+/**
+ * Work for the end of the loop turn: the worker calls `cb` once after the
+ * events and timers of the turn, however often it was asked for.
+ *
+ * A library that gathers what the handlers of one turn asked for and sends
+ * it at once (the PostgreSQL pool's pipeline) embeds one in its own state,
+ * sets it up with petrel_turn_work_init() and asks for it with
+ * petrel_turn_work_add() whenever there is something to send.  No memory is
+ * allocated.  The fields are petrel's.
+ *
+ * Lifetime: the caller's storage, set up once; petrel_turn_work_del()
+ * before it is freed.
+ */
+typedef struct petrel_turn_work {
+    void *_link[2];
+    void (*_cb)(struct petrel_turn_work *w);
+} petrel_turn_work_t;
+
+/**
+ * Set up `w` to run `cb` (with `w` itself) when it is added.
+ *
+ * Returns: nothing.
+ *
+ * Errors: none.
+ *
+ * Lifetime: `w` is the caller's; find its container with offsetof.
+ */
+PETREL_API void petrel_turn_work_init(petrel_turn_work_t *w, void (*cb)(petrel_turn_work_t *w));
+
+/**
+ * Have `w`'s callback run at the end of this loop turn (once, however
+ * often it is added before then).
+ *
+ * Returns: nothing.
+ *
+ * Errors: none; outside a worker it does nothing.
+ *
+ * Lifetime: `w` must stay valid until its callback has run or it is taken
+ * back with petrel_turn_work_del().
+ */
+PETREL_API void petrel_turn_work_add(petrel_turn_work_t *w);
+
+/**
+ * Take back `w` if it waits for the end of the turn.
+ *
+ * Returns: nothing.
+ *
+ * Errors: none.
+ *
+ * Lifetime: `w` may be freed after the call.
+ */
+PETREL_API void petrel_turn_work_del(petrel_turn_work_t *w);
+
+/**
+ * The time of this loop turn, in milliseconds of the monotonic clock
+ * (read once per turn: the clock of the timers), or 0 outside a worker.
+ *
+ * Returns: the milliseconds; 0 outside a worker's loop (a module's init).
+ *
+ * Errors: none.
+ *
+ * Lifetime: a value.
+ */
+PETREL_API uint64_t petrel_loop_now_ms(void);
 
 /* ------------------------------------------------------------------------ */
 /* PostgreSQL connection pool (src/pg/pgsql.c)                                 */

@@ -12,6 +12,7 @@
 #include <fcntl.h>
 #include <stdlib.h>
 #include <string.h>
+#include <stddef.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
@@ -195,6 +196,48 @@ START_TEST(test_tq_limit)
 }
 END_TEST
 
+/* Work for the end of the turn (the public petrel_turn_work_*): once per
+ * turn however often added, not at all once taken back, and the turn's
+ * time is the loop's. */
+typedef struct turn_seen {
+    petrel_turn_work_t w;
+    int calls;
+} turn_seen_t;
+
+static void on_turn(petrel_turn_work_t *w)
+{
+    turn_seen_t *t = (turn_seen_t *)((char *)w - offsetof(turn_seen_t, w));
+    t->calls++;
+}
+
+START_TEST(test_turn_work)
+{
+    turn_seen_t t = {.calls = 0};
+    petrel_turn_work_init(&t.w, on_turn);
+    petrel_turn_work_add(&t.w);
+    petrel_turn_work_add(&t.w);
+    petrel__loop_run_once(&L, 0);
+    ck_assert_int_eq(t.calls, 1);
+    petrel__loop_run_once(&L, 0);
+    ck_assert_int_eq(t.calls, 1); /* not again unless added */
+    petrel_turn_work_add(&t.w);
+    petrel_turn_work_del(&t.w);
+    petrel__loop_run_once(&L, 0);
+    ck_assert_int_eq(t.calls, 1);
+    petrel_turn_work_add(&t.w);
+    petrel__loop_run_once(&L, 0);
+    ck_assert_int_eq(t.calls, 2);
+    ck_assert_uint_eq(petrel_loop_now_ms(), L.now_ms);
+    ck_assert_uint_gt(petrel_loop_now_ms(), 0);
+    petrel__loop = NULL;
+    ck_assert_uint_eq(petrel_loop_now_ms(), 0);
+    petrel_turn_work_add(&t.w); /* outside a worker: nothing */
+    petrel__loop = &L;
+    petrel__loop_run_once(&L, 0);
+    ck_assert_int_eq(t.calls, 2);
+}
+END_TEST
+
 int main(void)
 {
     Suite *s = suite_create("loop");
@@ -206,6 +249,7 @@ int main(void)
     tcase_add_test(tc, test_watch_hangup);
     tcase_add_test(tc, test_watch_refused);
     tcase_add_test(tc, test_tq_limit);
+    tcase_add_test(tc, test_turn_work);
     suite_add_tcase(s, tc);
     return ck_run(s);
 }

@@ -319,6 +319,30 @@ END_TEST
 /* ------------------------------------------------------------------------ */
 /* Regressions found by the fuzzing harnesses (tests/fuzz)                  */
 
+/* petrel_req_waiting (response.c): a request may be answered while its
+ * handler runs or holds it, not once its response is complete or it was
+ * aborted. */
+START_TEST(test_req_waiting)
+{
+    petrel_resp_t rs;
+    memset(&rs, 0, sizeof(rs));
+    petrel_req_t r;
+    memset(&r, 0, sizeof(r));
+    r._resp = &rs;
+    ck_assert_int_eq(petrel_req_waiting(&r), 1); /* the handler runs */
+    rs.holds = true;
+    ck_assert_int_eq(petrel_req_waiting(&r), 1); /* PETREL_LATER */
+    rs.ended = true;
+    ck_assert_int_eq(petrel_req_waiting(&r), 1); /* still held */
+    rs.holds = false;
+    ck_assert_int_eq(petrel_req_waiting(&r), 0); /* answered */
+    rs.ended = false;
+    rs.abandoned = true;
+    ck_assert_int_eq(petrel_req_waiting(&r), 0); /* aborted */
+    ck_assert_int_eq(petrel_req_aborted(&r), 1);
+}
+END_TEST
+
 /* petrel_req_query on a request without a query (query.ptr NULL): it
  * computed NULL + 0, undefined behaviour that UBSan reports (fuzz_http1,
  * GET /kv/all with a handler asking for a query parameter). */
@@ -373,6 +397,7 @@ static Suite *request_suite(void)
     /* regressions found by the fuzzing harnesses (tests/fuzz) */
     tc = tcase_create("fuzz");
     tcase_add_test(tc, test_fuzz_query_absent);
+    tcase_add_test(tc, test_req_waiting);
     suite_add_tcase(s, tc);
     return s;
 }

@@ -363,8 +363,7 @@ static void deliver(const char *topic, size_t tlen, int binary, const void *data
 /* From the bridge: another instance's message, or another program's
  * (binary -1: text when it is UTF-8); the bridge checked its size.  Text
  * that is not UTF-8 never reaches a browser. */
-static bool deliver_remote(const char *topic, size_t tlen, int binary, const void *data,
-                           size_t len)
+static bool deliver_remote(const char *topic, size_t tlen, int binary, const void *data, size_t len)
 {
     if (binary <= 0) {
         uint32_t st = 0;
@@ -606,9 +605,9 @@ int petrel__pubsub_worker_init(const petrel__config_t *cfg)
     if (cfg->pubsub_redis) {
         char err[256];
         int rc = 0;
-        if (!bridge_on() && (rc = petrel__pubsub_bridge_config(cfg->pubsub_redis,
-                                                               cfg->pubsub_redis_prefix, err,
-                                                               sizeof(err))) < 0)
+        if (!bridge_on() &&
+            (rc = petrel__pubsub_bridge_config(cfg->pubsub_redis, cfg->pubsub_redis_prefix, err,
+                                               sizeof(err))) < 0)
             petrel_log(PETREL_LOG_ERROR, "%s", err);
         if (rc < 0 || (rc = bridge->start(&bridge_peer, instance, ps.max_message)) < 0) {
             petrel__pubsub_worker_fini();

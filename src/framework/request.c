@@ -69,8 +69,8 @@ void petrel__req_dispatch(petrel_req_t *req, const petrel__router_t *routes)
         petrel_send(req, 204, NULL, "", 0);
         return;
     }
-    int st = petrel__router_match(routes, req->method, req->path.ptr, req->path.len, req->arena,
-                                  &m);
+    int st =
+        petrel__router_match(routes, req->method, req->path.ptr, req->path.len, req->arena, &m);
     if (st) {
         if (st == 405) {
             char allow[96];

@@ -359,6 +359,12 @@ int petrel_req_on_abort(petrel_req_t *req, petrel_abort_cb cb, void *data)
     return 0;
 }
 
+int petrel_req_waiting(const petrel_req_t *req)
+{
+    const petrel_resp_t *rs = req->_resp;
+    return !rs->abandoned && (!rs->ended || rs->holds);
+}
+
 int petrel_req_aborted(const petrel_req_t *req)
 {
     return req->_resp->abandoned;

@@ -132,9 +132,9 @@ struct petrel_proto {
 /* What the framework does for a protocol                                   */
 
 /* Route (in `routes`: the connection set's, cs->router) and run the handler
- * for a request whose head and body are complete.  When it returns, the response may be complete, streaming,
- * waiting (resp->holds: the handler answers later), or (a handler error)
- * have been completed with 500. */
+ * for a request whose head and body are complete.  When it returns, the response may be complete,
+ * streaming, waiting (resp->holds: the handler answers later), or (a handler error) have been
+ * completed with 500. */
 struct petrel__router;
 void petrel__req_dispatch(petrel_req_t *req, const struct petrel__router *routes);
 /* The client of a dispatched request is gone (the connection closed or

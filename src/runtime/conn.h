@@ -117,7 +117,7 @@ struct petrel__conns {
     petrel__list_t all;
     size_t n;
     const petrel__config_t *cfg;
-    struct petrel_server *srv;        /* opaque here; requests carry it */
+    struct petrel_server *srv; /* opaque here; requests carry it */
     /* the routes its requests are dispatched to (opaque here: the framework's) */
     const struct petrel__router *router;
     const petrel__proto_ops_t *first; /* the protocol of a new connection */

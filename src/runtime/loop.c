@@ -126,6 +126,34 @@ struct petrel_timer {
     void *data;
 };
 
+/* petrel_turn_work_t is petrel__pending_t with its fields hidden. */
+_Static_assert(sizeof(petrel_turn_work_t) == sizeof(petrel__pending_t) &&
+                   offsetof(petrel_turn_work_t, _cb) == offsetof(petrel__pending_t, cb),
+               "petrel_turn_work_t and petrel__pending_t differ");
+
+void petrel_turn_work_init(petrel_turn_work_t *w, void (*cb)(petrel_turn_work_t *w))
+{
+    petrel__pending_t *p = (petrel__pending_t *)w;
+    list_init(&p->node);
+    w->_cb = cb;
+}
+
+void petrel_turn_work_add(petrel_turn_work_t *w)
+{
+    if (petrel__loop)
+        petrel__pending_add(petrel__loop, (petrel__pending_t *)w);
+}
+
+void petrel_turn_work_del(petrel_turn_work_t *w)
+{
+    list_unlink(&((petrel__pending_t *)w)->node);
+}
+
+uint64_t petrel_loop_now_ms(void)
+{
+    return petrel__loop ? petrel__loop->now_ms : 0;
+}
+
 petrel_timer_t *petrel_timer_start(uint64_t ms, void (*cb)(void *data), void *data)
 {
     petrel__loop_t *loop = petrel__loop;
