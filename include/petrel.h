@@ -1659,9 +1659,10 @@ PETREL_API petrel_timer_t *petrel_timer_start(uint64_t ms, void (*cb)(void *data
 PETREL_API void petrel_timer_stop(petrel_timer_t *t);
 
 /**
- * Work for the end of the loop turn: the worker calls `cb` once after the
- * events and timers of the turn, however often it was asked for.
+ * Work for the end of the loop turn.
  *
+ * The worker calls its callback once after the events and timers of the
+ * turn, however often it was asked for.
  * A library that gathers what the handlers of one turn asked for and sends
  * it at once (the PostgreSQL pool's pipeline) embeds one in its own state,
  * sets it up with petrel_turn_work_init() and asks for it with
@@ -1712,8 +1713,9 @@ PETREL_API void petrel_turn_work_add(petrel_turn_work_t *w);
 PETREL_API void petrel_turn_work_del(petrel_turn_work_t *w);
 
 /**
- * The time of this loop turn, in milliseconds of the monotonic clock
- * (read once per turn: the clock of the timers), or 0 outside a worker.
+ * The time of this loop turn, in monotonic milliseconds.
+ *
+ * The clock of the timers, read once per turn.
  *
  * Returns: the milliseconds; 0 outside a worker's loop (a module's init).
  *
