@@ -29,6 +29,7 @@
  * per-worker buffer).
  */
 #include "framework/pubsub.h"
+#include "runtime/options.h"
 
 #include "runtime/loop.h"
 #include "petrel.h"
@@ -816,3 +817,74 @@ int petrel_pubsub_stats(petrel_pubsub_stats_t *st)
     st->redis = rs.connected;
     return 0;
 }
+
+/* The options of publish/subscribe (runtime/options.h); 0 or NULL in a
+ * field is its default. */
+static int set_redis_prefix(petrel__config_t *cfg, const char *flag, const char *value, void *ctx)
+{
+    (void)flag, (void)ctx;
+    for (const char *c = value; *c; c++)
+        if ((unsigned char)*c < 0x20 || *c == 0x7f)
+            return PETREL_EINVAL;
+    if (strlen(value) > 127)
+        return PETREL_EINVAL;
+    cfg->pubsub_redis_prefix = value;
+    return 0;
+}
+
+static const petrel__option_t pubsub_options[] = {
+    {.name = "pubsub-max-topic-size",
+     .value = "BYTES",
+     .kind = PETREL__OPT_SIZE,
+     PETREL__OPT_FIELD(pubsub_max_topic_size),
+     .min = 1,
+     .max = 65535,
+     .expect = "a size from 1 to 65535 bytes (e.g. 256)",
+     .help = "longest publish/subscribe topic name (default 256)"},
+    {.name = "pubsub-max-message-size",
+     .value = "BYTES",
+     .kind = PETREL__OPT_SIZE,
+     PETREL__OPT_FIELD(pubsub_max_message_size),
+     .min = 1,
+     .max = 1u << 28,
+     .expect = "a size from 1 byte to 256m (e.g. 64k)",
+     .help = "largest published message (default 64k)"},
+    {.name = "pubsub-max-subscriptions",
+     .value = "N",
+     .kind = PETREL__OPT_SIZE,
+     PETREL__OPT_FIELD(pubsub_max_subscriptions),
+     .min = 1,
+     .max = 65536,
+     .expect = "a number of topics from 1 to 65536",
+     .help = "topics per WebSocket (default 64)"},
+    {.name = "pubsub-max-subscribers",
+     .value = "N",
+     .kind = PETREL__OPT_SIZE,
+     PETREL__OPT_FIELD(pubsub_max_subscribers),
+     .min = 1,
+     .max = 10000000,
+     .expect = "a number of WebSockets from 1 to 10000000",
+     .help = "WebSockets per topic, per worker (default 100000)"},
+    {.name = "pubsub-ring-size",
+     .value = "BYTES",
+     .kind = PETREL__OPT_SIZE,
+     PETREL__OPT_FIELD(pubsub_ring_size),
+     .min = 64u << 10,
+     .max = 1u << 30,
+     .pow2 = true,
+     .expect = "a power of two from 64k to 1g (e.g. 4m)",
+     .help = "shared memory per worker for the others (default 4m)"},
+    {.name = "pubsub-redis",
+     .value = "HOST:PORT|unix:PATH",
+     .kind = PETREL__OPT_TEXT,
+     PETREL__OPT_FIELD(pubsub_redis),
+     .help = "publish/subscribe across instances through Redis\n(default: none)"},
+    {.name = "pubsub-redis-prefix",
+     .value = "PREFIX",
+     .kind = PETREL__OPT_CALL,
+     .set = set_redis_prefix,
+     .expect = "up to 127 bytes without control characters",
+     .help = "Redis channel of a topic: PREFIX + topic (default petrel:)"},
+    {.name = NULL},
+};
+const petrel__option_table_t petrel__pubsub_option_table = {"pubsub", NULL, pubsub_options};

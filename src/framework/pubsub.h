@@ -100,4 +100,7 @@ void petrel__pubsub_worker_fini(void);
 /* The rings of this process (tests). */
 struct petrel__rings *petrel__pubsub_rings(void);
 
+/* The options of publish/subscribe (--pubsub-*). */
+extern const struct petrel__option_table petrel__pubsub_option_table;
+
 #endif /* PETREL_PUBSUB_H */

@@ -4,6 +4,7 @@
  */
 #include "protocols/proto.h"
 #include "framework/router.h"
+#include "runtime/options.h"
 
 #include <string.h>
 
@@ -128,3 +129,71 @@ void petrel__req_dispatch(petrel_req_t *req, const petrel__router_t *routes)
         petrel_stream_end(req);
     }
 }
+
+/* The options of a request's limits (runtime/options.h). */
+static const petrel__option_t request_options[] = {
+    {.name = "max-header-size",
+     .value = "BYTES",
+     .kind = PETREL__OPT_SIZE,
+     PETREL__OPT_FIELD(max_header_size),
+     .min = 1,
+     .max = 1u << 20,
+     .def = 16384,
+     .expect = "a size from 1 byte to 1m (e.g. 16k)",
+     .help = "request header section limit (default 16k) -> 431"},
+    {.name = "max-uri-size",
+     .value = "BYTES",
+     .kind = PETREL__OPT_SIZE,
+     PETREL__OPT_FIELD(max_uri_size),
+     .min = 1,
+     .max = 1u << 20,
+     .def = 8192,
+     .expect = "a size from 1 byte to 1m (e.g. 16k)",
+     .help = "request target limit (default 8k) -> 414"},
+    {.name = "max-body-size",
+     .value = "BYTES",
+     .kind = PETREL__OPT_SIZE,
+     PETREL__OPT_FIELD(max_body_size),
+     .min = 1,
+     .max = 1ull << 36,
+     .def = 16u << 20,
+     .expect = "a size from 1 byte to 64g (e.g. 16m)",
+     .help = "request body limit (default 16m) -> 413"},
+    {.name = "max-pipelined",
+     .value = "N",
+     .kind = PETREL__OPT_SIZE,
+     PETREL__OPT_FIELD(max_pipelined),
+     .min = 1,
+     .max = 1024,
+     .def = 16,
+     .expect = "a number of requests from 1 to 1024",
+     .help = "HTTP/1.1 requests of a connection handled at once (default 16)"},
+    {.name = "handler-timeout",
+     .value = "SECONDS",
+     .kind = PETREL__OPT_SECS,
+     PETREL__OPT_FIELD(handler_timeout_ms),
+     .min = 1,
+     .def = 30000,
+     .expect = "a number of seconds greater than 0 (e.g. 10 or 0.5)",
+     .help = "time a request waits for its handler (default 30) -> 504"},
+    {.name = "body-timeout",
+     .value = "SECONDS",
+     .kind = PETREL__OPT_SECS,
+     PETREL__OPT_FIELD(body_timeout_ms),
+     .min = 1,
+     .def = 20000,
+     .expect = "a number of seconds greater than 0 (e.g. 10 or 0.5)",
+     .help = "time for a request body or WebSocket message, plus 1 s\n"
+             "per --body-min-rate bytes received (default 20) -> 408"},
+    {.name = "body-min-rate",
+     .value = "BYTES",
+     .kind = PETREL__OPT_SIZE,
+     PETREL__OPT_FIELD(body_min_rate),
+     .min = 0,
+     .max = 1ull << 40,
+     .def = 1024,
+     .expect = "a number of bytes per second, 0 or more (e.g. 1k)",
+     .help = "bytes per second that earn a body more time (default 1k)"},
+    {.name = NULL},
+};
+const petrel__option_table_t petrel__request_option_table = {"requests", NULL, request_options};

@@ -56,6 +56,7 @@
  *     petrel_stream_end() frees it.
  */
 #include "protocols/h2.h"
+#include "runtime/options.h"
 
 #include "protocols/http1.h"
 #include "framework/router.h"
@@ -2788,3 +2789,63 @@ fallback:
     stream_free(s); /* answered as HTTP/1.1 */
     return PETREL_ENOTFOUND;
 }
+
+/* The options of HTTP/2 (runtime/options.h); 0 in a field is its default. */
+static const petrel__option_t h2_options[] = {
+    {.name = "h2-max-concurrent-streams",
+     .value = "N",
+     .kind = PETREL__OPT_SIZE,
+     PETREL__OPT_FIELD(h2_max_concurrent_streams),
+     .min = 1,
+     .max = 1000000,
+     .expect = "a number of streams from 1 to 1000000",
+     .help = "HTTP/2 streams per connection (default 128)"},
+    {.name = "h2-initial-window-size",
+     .value = "BYTES",
+     .kind = PETREL__OPT_SIZE,
+     PETREL__OPT_FIELD(h2_initial_window_size),
+     .min = 65535,
+     .max = 0x7fffffff,
+     .expect = "a size from 65535 to 2147483647 bytes",
+     .help = "HTTP/2 flow-control window for request bodies (default 1m)"},
+    {.name = "h2-max-header-list-size",
+     .value = "BYTES",
+     .kind = PETREL__OPT_SIZE,
+     PETREL__OPT_FIELD(h2_max_header_list_size),
+     .min = 1,
+     .max = 1u << 24,
+     .expect = "a size from 1 byte to 16m",
+     .help = "HTTP/2 request header list limit (default: --max-header-size)"},
+    /* every connection may queue one frame past it: at least 1 MiB */
+    {.name = "h2-output-budget",
+     .value = "BYTES",
+     .kind = PETREL__OPT_SIZE,
+     PETREL__OPT_FIELD(h2_output_budget),
+     .min = 1u << 20,
+     .max = 1ull << 40,
+     .expect = "a size from 1m to 1t",
+     .help = "HTTP/2 response bytes queued, all connections of a worker\n(default 64m)"},
+    /* the rapid-reset defence (CVE-2023-44487): a bucket of resets (nghttp2
+     * 1.52's own defaults) */
+    {.name = "h2-max-resets",
+     .value = "N",
+     .kind = PETREL__OPT_SIZE,
+     PETREL__OPT_FIELD(h2_reset_burst),
+     .min = 1,
+     .max = 1000000,
+     .def = 1000,
+     .expect = "a number of resets from 1 to 1000000",
+     .help = "stream resets an h2 connection may cause at once (RST_STREAM\n"
+             "sent or received), then ENHANCE_YOUR_CALM (default 1000)"},
+    {.name = "h2-reset-rate",
+     .value = "N",
+     .kind = PETREL__OPT_SIZE,
+     PETREL__OPT_FIELD(h2_reset_rate),
+     .min = 0,
+     .max = 1000000,
+     .def = 33,
+     .expect = "a number of resets per second from 0 to 1000000",
+     .help = "resets per second that refill them (default 33)"},
+    {.name = NULL},
+};
+const petrel__option_table_t petrel__h2_option_table = {"h2", NULL, h2_options};

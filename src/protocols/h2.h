@@ -88,4 +88,7 @@ typedef struct petrel__h2_stats {
 } petrel__h2_stats_t;
 void petrel__h2_stats(petrel__h2_stats_t *st);
 
+/* The options of HTTP/2 (--h2-*). */
+extern const struct petrel__option_table petrel__h2_option_table;
+
 #endif /* PETREL_H2_H */

@@ -193,4 +193,8 @@ __attribute__((always_inline)) static inline void petrel__req_finished(petrel_re
         petrel__req_log(req, bytes, dur, high);
 }
 
+/* The options of a request's limits (request.c: sizes of its parts,
+ * pipelining, the handler and body timeouts). */
+extern const struct petrel__option_table petrel__request_option_table;
+
 #endif /* PETREL_PROTO_H */

@@ -51,6 +51,7 @@
  * would reach into the engine's state.
  */
 #include "protocols/ws.h"
+#include "runtime/options.h"
 
 #include "runtime/arena.h"
 #include "protocols/proto.h"
@@ -1324,3 +1325,40 @@ int petrel_ws_on_drain(petrel_ws_t *ws, size_t mark, petrel_ws_drain_cb cb, void
     ws->drain_mark = mark;
     return 0;
 }
+
+/* The options of WebSocket (runtime/options.h); 0 in a field is its default. */
+static const char *const ws_overflow[] = {"close", "drop", NULL};
+static const petrel__option_t ws_options[] = {
+    {.name = "ws-max-message-size",
+     .value = "BYTES",
+     .kind = PETREL__OPT_SIZE,
+     PETREL__OPT_FIELD(ws_max_message_size),
+     .min = 1,
+     .max = 1ull << 31,
+     .expect = "a size from 1 byte to 2g (e.g. 16m)",
+     .help = "largest WebSocket message (default 16m) -> close 1009"},
+    {.name = "ws-idle-timeout",
+     .value = "SECONDS",
+     .kind = PETREL__OPT_SECS,
+     PETREL__OPT_FIELD(ws_idle_timeout_ms),
+     .min = 1,
+     .expect = "a number of seconds greater than 0 (e.g. 30 or 0.5)",
+     .help = "WebSocket silence before a ping, then a close (default 30)"},
+    {.name = "ws-send-limit",
+     .value = "BYTES",
+     .kind = PETREL__OPT_SIZE,
+     PETREL__OPT_FIELD(ws_send_limit),
+     .min = 1,
+     .max = 1ull << 31,
+     .expect = "a size from 1 byte to 2g (e.g. 16m)",
+     .help = "WebSocket output queued past this: close 1008 (default 4m)"},
+    {.name = "ws-send-overflow",
+     .value = "close|drop",
+     .kind = PETREL__OPT_CHOICE,
+     PETREL__OPT_FIELD(ws_send_overflow_drop),
+     .choices = ws_overflow,
+     .expect = "close or drop",
+     .help = "past --ws-send-limit: close 1008, or drop the message\n(default close)"},
+    {.name = NULL},
+};
+const petrel__option_table_t petrel__ws_option_table = {"websocket", NULL, ws_options};

@@ -160,4 +160,7 @@ void petrel__ws_msg_fini(void);
 void **petrel__ws_pubsub(petrel_ws_t *ws);
 void petrel__ws_pubsub_attach(petrel_ws_t *ws, void (*gone)(petrel_ws_t *ws));
 
+/* The options of WebSocket (--ws-*). */
+extern const struct petrel__option_table petrel__ws_option_table;
+
 #endif /* PETREL_WS_H */

@@ -10,6 +10,7 @@
  * its state between requests.
  */
 #include "runtime/conn.h"
+#include "runtime/options.h"
 
 #include <arpa/inet.h>
 #include <errno.h>
@@ -774,3 +775,42 @@ void petrel__conns_close_all(petrel__conns_t *cs)
     while (!list_empty(&cs->all))
         petrel__conn_close(container_of(cs->all.next, petrel__conn_t, link));
 }
+
+/* The options of the transport (runtime/options.h). */
+static const petrel__option_t conn_options[] = {
+    {.name = "max-connections",
+     .value = "N",
+     .kind = PETREL__OPT_SIZE,
+     PETREL__OPT_FIELD(max_connections),
+     .min = 1,
+     .max = 10000000,
+     .def = 10000,
+     .expect = "a number of connections from 1 to 10000000",
+     .help = "connections per worker (default 10000)"},
+    {.name = "header-timeout",
+     .value = "SECONDS",
+     .kind = PETREL__OPT_SECS,
+     PETREL__OPT_FIELD(header_timeout_ms),
+     .min = 1,
+     .def = 10000,
+     .expect = "a number of seconds greater than 0 (e.g. 10 or 0.5)",
+     .help = "time to receive a request head (default 10)"},
+    {.name = "keepalive-timeout",
+     .value = "SECONDS",
+     .kind = PETREL__OPT_SECS,
+     PETREL__OPT_FIELD(keepalive_timeout_ms),
+     .min = 1,
+     .def = 60000,
+     .expect = "a number of seconds greater than 0 (e.g. 10 or 0.5)",
+     .help = "idle time between requests (default 60)"},
+    {.name = "send-timeout",
+     .value = "SECONDS",
+     .kind = PETREL__OPT_SECS,
+     PETREL__OPT_FIELD(send_timeout_ms),
+     .min = 1,
+     .def = 60000,
+     .expect = "a number of seconds greater than 0 (e.g. 10 or 0.5)",
+     .help = "time without write progress (default 60)"},
+    {.name = NULL},
+};
+const petrel__option_table_t petrel__conn_option_table = {"connections", NULL, conn_options};

@@ -297,4 +297,8 @@ void petrel__conns_reap(void);
 /* Test hook: serve one connected socket in this process's loop. */
 int petrel__conn_adopt(petrel__conns_t *cs, int fd);
 
+/* The transport's options (--max-connections, the head, keep-alive and
+ * send timeouts). */
+extern const struct petrel__option_table petrel__conn_option_table;
+
 #endif /* PETREL_CONN_H */

@@ -16,10 +16,12 @@
  * skipped whole, unread, up to the --max-proxy-header-size cap.
  */
 #include "runtime/proxy.h"
+#include "runtime/options.h"
 
 #include "petrel.h"
 
 #include <arpa/inet.h>
+#include <stdlib.h>
 #include <string.h>
 
 static const char v1_prefix[] = "PROXY ";
@@ -346,3 +348,62 @@ bool petrel__cidr_match(const petrel__cidr_t *list, size_t n, const struct socka
     }
     return false;
 }
+
+/* The options of the PROXY protocol (runtime/options.h). */
+
+/* --trusted-proxies CIDR[,CIDR...]: a list of the heap (petrel_main frees
+ * cfg->trusted). */
+static int set_trusted(petrel__config_t *cfg, const char *flag, const char *value, void *ctx)
+{
+    (void)flag, (void)ctx;
+    size_t cap = 1, n = 0;
+    for (const char *p = value; *p; p++)
+        cap += *p == ',';
+    petrel__cidr_t *list = calloc(cap, sizeof(*list));
+    if (list == NULL)
+        return PETREL_ENOMEM;
+    for (const char *p = value;;) {
+        const char *e = strchr(p, ',');
+        size_t len = e ? (size_t)(e - p) : strlen(p);
+        if (petrel__cidr_parse(p, len, &list[n]) < 0) {
+            free(list);
+            return PETREL_EINVAL;
+        }
+        n++;
+        if (e == NULL)
+            break;
+        p = e + 1;
+    }
+    free((void *)cfg->trusted);
+    cfg->trusted = list;
+    cfg->ntrusted = n;
+    return 0;
+}
+
+static const petrel__option_t proxy_options[] = {
+    {.name = "proxy-protocol",
+     .kind = PETREL__OPT_FLAG,
+     PETREL__OPT_FIELD(proxy_protocol),
+     .help = "every connection of the --listen addresses starts with a\n"
+             "PROXY protocol header (v1 or v2) naming the client"},
+    {.name = "trusted-proxies",
+     .value = "CIDR[,CIDR...]",
+     .kind = PETREL__OPT_CALL,
+     .set = set_trusted,
+     .expect = "a comma-separated list of addresses or CIDR blocks "
+               "(e.g. 10.0.0.0/8,2001:db8::/32)",
+     .help = "with --proxy-protocol, accept connections only from these\n"
+             "addresses (default: any)"},
+    {.name = "max-proxy-header-size",
+     .value = "BYTES",
+     .kind = PETREL__OPT_SIZE,
+     PETREL__OPT_FIELD(max_proxy_header_size),
+     .min = PETREL__PROXY_MAX_MIN,
+     .max = PETREL__PROXY_MAX_MAX,
+     .def = PETREL__PROXY_MAX_DEFAULT,
+     .expect = "a size from 232 bytes to 16k",
+     .help = "largest PROXY v2 header, TLVs included (default 4k)"},
+    {.name = NULL},
+};
+const petrel__option_table_t petrel__proxy_option_table = {
+    "proxy", "Behind a load balancer, under systemd (doc/deployment.md):", proxy_options};

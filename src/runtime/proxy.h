@@ -78,4 +78,8 @@ int petrel__cidr_parse(const char *s, size_t len, petrel__cidr_t *out);
  * as the IPv4 address) is within one of the `n` entries of `list`. */
 bool petrel__cidr_match(const petrel__cidr_t *list, size_t n, const struct sockaddr *peer);
 
+/* The options of the PROXY protocol (--proxy-protocol, --trusted-proxies,
+ * --max-proxy-header-size). */
+extern const struct petrel__option_table petrel__proxy_option_table;
+
 #endif /* PETREL_PROXY_H */

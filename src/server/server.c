@@ -5,6 +5,11 @@
 #include "server/server.h"
 
 #include "runtime/proxy.h"
+#include "framework/pubsub.h"
+#include "protocols/h2.h"
+#include "protocols/proto.h"
+#include "protocols/ws.h"
+#include "server/options.h"
 
 #include <arpa/inet.h>
 #include <dlfcn.h>
@@ -14,27 +19,95 @@
 #include <stdlib.h>
 #include <string.h>
 
+/* The server's own options (runtime/options.h); the command line's
+ * (addresses, modules, workers) are cli.c's. */
+static const char *const log_levels[] = {"error", "warn", "info", "debug", NULL};
+static const char *const alog_formats[] = {"combined", "json", NULL};
+
+static const petrel__option_t server_options[] = {
+    {.name = "dev",
+     .kind = PETREL__OPT_FLAG,
+     PETREL__OPT_FIELD(dev),
+     .help = "development: a --module PATH.c is built with cc, and a\n"
+             "module file that changes is rebuilt and reloaded"},
+    {.name = "log-level",
+     .value = "error|warn|info|debug",
+     .kind = PETREL__OPT_CHOICE,
+     PETREL__OPT_FIELD(log_level),
+     .choices = log_levels,
+     .def = PETREL_LOG_INFO,
+     .expect = "error, warn, info or debug",
+     .help = "what the error log says (default info)"},
+    {.name = "access-log",
+     .value = "FILE|-",
+     .kind = PETREL__OPT_TEXT,
+     PETREL__OPT_FIELD(access_log),
+     .help = "write an access log, see --access-log-format (default: none)"},
+    {.name = "drain-timeout",
+     .value = "SECONDS",
+     .kind = PETREL__OPT_SECS,
+     PETREL__OPT_FIELD(drain_timeout_ms),
+     .min = 1,
+     .def = 10000,
+     .expect = "a number of seconds greater than 0 (e.g. 10 or 0.5)",
+     .help = "graceful shutdown limit (default 10)"},
+    {.name = NULL},
+};
+const petrel__option_table_t petrel__server_option_table = {"server", NULL, server_options};
+
+static const petrel__option_t server_deploy_options[] = {
+    {.name = "admin-max-connections",
+     .value = "N",
+     .kind = PETREL__OPT_SIZE,
+     PETREL__OPT_FIELD(admin_max_connections),
+     .min = 1,
+     .max = 100000,
+     .def = 256,
+     .expect = "a number of connections from 1 to 100000",
+     .help = "connections per worker on the admin listener (default 256)"},
+    {.name = "drain-delay",
+     .value = "SECONDS",
+     .kind = PETREL__OPT_SECS,
+     PETREL__OPT_FIELD(drain_delay_ms),
+     .min = 0,
+     .expect = "a number of seconds, 0 or more (e.g. 5 or 0.5)",
+     .help = "on SIGTERM, /readyz answers 503 this long before the\n"
+             "listeners close (default 0)"},
+    {.name = "access-log-format",
+     .value = "combined|json",
+     .kind = PETREL__OPT_CHOICE,
+     PETREL__OPT_FIELD(access_log_format),
+     .choices = alog_formats,
+     .expect = "combined or json",
+     .help = "format of --access-log lines (default combined)"},
+    {.name = "error-log",
+     .value = "FILE",
+     .kind = PETREL__OPT_TEXT,
+     PETREL__OPT_FIELD(error_log),
+     .help = "write the error log to FILE instead of standard error"},
+    {.name = NULL},
+};
+const petrel__option_table_t petrel__server_deploy_option_table = {"server", NULL,
+                                                                   server_deploy_options};
+
+/* The tables whose defaults make a configuration. */
+static const petrel__option_table_t *const default_tables[] = {
+    &petrel__server_option_table,
+    &petrel__server_deploy_option_table,
+    &petrel__request_option_table,
+    &petrel__conn_option_table,
+    &petrel__h2_option_table,
+    &petrel__ws_option_table,
+    &petrel__pubsub_option_table,
+    &petrel__proxy_option_table,
+    NULL,
+};
+
 void petrel__config_defaults(petrel__config_t *cfg)
 {
     memset(cfg, 0, sizeof(*cfg));
-    cfg->max_header_size = 16384;
-    cfg->max_uri_size = 8192;
-    cfg->max_body_size = 16u << 20;
-    cfg->max_connections = 10000;
-    cfg->max_pipelined = 16;
-    cfg->header_timeout_ms = 10000;
-    cfg->keepalive_timeout_ms = 60000;
-    cfg->send_timeout_ms = 60000;
-    cfg->drain_timeout_ms = 10000;
-    cfg->handler_timeout_ms = 30000;
-    cfg->body_timeout_ms = 20000;
-    cfg->body_min_rate = 1024;
-    cfg->admin_max_connections = 256;
-    cfg->h2_reset_burst = 1000; /* nghttp2 1.52's own defaults */
-    cfg->h2_reset_rate = 33;
-    cfg->workers = 1;
-    cfg->log_level = PETREL_LOG_INFO;
-    cfg->max_proxy_header_size = PETREL__PROXY_MAX_DEFAULT;
+    petrel__options_defaults(cfg, default_tables);
+    cfg->workers = 1; /* --workers (cli.c) */
 }
 
 petrel_server_t *petrel__server_new(void)

@@ -1,10 +1,10 @@
 #!/usr/bin/env bash
 # The three places that list petrel's options say the same, and say what
 # petrel accepts (so that they cannot drift apart again):
-#   - `petrel --help` (src/server/cli.c's usage text),
+#   - `petrel --help` (made from the option tables, runtime/options.h),
 #   - doc/petrel.1: its OPTIONS entries, and the options of its SYNOPSIS,
 #   - README.md: the synopsis under "## Command line",
-# against the option table of src/server/cli.c (what getopt accepts).  The same
+# against the option tables of the subsystems (what getopt accepts).  The same
 # option names everywhere; the same value (ADDR:PORT, NAME|PATH.so|PATH.c[:ARGS]...)
 # for each; the default that --help gives appears in the man page's
 # "Default:" sentence.  And the first example of petrel(1) works as written
@@ -14,18 +14,22 @@
 man=$top_srcdir/doc/petrel.1
 readme=$top_srcdir/README.md
 cli=$top_srcdir/src/server/cli.c
+# the files with an option table (runtime/options.h)
+tables=$(grep -l 'petrel__option_t [a-z0-9_]*\[\] = {' "$top_srcdir"/src/*/*.c)
 for f in "$man" "$readme" "$cli"; do
     [[ -f $f ]] || skip "no $f (not a source tree)"
 done
 "$PETREL" --help >"$LIB_TMP/help.txt" || fail "petrel --help: exit status $?"
 
-PYTHONPATH=$LIB_DIR pyrun "$LIB_TMP/help.txt" "$man" "$readme" "$cli" <<'EOF'
+# shellcheck disable=SC2086
+PYTHONPATH=$LIB_DIR pyrun "$LIB_TMP/help.txt" "$man" "$readme" $tables <<'EOF'
 import re
 import sys
 from petrel_client import *
 from petrel_roff import roff_line, sections as man_sections
 
-help_text, man, readme, cli = (open(p, encoding="utf-8").read() for p in sys.argv[1:5])
+help_text, man, readme = (open(p, encoding="utf-8").read() for p in sys.argv[1:4])
+cli_sources = sys.argv[4:]
 
 
 def bracket_options(text):
@@ -54,10 +58,13 @@ def bracket_options(text):
         i += 1
 
 
-# --- src/server/cli.c: what getopt accepts -------------------------------------------
-table = {"--" + n: kind for n, kind in
-         re.findall(r'\{"([a-z0-9-]+)", (required_argument|no_argument)', cli)}
-check(len(table) > 20, "only %d options found in src/server/cli.c's option table" % len(table))
+# --- the option tables of the subsystems (runtime/options.h): what getopt accepts -----
+table = {}
+for src in cli_sources:
+    for n, v in re.findall(r'\{\.name = "([a-z0-9-]+)",\s*(\.value = )?', open(src, encoding="utf-8").read()):
+        check("--" + n not in table, "--%s is in two option tables" % n)
+        table["--" + n] = "required_argument" if v else "no_argument"
+check(len(table) > 20, "only %d options found in the option tables" % len(table))
 
 # --- petrel --help --------------------------------------------------------------
 helps, hdefault = {}, {}
@@ -105,7 +112,7 @@ def same_set(a, an, b, bn):
           % (an, bn, sorted(set(a) - set(b)) or "none", bn, an, sorted(set(b) - set(a)) or "none"))
 
 
-same_set(table, "src/server/cli.c's option table", helps, "petrel --help")
+same_set(table, "the option tables", helps, "petrel --help")
 same_set(helps, "petrel --help", mans, "petrel(1) OPTIONS")
 no_meta = {"--help", "--version"}
 same_set(set(helps) - no_meta, "petrel --help", rsyn, "README.md's synopsis")
@@ -127,7 +134,7 @@ for name, d in hdefault.items():
     check(mdefault.get(name), "%s: --help gives a default (%s), petrel(1) has no 'Default:'" % (name, d))
     check(d in mdefault[name], "%s: --help's default is %s, petrel(1) says 'Default: %s'"
           % (name, d, mdefault[name]))
-ok("%d options: src/server/cli.c, petrel --help, petrel(1) (OPTIONS and the %d of its SYNOPSIS) and "
+ok("%d options: the option tables, petrel --help, petrel(1) (OPTIONS and the %d of its SYNOPSIS) and "
    "README.md agree on names and values, and on %d defaults" % (len(table), len(msyn), len(hdefault)))
 EOF
 
