@@ -525,29 +525,13 @@ static void warn_static_without_root(const given_t *g)
                    n == 1 ? "ies" : "y");
 }
 
-int petrel_main(int argc, char **argv, const petrel_module_t *const *builtins)
+/* What the options say together, and the logs: 0, or an exit status
+ * after saying what is wrong (or warnings for options that apply to one
+ * not given). */
+static int check_args(cli_t *cl, const given_t *g)
 {
-    petrel_server_t *srv = petrel__server_new();
-    if (srv == NULL) {
-        fprintf(stderr, "petrel: out of memory\n");
-        return 1;
-    }
-    petrel__set_builtins(builtins);
-    petrel__config_t *cfg = &srv->cfg;
-    cli_t cl = {.srv = srv, .modules = calloc((size_t)argc + 1, sizeof(char *))};
-    given_t given = {.n = 0};
-    char *root_spec = NULL;
-    bool pid_written = false;
+    petrel__config_t *cfg = &cl->srv->cfg;
     char err[1024];
-    int rc = cl.modules ? parse_args(argc, argv, &cl, &given) : 1;
-    if (rc) {
-        rc = rc == EXIT_DONE ? 0 : rc;
-        goto out;
-    }
-    const char **modules = cl.modules;
-    int nmodules = cl.nmodules;
-    const char *pid_file = cl.pid_file;
-    root_opts_t ro = cl.ro;
     petrel__log_level = cfg->log_level;
     if (cfg->pubsub_redis_prefix && cfg->pubsub_redis == NULL)
         petrel_log(PETREL_LOG_WARN, "--pubsub-redis-prefix applies to --pubsub-redis, and there "
@@ -556,47 +540,57 @@ int petrel_main(int argc, char **argv, const petrel_module_t *const *builtins)
         petrel__pubsub_bridge_config(cfg->pubsub_redis, cfg->pubsub_redis_prefix, err,
                                      sizeof(err)) < 0) {
         fprintf(stderr, "petrel: %s\n", err);
-        rc = 2;
-        goto out;
+        return 2;
     }
     if (cfg->trusted && !cfg->proxy_protocol) {
         fprintf(stderr, "petrel: --trusted-proxies: applies to --proxy-protocol, which is not "
                         "given\n");
-        rc = 2;
-        goto out;
+        return 2;
     }
     if (cfg->error_log && petrel__elog_open(cfg->error_log) < 0) {
         fprintf(stderr, "petrel: --error-log '%s': %s\n", cfg->error_log, strerror(errno));
-        rc = 1;
-        goto out;
+        return 1;
     }
-    if (was_given(&given, "max-proxy-header-size") && !cfg->proxy_protocol)
+    if (was_given(g, "max-proxy-header-size") && !cfg->proxy_protocol)
         petrel_log(PETREL_LOG_WARN,
                    "--max-proxy-header-size applies to --proxy-protocol, which is not given");
-    if (was_given(&given, "access-log-format") && cfg->access_log == NULL)
+    if (was_given(g, "access-log-format") && cfg->access_log == NULL)
         petrel_log(PETREL_LOG_WARN, "--access-log-format applies to --access-log, which is not "
                                     "given");
+    if (cfg->root == NULL)
+        warn_static_without_root(g);
+    return 0;
+}
+
+/* The listening sockets (systemd's, else the default address), the shared
+ * counters: 0 or an exit status. */
+static int prepare_listeners(petrel_server_t *srv)
+{
+    char err[512];
     /* socket activation: systemd's sockets, and no default address besides */
-    if (inherit_sockets(srv) < 0) {
-        rc = 1;
-        goto out;
-    }
+    if (inherit_sockets(srv) < 0)
+        return 1;
     if (!has_public_listen(srv) &&
         petrel__server_add_listen(srv, "127.0.0.1:8080", err, sizeof(err)) < 0) {
         fprintf(stderr, "petrel: %s\n", err);
-        rc = 1;
-        goto out;
+        return 1;
     }
     /* the counters in shared memory, before the modules register theirs */
-    if (petrel__server_has_admin(srv) && petrel__metrics_init(cfg->workers) < 0) {
+    if (petrel__server_has_admin(srv) && petrel__metrics_init(srv->cfg.workers) < 0) {
         fprintf(stderr, "petrel: --admin-listen: cannot map the shared counters: %s\n",
                 strerror(errno));
-        rc = 1;
-        goto out;
+        return 1;
     }
-    if (cfg->root == NULL)
-        warn_static_without_root(&given);
-    if (cfg->root) {
+    return 0;
+}
+
+/* --root and the --module static specs joined into one spec of the static
+ * module (*root_spec, the caller frees it), and the program's table checked
+ * for that module: 0 or an exit status. */
+static int prepare_static(cli_t *cl, const petrel_module_t *const *builtins, char **root_spec)
+{
+    const char *root = cl->srv->cfg.root;
+    if (root) {
         bool have = false;
         for (const petrel_module_t *const *b = builtins; b && *b && !have; b++)
             have = strcmp((*b)->name, "static") == 0;
@@ -605,58 +599,82 @@ int petrel_main(int argc, char **argv, const petrel_module_t *const *builtins)
                     "petrel: --root '%s': this program has no built-in module 'static', which "
                     "serves --root (link libpetrel-static and add petrel_module_static to its "
                     "built-in modules)\n",
-                    cfg->root);
-            rc = 1;
-            goto out;
+                    root);
+            return 1;
         }
     }
     int nstatic = 0;
-    for (int i = 0; i < nmodules; i++)
-        nstatic += is_static_spec(modules[i]);
-    if ((cfg->root || nstatic > 1) &&
-        (root_spec = static_spec(cfg->root, &ro, modules, &nmodules)) == NULL) {
+    for (int i = 0; i < cl->nmodules; i++)
+        nstatic += is_static_spec(cl->modules[i]);
+    if ((root || nstatic > 1) &&
+        (*root_spec = static_spec(root, &cl->ro, cl->modules, &cl->nmodules)) == NULL) {
         fprintf(stderr, "petrel: out of memory\n");
-        rc = 1;
-        goto out;
+        return 1;
     }
-    /* --root and --module: now, and again on each reload (SIGHUP, --dev) */
-    setup_args_t sargs = {cfg->root ? root_spec : NULL, modules, nmodules};
-    srv->setup = setup;
-    srv->setup_ctx = &sargs;
-    if (setup(srv, &sargs, err, sizeof(err)) < 0) {
-        fprintf(stderr, "petrel: %s\n", err);
-        rc = 1;
-        goto out;
-    }
-    if (nmodules == 0 && cfg->root == NULL)
-        petrel_log(PETREL_LOG_WARN, "no --module and no --root: every request gets 404");
+    return 0;
+}
+
+/* The access log and the pid file: 0 or an exit status. */
+static int open_outputs(cli_t *cl, bool *pid_written)
+{
+    const petrel__config_t *cfg = &cl->srv->cfg;
     if (cfg->access_log) {
-        int e = petrel__alog_open(cfg->access_log);
-        if (e < 0) {
+        if (petrel__alog_open(cfg->access_log) < 0) {
             fprintf(stderr, "petrel: --access-log '%s': %s\n", cfg->access_log, strerror(errno));
-            rc = 1;
-            goto out;
+            return 1;
         }
         petrel__alog_format = cfg->access_log_format;
     }
-    if (pid_file) {
-        FILE *f = fopen(pid_file, "w");
+    if (cl->pid_file) {
+        FILE *f = fopen(cl->pid_file, "w");
         if (f == NULL || fprintf(f, "%d\n", (int)getpid()) < 0 || fclose(f) != 0) {
-            fprintf(stderr, "petrel: --pid-file '%s': %s\n", pid_file, strerror(errno));
-            rc = 1;
-            goto out;
+            fprintf(stderr, "petrel: --pid-file '%s': %s\n", cl->pid_file, strerror(errno));
+            return 1;
         }
-        pid_written = true;
+        *pid_written = true;
     }
-    raise_nofile();
-    signal(SIGPIPE, SIG_IGN); /* a peer gone mid-write is an EPIPE, not a death */
-    rc = petrel__master_run(srv);
-out:
+    return 0;
+}
+
+int petrel_main(int argc, char **argv, const petrel_module_t *const *builtins)
+{
+    petrel_server_t *srv = petrel__server_new();
+    cli_t cl = {.srv = srv, .modules = calloc((size_t)argc + 1, sizeof(char *))};
+    given_t given = {.n = 0};
+    char *root_spec = NULL, err[1024];
+    bool pid_written = false;
+    if (srv == NULL || cl.modules == NULL) {
+        fprintf(stderr, "petrel: out of memory\n");
+        free(cl.modules);
+        petrel__server_free(srv);
+        return 1;
+    }
+    petrel__set_builtins(builtins);
+    int rc = parse_args(argc, argv, &cl, &given);
+    if (rc == 0 && (rc = check_args(&cl, &given)) == 0 && (rc = prepare_listeners(srv)) == 0 &&
+        (rc = prepare_static(&cl, builtins, &root_spec)) == 0) {
+        /* --root and --module: now, and again on each reload (SIGHUP, --dev) */
+        setup_args_t sargs = {srv->cfg.root ? root_spec : NULL, cl.modules, cl.nmodules};
+        srv->setup = setup;
+        srv->setup_ctx = &sargs;
+        if (setup(srv, &sargs, err, sizeof(err)) < 0) {
+            fprintf(stderr, "petrel: %s\n", err);
+            rc = 1;
+        } else {
+            if (cl.nmodules == 0 && srv->cfg.root == NULL)
+                petrel_log(PETREL_LOG_WARN, "no --module and no --root: every request gets 404");
+            if ((rc = open_outputs(&cl, &pid_written)) == 0) {
+                raise_nofile();
+                signal(SIGPIPE, SIG_IGN); /* a peer gone mid-write is an EPIPE, not a death */
+                rc = petrel__master_run(srv);
+            }
+        }
+    }
     free(root_spec);
     if (pid_written)
         unlink(cl.pid_file);
     free(cl.modules);
-    free((void *)cfg->trusted);
+    free((void *)srv->cfg.trusted);
     petrel__server_free(srv);
-    return rc;
+    return rc == EXIT_DONE ? 0 : rc;
 }
