@@ -1,17 +1,18 @@
 /*
  * check_server.h -- the server fixture of the Check suites that run a
  * worker in the test process (check_http1, check_h2, check_ws,
- * check_pubsub): a server `srv` with no listener, its worker started by
- * hand, and the loopback clients of check_client.h on it.  Each suite
- * compiles its own copy (static definitions).
+ * check_pubsub, check_static): a server `srv` with no listener, its worker
+ * started by hand, and the loopback clients of check_client.h on it.  Each
+ * suite compiles its own copy (static definitions).
  *
  * A suite's setup calls ck_server_new(), loads the built-in modules it
  * wants with ck_server_load() (a suite that does links BUILTIN_MODULE_SOURCES)
  * and adds its routes; the worker starts with the first client
  * (ck_server_client()) or ck_server_start(), so that a test can change
  * srv->cfg (timeouts, limits) before it.  Its teardown calls
- * ck_server_free().  A suite may set CK_SERVER_CLIENTS (how many clients
- * a test may open, 3 unless told) before including this header.
+ * ck_server_free() (or ck_server_stop(), what it has to do between the
+ * worker's end and the server's, then ck_server_free()).  A suite may set CK_SERVER_CLIENTS (how
+ * many clients a test may open, 3 unless told) before including this header.
  */
 #ifndef CHECK_SERVER_H
 #define CHECK_SERVER_H
@@ -79,8 +80,8 @@ static inline ck_client_t *ck_server_client(size_t cap, bool rewind)
     return c;
 }
 
-/* Close the clients, stop the worker (if it runs) and free the server. */
-static inline void ck_server_free(void)
+/* Close the clients and stop the worker (if it runs). */
+static inline void ck_server_stop(void)
 {
     for (int i = 0; i < CK_SERVER_CLIENTS; i++) {
         if (i < ck_nclients)
@@ -92,6 +93,12 @@ static inline void ck_server_free(void)
     if (ck_started)
         petrel__worker_fini(srv);
     ck_started = false;
+}
+
+/* ck_server_stop(), and free the server. */
+static inline void ck_server_free(void)
+{
+    ck_server_stop();
     petrel__server_free(srv);
     srv = NULL;
 }
