@@ -8,7 +8,7 @@
 #include "protocols/h2.h"
 #include "protocols/ws.h"
 
-#include "check_client.h"
+#include "check_server.h"
 #include "check_wait.h"
 
 #include <check.h>
@@ -21,9 +21,6 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
-extern const petrel_module_t *const petrel__builtin_modules[];
-
-static petrel_server_t *srv;
 
 /* ------------------------------------------------------------------------ */
 /* Test routes                                                              */
@@ -119,12 +116,9 @@ static int cookie_info(petrel_req_t *req, void *data)
 
 static void setup(void)
 {
-    char err[256];
-    srv = petrel__server_new();
-    ck_assert_ptr_nonnull(srv);
-    petrel__set_builtins(petrel__builtin_modules);
-    ck_assert_int_eq(petrel__server_load_module(srv, "hello", err, sizeof(err)), 0);
-    ck_assert_int_eq(petrel__server_load_module(srv, "echo", err, sizeof(err)), 0);
+    ck_server_new();
+    ck_server_load("hello");
+    ck_server_load("echo");
     petrel_route_add(srv, PETREL_GET, "/big", big_handler, NULL);
     petrel_route_add(srv, PETREL_GET, "/file", file_handler, NULL);
     petrel_route_add(srv, PETREL_GET, "/small-file", small_file_handler, NULL);
@@ -135,7 +129,7 @@ static void setup(void)
     wait_setup();
     petrel_route_add(srv, PETREL_GET | PETREL_POST | PETREL_OPTIONS, "/info/*", head_info, NULL);
     srv->cfg.max_body_size = 1 << 20;
-    ck_assert_int_eq(petrel__worker_init(srv), 0);
+    ck_server_start();
     for (size_t i = 0; i < sizeof(big); i++)
         big[i] = (char)('a' + (i * 7 + i / 251) % 26);
     char path[] = "/tmp/check_h2.XXXXXX";
@@ -150,8 +144,7 @@ static void setup(void)
 static void teardown(void)
 {
     wait_teardown();
-    petrel__worker_fini(srv);
-    petrel__server_free(srv);
+    ck_server_free();
     close(big_fd);
 }
 

@@ -22,7 +22,7 @@
 #include "runtime/log.h"
 #include "protocols/http1.h"
 
-#include "check_client.h"
+#include "check_server.h"
 #include "check_wait.h"
 #include "check_util.h"
 
@@ -34,12 +34,6 @@
 #include <sys/socket.h>
 #include <time.h>
 #include <unistd.h>
-
-/* The table generated from BUILTIN_MODULES (modules/builtin.c). */
-extern const petrel_module_t *const petrel__builtin_modules[];
-
-static petrel_server_t *srv;
-static bool started;
 
 /* ------------------------------------------------------------------------ */
 /* Test routes                                                              */
@@ -123,16 +117,11 @@ static int h_big(petrel_req_t *req, void *data)
 
 static void setup(void)
 {
-    signal(SIGPIPE, SIG_IGN);
-    petrel__log_level = getenv("PETREL_TEST_LOG") ? PETREL_LOG_DEBUG : -1;
     for (size_t i = 0; i < sizeof(big_body); i++)
         big_body[i] = (char)('a' + i % 26);
-    srv = petrel__server_new();
-    ck_assert_ptr_nonnull(srv);
-    petrel__set_builtins(petrel__builtin_modules);
-    char err[256];
-    ck_assert_msg(petrel__server_load_module(srv, "hello", err, sizeof(err)) == 0, "%s", err);
-    ck_assert_msg(petrel__server_load_module(srv, "echo", err, sizeof(err)) == 0, "%s", err);
+    ck_server_new();
+    ck_server_load("hello");
+    ck_server_load("echo");
     ck_assert_int_eq(petrel_route_add(srv, PETREL_GET, "/stream", h_stream, NULL), 0);
     ck_assert_int_eq(petrel_route_add(srv, PETREL_GET, "/later", h_later, NULL), 0);
     ck_assert_int_eq(petrel_route_add(srv, PETREL_GET, "/status404", h_404, NULL), 0);
@@ -144,18 +133,7 @@ static void setup(void)
     ck_assert_int_eq(petrel_route_add(srv, PETREL_GET, "/wait", h_wait, NULL), 0);
     wait_setup();
     ck_assert_int_eq(petrel_route_add(srv, PETREL_GET, "/stream404", h_stream_then_404, NULL), 0);
-    started = false;
     held = NULL;
-}
-
-/* The worker starts with the first connection, so that a test can change
- * srv->cfg (timeouts, limits) before it. */
-static void start(void)
-{
-    if (!started) {
-        ck_assert_int_eq(petrel__worker_init(srv), 0);
-        started = true;
-    }
 }
 
 /* ------------------------------------------------------------------------ */
@@ -165,22 +143,10 @@ static void start(void)
 
 typedef ck_client_t client_t;
 
-static client_t clients[3];
-static int nclients;
-
 static void teardown(void)
 {
-    for (int i = 0; i < 3; i++) {
-        if (i < nclients)
-            ck_client_close(&clients[i]);
-        free(clients[i].buf);
-        clients[i].buf = NULL;
-    }
-    nclients = 0;
     wait_teardown();
-    if (started)
-        petrel__worker_fini(srv);
-    petrel__server_free(srv);
+    ck_server_free();
 }
 
 static int turn(int wait_ms)
@@ -191,11 +157,7 @@ static int turn(int wait_ms)
 /* A new connection: returns its client end. */
 static client_t *client_open(void)
 {
-    start();
-    ck_assert_int_lt(nclients, (int)(sizeof(clients) / sizeof(clients[0])));
-    client_t *c = &clients[nclients++];
-    ck_client_open(c, srv, CLIENT_BUF, false);
-    return c;
+    return ck_server_client(CLIENT_BUF, false);
 }
 
 #define client_close ck_client_close
@@ -2199,7 +2161,7 @@ typedef struct walk {
 static void walk_once(walk_t *w, uint64_t n)
 {
     memset(w, 0, sizeof(*w));
-    client_t *c = &clients[2];
+    client_t *c = &ck_clients[2];
     if (c->buf == NULL) {
         c->buf = malloc(CLIENT_BUF); /* kept across walks: not counted */
         c->cap = CLIENT_BUF;
@@ -2272,7 +2234,7 @@ static void walk_once(walk_t *w, uint64_t n)
 START_TEST(test_failmalloc_requests)
 {
     srv->cfg.max_header_size = 32768;
-    start();
+    ck_server_start();
     walk_prepare();
     petrel__pool_fini(&petrel__pool);
     petrel__pool.max_free = 0;

@@ -20,7 +20,8 @@
 #include "runtime/ring.h"
 #include "protocols/ws.h"
 
-#include "check_client.h"
+#define CK_SERVER_CLIENTS 320
+#include "check_server.h"
 #include "check_util.h"
 
 #include <signal.h>
@@ -31,9 +32,6 @@
 #include <time.h>
 #include <unistd.h>
 #include <zlib.h>
-
-static petrel_server_t *srv;
-static bool started;
 
 /* ------------------------------------------------------------------------ */
 /* Test endpoints                                                           */
@@ -122,45 +120,22 @@ static int h_publish(petrel_req_t *req, void *data)
 
 static void setup(void)
 {
-    signal(SIGPIPE, SIG_IGN);
-    petrel__log_level = getenv("PETREL_TEST_LOG") ? PETREL_LOG_DEBUG : -1;
-    srv = petrel__server_new();
-    ck_assert_ptr_nonnull(srv);
+    ck_server_new();
     ck_assert_int_eq(petrel_ws_route_add(srv, "/sub/:topic", &sub_handler, NULL), 0);
     ck_assert_int_eq(petrel_ws_route_add(srv, "/multi", &multi_handler, NULL), 0);
     ck_assert_int_eq(petrel_ws_route_add(srv, "/plain", &plain_handler, NULL), 0);
     ck_assert_int_eq(petrel_route_add(srv, PETREL_POST, "/publish/:topic", h_publish, NULL), 0);
-    started = false;
     last_ws = NULL;
     nclosed = 0;
     drained = 0;
     snprintf(sub_topic, sizeof(sub_topic), "%s", "t");
 }
 
-static void start(void)
-{
-    if (!started) {
-        ck_assert_int_eq(petrel__worker_init(srv), 0);
-        started = true;
-    }
-}
-
-#define MAXC 320
 #define CBUF (1u << 20)
-static ck_client_t cl[MAXC];
-static int ncl;
 
 static void teardown(void)
 {
-    for (int i = 0; i < ncl; i++) {
-        ck_client_close(&cl[i]);
-        free(cl[i].buf);
-        cl[i].buf = NULL;
-    }
-    ncl = 0;
-    if (started)
-        petrel__worker_fini(srv);
-    petrel__server_free(srv);
+    ck_server_free();
     petrel__pubsub_master_fini();
 }
 
@@ -178,10 +153,7 @@ static void turns(int n)
  * client once the 101 is read. */
 static ck_client_t *ws_connect_cap(const char *path, const char *ext, size_t cap)
 {
-    start();
-    ck_assert_int_lt(ncl, MAXC);
-    ck_client_t *c = &cl[ncl++];
-    ck_client_open(c, srv, cap, true);
+    ck_client_t *c = ck_server_client(cap, true);
     char req[512];
     int n =
         snprintf(req, sizeof(req),
@@ -449,8 +421,7 @@ START_TEST(test_publish_from_handlers)
     ws_send(c[1], 1, "from-ws", 7);
     for (int i = 0; i < 3; i++)
         expect_msg(c[i], 1, "from-ws", 7);
-    ck_client_t *h = &cl[ncl++];
-    ck_client_open(h, srv, 65536, false);
+    ck_client_t *h = ck_server_client(65536, false);
     static const char post[] = "POST /publish/room HTTP/1.1\r\nHost: t\r\nContent-Length: 9\r\n\r\n"
                                "from-http";
     ck_assert(ck_client_write(h, post, sizeof(post) - 1, 1000));
@@ -717,7 +688,7 @@ static void with_rings(void)
     char err[256];
     ck_assert_msg(petrel__pubsub_master_init(&srv->cfg, 2, err, sizeof(err)) == 0, "%s", err);
     petrel__pubsub_before_fork(); /* the worker (this process) gets ring 0 */
-    start();
+    ck_server_start();
     petrel__pubsub_after_fork(getpid()); /* the master's side */
 }
 

@@ -10,6 +10,7 @@
  * request forms of the HTTP semantics (petrel_req_preconditions(),
  * petrel_req_range(); the rest of src/framework/semantics.c is check_semantics.c's).
  */
+#include "check_server.h"
 #include "check_util.h"
 
 #include "server/server.h"
@@ -301,25 +302,19 @@ END_TEST
 /* ------------------------------------------------------------------------ */
 /* The handler and its cache, over a socketpair served by this process      */
 
-static petrel_server_t *srv;
 static int cli = -1;
 
 /* A worker serving one connection, `cli` its other end; the routes (and
- * mounts) were added to `srv` before. */
+ * mounts) were added to `srv` (ck_server_new()) before. */
 static void server_start(void)
 {
-    ck_assert_int_eq(petrel__worker_init(srv), 0);
-    int sv[2];
-    ck_assert_int_eq(socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv), 0);
-    ck_assert_int_eq(petrel__conn_adopt(&srv->conns, sv[0]), 0);
-    cli = sv[1];
-    fcntl(cli, F_SETFL, O_NONBLOCK);
+    ck_server_start();
+    cli = ck_conn_open(srv);
 }
 
 static void server_setup(const petrel_static_opts_t *o)
 {
-    srv = petrel__server_new();
-    ck_assert_ptr_nonnull(srv);
+    ck_server_new();
     ck_assert_int_eq(petrel_static_mount(srv, "/", root, o), 0);
     ck_assert_int_eq(petrel_static_mount(srv, "/assets", root, o), 0);
     server_start();
@@ -330,11 +325,10 @@ static void server_teardown(void)
     if (cli >= 0)
         close(cli);
     cli = -1;
-    petrel__worker_fini(srv);
+    ck_server_stop();
     petrel__static_worker_fini();
     petrel__static_reset();
-    petrel__server_free(srv);
-    srv = NULL;
+    ck_server_free();
 }
 
 typedef struct resp {
@@ -673,8 +667,7 @@ START_TEST(serve_default_type)
     write_file("root/x.unknownext", "?");
     petrel_static_opts_t o;
     petrel_static_opts_init(&o);
-    srv = petrel__server_new();
-    ck_assert_ptr_nonnull(srv);
+    ck_server_new();
     ck_assert_int_eq(petrel_static_mount(srv, "/", root, &o), 0);
     o.default_type = "text/plain; charset=utf-8";
     ck_assert_int_eq(petrel_static_mount(srv, "/t/", root, &o), 0);
@@ -753,8 +746,7 @@ static int gen(petrel_req_t *req, void *data)
 
 START_TEST(generated)
 {
-    srv = petrel__server_new();
-    ck_assert_ptr_nonnull(srv);
+    ck_server_new();
     ck_assert_int_eq(petrel_route_add(srv, PETREL_GET | PETREL_PUT, "/gen", gen, NULL), 0);
     server_start();
     resp_t r;

@@ -15,7 +15,7 @@
 #include "runtime/wskey.h"
 #include "protocols/proto.h"
 
-#include "check_client.h"
+#include "check_server.h"
 #include "check_util.h"
 
 #include <fcntl.h>
@@ -28,10 +28,6 @@
 #include <unistd.h>
 #include <zlib.h>
 
-extern const petrel_module_t *const petrel__builtin_modules[];
-
-static petrel_server_t *srv;
-static bool started;
 
 /* ------------------------------------------------------------------------ */
 /* A test endpoint, /t, that records what happens                           */
@@ -109,17 +105,11 @@ static const petrel_ws_handler_t t_handler = {
 
 static void setup(void)
 {
-    signal(SIGPIPE, SIG_IGN);
-    petrel__log_level = getenv("PETREL_TEST_LOG") ? PETREL_LOG_DEBUG : -1;
-    srv = petrel__server_new();
-    ck_assert_ptr_nonnull(srv);
-    petrel__set_builtins(petrel__builtin_modules);
-    char err[256];
-    ck_assert_msg(petrel__server_load_module(srv, "wsecho", err, sizeof(err)) == 0, "%s", err);
-    ck_assert_msg(petrel__server_load_module(srv, "hello", err, sizeof(err)) == 0, "%s", err);
+    ck_server_new();
+    ck_server_load("wsecho");
+    ck_server_load("hello");
     ck_assert_int_eq(petrel_ws_route_add(srv, "/t", &t_handler, &n_open), 0);
     ck_assert_int_eq(petrel_ws_route_add(srv, "/t", &t_handler, NULL), PETREL_ESTATE);
-    started = false;
     n_open = n_close = n_msg = 0;
     last_code = 0;
     last_reason[0] = '\0';
@@ -127,33 +117,13 @@ static void setup(void)
     send_rc_in_close = 0;
 }
 
-static void start(void)
-{
-    if (!started) {
-        ck_assert_int_eq(petrel__worker_init(srv), 0);
-        started = true;
-    }
-}
-
 #define CLIENT_BUF (3u << 20)
 
 typedef ck_client_t client_t;
 
-static client_t clients[3];
-static int nclients;
-
 static void teardown(void)
 {
-    for (int i = 0; i < 3; i++) {
-        if (i < nclients)
-            ck_client_close(&clients[i]);
-        free(clients[i].buf);
-        clients[i].buf = NULL;
-    }
-    nclients = 0;
-    if (started)
-        petrel__worker_fini(srv);
-    petrel__server_free(srv);
+    ck_server_free();
 }
 
 static int turn(int wait_ms)
@@ -163,11 +133,7 @@ static int turn(int wait_ms)
 
 static client_t *client_open(void)
 {
-    start();
-    ck_assert_int_lt(nclients, 3);
-    client_t *c = &clients[nclients++];
-    ck_client_open(c, srv, CLIENT_BUF, true);
-    return c;
+    return ck_server_client(CLIENT_BUF, true);
 }
 
 #define client_pull ck_client_pull
@@ -857,7 +823,7 @@ START_TEST(test_close_echoes_code)
 {
     static const int codes[] = {1000, 1001, 1003, 1007, 1011, 1012, 1014, 3000, 4999};
     for (size_t i = 0; i < sizeof(codes) / sizeof(codes[0]); i++) {
-        nclients = 0;
+        ck_nclients = 0;
         client_t *c = ws_open("/t");
         uint8_t pl[8] = {(uint8_t)(codes[i] >> 8), (uint8_t)codes[i], 'b', 'y', 'e'};
         send_frame(c, 0x88, pl, 5);
@@ -1220,7 +1186,7 @@ START_TEST(test_shutdown_calls_on_close)
     ws_open("/t");
     ck_assert_int_eq(n_open, 2);
     petrel__worker_fini(srv);
-    started = false;
+    ck_started = false;
     ck_assert_int_eq(n_close, 2);
     ck_assert_int_eq(last_code, 1006);
 }

@@ -4,8 +4,9 @@
  *
  * The engine runs on a carrier it does not own (ws.h): bytes come in
  * through petrel__ws_input() and frames go out through the carrier's
- * operations.  The opening handshake and today's carrier, an HTTP/1.1
- * connection after its 101, are in ws-handshake.c.
+ * operations.  The carriers are ws-h1.c (an HTTP/1.1 connection after its
+ * 101) and ws-h2.c (an HTTP/2 stream, RFC 8441); the opening handshake is
+ * the framework's (framework/ws-handshake.c).
  *
  * Input: petrel checks every frame header itself before wslay sees it
  * (scan_header), and hands wslay one frame at a time through the recv

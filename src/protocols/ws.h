@@ -5,8 +5,9 @@
  * carrier.  Bytes come in through petrel__ws_input(), go out through the
  * carrier's operations, and the engine keeps its own timer and assembles
  * messages in an arena of its own.  Today's carrier is an HTTP/1.1
- * connection after its 101 (ws-handshake.c), or an HTTP/2 stream opened
- * with Extended CONNECT (RFC 8441, ws-h2.c).
+ * connection after its 101 (ws-h1.c), or an HTTP/2 stream opened with
+ * Extended CONNECT (RFC 8441, ws-h2.c); ws-carrier.h is what the handshake
+ * (framework/ws-handshake.c) asks of them.
  */
 #ifndef PETREL_WS_H
 #define PETREL_WS_H
@@ -100,16 +101,6 @@ void petrel__ws_progress(petrel_ws_t *ws);
 /* The peer took some of the queue, not all (all: petrel__ws_written): it
  * reads, so it is not idle nor stuck; and petrel__ws_progress(). */
 void petrel__ws_peer_read(petrel_ws_t *ws);
-
-/* RFC 8441 (ws-h2.c): the handshake of ws-handshake.c accepted an Extended
- * CONNECT on an HTTP/2 stream; answer 200 (with Sec-WebSocket-Protocol
- * `sub` and Sec-WebSocket-Extensions `ext` when `bits`) and make the stream
- * the carrier of a new engine (*out).  0, or a status / PETREL_E* code for
- * the handler to return (no engine then).  After on_open,
- * petrel__ws_h2_start() starts the engine. */
-int petrel__ws_h2_accept(petrel_req_t *req, const petrel__ws_route_t *rt, const char *sub, int bits,
-                         const char *ext, petrel_ws_t **out);
-void petrel__ws_h2_start(petrel_ws_t *ws);
 
 /* ------------------------------------------------------------------------ */
 /* One message for many connections (publish/subscribe, pubsub.c): framed   */

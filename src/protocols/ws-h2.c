@@ -3,19 +3,21 @@
  * CONNECT (`:method CONNECT`, `:protocol websocket`) as the engine's
  * carrier.
  *
- * The handshake's checks are HTTP/1.1's (ws-handshake.c) but for what
- * RFC 8441 §5 drops: no Upgrade or Connection, no Sec-WebSocket-Key nor
- * -Accept (the :protocol pseudo-header stands in for them).  The answer
- * is 200, and the stream (h2.c's tunnel) then carries the frames both ways,
- * whatever the DATA frames' boundaries.  The close is the engine's Close
- * handshake, then END_STREAM both ways; a reset of the stream or the end
- * of the connection is a 1006 for the handler; the stream's flow control
- * paces the peer (h2.h, "Tunnels").
+ * The handshake (framework/ws-handshake.c) makes the checks of HTTP/1.1
+ * but for what RFC 8441 §5 drops: no Upgrade or Connection, no
+ * Sec-WebSocket-Key nor -Accept (the :protocol pseudo-header stands in for
+ * them).  It makes the engine here with petrel__ws_h2_new(), adds its
+ * response fields, and petrel__ws_h2_switch() answers 200 and makes the
+ * stream (h2.c's tunnel) carry the frames both ways, whatever the DATA
+ * frames' boundaries.  The close is the engine's Close handshake, then
+ * END_STREAM both ways; a reset of the stream or the end of the connection
+ * is a 1006 for the handler; the stream's flow control paces the peer
+ * (h2.h, "Tunnels").
  *
  * The carrier's pointer is the stream's request; the engine is the
  * tunnel's context.
  */
-#include "protocols/ws.h"
+#include "protocols/ws-carrier.h"
 
 #include "runtime/conn.h"
 #include "protocols/h2.h"
@@ -125,27 +127,22 @@ static const petrel__h2_tunnel_ops_t wh_ops = {
     .gone = wh_gone,
 };
 
-int petrel__ws_h2_accept(petrel_req_t *req, const petrel__ws_route_t *rt, const char *sub, int bits,
-                         const char *ext, petrel_ws_t **out)
+/* ------------------------------------------------------------------------ */
+/* For the handshake                                                        */
+
+petrel_ws_t *petrel__ws_h2_new(petrel_req_t *req, const petrel__ws_route_t *rt, const char *sub,
+                               int bits)
 {
     petrel__conn_t *c = req->_conn;
     petrel_ws_t *ws = petrel__ws_new(rt, c->cs->cfg, sub, bits, &wh_carrier, req);
-    if (ws == NULL)
-        return 503;
-    petrel__ws_pending(ws)->cb = wh_on_pending;
-    /* RFC 8441 §5: no Sec-WebSocket-Accept; the rest as RFC 6455 §4.2.2 */
-    if ((sub && petrel_resp_header(req, "sec-websocket-protocol", sub) < 0) ||
-        (bits && petrel_resp_header(req, "sec-websocket-extensions", ext) < 0)) {
-        petrel__ws_free(ws);
-        return 503;
-    }
-    int rc = petrel__h2_tunnel(req, &wh_ops, ws);
-    if (rc < 0) {
-        petrel__ws_free(ws);
-        return rc;
-    }
-    *out = ws;
-    return 0;
+    if (ws)
+        petrel__ws_pending(ws)->cb = wh_on_pending;
+    return ws;
+}
+
+int petrel__ws_h2_switch(petrel_req_t *req, petrel_ws_t *ws)
+{
+    return petrel__h2_tunnel(req, &wh_ops, ws);
 }
 
 void petrel__ws_h2_start(petrel_ws_t *ws)

@@ -1,0 +1,220 @@
+/*
+ * ws-h1.c -- WebSocket over HTTP/1.1 (RFC 6455): the connection, once its
+ * 101 is written, as the engine's carrier.
+ *
+ * The handshake (framework/ws-handshake.c) checks the request, makes the
+ * engine here with petrel__ws_h1_new() and switches the connection with
+ * petrel__ws_h1_switch(), through petrel__http1_upgrade(), the one way out
+ * of HTTP/1.1.  From then on the connection's protocol is ws_conn_ops
+ * below: it reads into the connection's buffer, feeds the engine (ws.c),
+ * and writes what the engine queued.
+ *
+ * The carrier's pointer is the connection; the engine is its protocol
+ * state (c->proto).
+ */
+#include "protocols/ws-carrier.h"
+
+#include "runtime/conn.h"
+#include "protocols/http1.h"
+
+#include <string.h>
+
+/* ------------------------------------------------------------------------ */
+/* The connection as carrier                                                */
+
+enum {
+    WC_STARTED = 1 << 0, /* the connection is switched: output is ours to write */
+    WC_IN_IO = 1 << 1    /* inside our event handling: it writes at its end */
+};
+
+static int wc_write(void *t, const void *h, size_t hl, const void *data, size_t len)
+{
+    petrel__conn_t *c = t;
+    char *p = hl + len <= 1024 ? petrel__out_reserve(c, hl + len) : NULL;
+    if (p) {
+        memcpy(p, h, hl);
+        if (len)
+            memcpy(p + hl, data, len);
+        petrel__out_commit(c, hl + len);
+        return 0;
+    }
+    int rc = petrel__out_copy(c, h, hl);
+    return rc < 0 || len == 0 ? rc : petrel__out_copy(c, data, len);
+}
+
+static size_t wc_queued(void *t)
+{
+    return petrel__out_bytes(t);
+}
+
+static int wc_writev(void *t, const struct iovec *iov, int n)
+{
+    return petrel__conn_writev(t, iov, n);
+}
+
+static void wc_kick(void *t)
+{
+    petrel__conn_t *c = t;
+    petrel_ws_t *ws = c->proto;
+    unsigned f = *petrel__ws_carrier_flags(ws);
+    if ((f & WC_STARTED) && !(f & WC_IN_IO))
+        petrel__pending_add(petrel__loop, petrel__ws_pending(ws));
+}
+
+static void wc_abort(void *t)
+{
+    petrel__conn_close(t);
+}
+
+static const petrel__ws_carrier_t wc_carrier = {
+    .write = wc_write,
+    .queued = wc_queued,
+    .kick = wc_kick,
+    .abort = wc_abort,
+    .writev = wc_writev,
+};
+
+/* After handling events: on_close if due, write, then linger, pause or go
+ * on reading. */
+static void wc_advance(petrel__conn_t *c)
+{
+    petrel_ws_t *ws = c->proto;
+    list_unlink(&petrel__ws_pending(ws)->node);
+    petrel__ws_advance(ws);
+    if (petrel__ws_flush_staged(ws) == PETREL_EIO || petrel__conn_flush(c) < 0) {
+        petrel__conn_close(c);
+        return;
+    }
+    if (!petrel__conn_out_empty(c)) {
+        petrel__conn_pause(c, true); /* stop reading until our output is written */
+        petrel__ws_progress(ws);
+        return;
+    }
+    bool waited = (c->flags & CONN_PAUSED) != 0;
+    if (!petrel__ws_reading(ws)) {
+        /* §7.1.1: the server closes the TCP connection first; half-close
+         * and drain what the peer still sends, so that it reads our Close
+         * rather than a reset */
+        c->proto = NULL;
+        petrel__ws_gone(ws);
+        petrel__conn_linger(c);
+        return;
+    }
+    petrel__ws_written(ws, waited);
+    petrel__conn_pause(c, false);
+}
+
+static void wc_on_pending(petrel__pending_t *p)
+{
+    petrel_ws_t *ws = petrel__ws_of_pending(p);
+    wc_advance(petrel__ws_carrier(ws));
+}
+
+/* Frames in the read buffer, to the engine. */
+static void wc_input(petrel__conn_t *c, petrel_ws_t *ws)
+{
+    size_t n;
+    const char *p = petrel__conn_input(c, &n);
+    if (n)
+        petrel__conn_consume(c, petrel__ws_input(ws, p, n));
+}
+
+static void wc_read(petrel__conn_t *c)
+{
+    petrel_ws_t *ws = c->proto;
+    unsigned *f = petrel__ws_carrier_flags(ws);
+    *f |= WC_IN_IO;
+    for (int turn = 0;
+         turn < PETREL__READS_PER_EVENT && !(c->flags & CONN_PAUSED) && petrel__ws_reading(ws);
+         turn++) {
+        petrel__conn_compact(c);
+        int n = petrel__conn_read(c);
+        if (n < 0) {
+            petrel__conn_close(c);
+            return;
+        }
+        if (n == 0) {
+            if (c->flags & CONN_EOF)
+                petrel__ws_eof(ws); /* the peer left without a Close */
+            break;
+        }
+        wc_input(c, ws);
+        if (c->rbuf == NULL || c->rlen < c->rcap)
+            break; /* a read that did not fill the buffer got everything there was */
+    }
+    petrel__conn_idle(c); /* an idle WebSocket holds no read buffer */
+    *f &= ~WC_IN_IO;
+    wc_advance(c);
+}
+
+static void wc_written(petrel__conn_t *c)
+{
+    wc_advance(c);
+}
+
+static void wc_progress(petrel__conn_t *c)
+{
+    petrel__ws_peer_read(c->proto);
+}
+
+/* The send timeout: the peer does not read what we write. */
+static void wc_timeout(petrel__conn_t *c)
+{
+    petrel__conn_close(c);
+}
+
+static void wc_drain(petrel__conn_t *c, bool close_idle)
+{
+    (void)close_idle; /* a WebSocket is told, idle or not */
+    petrel__ws_drain(c->proto);
+}
+
+static void wc_closed(petrel__conn_t *c)
+{
+    if (c->proto) {
+        petrel__ws_gone(c->proto);
+        c->proto = NULL;
+    }
+}
+
+/* HTTP/1.1 switched the connection (its 101 is queued, the request scope
+ * over): frames that came with the handshake wait in the read buffer. */
+static void wc_start(petrel__conn_t *c)
+{
+    petrel_ws_t *ws = c->proto;
+    unsigned *f = petrel__ws_carrier_flags(ws);
+    petrel__ws_pending(ws)->cb = wc_on_pending;
+    *f |= WC_STARTED | WC_IN_IO;
+    c->flags &= ~CONN_PAUSED;
+    petrel__ws_start(ws, c->cs->draining);
+    wc_input(c, ws);
+    *f &= ~WC_IN_IO;
+    wc_advance(c);
+}
+
+static const petrel__proto_ops_t ws_conn_ops = {
+    .name = "websocket",
+    .start = wc_start,
+    .on_read = wc_read,
+    .on_written = wc_written,
+    .on_progress = wc_progress,
+    .on_timeout = wc_timeout,
+    .drain = wc_drain,
+    .on_close = wc_closed,
+    .bounds_output = true, /* --ws-send-limit */
+};
+
+/* ------------------------------------------------------------------------ */
+/* For the handshake                                                        */
+
+petrel_ws_t *petrel__ws_h1_new(petrel__conn_t *c, const petrel__ws_route_t *rt, const char *sub,
+                               int bits)
+{
+    return petrel__ws_new(rt, c->cs->cfg, sub, bits, &wc_carrier, c);
+}
+
+int petrel__ws_h1_switch(petrel_req_t *req, petrel_ws_t *ws, const petrel_header_t *fields,
+                         size_t nfields)
+{
+    return petrel__http1_upgrade(req, "websocket", fields, nfields, &ws_conn_ops, ws);
+}
