@@ -55,7 +55,7 @@
  *     orphan, petrel_stream_write() returns PETREL_EIO, and
  *     petrel_stream_end() frees it.
  */
-#include "protocols/h2.h"
+#include "protocols/h2-int.h"
 
 #include "protocols/http1.h"
 #include "framework/router.h"
@@ -72,168 +72,6 @@
 
 #define H2_DEFAULT_MAX_STREAMS 128
 #define H2_DEFAULT_WINDOW (1u << 20)
-#define SCRATCH 1024          /* request head bytes kept in the stream slot */
-#define NHDR_INLINE 16        /* request headers in the slot; more go to the arena */
-#define COPY_MAX 4096         /* bodies up to this are copied into DATA frames */
-#define OUT_HIGH (256u << 10) /* output queued per connection before writing */
-#define H2_DEFAULT_OUTPUT_BUDGET ((size_t)64 << 20) /* all connections of a worker */
-#define SLOTS_KEPT 1024                             /* free stream slots kept per worker */
-#define RST_RING 32    /* streams we reset lately (RFC 9113 §5.1.1 check) */
-#define SMAP 16        /* open streams found by id at once, per connection (stream_of) */
-#define VCACHE 8       /* field values known valid, per connection (on_header) */
-#define VCACHE_MAX 256 /* ... of this length at most */
-
-/* stream flags */
-enum {
-    S_HEAD_DONE = 1 << 0,  /* request head complete */
-    S_REQ_DONE = 1 << 1,   /* END_STREAM received */
-    S_DISPATCHED = 1 << 2, /* handed to the handler (or answered with an error) */
-    S_IN_HANDLER = 1 << 3,
-    S_CLOSED = 1 << 4,     /* nghttp2 closed the stream */
-    S_DEAD = 1 << 5,       /* orphan: the response can no longer be sent */
-    S_REFS = 1 << 6,       /* the output queue refers to the stream's memory or file */
-    S_DISCARD = 1 << 7,    /* ignore the rest of the request body */
-    S_READY = 1 << 8,      /* on h->ready */
-    S_RESET = 1 << 9,      /* reset by us for output over the budget: writes fail */
-    S_ABORTING = 1 << 10,  /* its abort callback is running: not freed under it */
-    S_XCONNECT = 1 << 11,  /* Extended CONNECT, :protocol websocket (RFC 8441 §4) */
-    S_TUNNEL = 1 << 12,    /* made a tunnel (petrel__h2_tunnel): DATA both ways */
-    S_PEER_END = 1 << 13,  /* a tunnel's peer sent END_STREAM (told after its bytes) */
-    S_TEND = 1 << 14,      /* a tunnel ended by us: END_STREAM after its output */
-    S_TDATA = 1 << 15,     /* a tunnel's DATA is queued in nghttp2 (read_body) */
-    S_TEOS = 1 << 16,      /* ... and its EOF is the stream's END_STREAM */
-    S_MALFORMED = 1 << 17, /* reset as malformed (RFC 9113 §8.1.1): never passed on */
-    S_TRAILERS = 1 << 18,  /* its trailer section is being received */
-};
-
-/* what a request's head has had (RFC 9113 §8.3, checked by petrel: nghttp2's
- * HTTP messaging layer is off, nghttp2_option_set_no_http_messaging) */
-enum {
-    P_METHOD = 1 << 0,
-    P_PATH = 1 << 1,
-    P_SCHEME = 1 << 2,
-    P_AUTHORITY = 1 << 3,
-    P_PROTOCOL = 1 << 4,
-    P_FIELD = 1 << 5, /* a regular field: no pseudo-header field after it */
-    P_HOST = 1 << 6,
-    P_CLEN = 1 << 7,     /* content-length */
-    P_PRIORITY = 1 << 8, /* a valid priority field (RFC 9218 §5) */
-};
-
-/* connection flags */
-enum {
-    H2_BUSY = 1 << 0,     /* reading/dispatching: a flush follows anyway */
-    H2_MORE = 1 << 1,     /* the last flush stopped at OUT_HIGH */
-    H2_CLOSE = 1 << 2,    /* close once the output is written */
-    H2_DRAINING = 1 << 3, /* GOAWAY for a graceful shutdown sent */
-    H2_TIMEDOUT = 1 << 4, /* the idle/header timeout fired: GOAWAY sent */
-    H2_NOTICE = 1 << 5,   /* shutdown notice and PING sent, final GOAWAY not yet */
-    H2_ACTIVE = 1 << 6,   /* a stream closed since the last flush: not idle */
-    H2_OVER = 1 << 7,     /* output over the budget: GOAWAY sent, no new streams */
-    H2_WAITING = 1 << 8,  /* on out_waiting: the worker's output budget is spent */
-    H2_IDLE = 1 << 9,     /* no stream: the idle stage of the keep-alive timeout */
-};
-
-/* Blocks of the session that an idle connection need not keep resident. */
-#define IDLE_BLKS 4
-/* the frame buffer holds a frame of the smallest SETTINGS_MAX_FRAME_SIZE */
-#define FRAMEBUF_MIN 16384
-
-typedef struct h2conn h2conn_t;
-
-/* A streamed body not yet framed: pool chunks, copied out as frames go. */
-typedef struct sbuf {
-    struct sbuf *next;
-    uint32_t r, w;
-    char data[];
-} sbuf_t;
-#define SBUF_CAP ((uint32_t)(PETREL_CHUNK_SIZE - sizeof(sbuf_t)))
-
-typedef struct h2stream {
-    petrel__list_t link;  /* h->streams, h->zombies, or the free list */
-    petrel__list_t rlink; /* h->ready, or h->tunnels */
-    petrel__list_t tlink; /* h->tready: a tunnel with something to tell its carrier */
-    h2conn_t *h;          /* NULL once the connection is gone (orphan) */
-    int32_t id;
-    unsigned flags;
-    uint16_t err; /* status to answer instead of dispatching */
-    uint16_t hdr_cap;
-    uint16_t pseudo;    /* P_* */
-    uint8_t extpri;     /* the priority field's urgency | incremental << 7 */
-    uint8_t ncookies;   /* cookie fields, to concatenate (up to 2) */
-    uint16_t nfields;   /* fields of the head so far */
-    uint64_t req_clen;  /* the request's content-length, if P_CLEN */
-    uint64_t data_in;   /* DATA payload received */
-    const char *expect; /* the Expect field, if any */
-    uint32_t hdr_bytes; /* RFC 9113 §6.5.2 accounting: name + value + 32 */
-    uint32_t scr_used;
-    size_t body_cap;
-    size_t sent;   /* body bytes handed to nghttp2 */
-    size_t nc_off; /* offset of the body bytes of the pending NO_COPY frame */
-    uint64_t bytes_out;
-    uint64_t body_start; /* ms: the request head complete, its body to come */
-    sbuf_t *sb_head, *sb_tail;
-    size_t sb_bytes;       /* streamed body bytes in sb_head..: not framed yet */
-    const char *host;      /* the Host header, if any */
-    petrel_str_t protocol; /* :protocol (RFC 8441 §4), if any */
-    /* a tunnel (RFC 8441): its carrier, and the DATA it has not taken yet */
-    const petrel__h2_tunnel_ops_t *tops;
-    void *tctx;
-    sbuf_t *in_head, *in_tail;
-    size_t tframed;    /* output framed since its carrier was last told */
-    uint8_t stash_len; /* an incomplete frame header across two buffers */
-    uint8_t stash[15];
-    petrel_req_t req;
-    petrel_resp_t resp;
-    petrel_arena_t arena;
-    char status[4];
-    char clen[24];
-    petrel_header_t hdrs[NHDR_INLINE];
-    char scratch[SCRATCH];
-} h2stream_t;
-
-struct h2conn {
-    petrel__pending_t pending; /* first: loop->pending entry */
-    nghttp2_session *ngh;
-    petrel__conn_t *c;
-    h2stream_t *cur;        /* the stream whose request head is being received */
-    petrel__list_t streams; /* live slots of this connection (open or orphan) */
-    petrel__list_t ready;   /* complete requests to dispatch */
-    petrel__list_t zombies; /* closed streams whose memory the output still reads */
-    petrel__list_t tunnels; /* streams made tunnels (their rlink) */
-    petrel__list_t tready;  /* of these, and Extended CONNECTs, with news (tlink) */
-    size_t queued;          /* bytes serialized in this flush */
-    size_t buffered;        /* streamed body bytes waiting in sbufs, all streams */
-    size_t out_counted;     /* of the output queue, bytes counted in out_total */
-    petrel__list_t wlink;   /* out_waiting */
-    uint32_t nstreams;      /* streams open in nghttp2 */
-    uint32_t ntunnels;      /* of these, tunnels (RFC 8441) */
-    uint32_t nxconnect;     /* of these, Extended CONNECTs (tunnels or not yet) */
-    uint32_t hdr_limit;     /* bytes of a request head (RFC 9113 §6.5.2 accounting) */
-    h2stream_t *smap[SMAP]; /* open streams by id (stream_of) */
-    uint32_t nrecv;         /* of these, requests not complete yet */
-    int32_t max_seen;       /* highest stream id a client HEADERS used */
-    int32_t scan_max;       /* highest HEADERS stream id the frame scanner saw */
-    uint64_t opened;        /* bit k: stream scan_max - 2k was opened by the client */
-    int32_t rst[RST_RING];  /* streams we sent RST_STREAM for, lately */
-    unsigned rst_pos;
-    uint32_t resets;    /* reset tokens left (--h2-max-resets, --h2-reset-rate) */
-    uint64_t resets_ms; /* when they were last refilled */
-    uint32_t fskip;     /* input bytes before the next frame header */
-    uint8_t fhn;        /* bytes of that header gathered (withheld from nghttp2) */
-    uint8_t fhd[14];    /* a frame header (and a PRIORITY frame's payload) */
-    unsigned flags;
-    /* paged blocks the session made when created (see h2_idle_release) */
-    void *idle_blk[IDLE_BLKS];
-    uint8_t nidle_blk;
-    uint8_t framebuf; /* index of the outbound frame buffer, or IDLE_BLKS */
-    /* the values of the last request's first fields, by position, that
-     * were found valid, held (nghttp2_rcbuf_incref): HPACK hands the same
-     * buffer for a value the client's table repeats, so the next request's
-     * :authority or user-agent at the same place is not checked again */
-    nghttp2_rcbuf *vok[VCACHE];
-    uint8_t vok_kind[VCACHE];
-};
 
 static const petrel_proto_t h2_proto;
 static void h2_flush(h2conn_t *h);
@@ -308,8 +146,6 @@ static int out_full(const h2conn_t *h)
     return out_total - h->out_counted + mine >= out_budget(h->c->cs->cfg) ? 2 : 0;
 }
 
-static void schedule(h2conn_t *h);
-
 /* Bring the worker's count of `h`'s queue up to date; when it shrank below
  * the budget, connections waiting for room are scheduled. */
 static void out_sync(h2conn_t *h, size_t now)
@@ -324,7 +160,7 @@ static void out_sync(h2conn_t *h, size_t now)
         h2conn_t *w = container_of(out_waiting.next, h2conn_t, wlink);
         list_unlink(&w->wlink);
         w->flags &= ~H2_WAITING;
-        schedule(w);
+        petrel__h2_schedule(w);
     }
 }
 
@@ -388,100 +224,6 @@ static h2stream_t *stream_new(h2conn_t *h, int32_t id)
     return s;
 }
 
-/* A streamed body's bytes count in h->buffered (the connection waits for
- * the peer while there are some); a tunnel's do not (its carrier has a
- * send timeout of its own). */
-static inline bool counted(const h2stream_t *s)
-{
-    return s->h && !(s->flags & S_TUNNEL);
-}
-
-/* The head chunk of a chain has been read to its end: it goes. */
-static inline void chain_pop(sbuf_t **head, sbuf_t **tail)
-{
-    sbuf_t *b = *head;
-    *head = b->next;
-    if (*head == NULL)
-        *tail = NULL;
-    petrel__chunk_put(&petrel__pool, b);
-}
-
-static void chain_free(sbuf_t **head, sbuf_t **tail)
-{
-    while (*head)
-        chain_pop(head, tail);
-}
-
-static void sbuf_free_all(h2stream_t *s)
-{
-    if (counted(s))
-        s->h->buffered -= s->sb_bytes;
-    chain_free(&s->sb_head, &s->sb_tail);
-    s->sb_bytes = 0;
-}
-
-/* Append `len` bytes to a chain of pool chunks (its tail); the bytes
- * appended (fewer when out of memory). */
-static size_t chain_append(sbuf_t **head, sbuf_t **tail, const void *data, size_t len)
-{
-    const char *d = data;
-    size_t left = len;
-    while (left) {
-        sbuf_t *b = *tail;
-        if (b == NULL || b->w == SBUF_CAP) {
-            b = petrel__chunk_get(&petrel__pool);
-            if (b == NULL)
-                break;
-            b->next = NULL;
-            b->r = b->w = 0;
-            if (*tail)
-                (*tail)->next = b;
-            else
-                *head = b;
-            *tail = b;
-        }
-        size_t k = SBUF_CAP - b->w;
-        if (k > left)
-            k = left;
-        memcpy(b->data + b->w, d, k);
-        b->w += (uint32_t)k;
-        d += k;
-        left -= k;
-    }
-    return len - left;
-}
-
-/* Queue output bytes on the stream.  0 or PETREL_ENOMEM. */
-static int sbuf_append(h2stream_t *s, const void *data, size_t len)
-{
-    size_t k = chain_append(&s->sb_head, &s->sb_tail, data, len);
-    s->sb_bytes += k;
-    if (counted(s))
-        s->h->buffered += k;
-    return k == len ? 0 : PETREL_ENOMEM;
-}
-
-/* Copy up to `length` queued output bytes into `buf`. */
-static size_t sbuf_take(h2stream_t *s, uint8_t *buf, size_t length)
-{
-    size_t n = 0;
-    while (s->sb_head && n < length) {
-        sbuf_t *b = s->sb_head;
-        size_t k = b->w - b->r;
-        if (k > length - n)
-            k = length - n;
-        memcpy(buf + n, b->data + b->r, k);
-        b->r += (uint32_t)k;
-        n += k;
-        if (b->r == b->w)
-            chain_pop(&s->sb_head, &s->sb_tail);
-    }
-    s->sb_bytes -= n;
-    if (counted(s))
-        s->h->buffered -= n;
-    return n;
-}
-
 /* Give the slot back: its arena (cleanups first: a file is closed there). */
 static void stream_free(h2stream_t *s)
 {
@@ -489,9 +231,9 @@ static void stream_free(h2stream_t *s)
     list_unlink(&s->rlink);
     list_unlink(&s->tlink);
     if (s->sb_head)
-        sbuf_free_all(s);
+        petrel__h2_sbuf_free_all(s);
     if (s->in_head)
-        chain_free(&s->in_head, &s->in_tail);
+        petrel__h2_chain_free(&s->in_head, &s->in_tail);
     stats.arena_mallocs += s->arena.mallocs;
     petrel__arena_clear(&s->arena);
     stats.streams--;
@@ -508,30 +250,6 @@ static void zombies_release(h2conn_t *h)
 {
     while (!list_empty(&h->zombies))
         stream_free(container_of(h->zombies.next, h2stream_t, link));
-}
-
-/* Bytes for the request head: the slot's scratch area, then the arena. */
-static char *scratch_dup(h2stream_t *s, const uint8_t *p, size_t n)
-{
-    char *d;
-    if (s->scr_used + n + 1 <= SCRATCH) {
-        d = s->scratch + s->scr_used;
-        s->scr_used += (uint32_t)(n + 1);
-    } else if ((d = petrel_arena_alloc(&s->arena, n + 1, 1)) == NULL) {
-        return NULL;
-    }
-    memcpy(d, p, n);
-    d[n] = '\0';
-    return d;
-}
-
-/* Leave the connection's output for the end of the turn. */
-static void schedule(h2conn_t *h)
-{
-    if (h->flags & H2_BUSY)
-        return; /* the read path flushes when it is done */
-    if (list_empty(&h->pending.node))
-        list_append(&petrel__loop->pending, &h->pending.node);
 }
 
 static void on_pending(petrel__pending_t *p)
@@ -567,7 +285,7 @@ static bool tunnel_blocked(h2conn_t *h, const h2stream_t *s)
 static void tunnel_fail(h2conn_t *h, h2stream_t *s)
 {
     s->flags |= S_RESET;
-    chain_free(&s->in_head, &s->in_tail);
+    petrel__h2_chain_free(&s->in_head, &s->in_tail);
     s->stash_len = 0;
     nghttp2_submit_rst_stream(h->ngh, NGHTTP2_FLAG_NONE, s->id, NGHTTP2_STREAM_CLOSED);
 }
@@ -599,7 +317,7 @@ static int tunnel_data(h2conn_t *h, h2stream_t *s, const uint8_t *data, size_t l
         if (len == 0)
             return 0;
     }
-    if (chain_append(&s->in_head, &s->in_tail, data, len) != len)
+    if (petrel__h2_chain_append(&s->in_head, &s->in_tail, data, len) != len)
         return NGHTTP2_ERR_TEMPORAL_CALLBACK_FAILURE; /* RST_STREAM INTERNAL_ERROR */
     tunnel_mark(h, s);
     return 0;
@@ -655,7 +373,7 @@ static void tunnel_service(h2conn_t *h, h2stream_t *s)
         b->r += (uint32_t)used;
         taken += used;
         if (b->r == b->w)
-            chain_pop(&s->in_head, &s->in_tail);
+            petrel__h2_chain_pop(&s->in_head, &s->in_tail);
     }
     if (taken)
         nghttp2_session_consume_stream(h->ngh, s->id, taken);
@@ -681,7 +399,7 @@ static void tunnels_service(h2conn_t *h)
         }
         if ((s->flags & (S_TEND | S_TDATA | S_RESET | S_CLOSED)) == S_TEND) {
             tunnel_data_queue(s); /* the last DATA item did not end the stream */
-            schedule(h);
+            petrel__h2_schedule(h);
         }
         tunnel_service(h, s);
     }
@@ -693,7 +411,7 @@ static void tunnel_gone(h2stream_t *s)
     const petrel__h2_tunnel_ops_t *ops = s->tops;
     list_unlink(&s->rlink);
     list_unlink(&s->tlink);
-    chain_free(&s->in_head, &s->in_tail);
+    petrel__h2_chain_free(&s->in_head, &s->in_tail);
     if (ops) {
         s->tops = NULL;
         ops->gone(s->tctx);
@@ -753,11 +471,11 @@ int petrel__h2_tunnel_write(petrel_req_t *req, const void *h, size_t hl, const v
     h2stream_t *s = tunnel_of(req);
     if (s == NULL || (s->flags & S_TEND))
         return PETREL_EIO;
-    if (sbuf_append(s, h, hl) < 0 || (len && sbuf_append(s, data, len) < 0))
+    if (petrel__h2_sbuf_append(s, h, hl) < 0 || (len && petrel__h2_sbuf_append(s, data, len) < 0))
         return PETREL_ENOMEM;
     s->bytes_out += hl + len;
     tunnel_data_queue(s);
-    schedule(s->h);
+    petrel__h2_schedule(s->h);
     return 0;
 }
 
@@ -774,7 +492,7 @@ void petrel__h2_tunnel_end(petrel_req_t *req)
         return;
     s->flags |= S_TEND;
     tunnel_data_queue(s);
-    schedule(s->h);
+    petrel__h2_schedule(s->h);
 }
 
 void petrel__h2_tunnel_reset(petrel_req_t *req)
@@ -784,11 +502,11 @@ void petrel__h2_tunnel_reset(petrel_req_t *req)
         return;
     s->tops = NULL;
     s->flags |= S_RESET;
-    chain_free(&s->in_head, &s->in_tail);
-    sbuf_free_all(s);
+    petrel__h2_chain_free(&s->in_head, &s->in_tail);
+    petrel__h2_sbuf_free_all(s);
     if (!(s->flags & S_CLOSED)) {
         nghttp2_submit_rst_stream(s->h->ngh, NGHTTP2_FLAG_NONE, s->id, NGHTTP2_CANCEL);
-        schedule(s->h);
+        petrel__h2_schedule(s->h);
     }
 }
 
@@ -1177,7 +895,8 @@ static int on_header(nghttp2_session *ngh, const nghttp2_frame *frame, nghttp2_r
         return 0; /* :scheme: checked, not kept */
     petrel_req_t *r = &s->req;
     /* nghttp2's static table (RFC 7541 Appendix A) is C strings: kept as they are */
-    char *v = nghttp2_rcbuf_is_static(rvalue) ? (char *)value : scratch_dup(s, value, valuelen);
+    char *v = nghttp2_rcbuf_is_static(rvalue) ? (char *)value
+                                              : petrel__h2_scratch_dup(s, value, valuelen);
     if (v == NULL) {
         s->err = 431;
         return 0;
@@ -1202,7 +921,7 @@ static int on_header(nghttp2_session *ngh, const nghttp2_frame *frame, nghttp2_r
         r->headers = nh;
         s->hdr_cap = (uint16_t)ncap;
     }
-    char *n = static_name ? (char *)name : scratch_dup(s, name, namelen);
+    char *n = static_name ? (char *)name : petrel__h2_scratch_dup(s, name, namelen);
     if (n == NULL) {
         s->err = 431;
         return 0;
@@ -1630,14 +1349,6 @@ static int on_stream_close(nghttp2_session *ngh, int32_t id, uint32_t error_code
 /* ------------------------------------------------------------------------ */
 /* The response                                                             */
 
-static void lower(petrel_str_t *n)
-{
-    char *p = (char *)n->ptr;
-    for (size_t i = 0; i < n->len; i++)
-        if (p[i] >= 'A' && p[i] <= 'Z')
-            p[i] = (char)(p[i] | 0x20);
-}
-
 /* Fields a handler may add that HTTP/2 forbids (RFC 9113 §8.2.2); petrel's
  * own (connection, keep-alive, upgrade, transfer-encoding) are refused by
  * response.c already. */
@@ -1672,7 +1383,7 @@ static bool submit_trailers(h2stream_t *s)
         return false;
     size_t i = 0;
     for (petrel__rheader_t *t = s->resp.trailers; t; t = t->next) {
-        lower(&t->name);
+        petrel__h2_lower(&t->name);
         if (connection_specific(&t->name))
             continue;
         nv[i].name = (uint8_t *)t->name.ptr;
@@ -1693,7 +1404,7 @@ static ssize_t read_body(nghttp2_session *ngh, int32_t id, uint8_t *buf, size_t 
     petrel_resp_t *r = &s->resp;
     size_t n;
     if (s->flags & S_TUNNEL) {
-        n = sbuf_take(s, buf, length);
+        n = petrel__h2_sbuf_take(s, buf, length);
         if (s->sb_head) {
             /* more than a frame: nghttp2 comes back */
         } else if ((s->flags & (S_TEND | S_TEOS)) == (S_TEND | S_TEOS)) {
@@ -1713,7 +1424,7 @@ static ssize_t read_body(nghttp2_session *ngh, int32_t id, uint8_t *buf, size_t 
         return (ssize_t)n;
     }
     if (r->body_kind == BODY_STREAM) {
-        n = sbuf_take(s, buf, length);
+        n = petrel__h2_sbuf_take(s, buf, length);
         if (s->sb_head == NULL && r->ended) {
             *data_flags |= NGHTTP2_DATA_FLAG_EOF;
             if (s->req.method != PETREL_HEAD && submit_trailers(s))
@@ -1812,7 +1523,7 @@ static int h2_send(petrel_req_t *req, petrel_resp_t *r)
     NV(&nv[i++], "date", petrel__loop->date, 29, NV_STATIC);
     NV(&nv[i++], "server", "petrel", 6, NV_STATIC);
     for (petrel__rheader_t *x = r->headers; x; x = x->next) {
-        lower(&x->name); /* RFC 9113 §8.2.1; the copy is the request's */
+        petrel__h2_lower(&x->name); /* RFC 9113 §8.2.1; the copy is the request's */
         if (connection_specific(&x->name))
             continue;
         nv[i].name = (uint8_t *)x->name.ptr;
@@ -1833,7 +1544,7 @@ static int h2_send(petrel_req_t *req, petrel_resp_t *r)
     }
     if (r->body_kind != BODY_STREAM && send_body)
         s->bytes_out = r->len;
-    schedule(h);
+    petrel__h2_schedule(h);
     return 0;
 }
 
@@ -1855,7 +1566,7 @@ static int h2_stream_write(petrel_req_t *req, const void *data, size_t len)
                        h->buffered + len, budget, s->id);
         petrel__conn_close_why(h->c, PETREL__CLOSE_LIMIT);
         s->flags |= S_RESET;
-        sbuf_free_all(s);
+        petrel__h2_sbuf_free_all(s);
         nghttp2_submit_rst_stream(h->ngh, NGHTTP2_FLAG_NONE, s->id, NGHTTP2_INTERNAL_ERROR);
         if (!(h->flags & H2_OVER)) {
             /* and no new streams on a connection whose peer does not take
@@ -1866,14 +1577,14 @@ static int h2_stream_write(petrel_req_t *req, const void *data, size_t len)
                                   nghttp2_session_get_last_proc_stream_id(h->ngh), NGHTTP2_NO_ERROR,
                                   (const uint8_t *)why, sizeof(why) - 1);
         }
-        schedule(h);
+        petrel__h2_schedule(h);
         return PETREL_ENOMEM;
     }
-    if (sbuf_append(s, data, len) < 0)
+    if (petrel__h2_sbuf_append(s, data, len) < 0)
         return PETREL_ENOMEM;
     s->bytes_out += len;
     nghttp2_session_resume_data(s->h->ngh, s->id);
-    schedule(s->h);
+    petrel__h2_schedule(s->h);
     return 0;
 }
 
@@ -1884,7 +1595,7 @@ static int h2_stream_end(petrel_req_t *req, petrel_resp_t *r)
     if (s->flags & S_DEAD)
         return PETREL_EIO;
     nghttp2_session_resume_data(s->h->ngh, s->id);
-    schedule(s->h);
+    petrel__h2_schedule(s->h);
     return 0;
 }
 
@@ -1915,9 +1626,9 @@ static void h2_broken(petrel_req_t *req)
     if (s->flags & (S_DEAD | S_RESET))
         return;
     s->flags |= S_RESET;
-    sbuf_free_all(s);
+    petrel__h2_sbuf_free_all(s);
     nghttp2_submit_rst_stream(s->h->ngh, NGHTTP2_FLAG_NONE, s->id, NGHTTP2_INTERNAL_ERROR);
-    schedule(s->h);
+    petrel__h2_schedule(s->h);
 }
 
 /* Backpressure: streamed bytes the peer's window (or the connection's
@@ -2430,7 +2141,7 @@ static void h2_on_close(petrel__conn_t *c)
             list_unlink(&s->rlink);
             s->h = NULL;
             s->req._conn = NULL;
-            sbuf_free_all(s);
+            petrel__h2_sbuf_free_all(s);
             continue;
         }
         stream_free(s);
@@ -2609,7 +2320,7 @@ static void h2_start(petrel__conn_t *c)
     if (n)
         feed(h, p, n);
     /* written at the end of the turn, with whatever else it produces */
-    schedule(h);
+    petrel__h2_schedule(h);
 }
 
 const petrel__proto_ops_t petrel__h2_ops = {
@@ -2671,7 +2382,7 @@ static bool copy_str(h2stream_t *s, petrel_str_t *dst, const petrel_str_t *src)
         dst->len = 0;
         return true;
     }
-    dst->ptr = scratch_dup(s, (const uint8_t *)src->ptr, src->len);
+    dst->ptr = petrel__h2_scratch_dup(s, (const uint8_t *)src->ptr, src->len);
     dst->len = src->len;
     return dst->ptr != NULL;
 }
@@ -2747,7 +2458,7 @@ int petrel__h2_upgrade(petrel_req_t *req)
         petrel_header_t *d = &r->headers[r->nheaders];
         if (!copy_str(s, &d->name, &hd->name) || !copy_str(s, &d->value, &hd->value))
             goto fallback;
-        lower(&d->name);
+        petrel__h2_lower(&d->name);
         r->nheaders++;
     }
     if (req->body.len) {
