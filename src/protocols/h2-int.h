@@ -227,4 +227,17 @@ size_t petrel__h2_sbuf_take(h2stream_t *s, uint8_t *buf, size_t length);
 /* Drop the streamed output not framed yet. */
 void petrel__h2_sbuf_free_all(h2stream_t *s);
 
+/* h2-budget.c: the output budget */
+
+/* Whether `h` may frame more output now: 0, or why not (1: its own queue
+ * is full, 2: the worker's budget is spent). */
+int petrel__h2_out_full(const h2conn_t *h);
+/* Wait for room in the worker's budget. */
+void petrel__h2_out_wait(h2conn_t *h);
+/* The worker's count of `h`'s queue is now `now` bytes. */
+void petrel__h2_out_sync(h2conn_t *h, size_t now);
+/* True when `len` more streamed bytes on `s` pass the connection's cap:
+ * the stream was reset. */
+bool petrel__h2_out_refuse(h2stream_t *s, size_t len);
+
 #endif /* PETREL_H2_INT_H */

@@ -119,51 +119,6 @@ static nghttp2_mem h2_mem = {NULL, mem_malloc, mem_free, mem_calloc, mem_realloc
 
 static petrel__h2_stats_t stats;
 
-/* Output is produced lazily: DATA frames are framed (file bytes as
- * references to the file, sent with sendfile) only while the connection's
- * queue holds less than OUT_HIGH and the queues of all h2 connections of
- * the worker hold less than --h2-output-budget.  A connection that stopped
- * at the worker's bound waits on out_waiting, and is scheduled again as
- * soon as other queues drain below it; one stopped at its own bound goes on
- * when its socket drains (EPOLLOUT).  A peer that opens large windows and
- * never reads thus holds at most OUT_HIGH of queue (and what the kernel
- * takes), and is closed by --send-timeout (CVE-2019-9517). */
-static size_t out_total;
-static petrel__list_t out_waiting = {&out_waiting, &out_waiting};
-
-static size_t out_budget(const petrel__config_t *cfg)
-{
-    return cfg->h2_output_budget ? cfg->h2_output_budget : H2_DEFAULT_OUTPUT_BUDGET;
-}
-
-/* Whether `h` may frame more output now: 0, or why not (1: its own queue
- * is full, 2: the worker's budget is spent). */
-static int out_full(const h2conn_t *h)
-{
-    size_t mine = petrel__out_bytes(h->c);
-    if (mine >= OUT_HIGH)
-        return 1;
-    return out_total - h->out_counted + mine >= out_budget(h->c->cs->cfg) ? 2 : 0;
-}
-
-/* Bring the worker's count of `h`'s queue up to date; when it shrank below
- * the budget, connections waiting for room are scheduled. */
-static void out_sync(h2conn_t *h, size_t now)
-{
-    out_total = out_total - h->out_counted + now;
-    bool shrank = now < h->out_counted;
-    h->out_counted = now;
-    if (!shrank)
-        return;
-    size_t budget = out_budget(h->c->cs->cfg);
-    while (out_total < budget && !list_empty(&out_waiting)) {
-        h2conn_t *w = container_of(out_waiting.next, h2conn_t, wlink);
-        list_unlink(&w->wlink);
-        w->flags &= ~H2_WAITING;
-        petrel__h2_schedule(w);
-    }
-}
-
 void petrel__h2_stats(petrel__h2_stats_t *st)
 {
     petrel__sc_stats_t sc;
@@ -1487,7 +1442,7 @@ static int send_data(nghttp2_session *ngh, nghttp2_frame *frame, const uint8_t *
     h->queued += 9 + length;
     /* nghttp2 frames NO_COPY DATA of every stream in one mem_send call, as
      * far as the windows allow: stop it at the bound */
-    return out_full(h) ? NGHTTP2_ERR_PAUSE : 0;
+    return petrel__h2_out_full(h) ? NGHTTP2_ERR_PAUSE : 0;
 }
 
 static int h2_send(petrel_req_t *req, petrel_resp_t *r)
@@ -1555,31 +1510,8 @@ static int h2_stream_write(petrel_req_t *req, const void *data, size_t len)
         return PETREL_EIO;
     if (req->method == PETREL_HEAD || !petrel__status_has_body(s->resp.status) || len == 0)
         return 0;
-    h2conn_t *h = s->h;
-    size_t budget = petrel__conn_budget(h->c->cs->cfg);
-    if (h->buffered + len > budget) {
-        /* RFC 9113 §8.1: a response that cannot complete ends with
-         * RST_STREAM; its buffers go now */
-        petrel_req_log(req, PETREL_LOG_WARN,
-                       "h2: %zu bytes of streamed output waiting for a peer that does not take "
-                       "them (limit %zu, see --max-body-size): stream %d reset",
-                       h->buffered + len, budget, s->id);
-        petrel__conn_close_why(h->c, PETREL__CLOSE_LIMIT);
-        s->flags |= S_RESET;
-        petrel__h2_sbuf_free_all(s);
-        nghttp2_submit_rst_stream(h->ngh, NGHTTP2_FLAG_NONE, s->id, NGHTTP2_INTERNAL_ERROR);
-        if (!(h->flags & H2_OVER)) {
-            /* and no new streams on a connection whose peer does not take
-             * what it asked for: it closes once its streams are done */
-            h->flags |= H2_OVER;
-            static const char why[] = "output budget exceeded";
-            nghttp2_submit_goaway(h->ngh, NGHTTP2_FLAG_NONE,
-                                  nghttp2_session_get_last_proc_stream_id(h->ngh), NGHTTP2_NO_ERROR,
-                                  (const uint8_t *)why, sizeof(why) - 1);
-        }
-        petrel__h2_schedule(h);
+    if (petrel__h2_out_refuse(s, len))
         return PETREL_ENOMEM;
-    }
     if (petrel__h2_sbuf_append(s, data, len) < 0)
         return PETREL_ENOMEM;
     s->bytes_out += len;
@@ -1676,15 +1608,14 @@ static int produce(h2conn_t *h)
     h->queued = 0;
     h->flags &= ~H2_MORE;
     for (;;) {
-        int full = out_full(h);
+        int full = petrel__h2_out_full(h);
         if (full == 1) {
             h->flags |= H2_MORE;
             return 0;
         }
         if (full == 2) {
             if (!(h->flags & H2_WAITING)) {
-                h->flags |= H2_WAITING;
-                list_append(&out_waiting, &h->wlink);
+                petrel__h2_out_wait(h);
                 stats.out_waits++;
             }
             return 0;
@@ -1696,7 +1627,7 @@ static int produce(h2conn_t *h)
             return -1;
         }
         if (n == 0) {
-            if (out_full(h))
+            if (petrel__h2_out_full(h))
                 continue; /* paused by send_data: more may wait */
             return 0;
         }
@@ -1748,7 +1679,7 @@ static void h2_flush(h2conn_t *h)
         if (!(h->flags & H2_MORE))
             break;
     }
-    out_sync(h, petrel__out_bytes(c));
+    petrel__h2_out_sync(h, petrel__out_bytes(c));
     tunnels_service(h); /* output framed: their input may go on */
     if (h->buffered < buffered) {
         /* streamed bytes were framed: producers waiting for them to drain */
@@ -2020,7 +1951,7 @@ static void h2_on_written(petrel__conn_t *c)
 static void h2_on_progress(petrel__conn_t *c)
 {
     if (c->proto)
-        out_sync(c->proto, petrel__out_bytes(c));
+        petrel__h2_out_sync(c->proto, petrel__out_bytes(c));
 }
 
 /* Idle PETREL__IDLE_MS (no stream, nothing to write, nothing queued in
@@ -2114,7 +2045,7 @@ static void h2_on_close(petrel__conn_t *c)
         return;
     list_unlink(&h->pending.node);
     list_unlink(&h->wlink);
-    out_sync(h, 0);
+    petrel__h2_out_sync(h, 0);
     zombies_release(h);
     while (!list_empty(&h->streams)) {
         h2stream_t *s = container_of(h->streams.next, h2stream_t, link);
