@@ -240,4 +240,17 @@ void petrel__h2_out_sync(h2conn_t *h, size_t now);
  * the stream was reset. */
 bool petrel__h2_out_refuse(h2stream_t *s, size_t len);
 
+/* h2-scan.c: the frame scanner and the reset limits */
+
+/* Hand input to nghttp2, split before the frames petrel judges first. */
+int petrel__h2_recv_frames(h2conn_t *h, const uint8_t *p, size_t n);
+/* nghttp2's on_begin_frame callback: stream ids that go backwards. */
+int petrel__h2_on_begin_frame(nghttp2_session *ngh, const nghttp2_frame_hd *hd, void *ud);
+/* We sent RST_STREAM on stream `id`: its frames are ignored for a while. */
+void petrel__h2_remember_reset(h2conn_t *h, int32_t id);
+/* One reset out of the bucket; false when it is empty (ENHANCE_YOUR_CALM). */
+bool petrel__h2_reset_token(h2conn_t *h);
+/* End the connection with ENHANCE_YOUR_CALM (RFC 9113 §7). */
+void petrel__h2_calm_down(h2conn_t *h, const char *what);
+
 #endif /* PETREL_H2_INT_H */
