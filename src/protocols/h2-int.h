@@ -253,4 +253,19 @@ bool petrel__h2_reset_token(h2conn_t *h);
 /* End the connection with ENHANCE_YOUR_CALM (RFC 9113 §7). */
 void petrel__h2_calm_down(h2conn_t *h, const char *what);
 
+/* h2-fields.c: RFC 9113 §8, the request's fields */
+
+/* nghttp2's on_header callback: each field checked and kept. */
+int petrel__h2_on_header(nghttp2_session *ngh, const nghttp2_frame *frame, nghttp2_rcbuf *rname,
+                         nghttp2_rcbuf *rvalue, uint8_t flags, void *ud);
+/* The request head is complete: checked as a whole; method, path, body buffer. */
+void petrel__h2_head_done(h2conn_t *h, h2stream_t *s, bool end_stream);
+/* At the end of a request, its DATA adds up to its content-length (else it
+ * is malformed: false). */
+bool petrel__h2_body_complete(h2conn_t *h, h2stream_t *s);
+/* A malformed request: RST_STREAM PROTOCOL_ERROR, never passed on. */
+void petrel__h2_malformed(h2conn_t *h, h2stream_t *s, const char *why);
+/* Let go of the values held by the cache of values known valid. */
+void petrel__h2_values_drop(h2conn_t *h);
+
 #endif /* PETREL_H2_INT_H */
