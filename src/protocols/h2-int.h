@@ -268,4 +268,23 @@ void petrel__h2_malformed(h2conn_t *h, h2stream_t *s, const char *why);
 /* Let go of the values held by the cache of values known valid. */
 void petrel__h2_values_drop(h2conn_t *h);
 
+/* h2-tunnel.c: RFC 8441 tunnels */
+
+/* The tunnel has news for its carrier (input, the peer's end, output
+ * framed): tunnels_service() comes to it. */
+static inline void tunnel_mark(h2conn_t *h, h2stream_t *s)
+{
+    if (list_empty(&s->tlink))
+        list_append(&h->tready, &s->tlink);
+}
+
+/* DATA on an Extended CONNECT stream (on_data_chunk's). */
+int petrel__h2_tunnel_data(h2conn_t *h, h2stream_t *s, const uint8_t *data, size_t len);
+/* The tunnel's output for a DATA frame (read_body's). */
+ssize_t petrel__h2_tunnel_read(h2stream_t *s, uint8_t *buf, size_t length, uint32_t *data_flags);
+/* Tell the tunnels with news, after a read or a flush. */
+void petrel__h2_tunnels_service(h2conn_t *h);
+/* The stream closes: its carrier's last call. */
+void petrel__h2_tunnel_gone(h2stream_t *s);
+
 #endif /* PETREL_H2_INT_H */

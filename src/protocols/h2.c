@@ -213,271 +213,6 @@ static void on_pending(petrel__pending_t *p)
 }
 
 /* ------------------------------------------------------------------------ */
-/* Tunnels (RFC 8441)                                                       */
-
-static ssize_t read_body(nghttp2_session *ngh, int32_t id, uint8_t *buf, size_t length,
-                         uint32_t *data_flags, nghttp2_data_source *src, void *ud);
-static void tunnel_data_queue(h2stream_t *s);
-
-/* The tunnel has news for its carrier (input, the peer's end, output
- * framed): tunnels_service() comes to it. */
-static inline void tunnel_mark(h2conn_t *h, h2stream_t *s)
-{
-    if (list_empty(&s->tlink))
-        list_append(&h->tready, &s->tlink);
-}
-
-/* A tunnel's carrier waits for its peer: what it queued does not fit in
- * the peer's window of the stream.  It is given no input meanwhile, so
- * its stream window stays shut, and only its own. */
-static bool tunnel_blocked(h2conn_t *h, const h2stream_t *s)
-{
-    return s->sb_bytes > 0 &&
-           (int64_t)s->sb_bytes >= nghttp2_session_get_stream_remote_window_size(h->ngh, s->id);
-}
-
-/* DATA after the tunnel's end (RFC 9113 §5.4.2: a stream error). */
-static void tunnel_fail(h2conn_t *h, h2stream_t *s)
-{
-    s->flags |= S_RESET;
-    petrel__h2_chain_free(&s->in_head, &s->in_tail);
-    s->stash_len = 0;
-    nghttp2_submit_rst_stream(h->ngh, NGHTTP2_FLAG_NONE, s->id, NGHTTP2_STREAM_CLOSED);
-}
-
-/* DATA of an Extended CONNECT stream: the connection window opens at once
- * (what the carrier does not take now is buffered: other streams go on),
- * the stream window only as the tunnel's carrier takes the bytes. */
-static int tunnel_data(h2conn_t *h, h2stream_t *s, const uint8_t *data, size_t len)
-{
-    nghttp2_session_consume_connection(h->ngh, len);
-    if ((s->flags & S_RESET) || ((s->flags & S_DISPATCHED) && s->tops == NULL)) {
-        /* answered without a tunnel, or reset: dropped */
-        nghttp2_session_consume_stream(h->ngh, s->id, len);
-        return 0;
-    }
-    if (s->tops && s->in_head == NULL && s->stash_len == 0 && !tunnel_blocked(h, s)) {
-        /* nothing waits before these bytes: straight to the carrier (it
-         * may send -- nghttp2 takes submissions from its callbacks -- but
-         * its end comes later, from the loop) */
-        ssize_t k = s->tops->input(s->tctx, (const char *)data, len);
-        if (k < 0) {
-            tunnel_fail(h, s);
-            return 0;
-        }
-        if (k)
-            nghttp2_session_consume_stream(h->ngh, s->id, (size_t)k);
-        data += k;
-        len -= (size_t)k;
-        if (len == 0)
-            return 0;
-    }
-    if (petrel__h2_chain_append(&s->in_head, &s->in_tail, data, len) != len)
-        return NGHTTP2_ERR_TEMPORAL_CALLBACK_FAILURE; /* RST_STREAM INTERNAL_ERROR */
-    tunnel_mark(h, s);
-    return 0;
-}
-
-/* Give the tunnel's carrier the DATA it has not taken (a frame header cut
- * between two buffers goes through the stash), then the peer's END_STREAM. */
-static void tunnel_service(h2conn_t *h, h2stream_t *s)
-{
-    size_t taken = 0;
-    while (s->tops && s->in_head && !(s->flags & S_RESET) && !tunnel_blocked(h, s)) {
-        sbuf_t *b = s->in_head;
-        const char *p = b->data + b->r;
-        size_t n = b->w - b->r, used;
-        ssize_t k;
-        if (s->stash_len) {
-            size_t old = s->stash_len, add = sizeof(s->stash) - old;
-            if (add > n)
-                add = n;
-            memcpy(s->stash + old, p, add);
-            k = s->tops->input(s->tctx, (const char *)s->stash, old + add);
-            if (k < 0)
-                goto reset;
-            if (k == 0) {
-                s->stash_len = (uint8_t)(old + add);
-                used = add;
-            } else if ((size_t)k >= old) {
-                s->stash_len = 0;
-                used = (size_t)k - old;
-            } else {
-                memmove(s->stash, s->stash + k, old - (size_t)k);
-                s->stash_len = (uint8_t)(old - (size_t)k);
-                used = 0;
-            }
-            if (k == 0 && add == 0)
-                break; /* cannot happen: a frame header is 14 bytes at most */
-        } else {
-            k = s->tops->input(s->tctx, p, n);
-            if (k < 0)
-                goto reset;
-            used = (size_t)k;
-            if (used < n) {
-                if (b->next == NULL || n - used > sizeof(s->stash)) {
-                    b->r += (uint32_t)used;
-                    taken += used;
-                    break; /* the rest of a frame header: more DATA completes it */
-                }
-                memcpy(s->stash, p + used, n - used);
-                s->stash_len = (uint8_t)(n - used);
-                used = n;
-            }
-        }
-        b->r += (uint32_t)used;
-        taken += used;
-        if (b->r == b->w)
-            petrel__h2_chain_pop(&s->in_head, &s->in_tail);
-    }
-    if (taken)
-        nghttp2_session_consume_stream(h->ngh, s->id, taken);
-    if (s->tops && s->in_head == NULL && (s->flags & S_PEER_END) && !(s->flags & S_RESET)) {
-        s->flags &= ~S_PEER_END; /* told once */
-        s->tops->eof(s->tctx);
-    }
-    return;
-reset:
-    tunnel_fail(h, s);
-}
-
-/* The tunnels with news, after a read or a flush.  (One whose input
- * waits for its peer's window is marked again when its output is framed.) */
-static void tunnels_service(h2conn_t *h)
-{
-    while (!list_empty(&h->tready)) {
-        h2stream_t *s = container_of(h->tready.next, h2stream_t, tlink);
-        list_unlink(&s->tlink);
-        if (s->tframed && s->tops) {
-            s->tframed = 0;
-            s->tops->progress(s->tctx, s->sb_bytes);
-        }
-        if ((s->flags & (S_TEND | S_TDATA | S_RESET | S_CLOSED)) == S_TEND) {
-            tunnel_data_queue(s); /* the last DATA item did not end the stream */
-            petrel__h2_schedule(h);
-        }
-        tunnel_service(h, s);
-    }
-}
-
-/* The stream closes: its carrier's last call. */
-static void tunnel_gone(h2stream_t *s)
-{
-    const petrel__h2_tunnel_ops_t *ops = s->tops;
-    list_unlink(&s->rlink);
-    list_unlink(&s->tlink);
-    petrel__h2_chain_free(&s->in_head, &s->in_tail);
-    if (ops) {
-        s->tops = NULL;
-        ops->gone(s->tctx);
-    }
-}
-
-static h2stream_t *tunnel_of(petrel_req_t *req)
-{
-    h2stream_t *s = container_of(req, h2stream_t, req);
-    return (s->flags & S_TUNNEL) && s->tops && !(s->flags & (S_CLOSED | S_RESET)) ? s : NULL;
-}
-
-int petrel__h2_tunnel(petrel_req_t *req, const petrel__h2_tunnel_ops_t *ops, void *ctx)
-{
-    if (req == NULL || req->_proto != &h2_proto || ops == NULL)
-        return PETREL_EINVAL;
-    h2stream_t *s = container_of(req, h2stream_t, req);
-    if (!(s->flags & S_XCONNECT))
-        return PETREL_EINVAL;
-    if ((s->flags & (S_DEAD | S_CLOSED | S_TUNNEL)) || s->resp.sent || s->h == NULL)
-        return PETREL_ESTATE;
-    /* RFC 8441 §5: 200 (a data provider: no END_STREAM), no content-length */
-    s->flags |= S_TUNNEL;
-    int rc = petrel_stream_begin(req, 200, NULL);
-    if (rc < 0) {
-        s->flags &= ~S_TUNNEL;
-        return rc;
-    }
-    s->resp.ended = true;         /* the tunnel writes from now on, not the handler */
-    s->flags |= S_TDATA | S_TEOS; /* the response's data provider (read_body) */
-    s->tops = ops;
-    s->tctx = ctx;
-    list_append(&s->h->tunnels, &s->rlink);
-    s->h->ntunnels++;
-    if (s->in_head || (s->flags & S_PEER_END))
-        tunnel_mark(s->h, s); /* DATA that came with the request */
-    return 0;
-}
-
-/* Have nghttp2 frame the tunnel's queued output (its END_STREAM). */
-static void tunnel_data_queue(h2stream_t *s)
-{
-    if (s->flags & S_TDATA) {
-        nghttp2_session_resume_data(s->h->ngh, s->id);
-        return;
-    }
-    nghttp2_data_provider prd = {.source.ptr = s, .read_callback = read_body};
-    bool eos = (s->flags & S_TEND) != 0;
-    if (nghttp2_submit_data(s->h->ngh, eos ? NGHTTP2_FLAG_END_STREAM : NGHTTP2_FLAG_NONE, s->id,
-                            &prd) == 0)
-        s->flags |= S_TDATA | (eos ? S_TEOS : 0);
-}
-
-int petrel__h2_tunnel_write(petrel_req_t *req, const void *h, size_t hl, const void *data,
-                            size_t len)
-{
-    h2stream_t *s = tunnel_of(req);
-    if (s == NULL || (s->flags & S_TEND))
-        return PETREL_EIO;
-    if (petrel__h2_sbuf_append(s, h, hl) < 0 || (len && petrel__h2_sbuf_append(s, data, len) < 0))
-        return PETREL_ENOMEM;
-    s->bytes_out += hl + len;
-    tunnel_data_queue(s);
-    petrel__h2_schedule(s->h);
-    return 0;
-}
-
-size_t petrel__h2_tunnel_queued(petrel_req_t *req)
-{
-    h2stream_t *s = tunnel_of(req);
-    return s ? s->sb_bytes : 0;
-}
-
-void petrel__h2_tunnel_end(petrel_req_t *req)
-{
-    h2stream_t *s = tunnel_of(req);
-    if (s == NULL || (s->flags & S_TEND))
-        return;
-    s->flags |= S_TEND;
-    tunnel_data_queue(s);
-    petrel__h2_schedule(s->h);
-}
-
-void petrel__h2_tunnel_reset(petrel_req_t *req)
-{
-    h2stream_t *s = container_of(req, h2stream_t, req);
-    if (!(s->flags & S_TUNNEL) || s->tops == NULL)
-        return;
-    s->tops = NULL;
-    s->flags |= S_RESET;
-    petrel__h2_chain_free(&s->in_head, &s->in_tail);
-    petrel__h2_sbuf_free_all(s);
-    if (!(s->flags & S_CLOSED)) {
-        nghttp2_submit_rst_stream(s->h->ngh, NGHTTP2_FLAG_NONE, s->id, NGHTTP2_CANCEL);
-        petrel__h2_schedule(s->h);
-    }
-}
-
-void *petrel__h2_tunnel_ctx(petrel_req_t *req)
-{
-    h2stream_t *s = container_of(req, h2stream_t, req);
-    return s->tops ? s->tctx : NULL;
-}
-
-bool petrel__h2_draining(petrel_req_t *req)
-{
-    h2stream_t *s = container_of(req, h2stream_t, req);
-    return s->h == NULL || (s->h->flags & H2_DRAINING) || s->h->c->cs->draining;
-}
-
-/* ------------------------------------------------------------------------ */
 /* The request                                                              */
 
 /* The open stream `id` of the connection, or NULL.  A direct-mapped table
@@ -631,7 +366,7 @@ static int on_data_chunk(nghttp2_session *ngh, uint8_t flags, int32_t id, const 
     h2conn_t *h = ud;
     h2stream_t *s = stream_of(h, id);
     if (s && (s->flags & S_XCONNECT))
-        return tunnel_data(h, s, data, len);
+        return petrel__h2_tunnel_data(h, s, data, len);
     /* the window of a request body opens as it is read (RFC 9113 §5.2:
      * WINDOW_UPDATE is ours to send: nghttp2_option_set_no_auto_window_update) */
     nghttp2_session_consume(ngh, id, len);
@@ -724,7 +459,7 @@ static int on_stream_close(nghttp2_session *ngh, int32_t id, uint32_t error_code
     if (h->cur == s)
         h->cur = NULL;
     if (s->flags & S_XCONNECT)
-        tunnel_gone(s); /* (its lists and input are a tunnel's only) */
+        petrel__h2_tunnel_gone(s); /* (its lists and input are a tunnel's only) */
     /* a malformed request was never passed on: neither logged nor counted */
     if (!(s->flags & S_MALFORMED)) {
         if ((s->flags & S_DISPATCHED) && !s->resp.ended && !s->resp.sent)
@@ -809,26 +544,8 @@ static ssize_t read_body(nghttp2_session *ngh, int32_t id, uint8_t *buf, size_t 
     h2stream_t *s = src->ptr;
     petrel_resp_t *r = &s->resp;
     size_t n;
-    if (s->flags & S_TUNNEL) {
-        n = petrel__h2_sbuf_take(s, buf, length);
-        if (s->sb_head) {
-            /* more than a frame: nghttp2 comes back */
-        } else if ((s->flags & (S_TEND | S_TEOS)) == (S_TEND | S_TEOS)) {
-            *data_flags |= NGHTTP2_DATA_FLAG_EOF; /* RFC 8441 §5: the tunnel's end */
-        } else if (n == 0 && !(s->flags & S_TEND)) {
-            return NGHTTP2_ERR_DEFERRED; /* petrel__h2_tunnel_write resumes it */
-        } else {
-            /* all of it: this DATA item ends here and the next write (or
-             * the end: tunnels_service) submits another, rather than
-             * nghttp2 asking again now only to be deferred -- a round of
-             * its scheduler per message */
-            *data_flags |= NGHTTP2_DATA_FLAG_EOF | NGHTTP2_DATA_FLAG_NO_END_STREAM;
-            s->flags &= ~(S_TDATA | S_TEOS);
-        }
-        s->tframed += n; /* framed: its carrier hears of it after the flush */
-        tunnel_mark(s->h, s);
-        return (ssize_t)n;
-    }
+    if (s->flags & S_TUNNEL)
+        return petrel__h2_tunnel_read(s, buf, length, data_flags);
     if (r->body_kind == BODY_STREAM) {
         n = petrel__h2_sbuf_take(s, buf, length);
         if (s->sb_head == NULL && r->ended) {
@@ -1026,6 +743,33 @@ static const petrel_proto_t h2_proto = {
     "h2", h2_send, h2_stream_write, h2_stream_end, h2_peer, h2_release, h2_broken, h2_buffered,
 };
 
+int petrel__h2_tunnel(petrel_req_t *req, const petrel__h2_tunnel_ops_t *ops, void *ctx)
+{
+    if (req == NULL || req->_proto != &h2_proto || ops == NULL)
+        return PETREL_EINVAL;
+    h2stream_t *s = container_of(req, h2stream_t, req);
+    if (!(s->flags & S_XCONNECT))
+        return PETREL_EINVAL;
+    if ((s->flags & (S_DEAD | S_CLOSED | S_TUNNEL)) || s->resp.sent || s->h == NULL)
+        return PETREL_ESTATE;
+    /* RFC 8441 §5: 200 (a data provider: no END_STREAM), no content-length */
+    s->flags |= S_TUNNEL;
+    int rc = petrel_stream_begin(req, 200, NULL);
+    if (rc < 0) {
+        s->flags &= ~S_TUNNEL;
+        return rc;
+    }
+    s->resp.ended = true;         /* the tunnel writes from now on, not the handler */
+    s->flags |= S_TDATA | S_TEOS; /* the response's data provider (read_body) */
+    s->tops = ops;
+    s->tctx = ctx;
+    list_append(&s->h->tunnels, &s->rlink);
+    s->h->ntunnels++;
+    if (s->in_head || (s->flags & S_PEER_END))
+        tunnel_mark(s->h, s); /* DATA that came with the request */
+    return 0;
+}
+
 /* Run the handlers of the requests that are complete. */
 static void dispatch_ready(h2conn_t *h)
 {
@@ -1131,7 +875,7 @@ static void h2_flush(h2conn_t *h)
             break;
     }
     petrel__h2_out_sync(h, petrel__out_bytes(c));
-    tunnels_service(h); /* output framed: their input may go on */
+    petrel__h2_tunnels_service(h); /* output framed: their input may go on */
     if (h->buffered < buffered) {
         /* streamed bytes were framed: producers waiting for them to drain */
         for (petrel__list_t *l = h->streams.next; l != &h->streams; l = l->next) {
@@ -1198,7 +942,7 @@ static int feed(h2conn_t *h, const char *p, size_t n)
     int rv = petrel__h2_recv_frames(h, (const uint8_t *)p, n);
     if (rv >= 0) {
         dispatch_ready(h);
-        tunnels_service(h); /* DATA for the tunnels, outside nghttp2's callbacks */
+        petrel__h2_tunnels_service(h); /* DATA for the tunnels, outside nghttp2's callbacks */
     }
     h->flags &= ~H2_BUSY;
     if (rv < 0) {
@@ -1360,7 +1104,7 @@ static void h2_on_close(petrel__conn_t *c)
     zombies_release(h);
     while (!list_empty(&h->streams)) {
         h2stream_t *s = container_of(h->streams.next, h2stream_t, link);
-        tunnel_gone(s); /* a WebSocket's 1006 */
+        petrel__h2_tunnel_gone(s); /* a WebSocket's 1006 */
         if ((s->flags & S_DISPATCHED) && !(s->flags & S_DEAD)) {
             /* a handler still at work: it is told (petrel.h, "Waiting for work the handler
              * started") */
