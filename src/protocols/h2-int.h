@@ -18,7 +18,6 @@
 #define H2_DEFAULT_OUTPUT_BUDGET ((size_t)64 << 20) /* all connections of a worker */
 #define SLOTS_KEPT 1024                             /* free stream slots kept per worker */
 #define RST_RING 32    /* streams we reset lately (RFC 9113 §5.1.1 check) */
-#define SMAP 16        /* open streams found by id at once, per connection (stream_of) */
 #define VCACHE 8       /* field values known valid, per connection (on_header) */
 #define VCACHE_MAX 256 /* ... of this length at most */
 
@@ -149,7 +148,6 @@ struct h2conn {
     uint32_t ntunnels;      /* of these, tunnels (RFC 8441) */
     uint32_t nxconnect;     /* of these, Extended CONNECTs (tunnels or not yet) */
     uint32_t hdr_limit;     /* bytes of a request head (RFC 9113 §6.5.2 accounting) */
-    h2stream_t *smap[SMAP]; /* open streams by id (stream_of) */
     uint32_t nrecv;         /* of these, requests not complete yet */
     int32_t max_seen;       /* highest stream id a client HEADERS used */
     int32_t scan_max;       /* highest HEADERS stream id the frame scanner saw */

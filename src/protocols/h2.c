@@ -215,25 +215,12 @@ static void on_pending(petrel__pending_t *p)
 /* ------------------------------------------------------------------------ */
 /* The request                                                              */
 
-/* The open stream `id` of the connection, or NULL.  A direct-mapped table
- * holds most (clients open consecutive odd ids); a stream whose place was
- * taken when it opened is nghttp2's stream user data (a lookup in its
- * stream map, which the table spares the common case). */
+/* The open stream `id` of the connection, or NULL: nghttp2's stream user
+ * data.  (A table of open streams in front of nghttp2's stream map saved
+ * 68 of 9,013 instructions per h2c request, 0.75 %: not kept.) */
 static inline h2stream_t *stream_of(h2conn_t *h, int32_t id)
 {
-    h2stream_t *s = h->smap[((uint32_t)id >> 1) % SMAP];
-    if (s && s->id == id)
-        return s;
     return nghttp2_session_get_stream_user_data(h->ngh, id);
-}
-
-static inline void stream_map(h2conn_t *h, h2stream_t *s)
-{
-    h2stream_t **slot = &h->smap[((uint32_t)s->id >> 1) % SMAP];
-    if (*slot == NULL)
-        *slot = s;
-    else
-        nghttp2_session_set_stream_user_data(h->ngh, s->id, s);
 }
 
 static int on_begin_headers(nghttp2_session *ngh, const nghttp2_frame *frame, void *ud)
@@ -255,7 +242,7 @@ static int on_begin_headers(nghttp2_session *ngh, const nghttp2_frame *frame, vo
     h2stream_t *s = stream_new(h, frame->hd.stream_id);
     if (s == NULL)
         return NGHTTP2_ERR_TEMPORAL_CALLBACK_FAILURE; /* RST_STREAM INTERNAL_ERROR */
-    stream_map(h, s);
+    nghttp2_session_set_stream_user_data(ngh, s->id, s);
     h->nstreams++;
     h->nrecv++;
     h->cur = s;
@@ -443,8 +430,6 @@ static int on_stream_close(nghttp2_session *ngh, int32_t id, uint32_t error_code
     h2stream_t *s = stream_of(h, id);
     if (s == NULL)
         return 0;
-    if (h->smap[((uint32_t)id >> 1) % SMAP] == s)
-        h->smap[((uint32_t)id >> 1) % SMAP] = NULL;
     if (!(s->flags & S_REQ_DONE))
         h->nrecv--;
     h->nstreams--;
@@ -1467,8 +1452,7 @@ int petrel__h2_upgrade(petrel_req_t *req)
     }
     list_unlink(&s->link);
     list_append(&h->streams, &s->link);
-    s->h = h;
-    stream_map(h, s);
+    s->h = h; /* (stream 1's user data: nghttp2_session_upgrade2) */
     h->max_seen = h->scan_max = 1;
     h->opened = 1;
     h->nstreams++;
