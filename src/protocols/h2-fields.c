@@ -85,7 +85,9 @@ void petrel__h2_values_drop(h2conn_t *h)
         }
 }
 
-/* Does the value, the request's field number i, pass the check `kind`? */
+/* Does the value, the request's field number i, pass the check `kind`?
+ * Known when the same buffer passed it at the same place in the last
+ * request (h->vok: what this relies on is said there). */
 static inline __attribute__((always_inline)) bool
 value_check(h2conn_t *h, unsigned i, nghttp2_rcbuf *rv, const uint8_t *v, size_t n, uint8_t kind)
 {
