@@ -289,4 +289,16 @@ void petrel__h2_tunnels_service(h2conn_t *h);
 /* The stream closes: its carrier's last call. */
 void petrel__h2_tunnel_gone(h2stream_t *s);
 
+/* h2.c: the session (for h2-upgrade.c) */
+
+/* A stream slot for stream `id` of `h`, and its return. */
+h2stream_t *petrel__h2_stream_new(h2conn_t *h, int32_t id);
+void petrel__h2_stream_free(h2stream_t *s);
+/* The stream's request is complete: to be dispatched after the read. */
+void petrel__h2_make_ready(h2conn_t *h, h2stream_t *s);
+/* A session for `c` (not attached yet: c->proto is set by the switch), and
+ * its end before it was attached. */
+h2conn_t *petrel__h2_session_new(petrel__conn_t *c);
+void petrel__h2_session_free(h2conn_t *h);
+
 #endif /* PETREL_H2_INT_H */

@@ -136,7 +136,7 @@ void petrel__h2_stats(petrel__h2_stats_t *st)
 static petrel__list_t slot_free;
 static size_t slot_nfree;
 
-static h2stream_t *stream_new(h2conn_t *h, int32_t id)
+h2stream_t *petrel__h2_stream_new(h2conn_t *h, int32_t id)
 {
     h2stream_t *s;
     if (slot_free.next == NULL)
@@ -180,7 +180,7 @@ static h2stream_t *stream_new(h2conn_t *h, int32_t id)
 }
 
 /* Give the slot back: its arena (cleanups first: a file is closed there). */
-static void stream_free(h2stream_t *s)
+void petrel__h2_stream_free(h2stream_t *s)
 {
     list_unlink(&s->link);
     list_unlink(&s->rlink);
@@ -204,7 +204,7 @@ static void stream_free(h2stream_t *s)
 static void zombies_release(h2conn_t *h)
 {
     while (!list_empty(&h->zombies))
-        stream_free(container_of(h->zombies.next, h2stream_t, link));
+        petrel__h2_stream_free(container_of(h->zombies.next, h2stream_t, link));
 }
 
 static void on_pending(petrel__pending_t *p)
@@ -239,7 +239,7 @@ static int on_begin_headers(nghttp2_session *ngh, const nghttp2_frame *frame, vo
         }
         return 0;
     }
-    h2stream_t *s = stream_new(h, frame->hd.stream_id);
+    h2stream_t *s = petrel__h2_stream_new(h, frame->hd.stream_id);
     if (s == NULL)
         return NGHTTP2_ERR_TEMPORAL_CALLBACK_FAILURE; /* RST_STREAM INTERNAL_ERROR */
     nghttp2_session_set_stream_user_data(ngh, s->id, s);
@@ -249,7 +249,7 @@ static int on_begin_headers(nghttp2_session *ngh, const nghttp2_frame *frame, vo
     return 0;
 }
 
-static void make_ready(h2conn_t *h, h2stream_t *s)
+void petrel__h2_make_ready(h2conn_t *h, h2stream_t *s)
 {
     if (!(s->flags & (S_READY | S_DISPATCHED))) {
         s->flags |= S_READY;
@@ -263,7 +263,7 @@ static void req_done(h2conn_t *h, h2stream_t *s)
         return;
     s->flags |= S_REQ_DONE;
     h->nrecv--;
-    make_ready(h, s);
+    petrel__h2_make_ready(h, s);
 }
 
 /* RFC 9113 §6.8: the second GOAWAY of a graceful shutdown, with the last
@@ -306,7 +306,7 @@ static int on_frame_recv(nghttp2_session *ngh, const nghttp2_frame *frame, void 
                 nghttp2_session_change_extpri_stream_priority(ngh, s->id, &pri, 0);
             }
             if (s->err) {
-                make_ready(h, s); /* answer at once; the body is not read */
+                petrel__h2_make_ready(h, s); /* answer at once; the body is not read */
             } else if (s->flags & S_XCONNECT) {
                 /* RFC 8441 §4: the head is the whole request; DATA is the
                  * tunnel's (buffered until the handler answers) */
@@ -372,7 +372,7 @@ static int on_data_chunk(nghttp2_session *ngh, uint8_t flags, int32_t id, const 
         if (need > max) {
             s->err = 413;
             s->flags |= S_DISCARD;
-            make_ready(h, s);
+            petrel__h2_make_ready(h, s);
             return 0;
         }
         /* a body without content-length (gRPC's): a quarter chunk first,
@@ -388,7 +388,7 @@ static int on_data_chunk(nghttp2_session *ngh, uint8_t flags, int32_t id, const 
         if (nb == NULL) {
             s->err = 413;
             s->flags |= S_DISCARD;
-            make_ready(h, s);
+            petrel__h2_make_ready(h, s);
             return 0;
         }
         if (r->body.len)
@@ -468,7 +468,7 @@ static int on_stream_close(nghttp2_session *ngh, int32_t id, uint32_t error_code
         list_append(&h->zombies, &s->link);
         return 0;
     }
-    stream_free(s);
+    petrel__h2_stream_free(s);
     return 0;
 }
 
@@ -697,7 +697,7 @@ static void h2_release(petrel_req_t *req)
 {
     h2stream_t *s = container_of(req, h2stream_t, req);
     if ((s->flags & S_DEAD) && !(s->flags & (S_IN_HANDLER | S_ABORTING)))
-        stream_free(s);
+        petrel__h2_stream_free(s);
     /* else the stream is still open, or its handler is running: freed
      * when nghttp2 closes it, or when the handler returns */
 }
@@ -773,7 +773,7 @@ static void dispatch_ready(h2conn_t *h)
             petrel__req_dispatch(r);
         s->flags &= ~S_IN_HANDLER;
         if ((s->flags & S_DEAD) && !s->resp.holds)
-            stream_free(s); /* the stream was reset while its handler ran */
+            petrel__h2_stream_free(s); /* the stream was reset while its handler ran */
     }
 }
 
@@ -1029,7 +1029,7 @@ static bool body_check(h2conn_t *h)
                    (unsigned long long)(now - s->body_start));
         s->err = 408;
         s->flags |= S_DISCARD;
-        make_ready(h, s);
+        petrel__h2_make_ready(h, s);
         late = true;
     }
     if (late) {
@@ -1115,7 +1115,7 @@ static void h2_on_close(petrel__conn_t *c)
             petrel__h2_sbuf_free_all(s);
             continue;
         }
-        stream_free(s);
+        petrel__h2_stream_free(s);
     }
     petrel__h2_values_drop(h);
     nghttp2_session_del(h->ngh);
@@ -1191,7 +1191,7 @@ static int setup_once(const petrel__config_t *cfg)
     return 0;
 }
 
-static void session_free(h2conn_t *h)
+void petrel__h2_session_free(h2conn_t *h)
 {
     petrel__h2_values_drop(h);
     nghttp2_session_del(h->ngh);
@@ -1223,7 +1223,7 @@ static void note_blocks(h2conn_t *h, uint64_t mark)
 }
 
 /* A session for `c` (not attached yet: c->proto is set by the switch). */
-static h2conn_t *session_new(petrel__conn_t *c)
+h2conn_t *petrel__h2_session_new(petrel__conn_t *c)
 {
     const petrel__config_t *cfg = c->cs->cfg;
     if (setup_once(cfg) < 0)
@@ -1267,7 +1267,7 @@ static h2conn_t *session_new(petrel__conn_t *c)
     if (nghttp2_submit_settings(h->ngh, NGHTTP2_FLAG_NONE, iv, sizeof(iv) / sizeof(iv[0])) != 0 ||
         (window > 65535 && nghttp2_session_set_local_window_size(h->ngh, NGHTTP2_FLAG_NONE, 0,
                                                                  (int32_t)window) != 0)) {
-        session_free(h);
+        petrel__h2_session_free(h);
         return NULL;
     }
     return h;
@@ -1280,7 +1280,7 @@ static h2conn_t *session_new(petrel__conn_t *c)
 static void h2_start(petrel__conn_t *c)
 {
     h2conn_t *h = c->proto;
-    if (h == NULL && (h = session_new(c)) == NULL) {
+    if (h == NULL && (h = petrel__h2_session_new(c)) == NULL) {
         petrel__conn_close(c);
         return;
     }
@@ -1305,167 +1305,3 @@ const petrel__proto_ops_t petrel__h2_ops = {
     .on_close = h2_on_close,
     .bounds_output = true, /* flow control, and the streamed-output cap */
 };
-
-/* RFC 4648 §5 base64url (the HTTP2-Settings token68), '=' padding allowed. */
-static ssize_t b64url_decode(const char *in, size_t n, uint8_t *out, size_t cap)
-{
-    uint32_t acc = 0;
-    int bits = 0;
-    size_t o = 0;
-    for (size_t i = 0; i < n; i++) {
-        char ch = in[i];
-        int v;
-        if (ch >= 'A' && ch <= 'Z')
-            v = ch - 'A';
-        else if (ch >= 'a' && ch <= 'z')
-            v = ch - 'a' + 26;
-        else if (ch >= '0' && ch <= '9')
-            v = ch - '0' + 52;
-        else if (ch == '-' || ch == '+')
-            v = 62;
-        else if (ch == '_' || ch == '/')
-            v = 63;
-        else if (ch == '=')
-            break;
-        else
-            return -1;
-        acc = acc << 6 | (uint32_t)v;
-        bits += 6;
-        if (bits >= 8) {
-            bits -= 8;
-            if (o == cap)
-                return -1;
-            out[o++] = (uint8_t)(acc >> bits);
-        }
-    }
-    return (ssize_t)o;
-}
-
-static bool has_token(const char *list, const char *tok)
-{
-    return petrel__list_has_token(list, strlen(list), tok, strlen(tok));
-}
-
-static bool copy_str(h2stream_t *s, petrel_str_t *dst, const petrel_str_t *src)
-{
-    if (src->ptr == NULL) {
-        dst->ptr = NULL;
-        dst->len = 0;
-        return true;
-    }
-    dst->ptr = petrel__h2_scratch_dup(s, (const uint8_t *)src->ptr, src->len);
-    dst->len = src->len;
-    return dst->ptr != NULL;
-}
-
-/*
- * RFC 7540 §3.2 (h2c upgrade): `req` is a complete HTTP/1.1 request with
- * `Upgrade: h2c`, one HTTP2-Settings and `Connection: Upgrade,
- * HTTP2-Settings`.  Answer 101, start the session with the client's
- * settings, and make the request stream 1 (half-closed remote) of it.  The
- * HTTP/1.1 request scope is ended here; the bytes after the request are
- * the client's preface.  Returns PETREL_ENOTFOUND (nothing done: HTTP/1.1
- * goes on) when the request is not a valid h2c upgrade.
- */
-int petrel__h2_upgrade(petrel_req_t *req)
-{
-    petrel__conn_t *c = petrel__http1_conn(req);
-    if (c == NULL)
-        return PETREL_ENOTFOUND;
-    const char *up = NULL, *conn = NULL, *settings = NULL;
-    int nsettings = 0;
-    for (size_t i = 0; i < req->nheaders; i++) {
-        petrel_header_t *hd = &req->headers[i];
-        if (petrel__str_ieq(hd->name.ptr, hd->name.len, "upgrade", 7))
-            up = hd->value.ptr;
-        else if (petrel__str_ieq(hd->name.ptr, hd->name.len, "connection", 10))
-            conn = hd->value.ptr;
-        else if (petrel__str_ieq(hd->name.ptr, hd->name.len, "http2-settings", 14)) {
-            settings = hd->value.ptr;
-            nsettings++;
-        }
-    }
-    if (req->version != 11 || c->cs->draining || up == NULL || !has_token(up, "h2c") ||
-        nsettings != 1 || conn == NULL || !has_token(conn, "upgrade") ||
-        !has_token(conn, "http2-settings"))
-        return PETREL_ENOTFOUND;
-    uint8_t payload[256];
-    ssize_t plen = b64url_decode(settings, strlen(settings), payload, sizeof(payload));
-    if (plen < 0 || plen % 6)
-        return PETREL_ENOTFOUND; /* answered as HTTP/1.1 */
-
-    /* First the request, out of the HTTP/1.1 scope into a stream slot (held
-     * by a stand-in connection state until the session exists). */
-    h2conn_t tmp;
-    memset(&tmp, 0, sizeof(tmp));
-    tmp.c = c;
-    list_init(&tmp.streams);
-    h2stream_t *s = stream_new(&tmp, 1);
-    if (s == NULL)
-        return PETREL_ENOTFOUND;
-    petrel_req_t *r = &s->req;
-    r->method = req->method;
-    r->version = req->version; /* received as HTTP/1.1, answered over h2 */
-    if (!copy_str(s, &r->method_name, &req->method_name) ||
-        !copy_str(s, &r->target, &req->target) || !copy_str(s, &r->path, &req->path) ||
-        !copy_str(s, &r->query, &req->query) || !copy_str(s, &r->authority, &req->authority))
-        goto fallback;
-    for (size_t i = 0; i < req->nheaders; i++) {
-        petrel_header_t *hd = &req->headers[i];
-        if (petrel__str_ieq(hd->name.ptr, hd->name.len, "connection", 10) ||
-            petrel__str_ieq(hd->name.ptr, hd->name.len, "upgrade", 7) ||
-            petrel__str_ieq(hd->name.ptr, hd->name.len, "http2-settings", 14) ||
-            petrel__str_ieq(hd->name.ptr, hd->name.len, "keep-alive", 10))
-            continue; /* hop-by-hop: not part of the request on stream 1 */
-        if (r->nheaders == s->hdr_cap) {
-            size_t ncap = (size_t)s->hdr_cap * 2;
-            petrel_header_t *nh = petrel_arena_alloc(&s->arena, ncap * sizeof(*nh), 0);
-            if (nh == NULL)
-                goto fallback;
-            memcpy(nh, r->headers, r->nheaders * sizeof(*nh));
-            r->headers = nh;
-            s->hdr_cap = (uint16_t)ncap;
-        }
-        petrel_header_t *d = &r->headers[r->nheaders];
-        if (!copy_str(s, &d->name, &hd->name) || !copy_str(s, &d->value, &hd->value))
-            goto fallback;
-        petrel__h2_lower(&d->name);
-        r->nheaders++;
-    }
-    if (req->body.len) {
-        char *b = petrel_arena_alloc(&s->arena, req->body.len + 1, 1);
-        if (b == NULL)
-            goto fallback;
-        memcpy(b, req->body.ptr, req->body.len);
-        r->body.ptr = b;
-        r->body.len = req->body.len;
-    }
-    s->flags |= S_HEAD_DONE | S_REQ_DONE;
-
-    h2conn_t *h = session_new(c);
-    if (h == NULL)
-        goto fail;
-    if (nghttp2_session_upgrade2(h->ngh, payload, (size_t)plen, r->method == PETREL_HEAD, s) != 0 ||
-        petrel__http1_upgrade(req, "h2c", NULL, 0, &petrel__h2_ops, h) < 0) {
-        session_free(h);
-        goto fail;
-    }
-    list_unlink(&s->link);
-    list_append(&h->streams, &s->link);
-    s->h = h; /* (stream 1's user data: nghttp2_session_upgrade2) */
-    h->max_seen = h->scan_max = 1;
-    h->opened = 1;
-    h->nstreams++;
-    /* Stream 1 is answered once the client's preface has arrived (the next
-     * feed dispatches it): a response sent with the 101 may not fit in what
-     * a client buffers after it (curl keeps 32 KiB).  HTTP/1.1 switches the
-     * connection to h2_start once this returns. */
-    make_ready(h, s);
-    return 0;
-fail:
-    stream_free(s);
-    return PETREL_ENOMEM; /* http1.c closes the connection */
-fallback:
-    stream_free(s); /* answered as HTTP/1.1 */
-    return PETREL_ENOTFOUND;
-}
