@@ -6,7 +6,7 @@
  * The handshake's checks are HTTP/1.1's (ws-handshake.c) but for what
  * RFC 8441 §5 drops: no Upgrade or Connection, no Sec-WebSocket-Key nor
  * -Accept (the :protocol pseudo-header stands in for them).  The answer
- * is 200, and the stream (h2.c's tunnel) then carries the frames both ways,
+ * is 200, and the stream (h2-tunnel.c's tunnel) then carries the frames both ways,
  * whatever the DATA frames' boundaries.  The close is the engine's Close
  * handshake, then END_STREAM both ways; a reset of the stream or the end
  * of the connection is a 1006 for the handler; the stream's flow control

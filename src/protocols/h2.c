@@ -1,6 +1,18 @@
 /*
- * h2.c -- HTTP/2 over cleartext (RFC 9113) on nghttp2: the only file that
- * touches nghttp2.
+ * h2.c -- HTTP/2 over cleartext (RFC 9113) on nghttp2: the session.
+ *
+ * The h2 files (h2*.c, h2-int.h) are the one unit that touches nghttp2,
+ * one file per job:
+ *   h2.c         the session: nghttp2's callbacks, the stream slots, the
+ *                dispatch of requests, the response operations and their
+ *                data providers, framing and flushing, timeouts, shutdown
+ *   h2-fields.c  RFC 9113 §8: the request's fields, checked by petrel
+ *   h2-scan.c    the frame scanner ahead of nghttp2, the reset limits
+ *   h2-tunnel.c  RFC 8441 Extended CONNECT tunnels
+ *   h2-budget.c  the output budget of the worker's h2 connections
+ *   h2-buf.c     streamed bytes in chains of pool chunks
+ *   h2-upgrade.c the h2c upgrade from HTTP/1.1 (RFC 7540 §3.2)
+ * They call each other bottom up (h2-int.h says the order).
  *
  * A connection comes here (petrel__h2_ops) when its first bytes are the
  * connection preface (prior knowledge: the entry stage switches it) or after
@@ -8,15 +20,16 @@
  * HTTP/1.1's upgrade hook).  c->proto is then our state (h2conn_t).
  *
  * The path of a request:
- *   read -> the frame scanner (recv_frames: the checks nghttp2 skips in
- *   petrel's modes, doc/conformance.md) -> nghttp2_session_mem_recv ->
- *   callbacks fill a stream slot (the petrel_req_t with its own arena)
- *   -> at END_STREAM the stream joins the
- *   `ready` list -> after mem_recv returns, each ready request is dispatched
- *   to its handler (outside nghttp2's callbacks, like http1.c pauses llhttp)
- *   -> the handler's response is submitted (nghttp2_submit_response with a
- *   data provider) -> nghttp2_session_mem_send frames everything queued into
- *   the connection's output queue -> ONE write for all the streams.
+ *   read -> the frame scanner (petrel__h2_recv_frames: the checks nghttp2
+ *   skips in petrel's modes, doc/conformance.md) -> nghttp2_session_mem_recv
+ *   -> callbacks fill a stream slot (the petrel_req_t with its own arena;
+ *   each field checked by petrel__h2_on_header) -> at END_STREAM the stream
+ *   joins the `ready` list -> after mem_recv returns, each ready request is
+ *   dispatched to its handler (outside nghttp2's callbacks, like http1.c
+ *   pauses llhttp) -> the handler's response is submitted
+ *   (nghttp2_submit_response with a data provider) ->
+ *   nghttp2_session_mem_send frames everything queued into the
+ *   connection's output queue -> ONE write for all the streams.
  *
  * Output is gathered per connection and per loop turn: after a read, the
  * responses of every request of that read go out with one writev; responses
@@ -24,11 +37,13 @@
  * connection's handler) put the connection on loop->pending, flushed once at
  * the end of the turn (worker.c's on_tick).
  *
- * Why this file is over 1,000 lines: it is the one file that touches
- * nghttp2 -- the session callbacks, the request's head and body, the
- * response's data providers, framing and flushing, graceful shutdown and
- * the h2c upgrade -- and splitting it would spread nghttp2 over several.
- * What does not need nghttp2 lives elsewhere (sizeclass.c, syntax.c).
+ * Why this file is over 1,000 lines: what is left in it works on one
+ * state, the session and its streams, from nghttp2's callbacks: a
+ * stream's slot is made in one callback, filled in others, answered
+ * through the response operations, framed by the data providers and
+ * freed in on_stream_close or by the connection's end, and each of these
+ * steps reads the flags the others set.  The jobs that stand on their own
+ * are in the files above.
  *
  * Memory:
  *   - h2conn_t is malloc'ed when the connection turns to h2 and freed, with
