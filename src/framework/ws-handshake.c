@@ -183,7 +183,7 @@ static int ws_handshake(petrel_req_t *req, void *data)
 {
     const petrel__ws_route_t *rt = data;
     /* HTTP/2: an Extended CONNECT with :protocol websocket (RFC 8441 §4;
-     * h2.c lets no other protocol reach a route).  §5: no Upgrade,
+     * h2-fields.c lets no other protocol reach a route).  §5: no Upgrade,
      * Connection nor Sec-WebSocket-Key/-Accept there. */
     bool h2 = req->method == PETREL__CONNECT;
     petrel__conn_t *c = h2 ? req->_conn : petrel__http1_conn(req);

@@ -1,5 +1,6 @@
 /*
- * h2.h -- HTTP/2 over cleartext (h2.c, on nghttp2).
+ * h2.h -- HTTP/2 over cleartext (the h2 files, h2*.c, on nghttp2; h2.c
+ * lists them).
  */
 #ifndef PETREL_H2_H
 #define PETREL_H2_H

@@ -8,7 +8,7 @@
  * Sec-WebSocket-Key nor -Accept (the :protocol pseudo-header stands in for
  * them).  It makes the engine here with petrel__ws_h2_new(), adds its
  * response fields, and petrel__ws_h2_switch() answers 200 and makes the
- * stream (h2.c's tunnel) carry the frames both ways, whatever the DATA
+ * stream (h2-tunnel.c's tunnel) carry the frames both ways, whatever the DATA
  * frames' boundaries.  The close is the engine's Close handshake, then
  * END_STREAM both ways; a reset of the stream or the end of the connection
  * is a 1006 for the handler; the stream's flow control paces the peer

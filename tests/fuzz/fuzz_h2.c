@@ -1,5 +1,5 @@
 /*
- * fuzz_h2.c -- the HTTP/2 frame path (src/protocols/h2.c over nghttp2): frame
+ * fuzz_h2.c -- the HTTP/2 frame path (src/protocols/h2*.c over nghttp2): frame
  * processing, HPACK, our own RFC 9113 checks on top of nghttp2's (§8.2,
  * §8.3 pseudo-header and field rules), request dispatch and responses.
  *
