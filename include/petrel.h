@@ -1652,31 +1652,28 @@ PETREL_API void petrel_timer_stop(petrel_timer_t *t);
  * worker_fini.  The pool talks to the server with libpq's non-blocking API
  * only: connecting (PQconnectStart/PQconnectPoll), sending, reading and
  * reconnecting never block the worker.  Each connection runs in pipeline
- * mode: the queries a request makes in one go are sent in one write and
- * answered in one round trip, and the queries of several requests share a
- * connection's pipeline.  Queries with parameters, prepared statements
+ * mode: many queries are in flight on a connection at once, and the
+ * queries a request makes in one go are answered in one round trip.
+ * Queries with parameters, prepared statements
  * (prepared on each connection the first time they run there, and again
  * after a reconnection), results read in place, a bounded queue when every
  * connection is busy, reconnection with backoff, and cancellation of the
  * queries of requests whose client left.
  *
- * The queries a request makes one after the other (before it returns to
- * the loop: in the handler, or in one callback) form a batch, sent to one
- * connection as they are made.  At the end of the loop turn each
- * connection gets a Sync (one write): the batches it got in that turn run
- * in order in one implicit transaction, and their callbacks run, in order,
- * once the transaction is over.  Only batches of plain SELECTs share a
- * transaction that way: a batch with any other statement (or a SELECT
- * with INTO, or FOR UPDATE / SHARE) is the last of its transaction, so
- * the row locks it takes are never held for another request.  When a
- * query fails, the transaction is rolled back: that query reports its
- * error (PETREL_PG_ESQL) and the other queries of its batch
- * PETREL_PG_EABORTED, while the batches of other requests in the same
- * transaction, which did nothing wrong, are run again, each in a
- * transaction of its own, before anyone saw their results.  So are batches
- * that fail with a serialization failure or a deadlock (SQLSTATE 40001,
- * 40P01), twice at most.  A batch must not leave a transaction open (BEGIN
- * without COMMIT).
+ * Every query is a transaction of its own: the pool sends a Sync after
+ * each one (its Prepare, when it has one, goes in the same transaction),
+ * and its callback runs once the server has answered that Sync.  A handler
+ * that wants several queries in one transaction says so with
+ * petrel_pg_tx_begin() and petrel_pg_tx_end(): those queries go out as one
+ * batch, with one Sync after the last, and commit or roll back together.
+ * Queries of different requests never share a transaction: one request's
+ * failing query never makes another request's query fail, and never makes
+ * it run twice.  A query or transaction that fails with a serialization
+ * failure or a deadlock (SQLSTATE 40001, 40P01) was rolled back whole and
+ * is run again, before its callbacks saw anything, twice at most; so is
+ * one that a server-side cancel meant for an aborted request hit instead.
+ * Do not send BEGIN, COMMIT or ROLLBACK as queries: use the transactions
+ * of petrel_pg_tx_begin().
  *
  * Lifetime: from petrel_pg_open() to petrel_pg_close(), in the worker that
  * opened it; use it only from that worker's handlers and callbacks.
@@ -1707,7 +1704,8 @@ typedef struct petrel_pg_result petrel_pg_result_t;
  * PETREL_PG_OK: the query ran (rows in the result for a SELECT).
  * PETREL_PG_ESQL: the server refused it; petrel_pg_sqlstate() and
  * petrel_pg_message() say why.  PETREL_PG_EABORTED: another query of the
- * same batch failed, so this one was rolled back or never ran.
+ * same transaction (petrel_pg_tx_begin()) failed, so this one was rolled
+ * back or never ran.
  * PETREL_PG_EUNAVAILABLE: no answer from the database: the connection was
  * lost while the query was in flight, or no connection could be made
  * (SQLSTATE 08006 or 08001).  PETREL_PG_ECANCELED: the request of the
@@ -1921,9 +1919,10 @@ PETREL_API petrel_pg_stmt_t *petrel_pg_prepare(petrel_pg_t *pg, const char *sql)
  * before still runs, first.  A handler that registers one after its
  * queries calls petrel_pg_cancel() in it.
  *
- * The query joins the batch of the request when the previous query of the
- * pool was the same request's, in the same loop turn; else it starts a new
- * batch on the least loaded connection, or waits in the queue.
+ * The query is a transaction of its own, sent at once to the least loaded
+ * connection (or it waits in the queue); the queries a handler makes one
+ * after the other are all in flight together.  Between petrel_pg_tx_begin()
+ * and petrel_pg_tx_end() it joins the request's transaction instead.
  *
  * Returns: 0 when the query was taken: `cb` will run once, from the loop
  * (unless the request ends first).  A negative error code when it was not:
@@ -1988,6 +1987,64 @@ PETREL_API int petrel_pg_exec(petrel_pg_t *pg, petrel_req_t *req, const petrel_p
  */
 PETREL_API int petrel_pg_query(petrel_pg_t *pg, petrel_req_t *req, const char *sql, int nparams,
                                const char *const *params, petrel_pg_cb cb, void *data);
+
+/**
+ * Start a transaction: the next queries of `req` run as one.
+ *
+ * The queries that `req` makes on `pg` with petrel_pg_exec() and
+ * petrel_pg_query() from here to petrel_pg_tx_end() form one transaction:
+ * they go to one connection as one batch, with one Sync after the last
+ * (PostgreSQL runs the statements before a Sync in one implicit
+ * transaction), so they commit together or not at all.  When one fails,
+ * the transaction is rolled back: that query's callback gets
+ * PETREL_PG_ESQL and the others' PETREL_PG_EABORTED; every callback of the
+ * transaction runs, in order, once it is over, and no other request's
+ * query is touched.  A transaction that fails with a serialization failure
+ * or a deadlock (40001, 40P01) is run again whole, twice at most, before
+ * any of its callbacks ran.  Queries of other requests made meanwhile are
+ * not part of it.  The transaction ends at petrel_pg_tx_end() or at the end
+ * of the loop turn, whichever comes first: it never waits for an event,
+ * so make its queries in one go (from the handler, or from one callback).
+ * Starting a transaction while another is open ends the other first.
+ * Do not put BEGIN, COMMIT or ROLLBACK in it.
+ *
+ * Returns: 0, or a negative error code.
+ *
+ * Errors:
+ *   PETREL_EINVAL  `pg` is NULL (or the pool is not built in)
+ *   PETREL_ESTATE  `req` is complete or aborted
+ *
+ * Lifetime: `req` may be NULL for the module's own queries (a cache to
+ * fill); the transaction lasts until petrel_pg_tx_end() or the end of the
+ * loop turn.
+ *
+ * Example:
+ *   // move one unit of stock: both rows change, or neither
+ *   petrel_pg_tx_begin(db, req);
+ *   int rc = petrel_pg_exec(db, req, take, 1, from, moved, m);
+ *   if (rc == 0)
+ *       rc = petrel_pg_exec(db, req, give, 1, to, moved, m);
+ *   petrel_pg_tx_end(db);
+ *   return rc < 0 ? petrel_pg_send_refused(db, req, rc) : PETREL_LATER;
+ */
+PETREL_API int petrel_pg_tx_begin(petrel_pg_t *pg, petrel_req_t *req);
+
+/**
+ * End the transaction petrel_pg_tx_begin() started: send it.
+ *
+ * Its queries go to a connection with their Sync (or wait in the queue
+ * together).  A transaction without queries does nothing.
+ *
+ * Returns: 0, or a negative error code.
+ *
+ * Errors:
+ *   PETREL_EINVAL  `pg` is NULL (or the pool is not built in)
+ *   PETREL_ESTATE  no transaction is open (never begun, or ended by the
+ *                  end of the loop turn already)
+ *
+ * Lifetime: nothing is kept.
+ */
+PETREL_API int petrel_pg_tx_end(petrel_pg_t *pg);
 
 /**
  * Cancel the queries a request is waiting for.
@@ -2189,7 +2246,7 @@ typedef struct petrel_pg_stats {
     uint64_t unavailable; /**< ... with PETREL_PG_EUNAVAILABLE */
     uint64_t canceled;    /**< ... with PETREL_PG_ECANCELED */
     uint64_t refused;     /**< petrel_pg_exec() calls refused (EIO, ELIMIT) */
-    uint64_t retried;     /**< batches run again (40001, 40P01, cancel races) */
+    uint64_t retried;     /**< transactions run again (40001, 40P01, cancel races) */
     uint64_t connects;    /**< connections made (the first ones included) */
     uint64_t failures;    /**< connection attempts that failed, connections lost */
     uint64_t cancels;     /**< server-side cancels sent */
