@@ -11,8 +11,9 @@
  *                            sorted by message, as an HTML table (every value escaped)
  *   GET /updates?queries=N   N random World rows read (one query each), then given new random
  *                            numbers and written back in one statement
- *   GET /cached-queries?count=N  N random World rows from a per-worker cache, filled from the
- *                            database at start-up (and read through on a miss)
+ *   GET /cached-queries?count=N  N random World rows from a per-worker cache (petrel.h,
+ *                            petrel_cache_new: CLOCK replacement, read-through), filled from
+ *                            the database at start-up; a miss loads its row, once
  *
  * The database is the benchmark's hello_world (examples/tfb/setup.sh makes
  * it: World of 10,000 rows, Fortune of 12).  Every query is a transaction
@@ -45,8 +46,8 @@ static petrel_pg_opts_t opts;
 static petrel_pg_t *db;
 static petrel_pg_stmt_t *world_by_id, *all_fortunes, *update_worlds;
 static uint64_t rng;
-static int32_t cache[WORLD_ROWS + 1]; /* randomNumber by id; 0: not cached */
-static int cache_filling;
+static petrel_cache_t *cache; /* randomnumber (int32_t) by id (int32_t) */
+static int cache_filling, cache_full;
 
 
 /* ------------------------------------------------------------------------ */
@@ -527,18 +528,20 @@ static void cache_filled(const petrel_pg_result_t *res, void *data)
     (void)data;
     cache_filling = 0;
     if (petrel_pg_status(res) != PETREL_PG_OK)
-        return; /* the next miss tries again */
+        return; /* misses read through meanwhile; the next one tries again */
     int n = petrel_pg_nrows(res), got = 0;
     for (int i = 0; i < n; i++) {
         world_t w;
-        if (world_of(res, i, &w) == 0 && w.random_number > 0) {
-            cache[w.id] = w.random_number;
+        if (world_of(res, i, &w) == 0 &&
+            petrel_cache_set(cache, &w.id, sizeof(w.id), &w.random_number,
+                             sizeof(w.random_number)) == 0)
             got++;
-        }
     }
+    cache_full = 1;
     petrel_log(PETREL_LOG_DEBUG, "tfb: %d World rows cached", got);
 }
 
+/* The whole table into the cache: the module's own query (no request). */
 static void cache_fill(void)
 {
     if (cache_filling)
@@ -548,25 +551,69 @@ static void cache_fill(void)
         cache_filling = 1;
 }
 
-/* A miss, read through: the row goes into the cache and the response.
- * Rows read from the cache at request time have their number already;
- * the callbacks of the misses come in order. */
-static void cached_row(const petrel_pg_result_t *res, void *data)
+/* The cache's loader: one row, by a query of the module's own (the load
+ * serves every request waiting for that id). */
+static void world_loaded(const petrel_pg_result_t *res, void *data)
 {
-    rows_t *r = data;
+    petrel_cache_load_t *ld = data;
+    world_t w;
+    if (petrel_pg_status(res) != PETREL_PG_OK) {
+        int st = petrel_pg_status(res);
+        petrel_cache_loaded(ld, st == PETREL_PG_EUNAVAILABLE ? PETREL_EIO : PETREL_EINVAL, NULL, 0);
+        return;
+    }
+    if (petrel_pg_nrows(res) != 1 || world_of(res, 0, &w) < 0) {
+        petrel_cache_loaded(ld, PETREL_ENOTFOUND, NULL, 0);
+        return;
+    }
+    petrel_cache_loaded(ld, 0, &w.random_number, sizeof(w.random_number));
+}
+
+static int load_world(petrel_cache_load_t *ld, const void *key, size_t len, void *data)
+{
+    (void)data;
+    int32_t id;
+    if (len != sizeof(id))
+        return PETREL_EINVAL;
+    memcpy(&id, key, sizeof(id));
+    return query_world(NULL, id, world_loaded, ld);
+}
+
+/* A row of /cached-queries waiting for its load, in the request arena. */
+typedef struct cached_wait {
+    rows_t *r;
+    int slot;
+    int32_t id;
+    int told;
+} cached_wait_t;
+
+static void cached_row(petrel_cache_t *c, int status, const void *value, size_t len, void *data)
+{
+    (void)c;
+    cached_wait_t *cw = data;
+    rows_t *r = cw->r;
+    cw->told = 1;
     if (r->failed)
         return;
-    while (r->done < r->n && r->w[r->done].random_number != 0)
-        r->done++;
-    world_t *slot = &r->w[r->done];
-    if (r->done == r->n || row_in(r, res, slot) < 0)
+    if (status != 0 || len != sizeof(int32_t)) {
+        r->failed = 1;
+        if (status == PETREL_EIO)
+            petrel_pg_send_refused(db, r->req, PETREL_EIO); /* 503 */
+        else
+            petrel_send_status(r->req, 500);
         return;
-    cache[slot->id] = slot->random_number;
-    r->done++;
-    while (r->done < r->n && r->w[r->done].random_number != 0)
-        r->done++;
-    if (r->done == r->n)
+    }
+    memcpy(&r->w[cw->slot].random_number, value, sizeof(int32_t));
+    if (++r->done == r->n)
         send_worlds(r->req, r->w, r->n);
+}
+
+/* The request ends: a row still waiting stops waiting (its memory goes). */
+static void cached_gone(void *data)
+{
+    cached_wait_t *cw = data;
+    if (!cw->told)
+        petrel_cache_cancel(cache, &cw->id, sizeof(cw->id), cw);
 }
 
 static int cached_queries(petrel_req_t *req, void *data)
@@ -576,23 +623,39 @@ static int cached_queries(petrel_req_t *req, void *data)
     rows_t *r = rows_new(req, n);
     if (r == NULL)
         return PETREL_ENOMEM;
-    int misses = 0;
+    int waiting = 0;
+    cached_wait_t *cw = NULL; /* made for a miss; a hit leaves it for the next row */
     for (int i = 0; i < n; i++) {
         int32_t id = random_id();
+        petrel_str_t v;
         r->w[i].id = id;
-        r->w[i].random_number = cache[id];
-        misses += cache[id] == 0;
-    }
-    if (misses == 0)
-        return send_worlds(req, r->w, n);
-    cache_fill(); /* not filled yet (the database was down?): fill it now */
-    for (int i = 0; i < n; i++) {
-        if (r->w[i].random_number != 0)
+        if (cw == NULL && (cw = petrel_arena_alloc(req->arena, sizeof(*cw), 0)) == NULL)
+            return PETREL_ENOMEM;
+        cw->r = r;
+        cw->slot = i;
+        cw->id = id;
+        cw->told = 0;
+        int rc = petrel_cache_get(cache, &id, sizeof(id), &v, cached_row, cw);
+        if (rc == 0) {
+            memcpy(&r->w[i].random_number, v.ptr, sizeof(int32_t));
+            r->done++;
             continue;
-        int rc = query_world(req, r->w[i].id, cached_row, r);
-        if (rc < 0)
-            return petrel_pg_send_refused(db, req, rc);
+        }
+        if (rc == PETREL_LATER && petrel_arena_defer(req->arena, cached_gone, cw) == 0) {
+            waiting++;
+            cw = NULL;
+            continue;
+        }
+        if (rc == PETREL_LATER)
+            petrel_cache_cancel(cache, &id, sizeof(id), cw);
+        /* those waiting already stop waiting with the request (cached_gone) */
+        r->failed = 1;
+        return petrel_pg_send_refused(db, req, rc == PETREL_LATER ? PETREL_ENOMEM : rc);
     }
+    if (waiting == 0)
+        return send_worlds(req, r->w, n);
+    if (!cache_full)
+        cache_fill(); /* not filled (the database was down at start-up?): fill it now */
     return PETREL_LATER;
 }
 
@@ -617,8 +680,17 @@ static int worker_init(petrel_server_t *srv)
     rng = ((uint64_t)getpid() << 32) ^ (uint64_t)ts.tv_nsec ^ (uint64_t)ts.tv_sec;
     if (rng == 0)
         rng = 88172645463325252ULL;
-    memset(cache, 0, sizeof(cache));
-    cache_filling = 0;
+    petrel_cache_opts_t co;
+    petrel_cache_opts_init(&co);
+    co.capacity = WORLD_ROWS;
+    co.key_max = sizeof(int32_t);
+    co.value_max = sizeof(int32_t);
+    co.waiters = 4096;
+    co.load = load_world;
+    cache = petrel_cache_new(&co);
+    if (cache == NULL)
+        return PETREL_ENOMEM;
+    cache_filling = cache_full = 0;
     cache_fill();
     return 0;
 }
@@ -626,8 +698,10 @@ static int worker_init(petrel_server_t *srv)
 static void worker_fini(petrel_server_t *srv)
 {
     (void)srv;
-    petrel_pg_close(db);
+    petrel_pg_close(db); /* first: the cache's loads call nobody back after it */
     db = NULL;
+    petrel_cache_free(cache);
+    cache = NULL;
 }
 
 static int init(petrel_server_t *srv, const char *args)

@@ -213,7 +213,12 @@ static int q_fill(pgq_t *q, const char *sql, int n, const char *const *params)
         if (params[i])
             need += strlen(params[i]) + 1;
     if (need > q->cap) {
-        size_t cap = need < 64 ? 64 : need;
+        /* a power of two, 256 at least: a query that reuses q needs a
+         * bigger buffer seldom (the free list hands out queries of every
+         * kind: an UPDATE's arrays after many small SELECTs) */
+        size_t cap = 256;
+        while (cap < need)
+            cap *= 2;
         char *b = realloc(q->buf, cap);
         if (b == NULL)
             return PETREL_ENOMEM;

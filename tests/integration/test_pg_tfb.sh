@@ -20,7 +20,10 @@
 #    "select" in its text;
 #  - /cached-queries: the numbers come from the database (set to a known
 #    pattern before petrel starts), from a cache (changing the table after
-#    start-up does not change them).
+#    start-up does not change them); rows missing from the table at
+#    start-up are read through when asked for, each loaded once however
+#    many requests asked (/metrics: petrel_cache_loads_total, hits,
+#    misses, entries).
 . "$(dirname "$0")/lib.sh"
 . "$(dirname "$0")/pg_lib.sh"
 
@@ -30,10 +33,20 @@ pg_start
 pg_tfb # pg_stat_statements too, as the benchmark's database has it
 # a known pattern, so that a value can only have come from the database
 psql_ -c "UPDATE world SET randomnumber = (id * 7) % 10000 + 1"
+# rows 1..50 away while petrel fills its cache: read through later
+psql_ -c "CREATE TABLE world_away AS SELECT * FROM world WHERE id <= 50" \
+    -c "DELETE FROM world WHERE id <= 50"
 
-petrel_start --module tfb:"pool.connections=2 host=$PGHOST port=$PGPORT dbname=hello_world user=benchmarkdbuser"
-# the cache is filled at start-up: then the table changes under it
-wait_for "$(bound 10)" bash -c "curl -q -s --noproxy '*' '$BASE/cached-queries?count=1' | grep -q randomNumber"
+petrel_start --workers 1 --admin-listen 127.0.0.1:0 \
+    --module tfb:"pool.connections=2 host=$PGHOST port=$PGPORT dbname=hello_world user=benchmarkdbuser"
+ADMIN_PORT=$(petrel_admin_port)
+export ADMIN_PORT
+metric() { curl_ "http://127.0.0.1:$ADMIN_PORT/metrics" | sed -n "s/^$1 //p"; }
+# the cache is filled at start-up (9,950 rows: then the table changes under it)
+filled() { [[ $(metric petrel_cache_entries) == 9950 ]]; }
+wait_for "$(bound 10)" filled
+psql_ -c "INSERT INTO world SELECT * FROM world_away"
+ok "the cache filled at start-up with the 9,950 rows there: petrel_cache_entries $(metric petrel_cache_entries)"
 
 pyrun <<'EOF'
 import json
@@ -129,14 +142,48 @@ ok("/queries: N rows of the database for %d values of N (missing, empty, not an 
 
 # --- /cached-queries: from the database, then from the cache -------------------------
 sql("UPDATE world SET randomnumber = 1")
+seen = {}  # ids 1..50: not in the cache at first, read through (from the table as it is now: 1)
 for q, n in cases:
     got = rows("/cached-queries", "count", q)
     check(len(got) == n, "/cached-queries%s: %d rows, want %d" % (q, len(got), n))
     for wid, rn in got:
+        if wid <= 50:
+            seen[wid] = seen.get(wid, 0) + 1
+            check(rn == 1, "/cached-queries%s: id %d: %d, not read through (1)" % (q, wid, rn))
+            continue
         check(rn == pattern(wid), "/cached-queries%s: id %d: %d, not the number the cache was filled "
               "with (%d)" % (q, wid, rn, pattern(wid)))
 o = json.loads(fetch("/db", "application/json"))
 check(o["randomNumber"] == 1, "/db after the change: %r" % o)
+
+
+def metric(name):
+    c = Conn(int(os.environ["ADMIN_PORT"]))
+    c.send(request("GET", "/metrics"))
+    body = c.read_response().body.decode()
+    c.close()
+    m = re.search(r"^%s (\d+)$" % name, body, re.M)
+    check(m, "/metrics: no %s" % name)
+    return int(m.group(1))
+
+
+# rows 1..50 were not there at start-up: read through, each loaded once
+# however many requests want it
+for i in range(40):
+    got = rows("/cached-queries", "count", "?queries=500")
+    for wid, rn in got:
+        want = 1 if wid <= 50 else pattern(wid)
+        check(rn == want, "/cached-queries: id %d: %d, want %d" % (wid, rn, want))
+        if wid <= 50:
+            seen[wid] = seen.get(wid, 0) + 1
+loads, misses = metric("petrel_cache_loads_total"), metric("petrel_cache_misses_total")
+check(len(seen) > 40, "/cached-queries: only %d of the 50 rows read through came up" % len(seen))
+check(loads == len(seen), "/cached-queries: %d loads for %d rows read through (each once)" % (loads, len(seen)))
+check(misses >= loads, "/cached-queries: %d misses for %d loads" % (misses, loads))
+check(metric("petrel_cache_entries") == 9950 + len(seen), "petrel_cache_entries %d, want %d"
+      % (metric("petrel_cache_entries"), 9950 + len(seen)))
+ok("/cached-queries: %d rows missing at start-up read through (asked for %d times), each loaded once "
+   "(petrel_cache_loads_total); the cache holds them since" % (len(seen), sum(seen.values())))
 ok("/cached-queries: the numbers the database had at start-up, from the cache (the table changed since); "
    "the same rules for count")
 
