@@ -1156,8 +1156,7 @@ static void tx_close(petrel_pg_t *p)
     p->tx_req = NULL;
     p->tx = NULL;
     if (b == NULL)
-        return;         /* no query in it */
-    p->queued -= b->nq; /* counted as waiting while it was made */
+        return; /* no query in it */
     if (b->req == NULL && b->for_req) {
         b_put(p, b); /* its request ended meanwhile: nobody to run it for */
         return;
@@ -1182,7 +1181,7 @@ static int submit(petrel_pg_t *p, petrel_req_t *req, const petrel_pg_stmt_t *stm
     }
     bool in_tx = p->tx_open && p->tx_req == req;
     pgconn_t *c = pick(p);
-    if ((c == NULL || in_tx) && p->queued + 1 > p->o.queue) {
+    if (c == NULL && p->queued + 1 > p->o.queue) {
         p->st.refused++;
         return PETREL_ELIMIT;
     }
@@ -1210,9 +1209,8 @@ static int submit(petrel_pg_t *p, petrel_req_t *req, const petrel_pg_stmt_t *stm
         b->nq++;
     }
     p->st.queries++;
-    if (in_tx) {
+    if (in_tx) { /* it waits for petrel_pg_tx_end(), then for a connection like any */
         p->tx = b;
-        p->queued++; /* waits for petrel_pg_tx_end() */
         petrel__pending_add(petrel__loop, &p->turn);
     } else if (c) {
         batch_attach(c, b);
