@@ -1726,6 +1726,328 @@ PETREL_API void petrel_turn_work_del(petrel_turn_work_t *w);
 PETREL_API uint64_t petrel_loop_now_ms(void);
 
 /* ------------------------------------------------------------------------ */
+/* Cache (src/framework/cache.c)                                            */
+
+/**
+ * A cache of small values by key, in one worker (opaque).
+ *
+ * Bounded: it holds at most `capacity` entries, each of a key of at most
+ * `key_max` bytes and a value of at most `value_max` bytes, all allocated
+ * by petrel_cache_new(): a lookup, a miss, a load and an eviction allocate
+ * nothing.  When it is full, the CLOCK algorithm picks the entry to
+ * replace (an expired one, or one not looked up since the hand last passed
+ * it: an approximation of least recently used at the cost of one bit a
+ * hit).  An entry expires `ttl_ms` after it was stored (0: never), by the
+ * loop's clock.  Read-through: petrel_cache_get() of a key that is not
+ * there calls the cache's loader, which may wait (a query on the
+ * worker's PostgreSQL pool) and calls petrel_cache_loaded() when it has
+ * the value; the lookups of that key meanwhile wait for the same load,
+ * queued on its entry: concurrent misses of one key load it once.
+ * petrel_cache_del() invalidates.  The counters of all the caches of an
+ * instance are in /metrics (petrel_cache_hits_total, ..._misses_total,
+ * ..._evictions_total, ..._expired_total, ..._loads_total,
+ * ..._load_failures_total, and the gauge petrel_cache_entries).
+ *
+ * Each worker has its caches (make them in worker_init): a worker's cache
+ * is touched by its loop only, so it takes no lock, and its loader may
+ * wait on that worker's pool.  The cost: a value is held, and loaded, once
+ * per worker.  A cache shared by the workers would take a lock (or a
+ * lock-free protocol) on every lookup, and its waiters would wait on
+ * another process's load.
+ *
+ * Lifetime: from petrel_cache_new() to petrel_cache_free(), in the worker
+ * that made it; use it only from that worker's handlers and callbacks.
+ */
+typedef struct petrel_cache petrel_cache_t;
+
+/**
+ * A load under way (opaque): what the loader gets, to hand back to
+ * petrel_cache_loaded().
+ *
+ * Lifetime: from the loader's call to petrel_cache_loaded(), which ends
+ * it; the loader must call that exactly once (from a callback, or from
+ * within the loader itself).
+ */
+typedef struct petrel_cache_load petrel_cache_load_t;
+
+/**
+ * The loader of a cache: start loading the value of `key`.
+ *
+ * Called by petrel_cache_get() on a miss, once per key however many
+ * lookups wait for it.  It starts the load (a query on the worker's pool,
+ * made for no request: the load serves every waiter, and one client
+ * leaving must not cancel it) and returns 0; when the value is in, it
+ * calls petrel_cache_loaded().  `key` (`len` bytes) is the cache's copy,
+ * valid until then.
+ *
+ * Returns: 0 when the load started (or is done already), or a negative
+ * error code: then petrel_cache_get() returns it and nothing waits.
+ */
+typedef int (*petrel_cache_loader)(petrel_cache_load_t *ld, const void *key, size_t len,
+                                   void *data);
+
+/**
+ * The function a read-through lookup that had to wait calls back.
+ *
+ * `status` is 0 with the value (`len` bytes at `value`, valid during the
+ * call only: copy what you keep), or the negative error code the load
+ * failed with (PETREL_ELIMIT for a value over value_max, PETREL_EIO when
+ * the cache was freed first); `data` is petrel_cache_get()'s.  It runs
+ * from petrel_cache_loaded(), never from within petrel_cache_get().  It
+ * may use the cache.
+ */
+typedef void (*petrel_cache_cb)(petrel_cache_t *c, int status, const void *value, size_t len,
+                                void *data);
+
+/** The most entries (and waiters) a cache may have. */
+#define PETREL_CACHE_MAX_ENTRIES 16777216u
+/** The longest key a cache may take. */
+#define PETREL_CACHE_MAX_KEY 4096u
+/** The largest value a cache may take. */
+#define PETREL_CACHE_MAX_VALUE 1048576u
+/** The most memory a cache's entries may take: capacity x (key_max + value_max). */
+#define PETREL_CACHE_MAX_BYTES 1073741824u
+
+/**
+ * The settings of a cache, for petrel_cache_new().
+ *
+ * Fill with petrel_cache_opts_init(), then change what you need.  The
+ * struct may grow fields at the end in a later ABI version.
+ */
+typedef struct petrel_cache_opts {
+    /** Entries at most (default 1024; 1 to PETREL_CACHE_MAX_ENTRIES). */
+    unsigned capacity;
+    /** Bytes of a key at most (default 64; 1 to PETREL_CACHE_MAX_KEY). */
+    unsigned key_max;
+    /** Bytes of a value at most (default 256; 0 to PETREL_CACHE_MAX_VALUE). */
+    unsigned value_max;
+    /** Milliseconds an entry lives after it was stored (default 0: until
+     *  it is replaced or invalidated). */
+    unsigned ttl_ms;
+    /** Lookups that may wait for loads at once (default 1024; 1 to
+     *  PETREL_CACHE_MAX_ENTRIES); past it petrel_cache_get() refuses a
+     *  miss with PETREL_ELIMIT. */
+    unsigned waiters;
+    /** The loader of petrel_cache_get() (default NULL: no read-through). */
+    petrel_cache_loader load;
+    /** Passed to `load`. */
+    void *load_data;
+} petrel_cache_opts_t;
+
+/**
+ * Fill cache settings with their defaults.
+ *
+ * Returns: nothing.
+ *
+ * Errors: none.
+ *
+ * Lifetime: `opts` belongs to the caller.
+ */
+PETREL_API void petrel_cache_opts_init(petrel_cache_opts_t *opts);
+
+/**
+ * Make a cache, with all its memory.
+ *
+ * Allocates capacity x (key_max + value_max) bytes of entries (rounded up
+ * to 8 a slot), a hash table and `waiters` waiter records, once.
+ *
+ * Returns: the cache, or NULL.
+ *
+ * Errors: NULL when out of memory, or for settings out of range (logged:
+ * capacity 0 or too many, key_max 0 or over PETREL_CACHE_MAX_KEY,
+ * value_max over PETREL_CACHE_MAX_VALUE, waiters 0, more than
+ * PETREL_CACHE_MAX_BYTES of entries).
+ *
+ * Lifetime: the caller's until petrel_cache_free(); `opts` is copied.
+ *
+ * Example:
+ *   static petrel_cache_t *names;
+ *   // a query on the pool; petrel_cache_loaded() in its callback
+ *   int load_name(petrel_cache_load_t *ld, const void *key, size_t len, void *data);
+ *
+ *   static int worker_init(petrel_server_t *srv)
+ *   {
+ *       (void)srv;
+ *       petrel_cache_opts_t o;
+ *       petrel_cache_opts_init(&o);
+ *       o.capacity = 10000;
+ *       o.ttl_ms = 60000;
+ *       o.load = load_name;
+ *       names = petrel_cache_new(&o);
+ *       return names ? 0 : PETREL_ENOMEM;
+ *   }
+ */
+PETREL_API petrel_cache_t *petrel_cache_new(const petrel_cache_opts_t *opts);
+
+/**
+ * Free a cache.
+ *
+ * Lookups still waiting for a load are called back with PETREL_EIO first.
+ * Free it when its loads can no longer complete (after petrel_pg_close()
+ * of the pool they query: the pool calls nobody back for queries made for
+ * no request).  NULL does nothing.
+ *
+ * Returns: nothing.
+ *
+ * Errors: none.
+ *
+ * Lifetime: the cache and every pointer into it are gone.
+ */
+PETREL_API void petrel_cache_free(petrel_cache_t *c);
+
+/**
+ * Look a key up, without loading it.
+ *
+ * Returns: 0 with `*value` set to the entry's bytes (not NUL-terminated),
+ * or PETREL_ENOTFOUND when the key is not there, is expired, or is being
+ * loaded.  Counts a hit or a miss.
+ *
+ * Errors:
+ *   PETREL_EINVAL  `c`, `key` or `value` is NULL, or `len` > key_max
+ *
+ * Lifetime: `*value` points into the cache: valid until the next call
+ * into the cache (which may replace the entry); copy it to keep it.
+ */
+PETREL_API int petrel_cache_lookup(petrel_cache_t *c, const void *key, size_t len,
+                                   petrel_str_t *value);
+
+/**
+ * Look a key up, loading it on a miss (read-through).
+ *
+ * A hit returns 0 with `*value` set, and `cb` does not run.  A miss
+ * returns PETREL_LATER: the key's load was started (the cache's loader),
+ * or was under way already, and `cb` runs once it is over, with the value
+ * or the load's error; the waiters of one key are called back in the
+ * order they came.  An expired entry is a miss.
+ *
+ * Returns: 0 (a hit), PETREL_LATER (`cb` will run), or a negative error
+ * code (`cb` will not run).
+ *
+ * Errors:
+ *   PETREL_EINVAL  `c`, `key`, `value` or `cb` is NULL, or `len` > key_max
+ *   PETREL_ESTATE  the cache has no loader
+ *   PETREL_ELIMIT  `waiters` lookups wait already, or every entry is
+ *                  being loaded
+ *   the loader's own error, when it could not start the load
+ *
+ * Lifetime: `key` is copied; `*value` as for petrel_cache_lookup();
+ * `data` must stay valid until `cb` runs, or until petrel_cache_cancel()
+ * (data in a request's arena: cancel from a cleanup of that arena, as the
+ * request may end before the value comes).
+ */
+PETREL_API int petrel_cache_get(petrel_cache_t *c, const void *key, size_t len, petrel_str_t *value,
+                                petrel_cache_cb cb, void *data);
+
+/**
+ * Hand a cache the value its loader loaded, or the load's failure.
+ *
+ * `status` 0: the value (`len` bytes at `value`) is stored and given to
+ * every lookup waiting for it; it expires ttl_ms from now.  A negative
+ * `status` (a value over value_max counts as PETREL_ELIMIT): the waiters
+ * get that error, nothing is stored, and the next lookup loads again.
+ * When the key was invalidated during the load (petrel_cache_del()), the
+ * waiters get the value and it is not stored.
+ *
+ * Returns: nothing.
+ *
+ * Errors: none; a second call for one load is ignored.
+ *
+ * Lifetime: `ld` ends here; `value` is copied.
+ */
+PETREL_API void petrel_cache_loaded(petrel_cache_load_t *ld, int status, const void *value,
+                                    size_t len);
+
+/**
+ * Store a value (write-through, or filling a cache ahead of lookups).
+ *
+ * Replaces the key's value, or takes an entry for it (CLOCK replaces one
+ * when the cache is full).  A load of the key under way is left to its
+ * waiters, and not stored.
+ *
+ * Returns: 0, or a negative error code.
+ *
+ * Errors:
+ *   PETREL_EINVAL  `c` or `key` is NULL, `len` > key_max, or `value` NULL
+ *                  with `vlen` > 0
+ *   PETREL_ELIMIT  `vlen` > value_max, or every entry is being loaded
+ *
+ * Lifetime: `key` and `value` are copied.
+ */
+PETREL_API int petrel_cache_set(petrel_cache_t *c, const void *key, size_t len, const void *value,
+                                size_t vlen);
+
+/**
+ * Invalidate a key.
+ *
+ * The entry goes: the next lookup misses (and loads again).  A load under
+ * way still answers its waiters, and is not stored.
+ *
+ * Returns: 1 when the key was there (or being loaded), 0 when not, or a
+ * negative error code.
+ *
+ * Errors:
+ *   PETREL_EINVAL  `c` or `key` is NULL, or `len` > key_max
+ *
+ * Lifetime: nothing is kept.
+ */
+PETREL_API int petrel_cache_del(petrel_cache_t *c, const void *key, size_t len);
+
+/**
+ * Stop waiting: the lookups of `key` waiting with `data` are not called back.
+ *
+ * For a request that ends (or is aborted) before the value it waits for
+ * came: call it from a cleanup of the request's arena
+ * (petrel_arena_defer()) when `data` lives there.  The load goes on, for
+ * the other waiters and the cache.
+ *
+ * Returns: the number of lookups that stopped waiting (0 or more), or a
+ * negative error code.
+ *
+ * Errors:
+ *   PETREL_EINVAL  `c` or `key` is NULL, or `len` > key_max
+ *
+ * Lifetime: nothing is kept.
+ */
+PETREL_API int petrel_cache_cancel(petrel_cache_t *c, const void *key, size_t len, void *data);
+
+/**
+ * Invalidate every key (as petrel_cache_del() for each).
+ *
+ * Returns: nothing.
+ *
+ * Errors: none; NULL does nothing.
+ *
+ * Lifetime: nothing is kept.
+ */
+PETREL_API void petrel_cache_clear(petrel_cache_t *c);
+
+/**
+ * Counters of a cache, for petrel_cache_stats().
+ */
+typedef struct petrel_cache_stats {
+    unsigned capacity;      /**< entries at most */
+    unsigned size;          /**< entries holding a value now */
+    unsigned loading;       /**< loads under way now */
+    uint64_t hits;          /**< lookups answered from the cache */
+    uint64_t misses;        /**< lookups that found nothing (or an expired entry) */
+    uint64_t evictions;     /**< entries replaced to make room (CLOCK) */
+    uint64_t expired;       /**< entries dropped because their time had passed */
+    uint64_t loads;         /**< loads started (one per key, however many waited) */
+    uint64_t load_failures; /**< loads that failed, or gave a value too big */
+} petrel_cache_stats_t;
+
+/**
+ * Read the counters of a cache.
+ *
+ * Returns: nothing; `st` is filled (zeroed for a NULL cache).
+ *
+ * Errors: none.
+ *
+ * Lifetime: `st` belongs to the caller.
+ */
+PETREL_API void petrel_cache_stats(const petrel_cache_t *c, petrel_cache_stats_t *st);
+
+/* ------------------------------------------------------------------------ */
 /* PostgreSQL connection pool (src/pg/pgsql.c)                                 */
 
 /**
@@ -1736,31 +2058,28 @@ PETREL_API uint64_t petrel_loop_now_ms(void);
  * worker_fini.  The pool talks to the server with libpq's non-blocking API
  * only: connecting (PQconnectStart/PQconnectPoll), sending, reading and
  * reconnecting never block the worker.  Each connection runs in pipeline
- * mode: the queries a request makes in one go are sent in one write and
- * answered in one round trip, and the queries of several requests share a
- * connection's pipeline.  Queries with parameters, prepared statements
+ * mode: many queries are in flight on a connection at once, and the
+ * queries a request makes in one go are answered in one round trip.
+ * Queries with parameters, prepared statements
  * (prepared on each connection the first time they run there, and again
  * after a reconnection), results read in place, a bounded queue when every
  * connection is busy, reconnection with backoff, and cancellation of the
  * queries of requests whose client left.
  *
- * The queries a request makes one after the other (before it returns to
- * the loop: in the handler, or in one callback) form a batch, sent to one
- * connection as they are made.  At the end of the loop turn each
- * connection gets a Sync (one write): the batches it got in that turn run
- * in order in one implicit transaction, and their callbacks run, in order,
- * once the transaction is over.  Only batches of plain SELECTs share a
- * transaction that way: a batch with any other statement (or a SELECT
- * with INTO, or FOR UPDATE / SHARE) is the last of its transaction, so
- * the row locks it takes are never held for another request.  When a
- * query fails, the transaction is rolled back: that query reports its
- * error (PETREL_PG_ESQL) and the other queries of its batch
- * PETREL_PG_EABORTED, while the batches of other requests in the same
- * transaction, which did nothing wrong, are run again, each in a
- * transaction of its own, before anyone saw their results.  So are batches
- * that fail with a serialization failure or a deadlock (SQLSTATE 40001,
- * 40P01), twice at most.  A batch must not leave a transaction open (BEGIN
- * without COMMIT).
+ * Every query is a transaction of its own: the pool sends a Sync after
+ * each one (its Prepare, when it has one, goes in the same transaction),
+ * and its callback runs once the server has answered that Sync.  A handler
+ * that wants several queries in one transaction says so with
+ * petrel_pg_tx_begin() and petrel_pg_tx_end(): those queries go out as one
+ * batch, with one Sync after the last, and commit or roll back together.
+ * Queries of different requests never share a transaction: one request's
+ * failing query never makes another request's query fail, and never makes
+ * it run twice.  A query or transaction that fails with a serialization
+ * failure or a deadlock (SQLSTATE 40001, 40P01) was rolled back whole and
+ * is run again, before its callbacks saw anything, twice at most; so is
+ * one that a server-side cancel meant for an aborted request hit instead.
+ * Do not send BEGIN, COMMIT or ROLLBACK as queries: use the transactions
+ * of petrel_pg_tx_begin().
  *
  * Lifetime: from petrel_pg_open() to petrel_pg_close(), in the worker that
  * opened it; use it only from that worker's handlers and callbacks.
@@ -1791,7 +2110,8 @@ typedef struct petrel_pg_result petrel_pg_result_t;
  * PETREL_PG_OK: the query ran (rows in the result for a SELECT).
  * PETREL_PG_ESQL: the server refused it; petrel_pg_sqlstate() and
  * petrel_pg_message() say why.  PETREL_PG_EABORTED: another query of the
- * same batch failed, so this one was rolled back or never ran.
+ * same transaction (petrel_pg_tx_begin()) failed, so this one was rolled
+ * back or never ran.
  * PETREL_PG_EUNAVAILABLE: no answer from the database: the connection was
  * lost while the query was in flight, or no connection could be made
  * (SQLSTATE 08006 or 08001).  PETREL_PG_ECANCELED: the request of the
@@ -2005,9 +2325,10 @@ PETREL_API petrel_pg_stmt_t *petrel_pg_prepare(petrel_pg_t *pg, const char *sql)
  * before still runs, first.  A handler that registers one after its
  * queries calls petrel_pg_cancel() in it.
  *
- * The query joins the batch of the request when the previous query of the
- * pool was the same request's, in the same loop turn; else it starts a new
- * batch on the least loaded connection, or waits in the queue.
+ * The query is a transaction of its own, sent at once to the least loaded
+ * connection (or it waits in the queue); the queries a handler makes one
+ * after the other are all in flight together.  Between petrel_pg_tx_begin()
+ * and petrel_pg_tx_end() it joins the request's transaction instead.
  *
  * Returns: 0 when the query was taken: `cb` will run once, from the loop
  * (unless the request ends first).  A negative error code when it was not:
@@ -2072,6 +2393,74 @@ PETREL_API int petrel_pg_exec(petrel_pg_t *pg, petrel_req_t *req, const petrel_p
  */
 PETREL_API int petrel_pg_query(petrel_pg_t *pg, petrel_req_t *req, const char *sql, int nparams,
                                const char *const *params, petrel_pg_cb cb, void *data);
+
+/**
+ * Start a transaction: the next queries of `req` run as one.
+ *
+ * The queries that `req` makes on `pg` with petrel_pg_exec() and
+ * petrel_pg_query() from here to petrel_pg_tx_end() form one transaction:
+ * they go to one connection as one batch, with one Sync after the last
+ * (PostgreSQL runs the statements before a Sync in one implicit
+ * transaction), so they commit together or not at all.  When one fails,
+ * the transaction is rolled back: that query's callback gets
+ * PETREL_PG_ESQL and the others' PETREL_PG_EABORTED; every callback of the
+ * transaction runs, in order, once it is over, and no other request's
+ * query is touched.  A transaction that fails with a serialization failure
+ * or a deadlock (40001, 40P01) is run again whole, twice at most, before
+ * any of its callbacks ran.  Queries of other requests made meanwhile are
+ * not part of it.  The transaction ends at petrel_pg_tx_end() or at the end
+ * of the loop turn, whichever comes first: it never waits for an event,
+ * so make its queries in one go (from the handler, or from one callback).
+ * Starting a transaction while another is open ends the other first.
+ * Do not put BEGIN, COMMIT or ROLLBACK in it.
+ *
+ * Returns: 0, or a negative error code.
+ *
+ * Errors:
+ *   PETREL_EINVAL  `pg` is NULL (or the pool is not built in)
+ *   PETREL_ESTATE  `req` is complete or aborted
+ *
+ * Lifetime: `req` may be NULL for the module's own queries (a cache to
+ * fill); the transaction lasts until petrel_pg_tx_end() or the end of the
+ * loop turn.
+ *
+ * Example:
+ *   static petrel_pg_t *db;
+ *   static petrel_pg_stmt_t *take; // UPDATE stock SET n = n - 1 WHERE id = $1
+ *   static petrel_pg_stmt_t *give; // UPDATE stock SET n = n + 1 WHERE id = $1
+ *   void moved(const petrel_pg_result_t *res, void *data); // answers after the second
+ *
+ *   // GET /move?from=ID&to=ID: one unit of stock moves; both rows change, or neither
+ *   static int move(petrel_req_t *req, void *data)
+ *   {
+ *       const char *from[1] = {petrel_req_query(req, "from")};
+ *       const char *to[1] = {petrel_req_query(req, "to")};
+ *       petrel_pg_tx_begin(db, req);
+ *       int rc = petrel_pg_exec(db, req, take, 1, from, moved, data);
+ *       if (rc == 0)
+ *           rc = petrel_pg_exec(db, req, give, 1, to, moved, data);
+ *       petrel_pg_tx_end(db);
+ *       return rc < 0 ? petrel_pg_send_refused(db, req, rc) : PETREL_LATER;
+ *   }
+ */
+PETREL_API int petrel_pg_tx_begin(petrel_pg_t *pg, petrel_req_t *req);
+
+/**
+ * End the transaction petrel_pg_tx_begin() started: send it.
+ *
+ * Its queries go to a connection with their Sync (or wait in the queue
+ * together).  A transaction without queries does nothing.
+ *
+ * Returns: 0, or a negative error code.
+ *
+ * Errors:
+ *   PETREL_EINVAL  `pg` is NULL (or the pool is not built in)
+ *   PETREL_ESTATE  no transaction is open (never begun, or ended by the
+ *                  end of the loop turn already)
+ *
+ * Lifetime: nothing is kept.
+ */
+PETREL_API int petrel_pg_tx_end(petrel_pg_t *pg);
 
 /**
  * Cancel the queries a request is waiting for.
@@ -2273,7 +2662,7 @@ typedef struct petrel_pg_stats {
     uint64_t unavailable; /**< ... with PETREL_PG_EUNAVAILABLE */
     uint64_t canceled;    /**< ... with PETREL_PG_ECANCELED */
     uint64_t refused;     /**< petrel_pg_exec() calls refused (EIO, ELIMIT) */
-    uint64_t retried;     /**< batches run again (40001, 40P01, cancel races) */
+    uint64_t retried;     /**< transactions run again (40001, 40P01, cancel races) */
     uint64_t connects;    /**< connections made (the first ones included) */
     uint64_t failures;    /**< connection attempts that failed, connections lost */
     uint64_t cancels;     /**< server-side cancels sent */

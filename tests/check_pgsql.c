@@ -250,6 +250,47 @@ START_TEST(test_exec_args)
 }
 END_TEST
 
+/* Transactions: petrel_pg_tx_begin/end's arguments and states; the queries
+ * of a transaction wait for its end (or the end of the loop turn), then go
+ * together; none of them runs its callback from within a call. */
+START_TEST(test_tx)
+{
+    petrel_pg_t *pg = open_pool(silent, 1, 10);
+    ck_assert_ptr_nonnull(pg);
+    got_t g = {0};
+    petrel_pg_stats_t s;
+    ck_assert_int_eq(petrel_pg_tx_begin(NULL, NULL), PETREL_EINVAL);
+    ck_assert_int_eq(petrel_pg_tx_end(NULL), PETREL_EINVAL);
+    ck_assert_int_eq(petrel_pg_tx_end(pg), PETREL_ESTATE); /* none open */
+    ck_assert_int_eq(petrel_pg_tx_begin(pg, NULL), 0);
+    for (int i = 0; i < 3; i++)
+        ck_assert_int_eq(petrel_pg_query(pg, NULL, "SELECT 1", 0, NULL, on_result, &g), 0);
+    petrel_pg_stats(pg, &s);
+    ck_assert_uint_eq(s.queued, 0); /* being made: not waiting for a connection yet */
+    ck_assert_uint_eq(s.queries, 3);
+    ck_assert_int_eq(petrel_pg_tx_end(pg), 0);
+    petrel_pg_stats(pg, &s);
+    ck_assert_uint_eq(s.queued, 3); /* no connection up: they wait, together */
+    ck_assert_int_eq(petrel_pg_tx_end(pg), PETREL_ESTATE);
+    /* a transaction not ended: the end of the loop turn ends it */
+    ck_assert_int_eq(petrel_pg_tx_begin(pg, NULL), 0);
+    ck_assert_int_eq(petrel_pg_query(pg, NULL, "SELECT 2", 0, NULL, on_result, &g), 0);
+    petrel__loop_run_once(&L, 0);
+    ck_assert_int_eq(petrel_pg_tx_end(pg), PETREL_ESTATE);
+    petrel_pg_stats(pg, &s);
+    ck_assert_uint_eq(s.queued, 4);
+    /* an empty transaction does nothing */
+    ck_assert_int_eq(petrel_pg_tx_begin(pg, NULL), 0);
+    ck_assert_int_eq(petrel_pg_tx_end(pg), 0);
+    ck_assert_int_eq(g.calls, 0);
+    /* no connection comes: they fail, from the loop */
+    run_until(&g.calls, 4, 3000);
+    ck_assert_int_eq(g.calls, 4);
+    ck_assert_int_eq(g.status, PETREL_PG_EUNAVAILABLE);
+    petrel_pg_close(pg);
+}
+END_TEST
+
 /* libpq (and the C library under it: the user database, for one) sets up
  * things of its own for good the first time: leave them out of the counts. */
 static void warm_up(void)
@@ -327,6 +368,8 @@ START_TEST(test_not_built)
     petrel_pg_opts_init(&o);
     ck_assert_int_eq(petrel_pg_supported(), 0);
     ck_assert_ptr_null(petrel_pg_open(&o));
+    ck_assert_int_eq(petrel_pg_tx_begin(NULL, NULL), PETREL_EINVAL);
+    ck_assert_int_eq(petrel_pg_tx_end(NULL), PETREL_EINVAL);
 }
 END_TEST
 
@@ -344,6 +387,7 @@ int main(void)
     tcase_add_test(tc, test_silent_server);
     tcase_add_test(tc, test_no_server);
     tcase_add_test(tc, test_exec_args);
+    tcase_add_test(tc, test_tx);
     tcase_add_test(tc, test_close_queued);
     tcase_add_test(tc, test_failing_allocations);
 #else

@@ -1,10 +1,12 @@
 #!/bin/sh
 # setup.sh -- the database of the TechEmpower Framework Benchmarks test
-# types, for petrel's tfb module: a role benchmarkdbuser, a database
-# hello_world owned by it, and in it the tables World (10,000 rows of a
-# random number) and Fortune (12 fortunes), from the benchmark's published
-# PostgreSQL scripts (create-postgres-database.sql, create-postgres.sql):
-# the same tables, columns, rows and grants.
+# types, for petrel's tfb module, as the benchmark's PostgreSQL image makes
+# it: a role benchmarkdbuser (the image's superuser, password
+# benchmarkdbpass), a database hello_world owned by it, and in it what the
+# benchmark's create-postgres.sql makes: the extension pg_stat_statements
+# (the benchmark's verifier counts queries with it), the table World
+# (10,000 rows of a random number; its columns, unquoted, are id and
+# randomnumber) and the table Fortune (12 fortunes).
 #
 #   examples/tfb/setup.sh [--recreate] [PSQL-OPTION]...
 #
@@ -12,7 +14,10 @@
 # (PGHOST, PGPORT, PGUSER, or options such as -h /run/postgresql -U
 # postgres).  With --recreate an existing hello_world is dropped first;
 # without it, an existing hello_world is left alone (its tables too) and
-# the script says so.  Then:
+# the script says so.  The server settings of the benchmark's
+# postgresql.conf that matter here are in postgresql.conf beside this
+# script (pg_stat_statements must be in shared_preload_libraries for its
+# view to work: the script says so when it is not).  Then:
 #
 #   petrel --module tfb:'host=... dbname=hello_world user=benchmarkdbuser password=benchmarkdbpass'
 set -eu
@@ -34,7 +39,8 @@ if [ "$exists" = 1 ] && [ $recreate = no ]; then
     exit 0
 fi
 
-# create-postgres-database.sql
+# the role and the database: what the benchmark's image makes from its
+# POSTGRES_USER, POSTGRES_PASSWORD and POSTGRES_DB
 psql_ "$@" -d postgres <<'SQL'
 SET client_min_messages = warning;
 DROP DATABASE IF EXISTS hello_world;
@@ -49,18 +55,20 @@ ALTER ROLE benchmarkdbuser WITH SUPERUSER;
 CREATE DATABASE hello_world WITH TEMPLATE = template0 ENCODING 'UTF8' OWNER = benchmarkdbuser;
 SQL
 
-# create-postgres.sql: the tables under unquoted names (World becomes
-# world, randomNumber randomnumber: what the tfb module queries) and under
-# quoted ones, as published.
+# create-postgres.sql, as benchmarkdbuser: the names are unquoted, so
+# World is world and randomNumber is randomnumber
 psql_ "$@" -d hello_world <<'SQL'
+SET client_min_messages = warning;
+SET ROLE benchmarkdbuser;
 BEGIN;
+
+CREATE EXTENSION IF NOT EXISTS pg_stat_statements;
 
 CREATE TABLE World (
   id integer NOT NULL,
   randomNumber integer NOT NULL default 0,
   PRIMARY KEY (id)
 );
-GRANT ALL PRIVILEGES ON World to benchmarkdbuser;
 
 INSERT INTO World (id, randomnumber)
 SELECT x.id, least(floor(random() * 10000 + 1), 10000) FROM generate_series(1,10000) as x(id);
@@ -70,7 +78,6 @@ CREATE TABLE Fortune (
   message varchar(2048) NOT NULL,
   PRIMARY KEY (id)
 );
-GRANT ALL PRIVILEGES ON Fortune to benchmarkdbuser;
 
 INSERT INTO Fortune (id, message) VALUES (1, 'fortune: No such file or directory');
 INSERT INTO Fortune (id, message) VALUES (2, 'A computer scientist is someone who fixes things that aren''t broken.');
@@ -85,31 +92,21 @@ INSERT INTO Fortune (id, message) VALUES (10, 'Computers make very fast, very ac
 INSERT INTO Fortune (id, message) VALUES (11, '<script>alert("This should not be displayed in a browser alert box.");</script>');
 INSERT INTO Fortune (id, message) VALUES (12, 'フレームワークのベンチマーク');
 
-CREATE TABLE "World" (
-  id integer NOT NULL,
-  "randomNumber" integer NOT NULL default 0,
-  PRIMARY KEY (id)
-);
-GRANT ALL PRIVILEGES ON "World" to benchmarkdbuser;
-
-INSERT INTO "World" (id, "randomNumber")
-SELECT x.id, least(floor(random() * 10000 + 1), 10000) FROM generate_series(1,10000) as x(id);
-
-CREATE TABLE "Fortune" (
-  id integer NOT NULL,
-  message varchar(2048) NOT NULL,
-  PRIMARY KEY (id)
-);
-GRANT ALL PRIVILEGES ON "Fortune" to benchmarkdbuser;
-
-INSERT INTO "Fortune" (id, message) SELECT id, message FROM Fortune;
-
 COMMIT;
-
-ALTER TABLE World OWNER TO benchmarkdbuser;
-ALTER TABLE Fortune OWNER TO benchmarkdbuser;
-ALTER TABLE "World" OWNER TO benchmarkdbuser;
-ALTER TABLE "Fortune" OWNER TO benchmarkdbuser;
 ANALYZE;
 SQL
-echo "setup.sh: hello_world is ready: World $(psql_ -At "$@" -d hello_world -c 'SELECT count(*) FROM world') rows, Fortune $(psql_ -At "$@" -d hello_world -c 'SELECT count(*) FROM fortune') rows"
+rows() { psql_ -At "$@" -d hello_world -c "SELECT count(*) FROM $table"; }
+table=world
+nw=$(rows "$@")
+table=fortune
+nf=$(rows "$@")
+echo "setup.sh: hello_world is ready: World $nw rows, Fortune $nf rows"
+preload=$(psql_ -At "$@" -d postgres -c "SHOW shared_preload_libraries")
+case ",$(echo "$preload" | tr -d ' ')," in
+*,pg_stat_statements,*) ;;
+*)
+    echo "setup.sh: note: pg_stat_statements is not in shared_preload_libraries" \
+        "(\"$preload\"): its view works once the server runs with the settings of" \
+        "examples/tfb/postgresql.conf (a restart)"
+    ;;
+esac

@@ -3,21 +3,19 @@
  * non-blocking API (petrel.h, "PostgreSQL connection pool").  The one file
  * that touches libpq.
  *
- * Each connection runs in pipeline mode.  The queries a request makes one
- * after the other in a loop turn form a batch; they are sent as they are
- * made, and at the end of the turn one Sync per connection closes the
- * transaction of the batches it got (PQpipelineSync writes: one write per
- * connection and turn, and the server flushes its answers once per
- * transaction too).  A batch that may write or lock rows (sql_writes) is
- * the last of its transaction: its locks are held for no other request.  The server answers the
- * transactions of a connection in order; a connection keeps the batches it sent in `sent`, and a
- * cursor says which query of which batch the next result belongs to.
- * Results are held until the transaction's Sync arrives, then the
- * callbacks run in order.  A transaction that failed was rolled back
- * whole: the batch at fault gets its error, the others are run again, each
- * on its own, before anyone saw their results (and so is one that failed
- * for a reason that running it again cures: a serialization failure, a
- * deadlock, a cancel meant for another batch).
+ * Each connection runs in pipeline mode.  A batch is one transaction: a
+ * query on its own (the default), or the queries a request made between
+ * petrel_pg_tx_begin() and petrel_pg_tx_end().  A batch goes out whole,
+ * its queries and then its Sync, so that no two batches ever share a
+ * transaction: one request's failure never touches another's queries.
+ * Many batches are in flight on a connection at once (pipeline mode), and
+ * the server answers them in order; a connection keeps the batches it sent
+ * in `sent`, and a cursor says which query of the oldest the next result
+ * belongs to.  A batch's results are held until its Sync arrives, then its
+ * callbacks run in order.  A batch that failed for a reason that running
+ * it again cures (a serialization failure, a deadlock, a cancel meant for
+ * another batch) is run again, a bounded number of times, before anyone
+ * saw its results: it was rolled back whole.
  *
  * No heap allocation per query after warm-up: batches and queries come
  * from the pool's free lists, with the copies of their parameters in
@@ -112,9 +110,6 @@ struct pgbatch {
     bool internal; /* the pool's own (a cancel) */
     bool canceled; /* its request was aborted: results dropped */
     bool exposed;  /* a cancel meant for another batch may hit it */
-    bool seg_end;  /* the Sync follows it */
-    bool isolate;  /* run again: in a transaction of its own */
-    bool writes;   /* a statement of it may write or lock: none joins after it */
     unsigned retries;
     pgq_t *failed;    /* the query whose error failed the batch */
     pgbatch_t *cnext; /* petrel_pg_cancel's list */
@@ -128,9 +123,7 @@ struct pgconn {
     int fd;
     int wev;
     int state;
-    petrel__list_t sent;   /* batches sent, oldest first */
-    pgbatch_t *open;       /* the newest of them, before its Sync */
-    pgbatch_t *rb;         /* the one the next result is for (NULL: the oldest) */
+    petrel__list_t sent;   /* batches sent, oldest first: the oldest runs */
     pgbatch_t *cancel_for; /* the batch a server-side cancel was sent for */
     unsigned nq;           /* queries in flight */
     unsigned char *prepared;
@@ -138,6 +131,7 @@ struct pgconn {
     petrel_timer_t *timer; /* connect timeout, or the wait before reconnecting */
     unsigned backoff_ms;
     bool broken;        /* a send failed: failed at the end of the turn */
+    bool flush;         /* bytes wait in libpq's buffer: flushed at the end of the turn */
     bool canceller;     /* the pool's connection for cancels only */
     bool cancel_wanted; /* a cancel for it waits for the canceller */
     unsigned cancel_out;
@@ -149,7 +143,6 @@ struct petrel_pg_stmt {
     char name[24];
     char *sql;
     unsigned idx;
-    bool writes; /* not a plain SELECT (sql_writes) */
 };
 
 struct petrel_pg {
@@ -159,7 +152,9 @@ struct petrel_pg {
     pgconn_t *conns; /* o.connections of them, and the canceller */
     petrel__list_t queue;
     unsigned queued;
-    pgbatch_t *last; /* the batch the previous query joined, this turn */
+    bool tx_open;         /* petrel_pg_tx_begin() ... petrel_pg_tx_end() */
+    petrel_req_t *tx_req; /* ... for this request (NULL: the module's own) */
+    pgbatch_t *tx;        /* its queries so far (NULL: none yet) */
     petrel__list_t free_batches;
     pgq_t *free_q;
     petrel_pg_stmt_t **stmts;
@@ -181,6 +176,7 @@ static void server_cancel(pgconn_t *c, pgbatch_t *b);
 static void cancels_send(petrel_pg_t *p);
 static void deliver(petrel_pg_t *p, pgbatch_t *b, int status, const char *sqlstate,
                     const char *msg);
+static void tx_close(petrel_pg_t *p);
 
 /* ------------------------------------------------------------------------ */
 /* Free lists                                                               */
@@ -217,7 +213,12 @@ static int q_fill(pgq_t *q, const char *sql, int n, const char *const *params)
         if (params[i])
             need += strlen(params[i]) + 1;
     if (need > q->cap) {
-        size_t cap = need < 64 ? 64 : need;
+        /* a power of two, 256 at least: a query that reuses q needs a
+         * bigger buffer seldom (the free list hands out queries of every
+         * kind: an UPDATE's arrays after many small SELECTs) */
+        size_t cap = 256;
+        while (cap < need)
+            cap *= 2;
         char *b = realloc(q->buf, cap);
         if (b == NULL)
             return PETREL_ENOMEM;
@@ -280,8 +281,6 @@ static void b_put(petrel_pg_t *p, pgbatch_t *b)
     }
     if (b->link)
         b->link->batch = NULL;
-    if (p->last == b)
-        p->last = NULL;
     b->first = b->last = NULL;
     b->link = NULL;
     b->req = NULL;
@@ -360,10 +359,9 @@ static void conn_drop(pgconn_t *c)
     if (c->state == C_READY && !c->canceller)
         c->pool->ready--;
     c->state = C_DOWN;
-    c->open = NULL;
-    c->rb = NULL;
     c->cancel_for = NULL;
     c->broken = false;
+    c->flush = false;
     c->cancel_out = 0;
     if (c->prepared)
         memset(c->prepared, 0, c->nprepared);
@@ -516,6 +514,7 @@ static void conn_connect(pgconn_t *c)
 /* Flush what libpq holds; watch for writability while some is left. */
 static void conn_flush(pgconn_t *c)
 {
+    c->flush = false;
     int r = PQflush(c->pg);
     if (r < 0) {
         c->broken = true;
@@ -529,18 +528,28 @@ static void conn_flush(pgconn_t *c)
     }
 }
 
-/* The open batch is complete: its Sync goes out (and with it, everything
- * before it). */
-static void batch_close(pgconn_t *c)
+/* The Sync of the batch whose queries were just sent: the end of its
+ * transaction.  libpq 17's PQsendPipelineSync leaves the bytes in libpq's
+ * buffer (flushed at the end of the loop turn: one write for the batches
+ * of a turn); older libpq's PQpipelineSync writes at once. */
+static void send_sync(pgconn_t *c)
 {
-    c->open->seg_end = true;
-    c->open = NULL;
-    if (PQpipelineSync(c->pg) != 1) {
-        c->broken = true;
-        petrel__pending_add(petrel__loop, &c->pool->turn);
-        return;
-    }
+#ifdef LIBPQ_HAS_SEND_PIPELINE_SYNC
+    if (PQsendPipelineSync(c->pg) != 1)
+        goto broken;
+    c->flush = true;
+    petrel__pending_add(petrel__loop, &c->pool->turn);
+    return;
+#else
+    if (PQpipelineSync(c->pg) != 1)
+        goto broken;
     conn_flush(c);
+    return;
+#endif
+broken:
+    set_err(c, PQerrorMessage(c->pg));
+    c->broken = true;
+    petrel__pending_add(petrel__loop, &c->pool->turn);
 }
 
 static bool stmt_prepared(pgconn_t *c, const petrel_pg_stmt_t *s)
@@ -583,27 +592,19 @@ broken:
     petrel__pending_add(petrel__loop, &c->pool->turn);
 }
 
-/* Put batch b on connection c: its queries go out; the Sync follows when
- * the batch is complete. */
+/* Put batch b on connection c: its queries go out, then its Sync. */
 static void batch_attach(pgconn_t *c, pgbatch_t *b)
 {
-    if (c->open && (b->isolate || c->open->isolate || c->open->writes))
-        batch_close(c);
     b->conn = c;
-    b->seg_end = false;
     b->state = B_SENT;
     b->exposed = c->cancel_out > 0 || petrel__loop->now_ms < c->cancel_until;
     list_append(&c->sent, &b->node);
-    c->open = b;
     c->nq += b->nq;
     b->cur = b->first;
     for (pgq_t *q = b->first; q; q = q->next)
         send_q(c, q);
     b->cur_prep = b->first ? b->first->prep : false;
-    if (b->isolate)
-        batch_close(c);
-    /* the Sync of the transaction: at the end of this loop turn */
-    petrel__pending_add(petrel__loop, &c->pool->turn);
+    send_sync(c);
 }
 
 /* The ready connection with the fewest queries in flight, under the depth. */
@@ -736,17 +737,10 @@ static bool retriable(const pgbatch_t *b)
            (b->exposed && strcmp(s, "57014") == 0);
 }
 
-/* Is b in the transaction that runs on c now (the oldest one)? */
+/* Is b the batch that runs on c now (the oldest one)? */
 static bool running(const pgconn_t *c, const pgbatch_t *b)
 {
-    for (const petrel__list_t *x = c->sent.next; x != &c->sent; x = x->next) {
-        const pgbatch_t *y = container_of(x, pgbatch_t, node);
-        if (y == b)
-            return true;
-        if (y->seg_end)
-            return false;
-    }
-    return false;
+    return !list_empty(&c->sent) && c->sent.next == &b->node;
 }
 
 /* Run b again, before anything waiting: nobody saw its results. */
@@ -760,7 +754,6 @@ static void requeue_front(petrel_pg_t *p, pgbatch_t *b)
     b->failed = NULL;
     b->conn = NULL;
     b->state = B_QUEUED;
-    b->isolate = true;
     p->st.retried++;
     p->queued += b->nq;
     b->node.next = p->queue.next;
@@ -770,68 +763,37 @@ static void requeue_front(petrel_pg_t *p, pgbatch_t *b)
 }
 
 /*
- * The Sync of the oldest transaction of c arrived: its batches are
- * complete.  When one failed, the transaction was rolled back: that one
- * reports its error (or is run again, for a serialization failure, a
- * deadlock or a stray cancel), and the others, which did nothing wrong,
- * are run again each in a transaction of its own.
+ * The Sync of the oldest batch of c arrived: its transaction is over.
+ * When it failed, it was rolled back whole: it reports its error, or is
+ * run again (a serialization failure, a deadlock, a stray cancel).
  */
 static void segment_done(pgconn_t *c)
 {
     petrel_pg_t *p = c->pool;
-    petrel__list_t seg;
-    list_init(&seg);
-    pgbatch_t *failed = NULL;
-    while (!list_empty(&c->sent)) {
-        petrel__list_t *n = c->sent.next;
-        pgbatch_t *x = container_of(n, pgbatch_t, node);
-        list_unlink(n);
-        list_append(&seg, n);
-        c->nq -= x->nq;
-        if (c->cancel_for == x)
-            c->cancel_for = NULL;
-        if (x->failed && failed == NULL)
-            failed = x;
-        if (x->seg_end)
-            break;
-    }
-    c->rb = NULL;
-    if (failed) {
-        /* in reverse, each to the front: the queue keeps their order */
-        for (petrel__list_t *y = seg.prev; y != &seg;) {
-            pgbatch_t *b = container_of(y, pgbatch_t, node);
-            y = y->prev;
-            if ((b == failed && !retriable(b)) || b->internal || b->canceled)
-                continue; /* delivered with its error, or not again: the pool's own, aborted */
-            list_unlink(&b->node);
-            if (b == failed)
-                b->retries++;
-            requeue_front(p, b);
-        }
-    }
-    while (!list_empty(&seg)) {
-        pgbatch_t *b = container_of(seg.next, pgbatch_t, node);
-        list_unlink(&b->node);
-        b->conn = NULL;
+    pgbatch_t *b = container_of(c->sent.next, pgbatch_t, node);
+    list_unlink(&b->node);
+    c->nq -= b->nq;
+    if (c->cancel_for == b)
+        c->cancel_for = NULL;
+    b->conn = NULL;
+    if (b->failed && retriable(b)) {
+        b->retries++;
+        requeue_front(p, b);
+    } else {
         deliver(p, b, PETREL_PG_OK, "00000", "");
     }
-    /* the next transaction holds a batch whose request left: cancel it there */
-    if (c->state == C_READY && c->cancel_for == NULL)
-        for (petrel__list_t *y = c->sent.next; y != &c->sent; y = y->next) {
-            pgbatch_t *h = container_of(y, pgbatch_t, node);
-            if (h->canceled) {
-                server_cancel(c, h);
-                break;
-            }
-            if (h->seg_end)
-                break;
-        }
+    /* the next batch belongs to a request that left: cancel it there */
+    if (c->state == C_READY && c->cancel_for == NULL && !list_empty(&c->sent)) {
+        pgbatch_t *h = container_of(c->sent.next, pgbatch_t, node);
+        if (h->canceled)
+            server_cancel(c, h);
+    }
 }
 
-/* One result (or NULL, the end of one) of the batches c sent. */
+/* One result (or NULL, the end of one) of the oldest batch c sent. */
 static void conn_result(pgconn_t *c, PGresult *r)
 {
-    pgbatch_t *b = c->rb ? c->rb : container_of(c->sent.next, pgbatch_t, node);
+    pgbatch_t *b = container_of(c->sent.next, pgbatch_t, node);
     if (r == NULL) {
         if (b->cur == NULL)
             return; /* nothing expected: PQgetResult when idle */
@@ -848,10 +810,6 @@ static void conn_result(pgconn_t *c, PGresult *r)
         PQclear(r);
         segment_done(c);
         return;
-    }
-    if (b->cur == NULL && !b->seg_end && b->node.next != &c->sent) {
-        /* b is answered: this is the first result of the next batch */
-        b = c->rb = container_of(b->node.next, pgbatch_t, node);
     }
     pgq_t *q = b->cur;
     if (q == NULL) { /* more results than queries: libpq's or the server's surprise */
@@ -888,9 +846,9 @@ static void conn_read(pgconn_t *c)
     /* the callbacks run from here may make queries, on this connection too */
     while (c->state == C_READY && !list_empty(&c->sent) && !PQisBusy(c->pg)) {
         PGresult *r = PQgetResult(c->pg);
-        pgbatch_t *rb = c->rb ? c->rb : container_of(c->sent.next, pgbatch_t, node);
+        pgbatch_t *rb = container_of(c->sent.next, pgbatch_t, node);
         if (r == NULL && rb->cur == NULL)
-            break; /* answered so far; the Sync is not sent yet */
+            break; /* answered so far: its Sync is still to come */
         conn_result(c, r);
     }
     if (c->state == C_READY)
@@ -938,8 +896,6 @@ static void conn_lost(pgconn_t *c, const char *why)
     unsigned n = c->nq;
     petrel__list_t gone;
     take_sent(c, &gone);
-    if (p->last && p->last->conn == c)
-        p->last = NULL;
     c->nq = 0;
     conn_drop(c); /* before the callbacks: they must not pick it */
     p->st.failures++;
@@ -1018,15 +974,14 @@ static void cancels_send(petrel_pg_t *p)
         for (petrel__list_t *y = c->sent.next; y != &c->sent; y = y->next)
             container_of(y, pgbatch_t, node)->exposed = true;
         batch_attach(x, b);
-        batch_close(x);
     }
 }
 
 /* Batch b of c, running or about to, belongs to an aborted request: have
  * the server cancel what its backend runs (pg_cancel_backend(), allowed
  * for backends of the same role), from the canceller.  The transaction of
- * b fails; the other batches in it are run again (segment_done), and so is
- * the one a cancel that lands late hits (`exposed`). */
+ * b fails; a batch that a cancel landing late hits is run again
+ * (`exposed`). */
 static void server_cancel(pgconn_t *c, pgbatch_t *b)
 {
     petrel_pg_t *p = c->pool;
@@ -1048,6 +1003,8 @@ static void server_cancel(pgconn_t *c, pgbatch_t *b)
 static int cancel_req(petrel_pg_t *p, petrel_req_t *req)
 {
     pgbatch_t *list = NULL, **tail = &list;
+    if (p->tx_open && p->tx_req == req)
+        tx_close(p); /* into the queue or onto a connection: cancelled there */
     /* gather first: the callbacks may change the lists */
     for (petrel__list_t *x = p->queue.next; x != &p->queue;) {
         pgbatch_t *b = container_of(x, pgbatch_t, node);
@@ -1093,8 +1050,6 @@ static int cancel_req(petrel_pg_t *p, petrel_req_t *req)
             b_put(p, b);
             continue;
         }
-        if (p->last == b)
-            p->last = NULL;
         pgconn_t *c = b->conn;
         if (c && c->state == C_READY && running(c, b))
             server_cancel(c, b);
@@ -1135,58 +1090,78 @@ static void link_gone(void *data)
 /* ------------------------------------------------------------------------ */
 /* Queries                                                                  */
 
-static bool word_at(const char *s, const char *w)
-{
-    size_t n = strlen(w);
-    return strncasecmp(s, w, n) == 0 && !(isalnum((unsigned char)s[n]) || s[n] == '_');
-}
-
-/*
- * May this statement write, or take row locks?  Batches of plain SELECTs
- * share a transaction with the other batches of their loop turn; one that
- * writes ends it (the locks it takes are held by nobody else's
- * transaction: no deadlock between requests).  Plain: it starts with
- * SELECT (after blanks and comments) and has no INTO and no FOR (UPDATE,
- * SHARE) anywhere -- a word in a string literal errs on the safe side.  A
- * SELECT of a function that writes is taken for a read.
- */
-static bool sql_writes(const char *s)
-{
-    for (;;) {
-        while (isspace((unsigned char)*s))
-            s++;
-        if (s[0] == '-' && s[1] == '-') {
-            s += strcspn(s, "\n");
-        } else if (s[0] == '/' && s[1] == '*') {
-            const char *e = strstr(s + 2, "*/");
-            if (e == NULL)
-                return true;
-            s = e + 2;
-        } else {
-            break;
-        }
-    }
-    if (!word_at(s, "select"))
-        return true;
-    for (const char *x = s; *x; x++)
-        if ((x == s || !(isalnum((unsigned char)x[-1]) || x[-1] == '_')) &&
-            (word_at(x, "for") || word_at(x, "into")))
-            return true;
-    return false;
-}
-
 static void turn_end(petrel__pending_t *pend)
 {
     petrel_pg_t *p = container_of(pend, petrel_pg_t, turn);
-    p->last = NULL;
+    if (p->tx_open) /* a transaction ends with the turn at the latest */
+        tx_close(p);
     for (unsigned i = 0; i <= p->o.connections; i++) {
         pgconn_t *c = &p->conns[i];
-        if (c->state == C_READY && c->open && !c->broken)
-            batch_close(c);
+        if (c->state == C_READY && c->flush && !c->broken)
+            conn_flush(c);
         if (c->state == C_READY && c->broken)
             conn_lost(c, c->err[0] ? c->err : PQerrorMessage(c->pg));
     }
     dispatch(p);
+}
+
+/* A batch b goes to the least loaded connection, or waits in the queue. */
+static void batch_go(petrel_pg_t *p, pgbatch_t *b)
+{
+    pgconn_t *c = pick(p);
+    if (c) {
+        batch_attach(c, b);
+    } else {
+        b->state = B_QUEUED;
+        list_append(&p->queue, &b->node);
+        p->queued += b->nq;
+    }
+}
+
+/* A new batch, tied to `req` (when not NULL) by a record in its arena. */
+static pgbatch_t *batch_new(petrel_pg_t *p, petrel_req_t *req)
+{
+    pgbatch_t *b = b_get(p);
+    if (b == NULL || req == NULL)
+        return b;
+    petrel_resp_t *rs = req->_resp;
+    pglink_t *l = petrel_arena_alloc(req->arena, sizeof(*l), 0);
+    if (l == NULL || petrel_arena_defer(req->arena, link_gone, l) < 0) {
+        b_put(p, b);
+        return NULL;
+    }
+    l->pool = p;
+    l->batch = b;
+    if (rs->on_abort == pg_on_abort && ((pglink_t *)rs->abort_data)->pool == p) {
+        pglink_t *o = rs->abort_data; /* ours already: keep what it chains */
+        l->prev_cb = o->prev_cb;
+        l->prev_data = o->prev_data;
+    } else {
+        l->prev_cb = rs->on_abort;
+        l->prev_data = rs->abort_data;
+    }
+    petrel_req_on_abort(req, pg_on_abort, l);
+    b->req = req;
+    b->link = l;
+    b->req_id = req->id;
+    b->for_req = true;
+    return b;
+}
+
+/* The open transaction is complete: its batch goes out (or waits). */
+static void tx_close(petrel_pg_t *p)
+{
+    pgbatch_t *b = p->tx;
+    p->tx_open = false;
+    p->tx_req = NULL;
+    p->tx = NULL;
+    if (b == NULL)
+        return; /* no query in it */
+    if (b->req == NULL && b->for_req) {
+        b_put(p, b); /* its request ended meanwhile: nobody to run it for */
+        return;
+    }
+    batch_go(p, b);
 }
 
 static int submit(petrel_pg_t *p, petrel_req_t *req, const petrel_pg_stmt_t *stmt, const char *sql,
@@ -1204,16 +1179,8 @@ static int submit(petrel_pg_t *p, petrel_req_t *req, const petrel_pg_stmt_t *stm
         p->st.refused++;
         return PETREL_EIO;
     }
-    pgbatch_t *b = p->last;
-    bool join = b && !b->internal && b->req == req && b->for_req == (req != NULL) &&
-                (b->state == B_QUEUED || (b->state == B_SENT && b->conn->open == b));
-    pgconn_t *c = NULL;
-    if (!join) {
-        c = pick(p);
-        b = NULL;
-    } else {
-        c = b->conn;
-    }
+    bool in_tx = p->tx_open && p->tx_req == req;
+    pgconn_t *c = pick(p);
     if (c == NULL && p->queued + 1 > p->o.queue) {
         p->st.refused++;
         return PETREL_ELIMIT;
@@ -1227,66 +1194,59 @@ static int submit(petrel_pg_t *p, petrel_req_t *req, const petrel_pg_stmt_t *stm
     q->stmt = stmt;
     q->cb = cb;
     q->data = data;
-    bool writes = stmt ? stmt->writes : sql_writes(sql);
+    pgbatch_t *b = in_tx ? p->tx : NULL;
     if (b == NULL) {
-        b = b_get(p);
+        b = batch_new(p, req);
         if (b == NULL) {
             q_put(p, q);
             return PETREL_ENOMEM;
         }
-        if (req) {
-            petrel_resp_t *rs = req->_resp;
-            pglink_t *l = petrel_arena_alloc(req->arena, sizeof(*l), 0);
-            if (l == NULL || petrel_arena_defer(req->arena, link_gone, l) < 0) {
-                q_put(p, q);
-                b_put(p, b);
-                return PETREL_ENOMEM;
-            }
-            l->pool = p;
-            l->batch = b;
-            if (rs->on_abort == pg_on_abort && ((pglink_t *)rs->abort_data)->pool == p) {
-                pglink_t *o = rs->abort_data; /* ours already: keep what it chains */
-                l->prev_cb = o->prev_cb;
-                l->prev_data = o->prev_data;
-            } else {
-                l->prev_cb = rs->on_abort;
-                l->prev_data = rs->abort_data;
-            }
-            petrel_req_on_abort(req, pg_on_abort, l);
-            b->req = req;
-            b->link = l;
-            b->req_id = req->id;
-            b->for_req = true;
-        }
         b->first = b->last = q;
         b->nq = 1;
-        b->writes = writes;
-        if (c) {
-            batch_attach(c, b);
-        } else {
-            b->state = B_QUEUED;
-            list_append(&p->queue, &b->node);
-            p->queued++;
-        }
     } else {
         b->last->next = q;
         b->last = q;
         b->nq++;
-        b->writes |= writes;
-        if (c) {
-            c->nq++;
-            send_q(c, q);
-            if (b->cur == NULL) { /* every result before it is in: it is next */
-                b->cur = q;
-                b->cur_prep = q->prep;
-            }
-        } else {
-            p->queued++;
-        }
     }
-    p->last = b;
     p->st.queries++;
-    petrel__pending_add(petrel__loop, &p->turn);
+    if (in_tx) { /* it waits for petrel_pg_tx_end(), then for a connection like any */
+        p->tx = b;
+        petrel__pending_add(petrel__loop, &p->turn);
+    } else if (c) {
+        batch_attach(c, b);
+    } else {
+        b->state = B_QUEUED;
+        list_append(&p->queue, &b->node);
+        p->queued++;
+    }
+    return 0;
+}
+
+int petrel_pg_tx_begin(petrel_pg_t *pg, petrel_req_t *req)
+{
+    if (pg == NULL)
+        return PETREL_EINVAL;
+    if (req) {
+        petrel_resp_t *rs = req->_resp;
+        if (rs->abandoned || (rs->ended && !rs->holds))
+            return PETREL_ESTATE;
+    }
+    if (pg->tx_open)
+        tx_close(pg);
+    pg->tx_open = true;
+    pg->tx_req = req;
+    pg->tx = NULL;
+    petrel__pending_add(petrel__loop, &pg->turn);
+    return 0;
+}
+
+int petrel_pg_tx_end(petrel_pg_t *pg)
+{
+    if (pg == NULL)
+        return PETREL_EINVAL;
+    if (!pg->tx_open)
+        return PETREL_ESTATE;
+    tx_close(pg);
     return 0;
 }
 
@@ -1331,7 +1291,6 @@ petrel_pg_stmt_t *petrel_pg_prepare(petrel_pg_t *pg, const char *sql)
         return NULL;
     }
     s->idx = pg->nstmts;
-    s->writes = sql_writes(sql);
     snprintf(s->name, sizeof(s->name), "petrel_%u", s->idx);
     pg->stmts[pg->nstmts++] = s;
     return s;
@@ -1417,6 +1376,15 @@ void petrel_pg_close(petrel_pg_t *pg)
     list_unlink(&p->node);
     list_unlink(&p->turn.node);
     p->down = true; /* the callbacks below get no new queries in */
+    if (p->tx) {    /* a transaction still being made: it never ran */
+        pgbatch_t *b = p->tx;
+        p->tx = NULL;
+        p->tx_open = false;
+        if (b->for_req)
+            deliver(p, b, PETREL_PG_EUNAVAILABLE, "08001", "the pool was closed");
+        else
+            b_put(p, b);
+    }
     for (unsigned i = 0; i <= p->o.connections; i++) {
         pgconn_t *c = &p->conns[i];
         petrel__list_t gone;
@@ -1575,6 +1543,18 @@ int petrel_pg_cancel(petrel_pg_t *pg, petrel_req_t *req)
 {
     (void)pg, (void)req;
     return 0;
+}
+
+int petrel_pg_tx_begin(petrel_pg_t *pg, petrel_req_t *req)
+{
+    (void)pg, (void)req;
+    return PETREL_EINVAL;
+}
+
+int petrel_pg_tx_end(petrel_pg_t *pg)
+{
+    (void)pg;
+    return PETREL_EINVAL;
 }
 
 int petrel_pg_ready(const petrel_pg_t *pg)

@@ -505,6 +505,31 @@ static void format(out_t *o, const petrel__stats_t *s, uint32_t nuser)
              "Connections closed by the PROXY protocol stage, by reason.", "reason",
              proxy_rej_names, c + PETREL__C_PROXY_REJECTED, PETREL__PROXY_REJ_N);
 
+    static const struct {
+        unsigned c;
+        const char *name, *help;
+    } cache[] = {
+        {PETREL__C_CACHE_HITS, "petrel_cache_hits_total",
+         "Cache lookups answered from a cache (petrel_cache_get, petrel_cache_lookup)."},
+        {PETREL__C_CACHE_MISSES, "petrel_cache_misses_total",
+         "Cache lookups that found nothing, or an expired entry."},
+        {PETREL__C_CACHE_EVICTIONS, "petrel_cache_evictions_total",
+         "Cache entries replaced to make room (CLOCK)."},
+        {PETREL__C_CACHE_EXPIRED, "petrel_cache_expired_total",
+         "Cache entries dropped because their time to live had passed."},
+        {PETREL__C_CACHE_LOADS, "petrel_cache_loads_total",
+         "Cache loads started by misses (one per key, however many lookups waited)."},
+        {PETREL__C_CACHE_LOAD_FAILURES, "petrel_cache_load_failures_total",
+         "Cache loads that failed, or gave a value too big to keep."},
+    };
+    for (size_t i = 0; i < sizeof(cache) / sizeof(cache[0]); i++) {
+        family(o, cache[i].name, "counter", cache[i].help);
+        sample(o, cache[i].name, c[cache[i].c]);
+    }
+    family(o, "petrel_cache_entries", "gauge", "Cache entries holding a value now, in all caches.");
+    sample(o, "petrel_cache_entries",
+           (uint64_t)(s->g[PETREL__G_CACHE_ENTRIES] > 0 ? s->g[PETREL__G_CACHE_ENTRIES] : 0));
+
     const registry_t *r = reg();
     for (uint32_t i = 0; i < nuser; i++) {
         const umetric_t *m = &r->m[i];

@@ -82,7 +82,14 @@ enum {
     PETREL__C_PROXY_V1, /* then _V2 */
     PETREL__C_PROXY_V2,
     PETREL__C_PROXY_REJECTED, /* + PETREL__PROXY_REJ_* */
-    PETREL__C_DUR_SUM_NS = PETREL__C_PROXY_REJECTED + PETREL__PROXY_REJ_N,
+    /* the caches of the worker (cache.c), all together */
+    PETREL__C_CACHE_HITS = PETREL__C_PROXY_REJECTED + PETREL__PROXY_REJ_N,
+    PETREL__C_CACHE_MISSES,
+    PETREL__C_CACHE_EVICTIONS,
+    PETREL__C_CACHE_EXPIRED,
+    PETREL__C_CACHE_LOADS,
+    PETREL__C_CACHE_LOAD_FAILURES,
+    PETREL__C_DUR_SUM_NS,
     PETREL__C_DUR, /* + bucket */
     PETREL__C_ARENA_SUM = PETREL__C_DUR + PETREL__M_DUR_SLOTS,
     PETREL__C_ARENA, /* + bucket */
@@ -91,7 +98,13 @@ enum {
 };
 
 /* Gauges of a worker (summed over the workers alive). */
-enum { PETREL__G_CONN_OPEN, PETREL__G_H2_STREAMS_OPEN, PETREL__G_WS_OPEN, PETREL__G_N };
+enum {
+    PETREL__G_CONN_OPEN,
+    PETREL__G_H2_STREAMS_OPEN,
+    PETREL__G_WS_OPEN,
+    PETREL__G_CACHE_ENTRIES, /* entries holding a value, in all the caches */
+    PETREL__G_N
+};
 
 typedef struct petrel__stats {
     uint64_t c[PETREL__C_N];

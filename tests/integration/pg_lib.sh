@@ -15,7 +15,9 @@
 #                       until it accepts connections.  Exports PGHOST (the
 #                       socket directory), PGPORT, PGUSER (the superuser),
 #                       sets PG_PID and PG_LOG.  PG_OPTS (an array) holds
-#                       more server options (-c name=value)
+#                       more server options (-c name=value).  The server
+#                       preloads pg_stat_statements when it is installed
+#                       (PG_PGSS=yes), as the benchmark's does
 #   pg_stop             fast shutdown (clients are disconnected), wait
 #   pg_crash            immediate shutdown (SIGQUIT: every backend exits at
 #                       once, as in a crash), wait
@@ -24,13 +26,18 @@
 #   psql_ ARG...        psql -X -At -v ON_ERROR_STOP=1 (bounded in time)
 #   pg_needs WHAT...    skip (77) without what a test uses besides the server:
 #                       cc (a test module), h2 (python3-h2), bench (sets
-#                       BENCH, petrel-bench next to petrel)
+#                       BENCH, petrel-bench next to petrel), pgss
+#                       (pg_stat_statements; call after pg_setup)
 #   pg_module DIR       write DIR/pgtest.c, a module for --dev --module on
 #                       the pool: GET /sleep?s=SECONDS (SELECT pg_sleep),
 #                       GET /sql/bad (a query of a table that does not
 #                       exist: 500), GET /one (SELECT 1), GET /swap?a=ID&b=ID
-#                       (one batch: row a of table swap + 1, a 0.3 s pause,
-#                       row b + 1: "swapped")
+#                       (one transaction, petrel_pg_tx_begin: row a of table
+#                       swap + 1, a 0.3 s pause, row b + 1: "swapped"),
+#                       GET /ins?k=K (INSERT INTO uniq (k) VALUES (K)
+#                       RETURNING k: K, or 500 for a duplicate key),
+#                       GET /txins?a=K&b=K (rows a and b of uniq in one
+#                       transaction: "inserted", or 500 and neither)
 #
 # /etc/passwd of mode 0600 or 0700 (seen on these machines): then the
 # postgres user cannot look itself up, and initdb fails with "could not
@@ -46,6 +53,7 @@ PG_DIR=
 PG_AS=()       # the command prefix that runs a program as the server's user
 PG_NS=no       # initdb needs a readable /etc/passwd in a namespace of its own
 PG_OPTS=()
+PG_PGSS=no     # pg_stat_statements is installed: preloaded by pg_start
 
 # pg_available: 0 when PostgreSQL's server and psql are installed and
 # this libpetrel has the pool; else 1, with the reason in PG_WHY
@@ -96,6 +104,7 @@ pg_setup() {
             PG_NS=yes
         fi
     fi
+    [[ -f $PG_BINDIR/../lib/pg_stat_statements.so ]] && PG_PGSS=yes
     trap 'pg_on_exit' EXIT
 }
 
@@ -111,16 +120,17 @@ pg_initdb() {
 }
 
 pg_start() {
-    local listen=''
+    local listen='' pgss=()
     [[ ${1:-} == --tcp ]] && listen=127.0.0.1
     [[ -n $PG_DIR ]] || pg_setup
+    [[ $PG_PGSS == yes ]] && pgss=(-c shared_preload_libraries=pg_stat_statements)
     [[ -d $PG_DIR/data ]] || pg_initdb
     [[ -n ${PG_PORT:-} ]] || PG_PORT=$(free_port)
     PG_LOG=$PG_DIR/postgres.log
     "${PG_AS[@]}" "$PG_BINDIR/postgres" -D "$PG_DIR/data" -k "$PG_DIR/sock" -p "$PG_PORT" \
         -c listen_addresses="$listen" -c fsync=off -c synchronous_commit=off \
         -c full_page_writes=off -c max_connections=200 -c log_min_messages=warning \
-        "${PG_OPTS[@]}" >>"$PG_LOG" 2>&1 </dev/null &
+        "${pgss[@]}" "${PG_OPTS[@]}" >>"$PG_LOG" 2>&1 </dev/null &
     PG_PID=$!
     export PGHOST=$PG_DIR/sock PGPORT=$PG_PORT PGUSER=postgres
     local t0=$EPOCHREALTIME
@@ -176,6 +186,8 @@ pg_needs() {
         cc) command -v cc >/dev/null || skip "no C compiler (cc) for the test's module" ;;
         h2) py_needs h2 ;;
         bench) bench_needs ;;
+        pgss) [[ $PG_PGSS == yes ]] ||
+            skip "no pg_stat_statements ($PG_BINDIR/../lib/pg_stat_statements.so; Debian's postgresql-15 has it)" ;;
         esac
     done
 }
@@ -238,12 +250,54 @@ static int one(petrel_req_t *req, void *data)
     return run(req, "SELECT 1", NULL);
 }
 
-/* GET /swap?a=ID&b=ID: three queries in one batch, answered by the last */
 typedef struct swap {
     petrel_req_t *req;
     int left;
 } swap_t;
 
+/* GET /ins?k=K: one row of table uniq (a duplicate K: 500) */
+static int ins(petrel_req_t *req, void *data)
+{
+    (void)data;
+    return run(req, "INSERT INTO uniq (k) VALUES ($1::int) RETURNING k", petrel_req_query(req, "k"));
+}
+
+/* GET /txins?a=K&b=K: two rows of uniq in one transaction */
+static void txins_done(const petrel_pg_result_t *res, void *data)
+{
+    swap_t *s = data;
+    if (s->left < 0)
+        return;
+    if (petrel_pg_status(res) != PETREL_PG_OK) {
+        s->left = -1;
+        petrel_pg_send_error(s->req, res);
+        return;
+    }
+    if (--s->left == 0)
+        petrel_send_text(s->req, 200, "text/plain", "inserted");
+}
+
+static int txins(petrel_req_t *req, void *data)
+{
+    (void)data;
+    swap_t *s = petrel_arena_alloc(req->arena, sizeof(*s), 0);
+    const char *a[1] = {petrel_req_query(req, "a")}, *b[1] = {petrel_req_query(req, "b")};
+    if (s == NULL || a[0] == NULL || b[0] == NULL)
+        return 400;
+    s->req = req;
+    s->left = 2;
+    const char *ins = "INSERT INTO uniq (k) VALUES ($1::int)";
+    int rc = petrel_pg_tx_begin(db, req);
+    if (rc == 0)
+        rc = petrel_pg_query(db, req, ins, 1, a, txins_done, s);
+    if (rc == 0)
+        rc = petrel_pg_query(db, req, ins, 1, b, txins_done, s);
+    if (rc == 0)
+        rc = petrel_pg_tx_end(db);
+    return rc < 0 ? petrel_pg_send_refused(db, req, rc) : PETREL_LATER;
+}
+
+/* GET /swap?a=ID&b=ID: three queries in one transaction, answered by the last */
 static void swapped(const petrel_pg_result_t *res, void *data)
 {
     swap_t *s = data;
@@ -268,11 +322,15 @@ static int swap(petrel_req_t *req, void *data)
     s->req = req;
     s->left = 3;
     const char *up = "UPDATE swap SET v = v + 1 WHERE id = $1::int";
-    int rc = petrel_pg_query(db, req, up, 1, a, swapped, s);
+    int rc = petrel_pg_tx_begin(db, req);
+    if (rc == 0)
+        rc = petrel_pg_query(db, req, up, 1, a, swapped, s);
     if (rc == 0)
         rc = petrel_pg_query(db, req, "SELECT pg_sleep(0.3)", 0, NULL, swapped, s);
     if (rc == 0)
         rc = petrel_pg_query(db, req, up, 1, b, swapped, s);
+    if (rc == 0)
+        rc = petrel_pg_tx_end(db);
     return rc < 0 ? petrel_pg_send_refused(db, req, rc) : PETREL_LATER;
 }
 
@@ -301,6 +359,8 @@ static const petrel_route_t routes[] = {
     {PETREL_GET, "/sql/bad", bad, NULL},
     {PETREL_GET, "/one", one, NULL},
     {PETREL_GET, "/swap", swap, NULL},
+    {PETREL_GET, "/ins", ins, NULL},
+    {PETREL_GET, "/txins", txins, NULL},
     {0, NULL, NULL, NULL},
 };
 

@@ -1,9 +1,10 @@
 #!/usr/bin/env bash
-# A deadlock between two requests' batches is cured by the pool, unseen:
-# request 1 adds 1 to row 1, pauses, adds 1 to row 2; request 2 does rows
-# 2 then 1, at the same time, on the other connection.  PostgreSQL aborts
+# A deadlock between two requests' transactions is cured by the pool,
+# unseen: request 1 adds 1 to row 1, pauses, adds 1 to row 2, in one
+# transaction (petrel_pg_tx_begin); request 2 does rows 2 then 1, at the
+# same time, on the other connection.  PostgreSQL aborts
 # one of the two transactions (SQLSTATE 40P01, "deadlock detected"); the
-# pool runs that batch again (petrel.h, petrel_pg_t: 40001 and 40P01 are
+# pool runs that transaction again (petrel.h, petrel_pg_t: 40001 and 40P01 are
 # run again, twice at most), so both requests answer 200, each row is
 # added to exactly twice (both batches committed once), and no query
 # error is logged.

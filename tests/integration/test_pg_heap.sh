@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # No heap allocation per request in petrel's own code on the database's
-# path, after warm-up: /db (one query a request) and /queries?queries=20
-# (a batch of 20) of the tfb module.  Every malloc, calloc, realloc and
+# path, after warm-up: /db (one query a request), /queries?queries=20 (20
+# queries in flight), /updates?queries=20 (20 reads, then one write) and
+# /cached-queries?count=20 (the cache of petrel_cache_new) of the tfb
+# module.  Every malloc, calloc, realloc and
 # memalign of the worker is counted by an interposed allocator, by the
 # object the call came from: the petrel executable (petrel's code, the
 # module's included), libpq, the C library, the rest.  Between two
@@ -114,7 +116,7 @@ worker=$(petrel_worker)
 [[ -f $LIB_TMP/heap/heap.$worker ]] || fail "no counters of the worker (heap.$worker)"
 counters() { od -An -t u8 -v "$LIB_TMP/heap/heap.$worker" | tr -s ' \n' ' '; }
 
-for path in /db "/queries?queries=20"; do
+for path in /db "/queries?queries=20" "/updates?queries=20" "/cached-queries?count=20"; do
     "$BENCH" -c 10 -n 3000 --fail-on-error "$BASE$path" >/dev/null || fail "warm-up of $path failed"
     read -r e0 q0 c0 o0 <<<"$(counters)"
     n=10000

@@ -57,13 +57,13 @@ expect_match "$line" '\[error\] .*request [0-9]+ GET /sql/bad: query failed: SQL
 ok "an SQL error: 500 and one log line: ${line#*] }"
 petrel_stop
 
-# --- one connection, no limit: batches of one turn share a transaction ----------
+# --- one connection: a failing query fails alone -----------------------------------
 petrel_start --workers 1 \
     --dev --module "$LIB_TMP/pgtest.c:pool.connections=1 host=$PGHOST port=$PGPORT dbname=postgres user=postgres"
 pyrun <<'PY'
 from petrel_client import *
-# the batches of one loop turn share a transaction on the one connection:
-# the failing one fails alone, the others are run again and answer
+# the queries of four requests in flight together on the one connection,
+# each its own transaction: the failing one fails alone
 c = Conn()
 c.send(request("GET", "/one") + request("GET", "/sql/bad") + request("GET", "/one") +
        request("GET", "/sleep?s=0"))
@@ -71,8 +71,8 @@ got = [c.read_response() for _ in range(4)]
 check([r.status for r in got] == [200, 500, 200, 200], "pipelined good, bad, good: %r" % got)
 check(got[0].body == b"1" and got[2].body == b"1" and got[3].body == b"slept", "bodies: %r" % got)
 c.close()
-ok("a failing query in a transaction shared with other requests' batches: 500 for it, 200 for "
-   "the others (run again on their own)")
+ok("a failing query in flight with other requests' queries on one connection: 500 for it, "
+   "200 for the others")
 PY
 petrel_stop
 
