@@ -66,7 +66,11 @@ START_TEST(test_defaults)
     ck_assert_uint_eq(c.send_timeout_ms, 60000);
     ck_assert_uint_eq(c.drain_timeout_ms, 10000);
     ck_assert_uint_eq(c.handler_timeout_ms, 30000);
+    ck_assert_uint_eq(c.body_timeout_ms, 10000);
     ck_assert_uint_eq(c.body_min_rate, 1024);
+    ck_assert_uint_eq(c.init_timeout_ms, 30000);
+    ck_assert_uint_eq(c.watchdog_timeout_ms, 5000);
+    ck_assert_int_eq(c.restart_limit, 5);
     ck_assert_uint_eq(c.admin_max_connections, 256);
     ck_assert_uint_eq(c.h2_reset_burst, 1000);
     ck_assert_uint_eq(c.h2_reset_rate, 33);

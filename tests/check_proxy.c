@@ -216,11 +216,66 @@ START_TEST(test_v2_inet6_tlvs)
     petrel__proxy_hdr_t h;
     ck_assert_int_eq(parse((char *)b, n, &h), (ssize_t)n);
     expect_addr(&h, 2, "2001:db8::1", 12345, 0);
-    /* a TLV that claims more than there is is not looked at: the length of
-     * the whole block rules */
+    /* a TLV that claims more than there is: malformed */
     b[16 + 36 + 1] = 0xff;
     b[16 + 36 + 2] = 0xff;
+    ck_assert_int_lt(parse((char *)b, n, &h), 0);
+}
+END_TEST
+
+/* TLVs must fill the bytes after the address block exactly (spec 2.2.7):
+ * one that runs past the header's length, or a TLV header of fewer than 3
+ * bytes, is a malformed header -- whatever bytes follow the header. */
+START_TEST(test_v2_tlv_bounds)
+{
+    uint8_t b[256], body[64] = {192, 0, 2, 1, 198, 51, 100, 2, 0xdc, 0x04, 0x01, 0xbb};
+    petrel__proxy_hdr_t h;
+    const char *why;
+    /* len 18: a NOOP TLV that claims 64 bytes, with 3 present */
+    uint8_t noop[6] = {0x04, 0, 64, 0, 0, 0};
+    memcpy(body + 12, noop, 6);
+    size_t n = v2(b, 0x21, 0x11, 18, body, 18);
+    memset(b + n, 'G', 64); /* what the client sends next is not the TLV's */
+    why = NULL;
+    ck_assert_int_lt(petrel__proxy_parse((char *)b, n + 64, MAX, &h, &why), 0);
+    ck_assert_ptr_nonnull(strstr(why, "TLV"));
+    /* len 14: a TLV header of 2 bytes */
+    uint8_t cut[2] = {0x04, 0};
+    memcpy(body + 12, cut, 2);
+    n = v2(b, 0x21, 0x11, 14, body, 14);
+    why = NULL;
+    ck_assert_int_lt(petrel__proxy_parse((char *)b, n, MAX, &h, &why), 0);
+    ck_assert_ptr_nonnull(strstr(why, "TLV"));
+    /* len 13: one byte */
+    n = v2(b, 0x21, 0x11, 13, body, 13);
+    ck_assert_int_lt(parse((char *)b, n, &h), 0);
+    /* the second of two TLVs runs past by one byte */
+    uint8_t two[10] = {0x04, 0, 1, 0, 0x04, 0, 4, 0, 0, 0};
+    memcpy(body + 12, two, 10);
+    n = v2(b, 0x21, 0x11, 22, body, 22);
+    ck_assert_int_lt(parse((char *)b, n, &h), 0);
+    /* ... and fits exactly with one byte less claimed */
+    b[16 + 12 + 6] = 3;
     ck_assert_int_eq(parse((char *)b, n, &h), (ssize_t)n);
+    /* a TLV of length 0 at the very end */
+    uint8_t empty[3] = {0x04, 0, 0};
+    memcpy(body + 12, empty, 3);
+    n = v2(b, 0x21, 0x11, 15, body, 15);
+    ck_assert_int_eq(parse((char *)b, n, &h), 15 + 16);
+    /* INET6 and UNIX: the TLVs after their blocks are checked the same */
+    uint8_t b6[64] = {0};
+    memcpy(b6 + 36, noop, 6);
+    n = v2(b, 0x21, 0x21, 42, b6, 42);
+    ck_assert_int_lt(parse((char *)b, n, &h), 0);
+    static uint8_t bu[216 + 6];
+    memcpy(bu + 216, noop, 6);
+    uint8_t big[256 + 16];
+    n = v2(big, 0x21, 0x31, 222, bu, 222);
+    ck_assert_int_lt(parse((char *)big, n, &h), 0);
+    /* LOCAL: the addresses and what follows are ignored, TLVs too */
+    n = v2(b, 0x20, 0x11, 18, body, 18);
+    memcpy(b + 16 + 12, noop, 6);
+    ck_assert_int_eq(parse((char *)b, n, &h), 18 + 16);
 }
 END_TEST
 
@@ -386,6 +441,7 @@ int main(void)
     tcase_add_test(tc, test_v2_inet6_tlvs);
     tcase_add_test(tc, test_v2_local_unspec_unix);
     tcase_add_test(tc, test_v2_malformed);
+    tcase_add_test(tc, test_v2_tlv_bounds);
     tcase_add_test(tc, test_v2_cap);
     tcase_add_test(tc, test_v2_split);
     suite_add_tcase(s, tc);

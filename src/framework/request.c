@@ -4,6 +4,7 @@
  */
 #include "protocols/proto.h"
 #include "framework/router.h"
+#include "runtime/fault.h"
 #include "runtime/options.h"
 
 #include <string.h>
@@ -86,7 +87,15 @@ void petrel__req_dispatch(petrel_req_t *req, const petrel__router_t *routes)
     req->route_data = m.data;
     uint64_t outer = petrel__log_req; /* petrel_log() lines of the handler carry its id */
     petrel__log_req = req->id;
+    /* a crash or the watchdog names the request (fault.h): two pointers,
+     * set around the call */
+    const petrel_req_t *outer_req = petrel__fault_req;
+    const petrel__route_info_t *outer_route = petrel__fault_route;
+    petrel__fault_route = m.info;
+    petrel__fault_req = req;
     int rc = m.handler(req, m.data);
+    petrel__fault_req = outer_req;
+    petrel__fault_route = outer_route;
     petrel__log_req = outer;
     petrel_resp_t *resp = req->_resp;
     if ((rc == 0 || rc == PETREL_LATER) && resp->sent) {
@@ -181,10 +190,10 @@ static const petrel__option_t request_options[] = {
      .kind = PETREL__OPT_SECS,
      PETREL__OPT_FIELD(body_timeout_ms),
      .min = 1,
-     .def = 20000,
+     .def = 10000,
      .expect = "a number of seconds greater than 0 (e.g. 10 or 0.5)",
      .help = "time for a request body or WebSocket message, plus 1 s\n"
-             "per --body-min-rate bytes received (default 20) -> 408"},
+             "per --body-min-rate bytes received (default 10) -> 408"},
     {.name = "body-min-rate",
      .value = "BYTES",
      .kind = PETREL__OPT_SIZE,

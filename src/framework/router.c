@@ -27,6 +27,7 @@ typedef struct node {
     int methods; /* bits with a handler */
     petrel_handler_t handler[NMETHODS];
     void *data[NMETHODS];
+    petrel__route_info_t info[NMETHODS];
 } node_t;
 
 typedef struct owned {
@@ -39,6 +40,8 @@ struct petrel__router {
     node_t root;
     owned_t *owned; /* route data the router frees */
 };
+
+const char *petrel__router_module;
 
 static int bit_index(int bit)
 {
@@ -67,6 +70,10 @@ static void node_free(node_t *n)
     }
     free(n->seg);
     free(n->param_name);
+    for (int i = 0; i < NMETHODS; i++) {
+        free(n->info[i].pattern);
+        free(n->info[i].module);
+    }
 }
 
 void petrel__router_free(petrel__router_t *r)
@@ -177,6 +184,9 @@ leaf:
         int i = bit_index(m & -m);
         n->handler[i] = handler;
         n->data[i] = data;
+        /* for crash reports only: without memory, a report says "?" */
+        n->info[i].pattern = strdup(pattern);
+        n->info[i].module = petrel__router_module ? strdup(petrel__router_module) : NULL;
     }
     n->methods |= methods;
     return 0;
@@ -312,6 +322,7 @@ int petrel__router_match(const petrel__router_t *r, int method, const char *path
     m->nparams = 0;
     if (n == NULL) {
         m->handler = NULL;
+        m->info = NULL;
         m->data = NULL;
         m->allowed = s.allowed;
         if (s.allowed & PETREL_GET)
@@ -319,6 +330,7 @@ int petrel__router_match(const petrel__router_t *r, int method, const char *path
         return s.allowed ? 405 : 404;
     }
     m->handler = n->handler[hi];
+    m->info = &n->info[hi];
     m->data = n->data[hi];
     m->allowed = n->methods;
     if (s.nparams) {

@@ -5,6 +5,7 @@
 #define PETREL_ROUTER_H
 
 #include "petrel.h"
+#include "runtime/fault.h"
 
 #include <stddef.h>
 
@@ -15,13 +16,19 @@ typedef struct petrel__router petrel__router_t;
  * have it (petrel_ws_route_add); petrel_route_add() refuses it. */
 #define PETREL__CONNECT (1 << 7)
 
+
 typedef struct petrel__match {
     petrel_handler_t handler;
+    const petrel__route_info_t *info; /* of the route matched */
     void *data;
     int allowed; /* methods the path has, when the method does not match */
     petrel_param_t *params;
     size_t nparams;
 } petrel__match_t;
+
+/* The module whose routes are being added (module.c sets it around a
+ * module's registration and init), recorded with each route; NULL: none. */
+extern const char *petrel__router_module;
 
 petrel__router_t *petrel__router_new(void);
 void petrel__router_free(petrel__router_t *r);

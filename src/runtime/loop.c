@@ -330,10 +330,14 @@ int petrel__loop_run_once(petrel__loop_t *loop, int max_wait_ms)
     int tmo = next_timeout(loop);
     if (max_wait_ms >= 0 && (tmo < 0 || tmo > max_wait_ms))
         tmo = max_wait_ms;
+    if (loop->busy)
+        __atomic_store_n(loop->busy, 0, __ATOMIC_RELAXED);
     int n = epoll_wait(loop->epfd, evs, 256, tmo);
     if (n < 0 && errno != EINTR)
         return PETREL_EIO;
     petrel__loop_update_time(loop);
+    if (loop->busy)
+        __atomic_store_n(loop->busy, loop->now_ms, __ATOMIC_RELAXED);
     for (int i = 0; i < n; i++) {
         petrel__io_t *io = evs[i].data.ptr;
         io->cb(io, evs[i].events);

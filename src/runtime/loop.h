@@ -63,6 +63,9 @@ struct petrel__loop {
     petrel__list_t pending;                /* petrel__pending_t, for the end of the turn */
     petrel__list_t user_timers;            /* petrel_timer_start(), by deadline */
     petrel__list_t dead_watches;           /* petrel_watch_stop() this turn: freed at its end */
+    /* the watchdog's word (fault.h, busy_ms), NULL for none: the time the
+     * turn began, 0 while the loop waits for events */
+    uint64_t *busy;
 };
 
 int petrel__loop_init(petrel__loop_t *loop);

@@ -49,10 +49,19 @@ typedef struct slot {
     petrel__stats_t st;
 } __attribute__((aligned(64))) slot_t;
 
+/* Faults by module (the master writes, once per dead worker). */
+#define FAULT_MODS 16
+typedef struct fault_mod {
+    char name[48];
+    uint64_t n[2]; /* crashes, watchdog kills */
+} fault_mod_t;
+
 typedef struct shm {
     uint32_t seq; /* odd while the master folds a block into `retired` */
     uint32_t nslots;
     uint64_t inst[PETREL__I_N];
+    uint32_t nfault_mods; /* entries of fault_mods published */
+    fault_mod_t fault_mods[FAULT_MODS];
     uint64_t start_time; /* seconds since the epoch */
     registry_t reg;
     petrel__stats_t retired;
@@ -169,6 +178,15 @@ void petrel__metrics_worker_gone(pid_t pid)
     }
 }
 
+void petrel__metrics_detach(void)
+{
+    if (shm == NULL)
+        return;
+    private_reg = shm->reg;
+    shm = NULL;
+    petrel__stats = &private_stats;
+}
+
 void petrel__metrics_instance_set(unsigned what, uint64_t v)
 {
     if (shm && what < PETREL__I_N)
@@ -179,6 +197,29 @@ void petrel__metrics_instance_add(unsigned what, uint64_t n)
 {
     if (shm && what < PETREL__I_N)
         __atomic_store_n(&shm->inst[what], shm->inst[what] + n, __ATOMIC_RELAXED);
+}
+
+void petrel__metrics_fault(const char *module, bool watchdog)
+{
+    if (shm == NULL)
+        return;
+    /* a label value: no quote, backslash or control character */
+    char name[sizeof(shm->fault_mods[0].name)];
+    size_t k = 0;
+    for (const char *p = module ? module : ""; *p && k + 1 < sizeof(name); p++)
+        name[k++] = (*p == '"' || *p == '\\' || (unsigned char)*p < 0x20) ? '_' : *p;
+    name[k] = '\0';
+    uint32_t n = shm->nfault_mods, i = 0;
+    while (i < n && strcmp(shm->fault_mods[i].name, name) != 0)
+        i++;
+    if (i == n) {
+        if (n == FAULT_MODS)
+            return; /* the totals still count it */
+        memcpy(shm->fault_mods[i].name, name, sizeof(name));
+        __atomic_store_n(&shm->nfault_mods, n + 1, __ATOMIC_RELEASE);
+    }
+    uint64_t *c = &shm->fault_mods[i].n[watchdog ? 1 : 0];
+    __atomic_store_n(c, *c + 1, __ATOMIC_RELAXED);
 }
 
 uint64_t petrel__metrics_instance_get(unsigned what)
@@ -323,6 +364,19 @@ bool petrel__metrics_ready(char *why, size_t len)
         snprintf(why, len, "draining");
         return false;
     }
+    if (petrel__metrics_instance_get(PETREL__I_GAVE_UP)) {
+        snprintf(why, len, "workers fail to start");
+        return false;
+    }
+    uint64_t serving = petrel__metrics_instance_get(PETREL__I_WORKERS),
+             wanted = petrel__metrics_instance_get(PETREL__I_WANTED);
+    if (serving < wanted) {
+        /* a worker crashed (or was killed by the watchdog) and its
+         * successor is not serving yet */
+        snprintf(why, len, "%llu of %llu workers serving", (unsigned long long)serving,
+                 (unsigned long long)wanted);
+        return false;
+    }
     uint32_t n = shm ? shm->nslots : 1;
     for (uint32_t i = 0; i < n; i++) {
         const petrel__stats_t *st = shm ? &shm->slots[i].st : petrel__stats;
@@ -434,6 +488,25 @@ static void format(out_t *o, const petrel__stats_t *s, uint32_t nuser)
     family(o, "petrel_worker_restarts_total", "counter",
            "Workers that died (a crash, a kill) and were started again.");
     sample(o, "petrel_worker_restarts_total", petrel__metrics_instance_get(PETREL__I_RESTARTS));
+    family(o, "petrel_worker_crashes_total", "counter",
+           "Workers killed by a fault of their own (SIGSEGV, SIGBUS, SIGFPE, SIGILL, SIGABRT).");
+    sample(o, "petrel_worker_crashes_total", petrel__metrics_instance_get(PETREL__I_CRASHES));
+    family(o, "petrel_watchdog_kills_total", "counter",
+           "Workers killed by the watchdog: a loop turn longer than --watchdog-timeout.");
+    sample(o, "petrel_watchdog_kills_total", petrel__metrics_instance_get(PETREL__I_WATCHDOG));
+    uint32_t nfm = shm ? __atomic_load_n(&shm->nfault_mods, __ATOMIC_ACQUIRE) : 0;
+    static const char *const fault_names[2] = {"petrel_module_crashes_total",
+                                               "petrel_module_watchdog_kills_total"};
+    static const char *const fault_helps[2] = {
+        "Worker crashes by the module of the request (or init, or code) at fault "
+        "(\"\": none known).",
+        "Watchdog kills by the module of the request the worker was stuck in."};
+    for (int k = 0; k < 2; k++) {
+        family(o, fault_names[k], "counter", fault_helps[k]);
+        for (uint32_t i = 0; i < nfm; i++)
+            put(o, "%s{module=\"%s\"} %llu\n", fault_names[k], shm->fault_mods[i].name,
+                (unsigned long long)__atomic_load_n(&shm->fault_mods[i].n[k], __ATOMIC_RELAXED));
+    }
     static const char *const results[] = {"ok", "failed"};
     uint64_t reloads[2] = {petrel__metrics_instance_get(PETREL__I_RELOADS_OK),
                            petrel__metrics_instance_get(PETREL__I_RELOADS_FAIL)};

@@ -178,6 +178,10 @@ void petrel__metrics_block_enter(int idx);
  * free. */
 void petrel__metrics_worker_gone(pid_t pid);
 
+/* In a process that must not touch the shared counters (the trial of a
+ * generation): from now on, its registrations and counts are its own. */
+void petrel__metrics_detach(void);
+
 /* Figures of the instance that the master keeps. */
 enum {
     PETREL__I_RESTARTS,     /* workers that died and were restarted */
@@ -186,8 +190,15 @@ enum {
     PETREL__I_GENERATION,   /* the generation of modules served (a gauge) */
     PETREL__I_WORKERS,      /* workers serving (a gauge) */
     PETREL__I_DRAINING,     /* 1 from SIGTERM on: /readyz answers 503 */
+    PETREL__I_CRASHES,      /* workers killed by a fault of their own (SIGSEGV, ...) */
+    PETREL__I_WATCHDOG,     /* workers the watchdog killed (a loop turn too long) */
+    PETREL__I_GAVE_UP,      /* 1: a worker failed to start --restart-limit times in a row */
+    PETREL__I_WANTED,       /* workers the instance should have (--workers) */
     PETREL__I_N
 };
+/* A worker died of a fault (`watchdog`: killed by the watchdog) in the
+ * code of `module` ("" or NULL: none known): counted by module. */
+void petrel__metrics_fault(const char *module, bool watchdog);
 void petrel__metrics_instance_set(unsigned what, uint64_t v);
 void petrel__metrics_instance_add(unsigned what, uint64_t n);
 uint64_t petrel__metrics_instance_get(unsigned what);

@@ -12,8 +12,11 @@
  * accepted and ignored.  A v2 header is the 12-byte signature, version 2,
  * command LOCAL or PROXY, family UNSPEC, INET, INET6 or UNIX with
  * transport UNSPEC, STREAM or DGRAM, and a length that covers at least the
- * family's address block; everything after the addresses (TLVs) is
- * skipped whole, unread, up to the --max-proxy-header-size cap.
+ * family's address block; what follows the addresses of a PROXY command
+ * (INET, INET6, UNIX) is a sequence of TLVs (type, 16-bit length, value)
+ * that must fill it exactly -- a TLV that runs past the header's length,
+ * or a TLV header cut short, is a malformed header -- and is otherwise
+ * skipped, unread, up to the --max-proxy-header-size cap.
  */
 #include "runtime/proxy.h"
 #include "runtime/options.h"
@@ -239,8 +242,20 @@ static ssize_t parse_v2(const char *p, size_t n, size_t max, petrel__proxy_hdr_t
         return bad(why, "v2: the length does not cover the address block");
     if (n < PETREL__PROXY_V2_HEAD + len)
         return 0;
-    h->version = 2;
     const uint8_t *a = u + PETREL__PROXY_V2_HEAD;
+    if (command == 1 && family != 0) {
+        /* the TLVs: each within the header (spec 2.2.7) */
+        size_t off = block[family];
+        while (off < len) {
+            if (len - off < 3)
+                return bad(why, "v2: a TLV cut short (less than its 3-byte type and length)");
+            size_t tl = (size_t)a[off + 1] << 8 | a[off + 2];
+            if (tl > len - off - 3)
+                return bad(why, "v2: a TLV longer than what is left of the header");
+            off += 3 + tl;
+        }
+    }
+    h->version = 2;
     if (command == 0) {
         h->kind = PETREL__PROXY_LOCAL; /* the family and addresses are ignored */
     } else if (family == 1) {

@@ -60,6 +60,10 @@ typedef struct petrel__config {
     int access_log_format;        /* PETREL__ALOG_COMBINED or _JSON */
     const char *error_log;        /* NULL: standard error */
     size_t admin_max_connections; /* per worker on the admin listener (256) */
+    /* Faults (worker.c, fault.c) */
+    uint64_t init_timeout_ms;     /* a generation's trial: load + every init (30 s) */
+    uint64_t watchdog_timeout_ms; /* a loop turn longer than this: SIGABRT (5 s; 0: off) */
+    int restart_limit;            /* failed starts in a row before the master gives up (5) */
 } petrel__config_t;
 
 void petrel__config_defaults(petrel__config_t *cfg);

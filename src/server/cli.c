@@ -13,6 +13,7 @@
 #include "runtime/sdnotify.h"
 #include "server/options.h"
 #include "server/server.h"
+#include "runtime/fault.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -237,6 +238,7 @@ const petrel__option_table_t *const petrel__option_tables[] = {
     &petrel__proxy_option_table,
     &cli_deploy_table,
     &petrel__server_deploy_option_table,
+    &petrel__server_fault_option_table,
     NULL,
 };
 
@@ -657,7 +659,14 @@ int petrel_main(int argc, char **argv, const petrel_module_t *const *builtins)
         setup_args_t sargs = {srv->cfg.root ? root_spec : NULL, cl.modules, cl.nmodules};
         srv->setup = setup;
         srv->setup_ctx = &sargs;
-        if (setup(srv, &sargs, err, sizeof(err)) < 0) {
+        /* the workers' slots (the watchdog, crash reports), and the trial of
+         * the modules: a module that crashes in its init stops petrel with a
+         * word */
+        if (petrel__fault_init(srv->cfg.workers) < 0) {
+            fprintf(stderr, "petrel: cannot map the workers' slots: %s\n", strerror(errno));
+            rc = 1;
+        } else if (petrel__setup_trial(srv, err, sizeof(err)) < 0 ||
+                   setup(srv, &sargs, err, sizeof(err)) < 0) {
             fprintf(stderr, "petrel: %s\n", err);
             rc = 1;
         } else {

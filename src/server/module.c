@@ -20,6 +20,8 @@
  */
 #include "server/server.h"
 
+#include "runtime/fault.h"
+
 #include <dirent.h>
 #include <dlfcn.h>
 #include <errno.h>
@@ -42,6 +44,7 @@ extern char **environ;
 extern const char petrel__header_text[];
 
 static const petrel_module_t *const *builtins;
+bool petrel__module_reuse_builds;
 
 void petrel__set_builtins(const petrel_module_t *const *table)
 {
@@ -81,23 +84,30 @@ static int register_module(petrel_server_t *srv, const petrel_module_t *m, void 
     srv->modules[srv->nmodules] = m;
     srv->module_handles[srv->nmodules] = handle;
     srv->nmodules++;
+    if (handle)
+        petrel__fault_module(m, m->name); /* a fault in its code names it */
+    /* its routes, those of its descriptor and those its init adds, are its
+     * own in crash reports */
+    petrel__router_module = m->name;
+    int rc = 0;
     for (const petrel_route_t *r = m->routes; r && r->pattern; r++) {
-        int rc = petrel_route_add(srv, r->methods, r->pattern, r->handler, r->data);
+        rc = petrel_route_add(srv, r->methods, r->pattern, r->handler, r->data);
         if (rc < 0) {
             snprintf(err, errlen, "module '%s': route '%s': %s", m->name, r->pattern,
                      rc == PETREL_ESTATE ? "already registered by another module"
                                          : petrel_strerror(rc));
-            return rc;
+            break;
         }
     }
-    if (m->init) {
-        int rc = m->init(srv, args ? args : "");
-        if (rc < 0) {
+    if (rc == 0 && m->init) {
+        petrel__fault_stage("module '%s' init", m->name);
+        rc = m->init(srv, args ? args : "");
+        petrel__fault_stage("%s", "");
+        if (rc < 0)
             snprintf(err, errlen, "module '%s': init failed: %s", m->name, petrel_strerror(rc));
-            return rc;
-        }
     }
-    return 0;
+    petrel__router_module = NULL;
+    return rc < 0 ? rc : 0;
 }
 
 /* ------------------------------------------------------------------------ */
@@ -105,6 +115,7 @@ static int register_module(petrel_server_t *srv, const petrel_module_t *m, void 
 
 static char private_dir[PATH_MAX];
 static pid_t private_owner;
+static bool private_borrowed; /* the trial process uses its master's */
 
 /* At exit (of the master only): remove the copies, builds and header. */
 static void private_cleanup(void)
@@ -133,7 +144,7 @@ static void private_cleanup(void)
 /* The private directory, created on first use ($TMPDIR/petrel.PID.XXXXXX). */
 static const char *private_get(char *err, size_t errlen)
 {
-    if (private_dir[0] && private_owner == getpid())
+    if (private_dir[0] && (private_owner == getpid() || private_borrowed))
         return private_dir;
     const char *tmp = getenv("TMPDIR");
     if (tmp == NULL || *tmp == '\0')
@@ -148,6 +159,19 @@ static const char *private_get(char *err, size_t errlen)
         atexit(private_cleanup);
     private_owner = getpid();
     return private_dir;
+}
+
+int petrel__module_private_prepare(char *err, size_t errlen)
+{
+    return private_get(err, errlen) ? 0 : PETREL_EIO;
+}
+
+void petrel__module_trial_enter(void)
+{
+    /* the master's directory serves this process too; it stays the
+     * master's to remove (private_cleanup), even if a module's init calls
+     * exit() here */
+    private_borrowed = private_dir[0] != '\0';
 }
 
 void petrel__module_unload(void *handle)
@@ -509,10 +533,13 @@ int petrel__server_load_module(petrel_server_t *srv, const char *spec, char *err
             return PETREL_EIO;
         snprintf(file, sizeof(file), "%s/%.*s.%u.so", dir, (int)(strlen(base) - 2), base,
                  srv->generation);
-        unlink(file);
-        int rc = dev_build(name, path, file, err, errlen);
-        if (rc < 0)
-            return rc;
+        /* the trial process of this generation built it already */
+        if (!petrel__module_reuse_builds || stat(file, &st) < 0) {
+            unlink(file);
+            int rc = dev_build(name, path, file, err, errlen);
+            if (rc < 0)
+                return rc;
+        }
     } else if (srv->generation > 0) {
         /* a reload: load a fresh copy, the old one is still loaded */
         const char *dir = private_get(err, errlen);

@@ -21,6 +21,7 @@ extern const petrel__option_table_t *const petrel__option_tables[];
  * in its part for deployments. */
 extern const petrel__option_table_t petrel__server_option_table;
 extern const petrel__option_table_t petrel__server_deploy_option_table;
+extern const petrel__option_table_t petrel__server_fault_option_table;
 
 /* The defaults of the tables into `cfg` (petrel__config_defaults). */
 void petrel__options_defaults(petrel__config_t *cfg, const petrel__option_table_t *const *tables);

@@ -90,17 +90,48 @@ static const petrel__option_t server_deploy_options[] = {
 const petrel__option_table_t petrel__server_deploy_option_table = {"server", NULL,
                                                                    server_deploy_options};
 
+/* What petrel does when a handler goes wrong (worker.c, fault.c). */
+static const petrel__option_t server_fault_options[] = {
+    {.name = "init-timeout",
+     .value = "SECONDS",
+     .kind = PETREL__OPT_SECS,
+     PETREL__OPT_FIELD(init_timeout_ms),
+     .min = 1,
+     .def = 30000,
+     .expect = "a number of seconds greater than 0 (e.g. 30 or 0.5)",
+     .help = "time for loading the modules and running their init, in\n"
+             "a trial process first (default 30)"},
+    {.name = "watchdog-timeout",
+     .value = "SECONDS",
+     .kind = PETREL__OPT_SECS,
+     PETREL__OPT_FIELD(watchdog_timeout_ms),
+     .min = 0,
+     .def = 5000,
+     .expect = "a number of seconds, 0 (off) or more (e.g. 5 or 0.5)",
+     .help = "a worker whose loop turn lasts longer is killed and\n"
+             "replaced (default 5; 0: no watchdog)"},
+    {.name = "restart-limit",
+     .value = "N",
+     .kind = PETREL__OPT_SIZE,
+     PETREL__OPT_FIELD(restart_limit),
+     .min = 0,
+     .max = 1000000,
+     .def = 5,
+     .expect = "a number of failures from 0 (no limit) to 1000000",
+     .help = "a worker failing to start N times in a row stops petrel\n"
+             "(default 5; 0: no limit)"},
+    {.name = NULL},
+};
+const petrel__option_table_t petrel__server_fault_option_table = {
+    "server", "When a handler goes wrong (doc/guide.md):", server_fault_options};
+
 /* The tables whose defaults make a configuration. */
 static const petrel__option_table_t *const default_tables[] = {
-    &petrel__server_option_table,
-    &petrel__server_deploy_option_table,
-    &petrel__request_option_table,
-    &petrel__conn_option_table,
-    &petrel__h2_option_table,
-    &petrel__ws_option_table,
-    &petrel__pubsub_option_table,
-    &petrel__proxy_option_table,
-    NULL,
+    &petrel__server_option_table,       &petrel__server_deploy_option_table,
+    &petrel__request_option_table,      &petrel__conn_option_table,
+    &petrel__h2_option_table,           &petrel__ws_option_table,
+    &petrel__pubsub_option_table,       &petrel__proxy_option_table,
+    &petrel__server_fault_option_table, NULL,
 };
 
 void petrel__config_defaults(petrel__config_t *cfg)
@@ -162,16 +193,23 @@ int petrel_ws_route_add(petrel_server_t *srv, const char *pattern,
     return petrel__router_add(srv->router, PETREL_GET | PETREL__CONNECT, pattern, fn, rt);
 }
 
-/* "ADDR:PORT", "[V6]:PORT", "*:PORT" or "PORT". */
+/* "ADDR:PORT", "[V6]:PORT" or "*:PORT" (every IPv4 interface, said so).
+ * A bare "PORT" or ":PORT" is refused: it used to mean every interface,
+ * which quietly exposed a server its operator may have meant for this host
+ * only (the default, without --listen, is the loopback address). */
 static int add_listen(petrel_server_t *srv, const char *spec, bool admin, char *err, size_t errlen)
 {
     const char *flag = admin ? "--admin-listen" : "--listen";
     char host[256] = "";
     const char *port;
     const char *colon = strrchr(spec, ':');
-    if (colon == NULL) {
-        port = spec;
-        strcpy(host, "0.0.0.0");
+    if (colon == NULL || colon == spec) {
+        const char *p = colon ? colon + 1 : spec;
+        snprintf(err, errlen,
+                 "%s '%s': no address: give ADDR:PORT, e.g. 127.0.0.1:%s (this host only) or "
+                 "0.0.0.0:%s (every interface)",
+                 flag, spec, *p ? p : "8080", *p ? p : "8080");
+        return PETREL_EINVAL;
     } else {
         size_t hl = (size_t)(colon - spec);
         if (hl >= sizeof(host)) {
@@ -185,7 +223,7 @@ static int add_listen(petrel_server_t *srv, const char *spec, bool admin, char *
             memmove(host, host + 1, hl - 2);
             host[hl - 2] = '\0';
         }
-        if (strcmp(host, "*") == 0 || host[0] == '\0')
+        if (strcmp(host, "*") == 0)
             strcpy(host, "0.0.0.0");
     }
     char *end;

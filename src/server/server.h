@@ -73,6 +73,19 @@ int petrel__server_load_module(petrel_server_t *srv, const char *spec, char *err
  * under the same name); --dev builds module sources into the same private
  * directory, removed at exit. */
 void petrel__module_unload(void *handle); /* dlclose, and remove its private copy */
+/* Create the private directory now (before a trial process forks, so that
+ * it is the master's).  0, or PETREL_EIO with `err`. */
+int petrel__module_private_prepare(char *err, size_t errlen);
+/* In the trial process: the master's private directory is its own. */
+void petrel__module_trial_enter(void);
+/* --dev: the trial process of this generation built the module sources;
+ * loading them again does not build them again. */
+extern bool petrel__module_reuse_builds;
+/* The trial of a generation (worker.c): run srv->setup() -- load the
+ * modules, run every init -- in a child process first, bounded by
+ * --init-timeout.  0 when it succeeded; otherwise PETREL_EINVAL with why
+ * in `err` (which module, which function, what happened). */
+int petrel__setup_trial(petrel_server_t *srv, char *err, size_t errlen);
 /* inotify on the module files (--dev): the fd, or -1 */
 int petrel__dev_watch_start(void);
 /* Read the pending events of the watch fd; true when a module file (or a

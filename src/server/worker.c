@@ -25,6 +25,7 @@
 #include "server/server.h"
 
 #include "runtime/log.h"
+#include "runtime/fault.h"
 #include "protocols/proto.h"
 #include "framework/pubsub.h"
 #include "runtime/metrics.h"
@@ -43,6 +44,7 @@
 #include <sys/prctl.h>
 #include <sys/signalfd.h>
 #include <sys/socket.h>
+#include <sys/syscall.h>
 #include <sys/wait.h>
 #include <netinet/tcp.h>
 #include <time.h>
@@ -198,9 +200,13 @@ int petrel__worker_init(petrel_server_t *srv)
     sig_io.cb = on_signal;
     if (sig_io.fd < 0 || petrel__io_add(&srv->loop, &sig_io, EPOLLIN) < 0)
         return PETREL_EIO;
+    if (srv->cfg.watchdog_timeout_ms && petrel__fault_self)
+        srv->loop.busy = &petrel__fault_self->busy_ms;
     for (int i = 0; i < srv->nmodules; i++)
         if (srv->modules[i]->worker_init) {
+            petrel__fault_stage("module '%s' worker_init", srv->modules[i]->name);
             rc = srv->modules[i]->worker_init(srv);
+            petrel__fault_stage("%s", "");
             if (rc < 0) {
                 petrel_log(PETREL_LOG_ERROR, "module '%s': worker init failed: %s",
                            srv->modules[i]->name, petrel_strerror(rc));
@@ -258,6 +264,14 @@ void petrel__worker_fini(petrel_server_t *srv)
  */
 
 #define RELOAD_TIMEOUT_MS 30000
+/* A worker killed by the watchdog (SIGABRT) that is still there this long
+ * after (it blocked or caught the signal) gets SIGKILL. */
+#define WD_KILL_MS 2000
+/* Restarts of a worker that dies before it serves (or at once): after
+ * RESTART_BASE_MS, doubled with each failure in a row, at most
+ * RESTART_MAX_MS; at --restart-limit failures in a row the master stops. */
+#define RESTART_BASE_MS 500
+#define RESTART_MAX_MS 30000
 #define DEV_DEBOUNCE_MS 150
 /* Request ids: the n-th worker process the master forks numbers its
  * requests from n * REQ_ID_STRIDE + 1, so that an id names one request of
@@ -278,7 +292,12 @@ typedef struct slot {
     bool next_ready;
     bool ready;
     time_t started;
+    uint64_t started_ms;
     uint64_t restart_at; /* a restart is due at this time (ms), 0 if none */
+    int fails;           /* its workers that died before serving (or at once), in a row */
+    pid_t wd_pid;        /* the worker the watchdog killed, 0 if none */
+    uint64_t wd_at;      /* when (ms); SIGKILL if it is still there WD_KILL_MS later */
+    uint64_t wd_stuck;   /* how long its loop turn had lasted then (ms) */
     int *fds;            /* one listening socket per address */
 } slot_t;
 
@@ -306,6 +325,7 @@ typedef struct master {
     uint64_t rebuild_at; /* --dev: reload at this time (ms), 0 if none */
     uint64_t drain_at;   /* SIGTERM with --drain-delay: the drain starts then (ms) */
     bool told_ready;     /* READY=1 sent to systemd (once every worker accepted) */
+    bool told_listening; /* "listening on ..." logged (once every worker accepted) */
     uint64_t spawned;    /* workers forked so far */
 } master_t;
 
@@ -314,6 +334,109 @@ static uint64_t mono_ms(void)
     struct timespec ts;
     clock_gettime(CLOCK_MONOTONIC, &ts);
     return (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
+}
+
+/* ------------------------------------------------------------------------ */
+/* The trial of a generation                                                */
+
+/*
+ * A module's init runs in the master, and whatever it sets up is inherited
+ * by the workers: a crash there would take the master down, and with it
+ * every worker.  So a generation (at start-up, on SIGHUP, on a --dev
+ * rebuild) is first loaded by a child process, the trial, which runs
+ * srv->setup() -- every module loaded, every init run -- and exits.  Only
+ * when it succeeded does the master do the same for real; when it crashed,
+ * hung past --init-timeout, or failed, its slot in shared memory (fault.h)
+ * says in which module's init and how, and the master refuses the
+ * generation.  The master waits for the trial and does nothing else
+ * meanwhile; the workers go on serving.
+ */
+
+/* Wait up to `ms` for `pid`; true with its status in `ws`. */
+static bool wait_child(pid_t pid, uint64_t ms, int *ws)
+{
+    int pfd = (int)syscall(SYS_pidfd_open, pid, 0);
+    uint64_t end = mono_ms() + ms;
+    for (;;) {
+        pid_t r = waitpid(pid, ws, WNOHANG);
+        if (r == pid)
+            break;
+        if (r < 0 && errno != EINTR) {
+            *ws = 127 << 8; /* lost (cannot happen: it is our child) */
+            break;
+        }
+        uint64_t now = mono_ms();
+        if (now >= end) {
+            if (pfd >= 0)
+                close(pfd);
+            return false;
+        }
+        uint64_t left = end - now;
+        if (pfd >= 0) {
+            struct pollfd p = {pfd, POLLIN, 0};
+            poll(&p, 1, left > INT_MAX ? INT_MAX : (int)left);
+        } else {
+            /* no pidfd (Linux < 5.3): look again in a while */
+            struct timespec ts = {0, 10 * 1000 * 1000};
+            nanosleep(&ts, NULL);
+        }
+    }
+    if (pfd >= 0)
+        close(pfd);
+    return true;
+}
+
+int petrel__setup_trial(petrel_server_t *srv, char *err, size_t errlen)
+{
+    petrel__module_reuse_builds = false;
+    petrel__wslot_t *ts = petrel__fault_trial_slot();
+    if (ts == NULL)
+        return 0; /* no shared memory: no trial (an embedder's server) */
+    if ((srv->cfg.dev || srv->generation > 0) && petrel__module_private_prepare(err, errlen) < 0)
+        return PETREL_EIO;
+    pid_t pid = fork();
+    if (pid < 0) {
+        snprintf(err, errlen, "cannot try the modules: fork: %s", strerror(errno));
+        return PETREL_EIO;
+    }
+    if (pid == 0) {
+        prctl(PR_SET_PDEATHSIG, SIGKILL);
+        petrel__metrics_detach(); /* its registrations are not the instance's */
+        petrel__module_trial_enter();
+        petrel__fault_enter(ts);
+        int rc = srv->setup(srv, srv->setup_ctx, ts->err, sizeof(ts->err));
+        _exit(rc < 0 ? 1 : 0);
+    }
+    int ws = 0;
+    const char *what = ts->stage[0] ? ts->stage : "loading the modules";
+    if (!wait_child(pid, srv->cfg.init_timeout_ms, &ws)) {
+        kill(pid, SIGKILL);
+        while (waitpid(pid, &ws, 0) < 0 && errno == EINTR)
+            ;
+        what = ts->stage[0] ? ts->stage : "loading the modules";
+        snprintf(err, errlen, "%s did not return within %.3g s (--init-timeout); stopped it", what,
+                 (double)srv->cfg.init_timeout_ms / 1000.0);
+        return PETREL_ELIMIT;
+    }
+    what = ts->stage[0] ? ts->stage : "loading the modules";
+    if (WIFEXITED(ws) && WEXITSTATUS(ws) == 0) {
+        petrel__module_reuse_builds = true;
+        return 0;
+    }
+    if (WIFEXITED(ws)) {
+        if (ts->err[0])
+            snprintf(err, errlen, "%s", ts->err);
+        else
+            snprintf(err, errlen, "%s exited with status %d", what, WEXITSTATUS(ws));
+        return PETREL_EINVAL;
+    }
+    char sb[48], fb[512] = "";
+    const char *sig = petrel__signame(WTERMSIG(ws), sb, sizeof(sb));
+    if (ts->signo && ts->pc)
+        snprintf(fb, sizeof(fb), " at address 0x%llx%s%s", (unsigned long long)ts->addr,
+                 ts->where[0] ? ", code in " : "", ts->where);
+    snprintf(err, errlen, "%s crashed: %s%s", what, sig, fb);
+    return PETREL_EINVAL;
 }
 
 static void gen_take(petrel_server_t *srv, gen_t *g)
@@ -416,16 +539,56 @@ static int open_listener(petrel__listen_t *l, char *err, size_t errlen)
     return fd;
 }
 
+/* The listening sockets of slot `idx`: those closed while it waited to be
+ * restarted (slot_close) are opened again.  0, or -1 (logged, errno set). */
+static int slot_open(master_t *m, int idx)
+{
+    petrel_server_t *srv = m->srv;
+    for (int i = 0; i < srv->nlistens; i++) {
+        if (m->slots[idx].fds[i] >= 0)
+            continue;
+        char err[512];
+        int fd = open_listener(&srv->listens[i], err, sizeof(err));
+        if (fd < 0) {
+            int e = errno;
+            petrel_log(PETREL_LOG_ERROR, "worker %d: %s", idx, err);
+            errno = e;
+            return -1;
+        }
+        m->slots[idx].fds[i] = fd;
+    }
+    return 0;
+}
+
+/* A slot whose worker cannot start waits for its next try with its
+ * listening sockets closed: new connections go to the other workers' (or,
+ * with no other, are refused) instead of waiting in a queue nobody
+ * accepts from.  The connections queued at the close are reset -- or,
+ * where the kernel's net.ipv4.tcp_migrate_req is 1, moved to another
+ * worker's socket of the same address. */
+static void slot_close(master_t *m, int idx)
+{
+    for (int i = 0; i < m->srv->nlistens; i++)
+        if (m->slots[idx].fds[i] >= 0) {
+            close(m->slots[idx].fds[i]);
+            m->slots[idx].fds[i] = -1;
+        }
+}
+
 /* Fork a worker for slot `idx` with the generation in srv; 0 on failure. */
 static pid_t spawn(master_t *m, int idx)
 {
     petrel_server_t *srv = m->srv;
+    if (slot_open(m, idx) < 0)
+        return 0;
     int block = petrel__metrics_block_take();
+    int fslot = petrel__fault_take();
     m->spawned++;
     petrel__pubsub_before_fork(); /* a ring for it (pubsub.c) */
     pid_t pid = fork();
     if (pid != 0) {
         petrel__metrics_block_owner(block, pid > 0 ? pid : 0);
+        petrel__fault_owner(fslot, pid > 0 ? pid : 0);
         petrel__pubsub_after_fork(pid > 0 ? pid : 0);
         return pid > 0 ? pid : 0;
     }
@@ -437,6 +600,7 @@ static pid_t spawn(master_t *m, int idx)
         petrel_log(PETREL_LOG_WARN, "metrics: more workers alive at once than blocks of "
                                     "counters; this one's counts are not reported");
     petrel__metrics_block_enter(block);
+    petrel__fault_enter(petrel__fault_at(fslot));
     next_req_base = m->spawned * REQ_ID_STRIDE;
     for (int i = 0; i < srv->nlistens; i++)
         if (srv->listens[i].inherited >= 0)
@@ -536,6 +700,7 @@ static void commit_reload(master_t *m)
         sl->pid = sl->next;
         sl->ready = true;
         sl->started = time(NULL);
+        sl->started_ms = mono_ms();
         sl->restart_at = 0;
         sl->next = 0;
         sl->next_ready = false;
@@ -591,7 +756,8 @@ static void begin_reload(master_t *m, const char *why)
     srv->generation++;
     petrel_log(PETREL_LOG_INFO, "%s: reloading modules (generation %u)", why, srv->generation);
     char err[1024];
-    if (srv->setup(srv, srv->setup_ctx, err, sizeof(err)) < 0) {
+    if (petrel__setup_trial(srv, err, sizeof(err)) < 0 ||
+        srv->setup(srv, srv->setup_ctx, err, sizeof(err)) < 0) {
         gen_t bad;
         gen_take(srv, &bad);
         gen_free(&bad);
@@ -663,6 +829,8 @@ static void tell_draining(void)
     petrel__sd_notify("STOPPING=1\nSTATUS=draining");
 }
 
+static void log_listening(petrel_server_t *srv, int n);
+
 /* Every worker accepts: READY=1 (once), and the gauge of workers serving. */
 static void tell_ready(master_t *m)
 {
@@ -670,6 +838,10 @@ static void tell_ready(master_t *m)
     for (int s = 0; s < m->n; s++)
         n += m->slots[s].pid > 0 && m->slots[s].ready;
     petrel__metrics_instance_set(PETREL__I_WORKERS, (uint64_t)n);
+    if (!m->told_listening && !m->stopping && n == m->n) {
+        m->told_listening = true;
+        log_listening(m->srv, m->n); /* only now: every worker accepts */
+    }
     if (m->told_ready || m->stopping || n < m->n)
         return;
     m->told_ready = true;
@@ -710,8 +882,36 @@ static void stopped_status(master_t *m, pid_t pid, int ws)
     }
 }
 
+/* Whether `sig` is a fault of the process's own code (not a kill). */
+static bool fault_signal(int sig)
+{
+    return sig == SIGSEGV || sig == SIGBUS || sig == SIGFPE || sig == SIGILL || sig == SIGABRT ||
+           sig == SIGTRAP || sig == SIGSYS;
+}
+
+/* "killed by SIGSEGV while running request ... (route ..., module '...'),
+ * SIGSEGV at address 0x0, code in ..." or "exited with status N", for the
+ * log, from the worker's slot (read before it is released). */
+static void death_text(pid_t pid, int ws, char *buf, size_t len)
+{
+    petrel__wslot_t *fs = petrel__fault_slot(pid);
+    if (WIFSIGNALED(ws)) {
+        char sb[48], desc[768] = "";
+        if (fs)
+            petrel__fault_describe(fs, desc, sizeof(desc));
+        snprintf(buf, len, "killed by %s%s", petrel__signame(WTERMSIG(ws), sb, sizeof(sb)), desc);
+    } else {
+        snprintf(buf, len, "exited with status %d%s", WEXITSTATUS(ws),
+                 WEXITSTATUS(ws) == 3 ? " at start-up (worker_init failed?)" : "");
+    }
+}
+
 static void on_exit_status(master_t *m, pid_t pid, int ws)
 {
+    char death[1024], mod[48];
+    death_text(pid, ws, death, sizeof(death));
+    petrel__fault_module_of(petrel__fault_slot(pid), mod, sizeof(mod));
+    petrel__fault_release(pid);
     petrel__pubsub_exited(pid);
     petrel__metrics_worker_gone(pid); /* its counts join the retired ones */
     for (int k = 0; k < m->nret; k++)
@@ -727,32 +927,56 @@ static void on_exit_status(master_t *m, pid_t pid, int ws)
             sl->next = 0;
             if (m->stopping)
                 return;
-            char why[128];
-            if (WIFSIGNALED(ws))
-                snprintf(why, sizeof(why), "a new worker (pid %d) was killed by signal %d",
-                         (int)pid, WTERMSIG(ws));
-            else
-                snprintf(why, sizeof(why), "a new worker (pid %d) exited with status %d%s",
-                         (int)pid, WEXITSTATUS(ws),
-                         WEXITSTATUS(ws) == 3 ? " at start-up (worker_init failed?)" : "");
+            char why[1200];
+            snprintf(why, sizeof(why), "a new worker (pid %d) %s", (int)pid, death);
+            if (WIFSIGNALED(ws) && fault_signal(WTERMSIG(ws))) {
+                petrel__metrics_instance_add(PETREL__I_CRASHES, 1);
+                petrel__metrics_fault(mod, false);
+            }
             abort_reload(m, why);
             return;
         }
         if (sl->pid != pid)
             continue;
         sl->pid = 0;
+        bool watchdog = sl->wd_pid == pid;
+        sl->wd_pid = 0;
         if (m->stopping) {
             stopped_status(m, pid, ws);
             return;
         }
-        if (WIFSIGNALED(ws))
-            petrel_log(PETREL_LOG_ERROR, "worker %d (pid %d) killed by signal %d; restarting it", s,
-                       (int)pid, WTERMSIG(ws));
-        else
-            petrel_log(PETREL_LOG_ERROR, "worker %d (pid %d) exited with status %d; restarting it",
-                       s, (int)pid, WEXITSTATUS(ws));
-        if (WIFEXITED(ws) && WEXITSTATUS(ws) == 3 && time(NULL) - sl->started < 2 &&
-            !m->reloading) {
+        /* a worker that dies before it serves is restarted later and later;
+         * past --restart-limit in a row, the master stops: the fault is not
+         * one a restart cures.  One that served is restarted at once (a
+         * second later if it died within a second: no spinning), however
+         * often: a request that crashes its worker must not stop the
+         * instance. */
+        uint64_t now = mono_ms();
+        bool exit3 = WIFEXITED(ws) && WEXITSTATUS(ws) == 3 && !m->reloading && !sl->ready;
+        sl->fails = sl->ready ? 0 : sl->fails + 1;
+        int limit = m->srv->cfg.restart_limit;
+        bool give_up = !m->reloading && !exit3 && limit > 0 && sl->fails >= limit;
+        const char *then = m->reloading ? "" : give_up || exit3 ? "" : "; restarting it";
+        if (watchdog) {
+            petrel__metrics_instance_add(PETREL__I_WATCHDOG, 1);
+            petrel__metrics_fault(mod, true);
+            petrel_log(PETREL_LOG_ERROR,
+                       "watchdog: worker %d (pid %d) was in one loop turn for %.1f s "
+                       "(--watchdog-timeout %.3g), %s%s (a handler must not block its worker: "
+                       "move long work to a thread or a child process and wait for it with "
+                       "petrel_watch_start; see \"When a handler goes wrong\" in the module "
+                       "guide)",
+                       s, (int)pid, (double)sl->wd_stuck / 1000.0,
+                       (double)m->srv->cfg.watchdog_timeout_ms / 1000.0, death, then);
+        } else {
+            if (WIFSIGNALED(ws) && fault_signal(WTERMSIG(ws))) {
+                petrel__metrics_instance_add(PETREL__I_CRASHES, 1);
+                petrel__metrics_fault(mod, false);
+            }
+            petrel_log(PETREL_LOG_ERROR, "worker %d (pid %d) %s%s", s, (int)pid, death, then);
+        }
+        if (exit3) {
+            /* its worker_init failed and said why: a restart would too */
             petrel_log(PETREL_LOG_ERROR, "worker %d failed at start-up; stopping", s);
             m->status = 1;
             stop_all(m, 5000);
@@ -760,10 +984,71 @@ static void on_exit_status(master_t *m, pid_t pid, int ws)
         }
         if (m->reloading)
             return; /* its successor takes over; restarted if the reload fails */
-        /* do not spin on a worker that dies at once */
-        sl->restart_at = mono_ms() + (time(NULL) - sl->started < 1 ? 1000 : 0);
+        if (give_up) {
+            petrel_log(PETREL_LOG_ERROR,
+                       "worker %d failed to start %d times in a row (--restart-limit): giving "
+                       "up, stopping",
+                       s, sl->fails);
+            petrel__metrics_instance_set(PETREL__I_GAVE_UP, 1);
+            m->status = 1;
+            tell_draining();
+            stop_all(m, m->srv->cfg.drain_timeout_ms + 5000);
+            return;
+        }
+        uint64_t delay = now - sl->started_ms < 1000 ? 1000 : 0;
+        if (sl->fails) {
+            delay = RESTART_BASE_MS;
+            for (int k = 1; k < sl->fails && delay < RESTART_MAX_MS; k++)
+                delay *= 2;
+            if (delay > RESTART_MAX_MS)
+                delay = RESTART_MAX_MS;
+            char of[32] = "";
+            if (limit > 0)
+                snprintf(of, sizeof(of), " of %d", limit);
+            petrel_log(PETREL_LOG_WARN, "worker %d: restarting it in %.1f s (failure %d%s)", s,
+                       (double)delay / 1000.0, sl->fails, of);
+            slot_close(m, s);
+        }
+        sl->restart_at = now + delay;
         petrel__metrics_instance_add(PETREL__I_RESTARTS, 1);
         return;
+    }
+}
+
+/* The watchdog: a serving worker whose loop turn has lasted past
+ * --watchdog-timeout gets SIGABRT (its fatal signal handler records the
+ * request it runs, fault.c), and SIGKILL WD_KILL_MS later if it is still
+ * there.  The connections queued on its listening socket wait for its
+ * successor: the socket is the master's, the slot's next worker accepts
+ * them. */
+static void watchdog(master_t *m, uint64_t now)
+{
+    uint64_t to = m->srv->cfg.watchdog_timeout_ms;
+    if (to == 0 || m->stopping)
+        return;
+    for (int s = 0; s < m->n; s++) {
+        slot_t *sl = &m->slots[s];
+        if (sl->pid <= 0 || !sl->ready)
+            continue;
+        if (sl->wd_pid == sl->pid) {
+            if (now >= sl->wd_at + WD_KILL_MS) {
+                petrel_log(PETREL_LOG_ERROR,
+                           "watchdog: worker %d (pid %d) still there %.1f s after SIGABRT: "
+                           "SIGKILL",
+                           s, (int)sl->pid, (double)WD_KILL_MS / 1000.0);
+                kill(sl->pid, SIGKILL);
+                sl->wd_at = now + 60000;
+            }
+            continue;
+        }
+        petrel__wslot_t *w = petrel__fault_slot(sl->pid);
+        uint64_t busy = w ? __atomic_load_n(&w->busy_ms, __ATOMIC_RELAXED) : 0;
+        if (busy == 0 || now < busy || now - busy < to)
+            continue;
+        sl->wd_pid = sl->pid;
+        sl->wd_at = now;
+        sl->wd_stuck = now - busy;
+        kill(sl->pid, SIGABRT);
     }
 }
 
@@ -832,8 +1117,6 @@ int petrel__master_run(petrel_server_t *srv)
         fprintf(stderr, "petrel: %s\n", err);
         goto out;
     }
-    log_listening(srv, m->n);
-
     sigset_t set, old;
     sigemptyset(&set);
     sigaddset(&set, SIGCHLD);
@@ -857,10 +1140,12 @@ int petrel__master_run(petrel_server_t *srv)
                                     "or PATH.so)");
     m->serving = srv->generation;
     petrel__metrics_instance_set(PETREL__I_GENERATION, m->serving);
+    petrel__metrics_instance_set(PETREL__I_WANTED, (uint64_t)m->n);
 
     for (int s = 0; s < m->n; s++) {
         m->slots[s].pid = spawn(m, s);
         m->slots[s].started = time(NULL);
+        m->slots[s].started_ms = mono_ms();
         if (m->slots[s].pid == 0) {
             fprintf(stderr, "petrel: fork: %s\n", strerror(errno));
             stop_all(m, 5000);
@@ -886,6 +1171,12 @@ int petrel__master_run(petrel_server_t *srv)
             UNTIL(m->stop_at);
         UNTIL(m->rebuild_at);
         UNTIL(m->drain_at);
+        if (srv->cfg.watchdog_timeout_ms) {
+            /* look at the workers' loop turns a few times per timeout */
+            uint64_t every = srv->cfg.watchdog_timeout_ms / 8;
+            if ((int64_t)(every < 50 ? 50 : every) < wait)
+                wait = (int64_t)(every < 50 ? 50 : every);
+        }
 #undef UNTIL
         struct pollfd pfd[3] = {{m->sfd, POLLIN, 0}, {m->ready[0], POLLIN, 0}, {m->wfd, POLLIN, 0}};
         int pr = poll(pfd, m->wfd >= 0 ? 3 : 2, (int)wait);
@@ -959,6 +1250,7 @@ int petrel__master_run(petrel_server_t *srv)
         }
         if (m->reloading && now >= m->reload_deadline)
             abort_reload(m, "the new workers were not ready in time");
+        watchdog(m, now);
         if (!m->stopping)
             for (int s = 0; s < m->n; s++) {
                 slot_t *sl = &m->slots[s];
@@ -967,9 +1259,11 @@ int petrel__master_run(petrel_server_t *srv)
                 sl->restart_at = 0;
                 sl->ready = false;
                 sl->started = time(NULL);
+                sl->started_ms = now;
                 sl->pid = spawn(m, s);
                 if (sl->pid == 0) {
-                    petrel_log(PETREL_LOG_ERROR, "fork: %s; trying again", strerror(errno));
+                    petrel_log(PETREL_LOG_ERROR, "worker %d: cannot start it (%s); trying again", s,
+                               strerror(errno));
                     sl->restart_at = now + 1000;
                 }
             }

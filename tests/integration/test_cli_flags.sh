@@ -74,6 +74,17 @@ expect_error 2 --nope "--nope" "${L[@]}" --nope
 expect_error 2 --listen "--listen 1.2.3.4:99999" --module hello --listen 1.2.3.4:99999
 expect_error 2 --listen "--listen 127.0.0.1:http" --module hello --listen 127.0.0.1:http
 expect_error 2 --listen "--listen without a value" --module hello --listen
+# a bare port named no address and bound every interface: refused, with the
+# two addresses it may have meant
+expect_error 2 "127.0.0.1:18485 (this host only)" "--listen PORT" --module hello --listen 18485
+expect_error 2 "0.0.0.0:18485 (every interface)" "--listen :PORT" --module hello --listen :18485
+expect_error 2 --admin-listen "--admin-listen PORT" "${L[@]}" --admin-listen 18486
+# the fault flags (petrel(1), "When a handler goes wrong" in the guide)
+expect_error 2 --init-timeout "--init-timeout 0" "${L[@]}" --init-timeout 0
+expect_error 2 --init-timeout "--init-timeout soon" "${L[@]}" --init-timeout soon
+expect_error 2 --watchdog-timeout "--watchdog-timeout -1" "${L[@]}" --watchdog-timeout -1
+expect_error 2 --restart-limit "--restart-limit -1" "${L[@]}" --restart-limit -1
+expect_error 2 --restart-limit "--restart-limit 2x" "${L[@]}" --restart-limit 2x
 expect_error 2 extra "an unexpected argument" "${L[@]}" extra
 # production flags (doc/deployment.md)
 expect_error 2 --trusted-proxies "--trusted-proxies without --proxy-protocol" "${L[@]}" \

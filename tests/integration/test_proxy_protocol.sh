@@ -9,7 +9,8 @@
 #   - v2 LOCAL and v1 UNKNOWN (a line of 107 bytes) keep the socket's own
 #     address; a header split across TCP segments is accepted;
 #   - bad input: no header, each malformed v1 or v2 header, a v2 length past
-#     --max-proxy-header-size, an unknown family or command: the connection
+#     --max-proxy-header-size, an unknown family or command, a v2 TLV that
+#     runs past the header or is cut short: the connection
 #     is closed without a byte of answer, with exactly one log line, and
 #     nothing is served on it;
 #   - a header that does not complete (cut short, or trickled byte by byte)
@@ -152,6 +153,13 @@ bad = {
     "v2 transport 3": SIG + b"\x21\x13\x00\x0c" + inet("192.0.2.1", "192.0.2.2", 1, 2),
     "v2 length short of INET6 addresses": SIG + b"\x21\x21\x00\x0c" + b"\x00" * 12,
     "v2 length past the limit": SIG + b"\x21\x11\x13\x88" + b"\x00" * 100,
+    # TLVs must stay within the header: a NOOP claiming 64 bytes (3 there),
+    # and a TLV cut short after 2 bytes of its type and length
+    "v2 TLV past the header's length": SIG + b"\x21\x11\x00\x12"
+    + inet("192.0.2.1", "192.0.2.2", 1, 2) + b"\x04\x00\x40\x00\x00\x00"
+    + request("GET", "/hello?bad-tlv"),
+    "v2 TLV cut short": SIG + b"\x21\x11\x00\x0e" + inet("192.0.2.1", "192.0.2.2", 1, 2)
+    + b"\x04\x00",
 }
 before = len(log_lines())
 for what, data in bad.items():
