@@ -1501,6 +1501,43 @@ PETREL_API int petrel_req_aborted(const petrel_req_t *req);
  */
 PETREL_API int petrel_req_waiting(const petrel_req_t *req);
 
+/**
+ * Whether the handler of a request still holds it.
+ *
+ * True from the return of a handler that answers later (PETREL_LATER) or
+ * streams, until it lets go: until its response is complete, or, when the
+ * request was aborted, until its next sending call (which returns
+ * PETREL_EIO).  False while the handler runs, and after it let go.  A
+ * library that calls a handler back with the outcome of work for a request
+ * (the PostgreSQL pool) asks it before each callback: while it is true the
+ * request is valid and its handler expects to hear -- during the abort
+ * callback too, when petrel_req_waiting() is 0 already.
+ *
+ * Returns: 1 when the handler holds `req`, else 0.
+ *
+ * Errors: none.
+ *
+ * Lifetime: `req` must be valid (see "Waiting for work the handler started").
+ */
+PETREL_API int petrel_req_held(const petrel_req_t *req);
+
+/**
+ * The abort callback registered for a request, and its data.
+ *
+ * A request has one abort callback (petrel_req_on_abort() replaces it).  A
+ * library that registers its own for a request the handler may have
+ * registered one for (the PostgreSQL pool) reads that one first and calls
+ * it from its own, so that both run.
+ *
+ * Returns: the callback, or NULL when none is registered (or it has run);
+ * `*data` is set to its data (NULL with none) when `data` is not NULL.
+ *
+ * Errors: none.
+ *
+ * Lifetime: `req` must be valid; the data is the registrant's.
+ */
+PETREL_API petrel_abort_cb petrel_req_on_abort_get(const petrel_req_t *req, void **data);
+
 /** A watched file descriptor (opaque): petrel_watch_start(). */
 typedef struct petrel_watch petrel_watch_t;
 

@@ -343,6 +343,55 @@ START_TEST(test_req_waiting)
 }
 END_TEST
 
+/* petrel_req_held (response.c): the handler holds a request from its
+ * PETREL_LATER until it lets go -- also once it was aborted, when
+ * petrel_req_waiting is 0 already. */
+START_TEST(test_req_held)
+{
+    petrel_resp_t rs;
+    memset(&rs, 0, sizeof(rs));
+    petrel_req_t r;
+    memset(&r, 0, sizeof(r));
+    r._resp = &rs;
+    ck_assert_int_eq(petrel_req_held(&r), 0); /* the handler runs */
+    rs.holds = true;
+    ck_assert_int_eq(petrel_req_held(&r), 1); /* PETREL_LATER */
+    rs.abandoned = true;
+    ck_assert_int_eq(petrel_req_held(&r), 1); /* aborted, not let go */
+    ck_assert_int_eq(petrel_req_waiting(&r), 0);
+    rs.holds = false;
+    ck_assert_int_eq(petrel_req_held(&r), 0); /* let go */
+}
+END_TEST
+
+static void abort_a(petrel_req_t *req, void *data)
+{
+    (void)req, (void)data;
+}
+
+/* petrel_req_on_abort_get (response.c): what petrel_req_on_abort
+ * registered, so that a library can chain it. */
+START_TEST(test_req_on_abort_get)
+{
+    petrel_resp_t rs;
+    memset(&rs, 0, sizeof(rs));
+    petrel_req_t r;
+    memset(&r, 0, sizeof(r));
+    r._resp = &rs;
+    int x;
+    void *d = &x;
+    ck_assert_ptr_null(petrel_req_on_abort_get(&r, &d));
+    ck_assert_ptr_null(d);
+    ck_assert_int_eq(petrel_req_on_abort(&r, abort_a, &x), 0);
+    ck_assert(petrel_req_on_abort_get(&r, &d) == abort_a);
+    ck_assert_ptr_eq(d, &x);
+    ck_assert(petrel_req_on_abort_get(&r, NULL) == abort_a);
+    ck_assert_int_eq(petrel_req_on_abort(&r, NULL, NULL), 0);
+    ck_assert_ptr_null(petrel_req_on_abort_get(&r, &d));
+    ck_assert_ptr_null(d);
+}
+END_TEST
+
 /* petrel_req_query on a request without a query (query.ptr NULL): it
  * computed NULL + 0, undefined behaviour that UBSan reports (fuzz_http1,
  * GET /kv/all with a handler asking for a query parameter). */
@@ -398,6 +447,12 @@ static Suite *request_suite(void)
     tc = tcase_create("fuzz");
     tcase_add_test(tc, test_fuzz_query_absent);
     tcase_add_test(tc, test_req_waiting);
+    suite_add_tcase(s, tc);
+
+    /* what a library that answers requests later asks of them */
+    tc = tcase_create("waiting");
+    tcase_add_test(tc, test_req_held);
+    tcase_add_test(tc, test_req_on_abort_get);
     suite_add_tcase(s, tc);
     return s;
 }

@@ -365,6 +365,19 @@ int petrel_req_waiting(const petrel_req_t *req)
     return !rs->abandoned && (!rs->ended || rs->holds);
 }
 
+int petrel_req_held(const petrel_req_t *req)
+{
+    return req->_resp->holds;
+}
+
+petrel_abort_cb petrel_req_on_abort_get(const petrel_req_t *req, void **data)
+{
+    const petrel_resp_t *rs = req->_resp;
+    if (data)
+        *data = rs->on_abort ? rs->abort_data : NULL;
+    return rs->on_abort;
+}
+
 int petrel_req_aborted(const petrel_req_t *req)
 {
     return req->_resp->abandoned;

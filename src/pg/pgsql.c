@@ -34,14 +34,51 @@
  */
 #include "config.h"
 
-#include "protocols/proto.h"
+#include <petrel.h>
 
 #include <ctype.h>
 #include <errno.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
+
+/* The pool's lists: intrusive, circular, doubly linked, with a head node
+ * (the library is written against petrel's public API only: it has lists
+ * of its own). */
+typedef struct pglist {
+    struct pglist *prev, *next;
+} pglist_t;
+
+#define container_of(p, type, member) ((type *)((char *)(p)-offsetof(type, member)))
+
+static inline void list_init(pglist_t *l)
+{
+    l->prev = l->next = l;
+}
+
+static inline bool list_empty(const pglist_t *l)
+{
+    return l->next == l;
+}
+
+static inline void list_unlink(pglist_t *n)
+{
+    n->prev->next = n->next;
+    n->next->prev = n->prev;
+    n->prev = n->next = n;
+}
+
+static inline void list_append(pglist_t *l, pglist_t *n)
+{
+    n->prev = l->prev;
+    n->next = l;
+    l->prev->next = n;
+    l->prev = n;
+}
 
 /* What a callback gets (libpq's PGresult is struct pg_result). */
 struct petrel_pg_result {
@@ -96,7 +133,7 @@ typedef struct pglink {
 typedef struct pgconn pgconn_t;
 
 struct pgbatch {
-    petrel__list_t node; /* pool->queue, conn->sent, or the free list */
+    pglist_t node; /* pool->queue, conn->sent, or the free list */
     pgq_t *first, *last;
     unsigned nq;
     int state;
@@ -123,7 +160,7 @@ struct pgconn {
     int fd;
     int wev;
     int state;
-    petrel__list_t sent;   /* batches sent, oldest first: the oldest runs */
+    pglist_t sent;         /* batches sent, oldest first: the oldest runs */
     pgbatch_t *cancel_for; /* the batch a server-side cancel was sent for */
     unsigned nq;           /* queries in flight */
     unsigned char *prepared;
@@ -146,20 +183,20 @@ struct petrel_pg_stmt {
 };
 
 struct petrel_pg {
-    petrel__list_t node; /* `pools` */
+    pglist_t node; /* `pools` */
     petrel_pg_opts_t o;
     char *conninfo;
     pgconn_t *conns; /* o.connections of them, and the canceller */
-    petrel__list_t queue;
+    pglist_t queue;
     unsigned queued;
     bool tx_open;         /* petrel_pg_tx_begin() ... petrel_pg_tx_end() */
     petrel_req_t *tx_req; /* ... for this request (NULL: the module's own) */
     pgbatch_t *tx;        /* its queries so far (NULL: none yet) */
-    petrel__list_t free_batches;
+    pglist_t free_batches;
     pgq_t *free_q;
     petrel_pg_stmt_t **stmts;
     unsigned nstmts, capstmts;
-    petrel__pending_t turn;
+    petrel_turn_work_t turn;
     unsigned ready;
     bool down; /* no connection, and the last attempt failed */
     petrel_pg_stats_t st;
@@ -167,7 +204,7 @@ struct petrel_pg {
 
 /* The open pools of this worker: an abort callback checks that its pool
  * is still one. */
-static petrel__list_t pools = {&pools, &pools};
+static pglist_t pools = {&pools, &pools};
 
 static void conn_connect(pgconn_t *c);
 static void conn_lost(pgconn_t *c, const char *why);
@@ -518,13 +555,13 @@ static void conn_flush(pgconn_t *c)
     int r = PQflush(c->pg);
     if (r < 0) {
         c->broken = true;
-        petrel__pending_add(petrel__loop, &c->pool->turn);
+        petrel_turn_work_add(&c->pool->turn);
         return;
     }
     int ev = PETREL_WATCH_READ | (r ? PETREL_WATCH_WRITE : 0);
     if (ev != c->wev && conn_watch(c, ev) < 0) {
         c->broken = true;
-        petrel__pending_add(petrel__loop, &c->pool->turn);
+        petrel_turn_work_add(&c->pool->turn);
     }
 }
 
@@ -538,7 +575,7 @@ static void send_sync(pgconn_t *c)
     if (PQsendPipelineSync(c->pg) != 1)
         goto broken;
     c->flush = true;
-    petrel__pending_add(petrel__loop, &c->pool->turn);
+    petrel_turn_work_add(&c->pool->turn);
     return;
 #else
     if (PQpipelineSync(c->pg) != 1)
@@ -549,7 +586,7 @@ static void send_sync(pgconn_t *c)
 broken:
     set_err(c, PQerrorMessage(c->pg));
     c->broken = true;
-    petrel__pending_add(petrel__loop, &c->pool->turn);
+    petrel_turn_work_add(&c->pool->turn);
 }
 
 static bool stmt_prepared(pgconn_t *c, const petrel_pg_stmt_t *s)
@@ -589,7 +626,7 @@ static void send_q(pgconn_t *c, pgq_t *q)
 broken:
     set_err(c, PQerrorMessage(c->pg));
     c->broken = true;
-    petrel__pending_add(petrel__loop, &c->pool->turn);
+    petrel_turn_work_add(&c->pool->turn);
 }
 
 /* Put batch b on connection c: its queries go out, then its Sync. */
@@ -597,7 +634,7 @@ static void batch_attach(pgconn_t *c, pgbatch_t *b)
 {
     b->conn = c;
     b->state = B_SENT;
-    b->exposed = c->cancel_out > 0 || petrel__loop->now_ms < c->cancel_until;
+    b->exposed = c->cancel_out > 0 || petrel_loop_now_ms() < c->cancel_until;
     list_append(&c->sent, &b->node);
     c->nq += b->nq;
     b->cur = b->first;
@@ -643,10 +680,11 @@ static const char *res_field(const PGresult *r, int f, const char *dflt)
     return v ? v : dflt;
 }
 
-/* A request still waiting for its answer: its handler holds it. */
+/* A request still waiting for its answer: its handler holds it (also
+ * during its abort callback, until the handler lets go). */
 static bool req_live(const pgbatch_t *b)
 {
-    return b->req != NULL && b->req->_resp->holds;
+    return b->req != NULL && petrel_req_held(b->req);
 }
 
 static void log_failure(pgbatch_t *b, const char *sqlstate, const char *msg)
@@ -877,11 +915,11 @@ static void conn_watch_cb(petrel_watch_t *w, int fd, int events, void *data)
 
 /* Every batch c sent, into the empty list `into` (for the callbacks of a
  * connection that goes: they must not find them there). */
-static void take_sent(pgconn_t *c, petrel__list_t *into)
+static void take_sent(pgconn_t *c, pglist_t *into)
 {
     list_init(into);
     while (!list_empty(&c->sent)) {
-        petrel__list_t *x = c->sent.next;
+        pglist_t *x = c->sent.next;
         list_unlink(x);
         list_append(into, x);
     }
@@ -894,7 +932,7 @@ static void conn_lost(pgconn_t *c, const char *why)
     petrel_pg_t *p = c->pool;
     set_err(c, why);
     unsigned n = c->nq;
-    petrel__list_t gone;
+    pglist_t gone;
     take_sent(c, &gone);
     c->nq = 0;
     conn_drop(c); /* before the callbacks: they must not pick it */
@@ -923,7 +961,7 @@ static void cancel_done(const petrel_pg_result_t *res, void *data)
     pgconn_t *c = data;
     if (c->cancel_out)
         c->cancel_out--;
-    c->cancel_until = petrel__loop->now_ms + PG_CANCEL_GRACE_MS;
+    c->cancel_until = petrel_loop_now_ms() + PG_CANCEL_GRACE_MS;
     if (petrel_pg_status(res) != PETREL_PG_OK)
         petrel_log(PETREL_LOG_DEBUG, "pg: cancel on connection %u: %s", c->idx,
                    petrel_pg_message(res));
@@ -971,7 +1009,7 @@ static void cancels_send(petrel_pg_t *p)
         c->cancel_out++;
         p->st.cancels++;
         /* a cancel that lands late hits what runs then: run that again */
-        for (petrel__list_t *y = c->sent.next; y != &c->sent; y = y->next)
+        for (pglist_t *y = c->sent.next; y != &c->sent; y = y->next)
             container_of(y, pgbatch_t, node)->exposed = true;
         batch_attach(x, b);
     }
@@ -1006,7 +1044,7 @@ static int cancel_req(petrel_pg_t *p, petrel_req_t *req)
     if (p->tx_open && p->tx_req == req)
         tx_close(p); /* into the queue or onto a connection: cancelled there */
     /* gather first: the callbacks may change the lists */
-    for (petrel__list_t *x = p->queue.next; x != &p->queue;) {
+    for (pglist_t *x = p->queue.next; x != &p->queue;) {
         pgbatch_t *b = container_of(x, pgbatch_t, node);
         x = x->next;
         if (b->req == req && b->state == B_QUEUED) {
@@ -1020,7 +1058,7 @@ static int cancel_req(petrel_pg_t *p, petrel_req_t *req)
     }
     for (unsigned i = 0; i < p->o.connections; i++) {
         pgconn_t *c = &p->conns[i];
-        for (petrel__list_t *x = c->sent.next; x != &c->sent; x = x->next) {
+        for (pglist_t *x = c->sent.next; x != &c->sent; x = x->next) {
             pgbatch_t *b = container_of(x, pgbatch_t, node);
             if (b->req == req && b->state == B_SENT && !b->canceled) {
                 b->canceled = true;
@@ -1059,7 +1097,7 @@ static int cancel_req(petrel_pg_t *p, petrel_req_t *req)
 
 static bool pool_open(const petrel_pg_t *p)
 {
-    for (const petrel__list_t *x = pools.next; x != &pools; x = x->next)
+    for (const pglist_t *x = pools.next; x != &pools; x = x->next)
         if (x == &p->node)
             return true;
     return false;
@@ -1090,7 +1128,7 @@ static void link_gone(void *data)
 /* ------------------------------------------------------------------------ */
 /* Queries                                                                  */
 
-static void turn_end(petrel__pending_t *pend)
+static void turn_end(petrel_turn_work_t *pend)
 {
     petrel_pg_t *p = container_of(pend, petrel_pg_t, turn);
     if (p->tx_open) /* a transaction ends with the turn at the latest */
@@ -1124,7 +1162,6 @@ static pgbatch_t *batch_new(petrel_pg_t *p, petrel_req_t *req)
     pgbatch_t *b = b_get(p);
     if (b == NULL || req == NULL)
         return b;
-    petrel_resp_t *rs = req->_resp;
     pglink_t *l = petrel_arena_alloc(req->arena, sizeof(*l), 0);
     if (l == NULL || petrel_arena_defer(req->arena, link_gone, l) < 0) {
         b_put(p, b);
@@ -1132,13 +1169,15 @@ static pgbatch_t *batch_new(petrel_pg_t *p, petrel_req_t *req)
     }
     l->pool = p;
     l->batch = b;
-    if (rs->on_abort == pg_on_abort && ((pglink_t *)rs->abort_data)->pool == p) {
-        pglink_t *o = rs->abort_data; /* ours already: keep what it chains */
+    void *abort_data;
+    petrel_abort_cb abort_cb = petrel_req_on_abort_get(req, &abort_data);
+    if (abort_cb == pg_on_abort && ((pglink_t *)abort_data)->pool == p) {
+        pglink_t *o = abort_data; /* ours already: keep what it chains */
         l->prev_cb = o->prev_cb;
         l->prev_data = o->prev_data;
     } else {
-        l->prev_cb = rs->on_abort;
-        l->prev_data = rs->abort_data;
+        l->prev_cb = abort_cb;
+        l->prev_data = abort_data;
     }
     petrel_req_on_abort(req, pg_on_abort, l);
     b->req = req;
@@ -1170,11 +1209,8 @@ static int submit(petrel_pg_t *p, petrel_req_t *req, const petrel_pg_stmt_t *stm
     if (p == NULL || cb == NULL || (stmt == NULL && sql == NULL) || n < 0 || n > 65535 ||
         (n > 0 && params == NULL))
         return PETREL_EINVAL;
-    if (req) {
-        petrel_resp_t *rs = req->_resp;
-        if (rs->abandoned || (rs->ended && !rs->holds))
-            return PETREL_ESTATE;
-    }
+    if (req && !petrel_req_waiting(req))
+        return PETREL_ESTATE;
     if (p->down) {
         p->st.refused++;
         return PETREL_EIO;
@@ -1211,7 +1247,7 @@ static int submit(petrel_pg_t *p, petrel_req_t *req, const petrel_pg_stmt_t *stm
     p->st.queries++;
     if (in_tx) { /* it waits for petrel_pg_tx_end(), then for a connection like any */
         p->tx = b;
-        petrel__pending_add(petrel__loop, &p->turn);
+        petrel_turn_work_add(&p->turn);
     } else if (c) {
         batch_attach(c, b);
     } else {
@@ -1226,17 +1262,14 @@ int petrel_pg_tx_begin(petrel_pg_t *pg, petrel_req_t *req)
 {
     if (pg == NULL)
         return PETREL_EINVAL;
-    if (req) {
-        petrel_resp_t *rs = req->_resp;
-        if (rs->abandoned || (rs->ended && !rs->holds))
-            return PETREL_ESTATE;
-    }
+    if (req && !petrel_req_waiting(req))
+        return PETREL_ESTATE;
     if (pg->tx_open)
         tx_close(pg);
     pg->tx_open = true;
     pg->tx_req = req;
     pg->tx = NULL;
-    petrel__pending_add(petrel__loop, &pg->turn);
+    petrel_turn_work_add(&pg->turn);
     return 0;
 }
 
@@ -1329,7 +1362,7 @@ petrel_pg_t *petrel_pg_open(const petrel_pg_opts_t *opts)
                                      "reconnect_max_ms)");
         return NULL;
     }
-    if (petrel__loop == NULL) {
+    if (petrel_loop_now_ms() == 0) { /* no loop: not in a worker */
         petrel_log(PETREL_LOG_ERROR, "pg: petrel_pg_open outside a worker (call it from a "
                                      "module's worker_init)");
         return NULL;
@@ -1352,8 +1385,7 @@ petrel_pg_t *petrel_pg_open(const petrel_pg_opts_t *opts)
     p->o.conninfo = p->conninfo;
     list_init(&p->queue);
     list_init(&p->free_batches);
-    list_init(&p->turn.node);
-    p->turn.cb = turn_end;
+    petrel_turn_work_init(&p->turn, turn_end);
     list_append(&pools, &p->node);
     for (unsigned i = 0; i <= opts->connections; i++) {
         pgconn_t *c = &p->conns[i];
@@ -1374,7 +1406,7 @@ void petrel_pg_close(petrel_pg_t *pg)
         return;
     petrel_pg_t *p = pg;
     list_unlink(&p->node);
-    list_unlink(&p->turn.node);
+    petrel_turn_work_del(&p->turn);
     p->down = true; /* the callbacks below get no new queries in */
     if (p->tx) {    /* a transaction still being made: it never ran */
         pgbatch_t *b = p->tx;
@@ -1387,7 +1419,7 @@ void petrel_pg_close(petrel_pg_t *pg)
     }
     for (unsigned i = 0; i <= p->o.connections; i++) {
         pgconn_t *c = &p->conns[i];
-        petrel__list_t gone;
+        pglist_t gone;
         take_sent(c, &gone);
         conn_drop(c);
         while (!list_empty(&gone)) {
