@@ -2087,6 +2087,13 @@ PETREL_API void petrel_cache_stats(const petrel_cache_t *c, petrel_cache_stats_t
 /* ------------------------------------------------------------------------ */
 /* PostgreSQL connection pool (src/pg/pgsql.c)                                 */
 
+/*
+ * The pool is the library libpetrel-pg, beside libpetrel (<petrel/pg.h>
+ * says more): a module loaded into the petrel command calls it as it
+ * calls the rest of the API; a program that embeds petrel links it with
+ * `pkg-config --cflags --libs petrel-pg`.
+ */
+
 /**
  * A pool of PostgreSQL connections of one worker process (opaque).
  *
@@ -2259,10 +2266,11 @@ PETREL_API void petrel_pg_opts_init(petrel_pg_opts_t *opts);
 PETREL_API int petrel_pg_opts_parse(petrel_pg_opts_t *opts, const char *args);
 
 /**
- * Whether this libpetrel has the PostgreSQL pool.
+ * Whether this libpetrel-pg has the PostgreSQL pool.
  *
- * The pool is built when configure finds libpq (Debian's libpq-dev) and is
- * not given --without-pgsql.  Without it, petrel_pg_open() fails.
+ * The pool is built on libpq when configure finds it (Debian's libpq-dev)
+ * and is not given --without-pgsql.  Without it, libpetrel-pg has the same
+ * calls, and petrel_pg_open() fails.
  *
  * Returns: 1 when the pool is built in, else 0.
  *
@@ -2288,7 +2296,7 @@ PETREL_API int petrel_pg_supported(void);
  *
  * Errors: NULL when out of memory, with an invalid connection string or
  * settings (logged with libpq's reason), outside a worker, or when this
- * libpetrel was built without PostgreSQL (logged).
+ * libpetrel-pg was built without libpq (logged).
  *
  * Lifetime: the pool is the caller's until petrel_pg_close().  `opts` and
  * its connection string are copied.

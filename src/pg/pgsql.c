@@ -1,7 +1,8 @@
 /*
  * pgsql.c -- a per-worker PostgreSQL connection pool on libpq's
  * non-blocking API (petrel.h, "PostgreSQL connection pool").  The one file
- * that touches libpq.
+ * that touches libpq, and the library libpetrel-pg (<petrel/pg.h>), beside
+ * libpetrel: written against petrel's public API only, as a module is.
  *
  * Each connection runs in pipeline mode.  A batch is one transaction: a
  * query on its own (the default), or the queries a request made between
@@ -32,9 +33,8 @@
  * libpq; the pool, the batches and their transactions, the retries and
  * the cancels share one connection state machine.
  */
-#include "config.h"
-
 #include <petrel.h>
+#include <petrel/pg.h>
 
 #include <ctype.h>
 #include <errno.h>
