@@ -16,6 +16,13 @@ that defines a symbol it uses.  The check fails when
   - the optional libraries are called by the core (any core layer using a
     symbol of pg, redis or the static module: the core must link without
     them);
+  - an optional library uses an internal of the core (a `petrel__` symbol
+    defined in a core layer): they are written against the public API
+    (PETREL_API), as a module is;
+  - a source file of a library in PUBLIC_HEADERS_ONLY includes a header
+    with quotes (`#include "..."`: one of src/, or config.h) rather than
+    <petrel.h>, <petrel/...>, its third-party library's and the system's:
+    what a private header gives inline never shows in the symbols;
   - the files of one layer call each other in a circle;
   - a private header of the core declares a process-global function pointer
     (`extern ... (*name)(...)`): a lower layer calling up through a pointer
@@ -23,9 +30,11 @@ that defines a symbol it uses.  The check fails when
     The only ones allowed are in ALLOWED_HOOKS, each with its reason.
 
 It prints the files by layer with what each uses, then "ok".  With
---self-test it also plants an object that makes an upward call (the
-runtime's transport calling the router) beside copies of the real ones and
-checks that the check then fails.
+--self-test it also plants objects beside copies of the real ones -- one
+that makes an upward call (the runtime's transport calling the router), a
+core file calling the PostgreSQL pool, a pool file using the loop's
+internals -- and a pool source that includes a private header, and checks
+that each makes the check fail.
 """
 import os
 import re
@@ -63,6 +72,11 @@ ALLOWED = {
 
 # Process-global function pointers allowed in the core's private headers.
 ALLOWED_HOOKS = {}
+
+# Optional libraries whose sources (the directory under the source tree)
+# include only public headers: <petrel.h>, <petrel/...>, their third-party
+# library's and the system's.
+PUBLIC_HEADERS_ONLY = {"pg": "src/pg"}
 
 
 def symbols(obj):
@@ -121,6 +135,23 @@ def hooks(srcdir):
     return bad
 
 
+def private_includes(srcdir):
+    """Quoted includes in the sources of PUBLIC_HEADERS_ONLY libraries."""
+    bad = []
+    pat = re.compile(r'^\s*#\s*include\s*"([^"]+)"', re.M)
+    for lay, sub in sorted(PUBLIC_HEADERS_ONLY.items()):
+        d = os.path.join(srcdir, sub)
+        if not os.path.isdir(d):
+            continue
+        for f in sorted(os.listdir(d)):
+            if f.endswith((".c", ".h")):
+                text = open(os.path.join(d, f)).read()
+                for m in pat.finditer(text):
+                    bad.append("%s/%s includes \"%s\": the %s library includes only public "
+                               "headers (<petrel.h>, <petrel/...>)" % (sub, f, m.group(1), lay))
+    return bad
+
+
 def check(top, srcdir, quiet=False):
     objs = objects(top)
     if not objs:
@@ -151,6 +182,11 @@ def check(top, srcdir, quiet=False):
             a, b = layer[n], layer[m]
             if b in OPTIONAL and a not in OPTIONAL:
                 errors.append("%s calls the optional library %s: %s" % (n, m, ", ".join(syms[:6])))
+            elif a in OPTIONAL and b not in OPTIONAL:
+                inner = [s for s in syms if s.startswith("petrel__")]
+                if inner:
+                    errors.append("%s uses internals of the core (%s): %s; an optional library "
+                                  "uses the public API only" % (n, m, ", ".join(inner[:6])))
             elif RANK[b] > RANK[a] and b not in OPTIONAL:
                 up = [s for s in syms if (a, s) not in ALLOWED]
                 if up:
@@ -181,6 +217,7 @@ def check(top, srcdir, quiet=False):
         if state.get(n) is None:
             visit(n)
     errors += hooks(srcdir)
+    errors += private_includes(srcdir)
     if not quiet:
         for lay in LAYERS:
             files = sorted(n for n in deps if layer[n] == lay)
@@ -221,6 +258,31 @@ def self_test(top, srcdir):
             print("FAIL: self-test: a runtime object calling petrel__router_new passed the check")
             return 1
         print("self-test: caught " + [e for e in caught if "planted" in e][0])
+        # the core calling the pool, and the pool using the core's internals
+        core_pg = os.path.join(tmp, "core_pg.c")
+        with open(core_pg, "w") as f:
+            f.write("void *petrel_pg_open(const void *opts);\n"
+                    "void *planted_core_pg(void);\n"
+                    "void *planted_core_pg(void) { return petrel_pg_open(0); }\n")
+        pg_inner = os.path.join(tmp, "pg_inner.c")
+        with open(pg_inner, "w") as f:
+            f.write("extern void *petrel__loop;\n"
+                    "void *planted_pg_inner(void);\n"
+                    "void *planted_pg_inner(void) { return petrel__loop; }\n")
+        pg_dir = os.path.join(tmp, "src", "pg", ".libs")
+        os.makedirs(pg_dir, exist_ok=True)
+        for src, obj, want in ((core_pg, os.path.join(planted, "planted_core_pg.o"),
+                                "calls the optional library pg/"),
+                               (pg_inner, os.path.join(pg_dir, "planted_pg_inner.o"),
+                                "uses internals of the core")):
+            subprocess.run([cc, "-c", "-o", obj, src], check=True)
+            caught = check(tmp, srcdir, quiet=True)
+            hit = [e for e in caught if want in e and "planted" in e]
+            if not hit:
+                print("FAIL: self-test: %s passed the check" % os.path.basename(obj))
+                return 1
+            print("self-test: caught " + hit[0])
+            os.unlink(obj)
         # and a hook declared in a private header
         hdr_dir = os.path.join(tmp, "src-hooks", "src", "runtime")
         os.makedirs(hdr_dir)
@@ -231,7 +293,18 @@ def self_test(top, srcdir):
             print("FAIL: self-test: an extern function pointer in a private header passed")
             return 1
         print("self-test: caught " + planted_hooks[0])
-    print("ok: self-test: a planted upward call and a planted hook make the check fail")
+        # and a private header included by the pool
+        pg_src = os.path.join(tmp, "src-hooks", "src", "pg")
+        os.makedirs(pg_src)
+        with open(os.path.join(pg_src, "planted.c"), "w") as f:
+            f.write('#include <petrel.h>\n#include "runtime/loop.h"\n')
+        planted_inc = private_includes(os.path.join(tmp, "src-hooks"))
+        if not planted_inc:
+            print("FAIL: self-test: a private header included by the pool passed")
+            return 1
+        print("self-test: caught " + planted_inc[0])
+    print("ok: self-test: a planted upward call, a core call of the pool, the pool using an "
+          "internal, a planted hook and a private include make the check fail")
     return 0
 
 
