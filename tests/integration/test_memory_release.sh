@@ -22,6 +22,11 @@
 # tenth of the burst and 1 MiB (the heap's layout differs between the two).
 . "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 
+# the sanitizers' and valgrind's allocators keep freed memory in
+# quarantine and do not take malloc_trim: RSS is not petrel's there
+[[ ${PETREL_SANITIZERS:-no} == yes ]] && skip "RSS under the sanitizers' allocator"
+[[ ${PETREL_VALGRIND:-0} == 1 ]] && skip "RSS under valgrind"
+
 N=2000
 nofile=$(ulimit -n)
 if ((nofile < N + 100)); then
@@ -143,14 +148,16 @@ time.sleep(1.5)
 r0 = rss_kb()
 
 socks, p1 = burst(N)
-check(p1 - r0 > N * 8, "the burst took %d KiB, want more than 8 KiB per connection" % (p1 - r0))
+check(p1 - r0 > N * 4, "the burst took %d KiB, want more than 4 KiB per connection" % (p1 - r0))
 close_all(socks)
 limit = r0 + (p1 - r0) // 4
 r1, secs = settle(limit)
 check(r1 <= limit, "after the first burst: RSS %d KiB, want at most %d (idle %d, peak %d)"
       % (r1, limit, r0, p1))
-ok("%d h2c connections: RSS %d KiB idle, %d at the peak, %d %.1fs after the close (%.0f bytes "
-   "per closed connection)" % (N, r0, p1, r1, secs, (r1 - r0) * 1024.0 / N))
+time.sleep(1.0)  # two more release delays: what is left for good
+r1b = rss_kb()
+ok("%d h2c connections: RSS %d KiB idle, %d at the peak, %d %.1fs after the close, %d 1s later "
+   "(%.0f bytes per closed connection)" % (N, r0, p1, r1, secs, r1b, (r1b - r0) * 1024.0 / N))
 
 socks, p2 = burst(N)
 close_all(socks)
