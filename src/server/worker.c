@@ -38,7 +38,9 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
+#ifdef __GLIBC__
 #include <malloc.h>
+#endif
 #include <poll.h>
 #include <signal.h>
 #include <stdio.h>
@@ -200,7 +202,9 @@ static void on_release(petrel__timer_t *t)
     /* malloc_trim walks the heap: once there is enough for it to give
      * back, or once the worker is idle (nothing more came back) */
     if (heap_freed >= TRIM_MIN || (given == 0 && heap_freed > 0)) {
-        malloc_trim(0);
+#ifdef __GLIBC__
+        malloc_trim(0); /* (other C libraries give free pages back by themselves, or never) */
+#endif
         heap_freed = 0;
     }
     release_fired = true;
