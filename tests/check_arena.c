@@ -805,6 +805,38 @@ START_TEST(test_failmalloc_hook)
 }
 END_TEST
 
+/* petrel__pool_trim: the chunks the pool's free list did not dip into
+ * since the last call go back to the heap, except `keep`; chunks taken in
+ * between are the working set and stay. */
+START_TEST(test_pool_trim)
+{
+    petrel__pool_init(&petrel__pool, 256);
+    void *c[32];
+    for (int i = 0; i < 32; i++)
+        ck_assert_ptr_nonnull(c[i] = petrel__chunk_get(&petrel__pool));
+    for (int i = 0; i < 32; i++)
+        petrel__chunk_put(&petrel__pool, c[i]);
+    ck_assert_uint_eq(petrel__pool_trim(&petrel__pool, 0), 0); /* the interval starts */
+    ck_assert_uint_eq(petrel__pool.nfree, 32);
+    for (int i = 0; i < 6; i++)
+        c[i] = petrel__chunk_get(&petrel__pool);
+    for (int i = 0; i < 6; i++)
+        petrel__chunk_put(&petrel__pool, c[i]);
+    /* 26 sat unused: 22 go, 4 are kept beyond the 6 of the working set */
+    ck_assert_uint_eq(petrel__pool_trim(&petrel__pool, 10), 22);
+    ck_assert_uint_eq(petrel__pool.nfree, 10);
+    /* idle since: down to the 10 kept, then 0 */
+    ck_assert_uint_eq(petrel__pool_trim(&petrel__pool, 10), 0);
+    ck_assert_uint_eq(petrel__pool_trim(&petrel__pool, 0), 10);
+    ck_assert_uint_eq(petrel__pool.nfree, 0);
+    ck_assert_uint_eq(petrel__pool.trimmed, 32);
+    void *again = petrel__chunk_get(&petrel__pool);
+    ck_assert_ptr_nonnull(again);
+    petrel__chunk_put(&petrel__pool, again);
+    petrel__pool_fini(&petrel__pool);
+}
+END_TEST
+
 static Suite *arena_suite(void)
 {
     Suite *s = suite_create("arena");
@@ -827,6 +859,7 @@ static Suite *arena_suite(void)
     tcase_add_test(tc, test_reset_returns_chunks);
     tcase_add_test(tc, test_stats);
     tcase_add_test(tc, test_pool_max_free);
+    tcase_add_test(tc, test_pool_trim);
     tcase_add_test(tc, test_pool_chunks);
     tcase_add_test(tc, test_large_blocks);
     tcase_add_test(tc, test_defer_reset_order);

@@ -72,6 +72,8 @@ START_TEST(test_defaults)
     ck_assert_uint_eq(c.watchdog_timeout_ms, 5000);
     ck_assert_int_eq(c.restart_limit, 5);
     ck_assert_uint_eq(c.admin_max_connections, 256);
+    ck_assert_uint_eq(c.memory_reserve, 256u << 10);
+    ck_assert_uint_eq(c.memory_release_delay_ms, 1000);
     ck_assert_uint_eq(c.h2_reset_burst, 1000);
     ck_assert_uint_eq(c.h2_reset_rate, 33);
     ck_assert_int_eq(c.workers, 1);

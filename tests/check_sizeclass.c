@@ -175,6 +175,68 @@ START_TEST(paged_blocks_discard)
 }
 END_TEST
 
+/* petrel__sc_trim gives back what its free lists did not dip into since
+ * the last call: nothing the first time (the interval starts), then the
+ * blocks that sat unused -- small ones to the heap, paged ones' pages to
+ * the kernel beyond `keep` -- while blocks taken in between stay.  A paged
+ * block whose pages went back is reused, reading as zeros. */
+START_TEST(trim_gives_back_idle_blocks)
+{
+    if (sysconf(_SC_PAGESIZE) != 4096)
+        return;
+    enum { N = 64 };
+    void *small[N], *paged[N];
+    for (int i = 0; i < N; i++) {
+        small[i] = petrel__sc_malloc(100);
+        paged[i] = petrel__sc_malloc(8000); /* two pages */
+        ck_assert_ptr_nonnull(small[i]);
+        ck_assert_ptr_nonnull(paged[i]);
+        memset(paged[i], 0x5a, 8000);
+    }
+    for (int i = 0; i < N; i++) {
+        petrel__sc_free(small[i]);
+        petrel__sc_free(paged[i]);
+    }
+    size_t held = petrel__sc_free_bytes();
+    ck_assert_uint_ge(held, N * (112 + 8192));
+    petrel__sc_trim(0); /* the first look: the interval starts */
+    ck_assert_uint_eq(petrel__sc_free_bytes(), held);
+    /* the working set: 8 of each taken and given back in the interval */
+    for (int i = 0; i < 8; i++) {
+        small[i] = petrel__sc_malloc(100);
+        paged[i] = petrel__sc_malloc(8000);
+    }
+    for (int i = 0; i < 8; i++) {
+        petrel__sc_free(small[i]);
+        petrel__sc_free(paged[i]);
+    }
+    petrel__sc_stats_t st0, st1;
+    petrel__sc_stats(&st0);
+    /* keep four paged blocks: the working set's eight are more already */
+    size_t given = petrel__sc_trim(4 * 8192);
+    petrel__sc_stats(&st1);
+    /* small: the 56 idle blocks to the heap; paged: the 56 idle ones cold */
+    ck_assert_uint_eq(st1.cold_bytes - st0.cold_bytes, 56 * 8192);
+    ck_assert_uint_ge(given, 56 * 8192 + 56 * 112);
+    ck_assert_uint_eq(petrel__sc_free_bytes(), held - given);
+    /* nothing was taken since: all that is left goes, but four paged */
+    petrel__sc_trim(4 * 8192);
+    petrel__sc_stats(&st1);
+    ck_assert_uint_eq(st1.cold_bytes - st0.cold_bytes, 60 * 8192);
+    ck_assert_uint_eq(petrel__sc_free_bytes(), 4 * 8192);
+    /* reused: the kept blocks first, with their contents, then cold ones */
+    unsigned char *p[8];
+    for (int i = 0; i < 8; i++) {
+        p[i] = petrel__sc_malloc(8000);
+        ck_assert_ptr_nonnull(p[i]);
+        ck_assert_int_eq(p[i][4096 + 100], i < 4 ? 0x5a : 0);
+        memset(p[i], 1, 8000);
+    }
+    for (int i = 0; i < 8; i++)
+        petrel__sc_free(p[i]);
+}
+END_TEST
+
 /* Under an address-space limit (RLIMIT_AS) the zones are smaller, and
  * still paged: a child process with 256 MiB of address space to spare. */
 START_TEST(paged_under_rlimit_as)
@@ -213,6 +275,7 @@ int main(void)
     tcase_add_test(tc, sizes_and_contents);
     tcase_add_test(tc, classes_are_close);
     tcase_add_test(tc, paged_blocks_discard);
+    tcase_add_test(tc, trim_gives_back_idle_blocks);
     tcase_add_test(tc, paged_under_rlimit_as);
     suite_add_tcase(s, tc);
     return ck_run(s);

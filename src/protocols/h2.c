@@ -217,6 +217,18 @@ void petrel__h2_stream_free(h2stream_t *s)
     }
 }
 
+size_t petrel__h2_trim(size_t keep)
+{
+    size_t n = 0;
+    for (; slot_nfree > keep; n++) {
+        petrel__list_t *l = slot_free.next;
+        list_unlink(l);
+        slot_nfree--;
+        free(container_of(l, h2stream_t, link));
+    }
+    return n * sizeof(h2stream_t);
+}
+
 static void zombies_release(h2conn_t *h)
 {
     while (!list_empty(&h->zombies))

@@ -88,6 +88,9 @@ typedef struct petrel__h2_stats {
     uint64_t idle_released; /* bytes of session pages idle connections gave back */
 } petrel__h2_stats_t;
 void petrel__h2_stats(petrel__h2_stats_t *st);
+/* Free stream slots kept for reuse beyond `keep` go back to the heap
+ * (worker.c, "Memory that comes back"); returns the bytes freed. */
+size_t petrel__h2_trim(size_t keep);
 
 /* The options of HTTP/2 (--h2-*). */
 extern const struct petrel__option_table petrel__h2_option_table;

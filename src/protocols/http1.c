@@ -199,6 +199,22 @@ void petrel__http1_stats(petrel__http1_stats_t *st)
     *st = stats;
 }
 
+size_t petrel__http1_trim(size_t keep)
+{
+    size_t n = 0;
+    for (; h1_nfree > keep; n += sizeof(h1_t), h1_nfree--) {
+        h1_t *h1 = h1_free;
+        h1_free = h1->next_free;
+        free(h1);
+    }
+    for (; slot_nfree > keep; n += sizeof(h1req_t), slot_nfree--) {
+        h1req_t *s = slot_free_list;
+        slot_free_list = s->next;
+        free(s);
+    }
+    return n;
+}
+
 void petrel__http1_set_upgrade_hook(petrel__http1_upgrade_hook_t hook)
 {
     upgrade_hook = hook;

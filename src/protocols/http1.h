@@ -46,5 +46,9 @@ typedef struct petrel__http1_stats {
     uint64_t slot_mallocs;  /* slots malloc'ed (the free list was empty) */
 } petrel__http1_stats_t;
 void petrel__http1_stats(petrel__http1_stats_t *st);
+/* Free states and request slots kept for reuse beyond `keep` of each go
+ * back to the heap (worker.c, "Memory that comes back"); returns the bytes
+ * freed. */
+size_t petrel__http1_trim(size_t keep);
 
 #endif /* PETREL_HTTP1_H */

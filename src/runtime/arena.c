@@ -24,7 +24,7 @@
 #define UNPOISON(p, n) ((void)(p), (void)(n))
 #endif
 
-petrel__pool_t petrel__pool = {NULL, 0, 256, 0, 0};
+petrel__pool_t petrel__pool = {NULL, 0, 256, 0, 0, 0, 0};
 
 typedef struct defer {
     struct defer *next;
@@ -64,7 +64,8 @@ static petrel__chunk_t *chunk_get(petrel__pool_t *p)
     if (likely(c != NULL)) {
         UNPOISON(c, HDR_SIZE + PETREL_CHUNK_SIZE);
         p->free = c->next;
-        p->nfree--;
+        if (--p->nfree < p->nlow)
+            p->nlow = p->nfree;
     } else {
         c = malloc(HDR_SIZE + PETREL_CHUNK_SIZE);
         if (c == NULL)
@@ -100,6 +101,22 @@ void petrel__chunk_put(petrel__pool_t *p, void *data)
 {
     if (data)
         chunk_put(p, (petrel__chunk_t *)((char *)data - HDR_SIZE));
+}
+
+size_t petrel__pool_trim(petrel__pool_t *p, size_t keep)
+{
+    size_t idle = p->nlow < p->nfree ? p->nlow : p->nfree, busy = p->nfree - idle, n = 0;
+    size_t kept = busy >= keep ? 0 : keep - busy;
+    for (idle = idle > kept ? idle - kept : 0; n < idle; n++) {
+        petrel__chunk_t *c = p->free;
+        UNPOISON(c, HDR_SIZE);
+        p->free = c->next;
+        p->nfree--;
+        free(c);
+    }
+    p->nlow = p->nfree;
+    p->trimmed += n;
+    return n;
 }
 
 static void *alloc_large(petrel_arena_t *a, size_t size, size_t align)

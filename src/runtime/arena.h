@@ -26,6 +26,8 @@ typedef struct petrel__pool {
     size_t max_free;  /* chunks kept beyond this are given back to the heap */
     size_t live;      /* chunks handed out and not returned */
     uint64_t mallocs; /* heap calls for chunks */
+    size_t nlow;      /* the fewest free chunks since the last petrel__pool_trim */
+    uint64_t trimmed; /* chunks given back by petrel__pool_trim */
 } petrel__pool_t;
 
 struct petrel_arena {
@@ -49,6 +51,11 @@ void petrel__pool_fini(petrel__pool_t *p);
 /* A chunk of PETREL_CHUNK_SIZE usable bytes; NULL if the heap is exhausted. */
 void *petrel__chunk_get(petrel__pool_t *p);
 void petrel__chunk_put(petrel__pool_t *p, void *data);
+/* Give back to the heap the free chunks that sat unused since the last
+ * call (the free list's low-water mark), keeping up to `keep` of them;
+ * chunks taken since are the working set and stay.  Returns the chunks
+ * given back (worker.c, "Memory that comes back"). */
+size_t petrel__pool_trim(petrel__pool_t *p, size_t keep);
 
 static inline void petrel__arena_init(petrel_arena_t *a, petrel__pool_t *pool, size_t limit)
 {

@@ -664,6 +664,18 @@ void petrel__conns_reap(void)
     }
 }
 
+size_t petrel__conns_trim(size_t keep)
+{
+    size_t n = 0;
+    for (; conn_nfree > keep; n++) {
+        petrel__list_t *l = conn_free.next;
+        list_unlink(l);
+        conn_nfree--;
+        free(container_of(l, petrel__conn_t, link));
+    }
+    return n * sizeof(petrel__conn_t);
+}
+
 int petrel__conns_init(petrel__conns_t *cs, const petrel__config_t *cfg, struct petrel_server *srv,
                        const petrel__proto_ops_t *first)
 {

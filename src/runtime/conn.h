@@ -293,6 +293,10 @@ void petrel__conns_drain(petrel__conns_t *cs, bool close_idle);
 void petrel__conns_close_all(petrel__conns_t *cs);
 /* Free the connections closed this turn (the loop's end of turn). */
 void petrel__conns_reap(void);
+/* Free structs kept for reuse beyond `keep` go back to the heap (each one
+ * kept may pin a heap page; worker.c, "Memory that comes back"); returns
+ * the bytes freed. */
+size_t petrel__conns_trim(size_t keep);
 
 /* Test hook: serve one connected socket in this process's loop. */
 int petrel__conn_adopt(petrel__conns_t *cs, int fd);

@@ -64,6 +64,9 @@ typedef struct petrel__config {
     uint64_t init_timeout_ms;     /* a generation's trial: load + every init (30 s) */
     uint64_t watchdog_timeout_ms; /* a loop turn longer than this: SIGABRT (5 s; 0: off) */
     int restart_limit;            /* failed starts in a row before the master gives up (5) */
+    /* Memory that comes back (worker.c) */
+    size_t memory_reserve;            /* free memory a worker keeps for the next burst (256 KiB) */
+    uint64_t memory_release_delay_ms; /* how often idle free memory goes back (1 s) */
 } petrel__config_t;
 
 void petrel__config_defaults(petrel__config_t *cfg);

@@ -55,6 +55,9 @@ _Static_assert(sizeof(blk_t) <= HDR && HDR % 16 == 0, "a block header fits HDR")
 static petrel__sc_stats_t stats;
 static blk_t *free_list[NCLASS];
 static uint32_t nfree[NCLASS];
+/* the fewest free blocks of each class since the last petrel__sc_trim():
+ * that many sat unused all the while (sizeclass.h) */
+static uint32_t nlow[NCLASS];
 
 /* Paged blocks: zone z (0..NZONE-1) holds blocks of z + 1 pages, in
  * [base + z * 2^zone_shift, ... + 2^zone_shift).  The range is reserved
@@ -68,6 +71,11 @@ static int reserved;                         /* 0 not tried, 1 reserved, -1 fail
 static struct zone {
     size_t used, usable; /* bytes carved, bytes made usable */
     void *free;          /* freed blocks, linked through their first word */
+    size_t nfree, nlow;  /* blocks on `free`; the fewest since the last trim */
+    /* freed blocks whose pages went back to the kernel: an array of their
+     * addresses, not a list through them (a link would take a page back) */
+    void **cold;
+    size_t ncold, cold_cap;
 } zones[NZONE];
 
 /* The last paged blocks made (petrel__sc_paged_since). */
@@ -136,7 +144,14 @@ static void *paged_get(size_t npages)
     if (z->free) {
         void *p = z->free;
         z->free = *(void **)p;
+        if (--z->nfree < z->nlow)
+            z->nlow = z->nfree;
         return p;
+    }
+    if (z->ncold) {
+        /* its pages read as zeros and are faulted in as written */
+        stats.cold_bytes -= npages * PAGE;
+        return z->cold[--z->ncold];
     }
     if (!reserve())
         return NULL;
@@ -191,7 +206,8 @@ void *petrel__sc_malloc(size_t size)
     if (c == LARGE || (b = free_list[c]) == NULL)
         return heap_get(size, c, bytes);
     free_list[c] = b->next;
-    nfree[c]--;
+    if (--nfree[c] < nlow[c])
+        nlow[c] = nfree[c];
     b->h.cls = (uint8_t)c;
     b->h.size = bytes;
     stats.bytes += bytes;
@@ -209,6 +225,7 @@ void petrel__sc_free(void *p)
         stats.bytes -= bytes;
         *(void **)p = z->free;
         z->free = p;
+        z->nfree++;
         return;
     }
     blk_t *b = (blk_t *)((char *)p - HDR);
@@ -316,6 +333,71 @@ void *petrel__sc_paged_since(uint64_t mark, unsigned i, size_t *bytes)
     void *p = recent[(mark + i) % RECENT];
     *bytes = paged_bytes(p);
     return p;
+}
+
+size_t petrel__sc_free_bytes(void)
+{
+    size_t n = 0;
+    for (int c = 0; c < NCLASS; c++)
+        n += nfree[c] * class_bytes(c);
+    for (int z = 0; z < NZONE; z++)
+        n += zones[z].nfree * (size_t)(z + 1) * PAGE;
+    return n;
+}
+
+size_t petrel__sc_trim(size_t keep)
+{
+    size_t given = 0;
+    /* small blocks: every one that sat unused goes back to the heap, none
+     * is kept against `keep` -- a few free blocks scattered through the
+     * heap would each pin a page that malloc_trim could give back */
+    for (int c = 0; c < NCLASS; c++) {
+        size_t n = nlow[c] < nfree[c] ? nlow[c] : nfree[c], bytes = class_bytes(c);
+        for (; n > 0; n--) {
+            blk_t *b = free_list[c];
+            free_list[c] = b->next;
+            nfree[c]--;
+            free(b);
+            stats.calls++;
+            given += bytes;
+        }
+        nlow[c] = nfree[c];
+    }
+    /* paged blocks: their pages go back, the blocks stay in their zone */
+    for (int zi = 0; zi < NZONE; zi++) {
+        struct zone *z = &zones[zi];
+        size_t bytes = (size_t)(zi + 1) * PAGE, n = z->nlow < z->nfree ? z->nlow : z->nfree;
+        size_t kept = z->nfree - n;
+        size_t more = kept * bytes >= keep ? 0 : (keep - kept * bytes) / bytes;
+        if (more > n)
+            more = n;
+        keep -= (kept + more) * bytes < keep ? (kept + more) * bytes : keep;
+        n -= more;
+        if (n && z->ncold + n > z->cold_cap) {
+            size_t cap = z->cold_cap ? z->cold_cap : 64;
+            while (cap < z->ncold + n)
+                cap *= 2;
+            void **a = realloc(z->cold, cap * sizeof(*a));
+            if (a == NULL)
+                n = z->cold_cap - z->ncold; /* as many as there is room for */
+            else {
+                z->cold = a;
+                z->cold_cap = cap;
+            }
+        }
+        for (; n > 0; n--) {
+            void *p = z->free;
+            z->free = *(void **)p;
+            z->nfree--;
+            madvise(p, bytes, MADV_DONTNEED); /* (a failure leaves them resident) */
+            z->cold[z->ncold++] = p;
+            stats.cold_bytes += bytes;
+            stats.discarded += bytes;
+            given += bytes;
+        }
+        z->nlow = z->nfree;
+    }
+    return given;
 }
 
 void petrel__sc_stats(petrel__sc_stats_t *st)

@@ -22,7 +22,8 @@ typedef struct petrel__sc_stats {
     uint64_t calls;     /* of these, calls that reached the heap (the free list
                          * of the class was empty or full, or a large block) */
     size_t bytes;       /* bytes held now (blocks, headers included) */
-    uint64_t discarded; /* bytes of pages given back by petrel__sc_discard */
+    uint64_t discarded; /* bytes of pages given back (petrel__sc_discard, _trim) */
+    size_t cold_bytes;  /* free paged blocks whose pages were given back */
 } petrel__sc_stats_t;
 /* Give the kernel back the pages of block p (from this allocator) whose
  * contents are not needed: all of them when contents_dead, else the pages
@@ -42,5 +43,18 @@ uint64_t petrel__sc_paged_count(void);
 void *petrel__sc_paged_since(uint64_t mark, unsigned i, size_t *bytes);
 
 void petrel__sc_stats(petrel__sc_stats_t *st);
+
+/* Bytes of the free blocks kept for reuse (the small classes' free lists
+ * and the paged blocks that still have their pages). */
+size_t petrel__sc_free_bytes(void);
+/* Give back what sat unused since the last call: of each free list, the
+ * blocks it never dipped into (its low-water mark) -- small blocks all to
+ * the heap (free: kept, they would pin heap pages), paged blocks' pages to
+ * the kernel (madvise MADV_DONTNEED; the block stays in its zone, reused
+ * after the blocks that kept their pages) except up to `keep` bytes.
+ * Blocks taken since the last call are the working set: kept.  Returns the
+ * bytes given back.  The worker calls it after its release delay
+ * (worker.c, "Memory that comes back"). */
+size_t petrel__sc_trim(size_t keep);
 
 #endif /* PETREL_SIZECLASS_H */

@@ -85,6 +85,26 @@ static const petrel__option_t server_deploy_options[] = {
      .kind = PETREL__OPT_TEXT,
      PETREL__OPT_FIELD(error_log),
      .help = "write the error log to FILE instead of standard error"},
+    /* memory that comes back (worker.c) */
+    {.name = "memory-reserve",
+     .value = "BYTES",
+     .kind = PETREL__OPT_SIZE,
+     PETREL__OPT_FIELD(memory_reserve),
+     .min = 0,
+     .max = (uint64_t)1 << 30,
+     .def = 256 << 10,
+     .expect = "a size from 0 to 1g (e.g. 256k)",
+     .help = "free memory a worker keeps for the next burst once idle;\n"
+             "the rest goes back to the kernel (default 256k)"},
+    {.name = "memory-release-delay",
+     .value = "SECONDS",
+     .kind = PETREL__OPT_SECS,
+     PETREL__OPT_FIELD(memory_release_delay_ms),
+     .min = 1,
+     .def = 1000,
+     .expect = "a number of seconds greater than 0 (e.g. 1 or 0.5)",
+     .help = "free memory unused this long goes back to the kernel\n"
+             "(default 1)"},
     {.name = NULL},
 };
 const petrel__option_table_t petrel__server_deploy_option_table = {"server", NULL,

@@ -27,13 +27,20 @@
 #include "runtime/log.h"
 #include "runtime/fault.h"
 #include "protocols/proto.h"
+#include "protocols/http1.h"
+#include "protocols/h2.h"
 #include "framework/pubsub.h"
 #include "runtime/metrics.h"
 #include "runtime/sdnotify.h"
+#include "runtime/arena.h"
+#include "runtime/sizeclass.h"
 
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
+#ifdef __GLIBC__
+#include <malloc.h>
+#endif
 #include <poll.h>
 #include <signal.h>
 #include <stdio.h>
@@ -155,9 +162,65 @@ static void on_conn_gone(petrel__conns_t *cs)
         srv->loop.stop = true;
 }
 
+/*
+ * Memory that comes back.  A burst of connections leaves free memory behind
+ * in the worker's free lists: arena chunks in the pool, nghttp2's blocks in
+ * the size-class free lists (paged blocks with their pages), the structs of
+ * connections, HTTP/1.1 states and request slots, h2 stream slots, and the
+ * heap pages that malloc keeps.  Every --memory-release-delay while the
+ * worker is busy, and until nothing is left over once it is idle:
+ *   - the pool and the size classes give back what they did not dip into
+ *     since the last time (their low-water marks: not the working set),
+ *     keeping --memory-reserve bytes for the next burst, half in chunks,
+ *     half in paged blocks (small blocks are all given back: a few of them
+ *     scattered through the heap would each pin a page);
+ *   - the free lists of structs keep reserve / 64 KiB of each (4 by
+ *     default), for the same reason;
+ *   - malloc_trim(0) hands the free heap pages to the kernel (glibc:
+ *     MADV_DONTNEED of every whole free page, not only the heap's top).
+ * So memory past the working set comes back between one and two delays
+ * after a burst ends.  The cost on the request path: one test per loop turn
+ * (on_tick: is the timer armed?) and a low-water compare per chunk or block
+ * taken from a free list.
+ */
+static petrel__tq_t tq_release;
+static petrel__timer_t release_timer;
+static bool release_fired; /* this loop turn is the timer's own */
+static size_t heap_freed;  /* bytes freed to the heap since the last malloc_trim */
+#define TRIM_MIN (64u << 10)
+
+static void on_release(petrel__timer_t *t)
+{
+    (void)t;
+    const petrel__config_t *cfg = &the_srv->cfg;
+    size_t keep = cfg->memory_reserve / 2, structs = cfg->memory_reserve >> 16;
+    size_t given = petrel__pool_trim(&petrel__pool, keep / PETREL_CHUNK_SIZE) * PETREL_CHUNK_SIZE;
+    given += petrel__sc_trim(keep);
+    given += petrel__conns_trim(structs) + petrel__http1_trim(structs) + petrel__h2_trim(structs);
+    size_t rest = petrel__pool.nfree * (size_t)PETREL_CHUNK_SIZE + petrel__sc_free_bytes();
+    heap_freed += given;
+    /* malloc_trim walks the heap: once there is enough for it to give
+     * back, or once the worker is idle (nothing more came back) */
+    if (heap_freed >= TRIM_MIN || (given == 0 && heap_freed > 0)) {
+#ifdef __GLIBC__
+        malloc_trim(0); /* (other C libraries give free pages back by themselves, or never) */
+#endif
+        heap_freed = 0;
+    }
+    release_fired = true;
+    /* more to give back once the working set is idle: look again */
+    if (given || heap_freed || rest > cfg->memory_reserve)
+        petrel__timer_arm(petrel__loop, &release_timer, &tq_release);
+}
+
 static void on_tick(petrel__loop_t *loop)
 {
     static time_t flushed;
+    if (unlikely(release_timer.q == NULL)) {
+        if (!release_fired)
+            petrel__timer_arm(loop, &release_timer, &tq_release);
+        release_fired = false;
+    }
     petrel__conns_reap();
     if (petrel__alog_on && loop->now_sec != flushed) {
         flushed = loop->now_sec;
@@ -175,6 +238,7 @@ int petrel__worker_init(petrel_server_t *srv)
     int rc = petrel__conns_init(&srv->conns, &srv->cfg, srv, &petrel__entry_ops);
     if (rc < 0 ||
         (rc = petrel__tq_init(&srv->loop, &srv->tq_drain, srv->cfg.drain_timeout_ms)) < 0 ||
+        (rc = petrel__tq_init(&srv->loop, &tq_release, srv->cfg.memory_release_delay_ms)) < 0 ||
         (rc = petrel__req_worker_init(&srv->cfg)) < 0 ||
         (rc = petrel__pubsub_worker_init(&srv->cfg)) < 0)
         return rc;
@@ -187,6 +251,8 @@ int petrel__worker_init(petrel_server_t *srv)
     }
     list_init(&drain_timer.node);
     list_init(&drain_pending.node);
+    list_init(&release_timer.node);
+    release_timer.cb = on_release;
     srv->loop.on_tick = on_tick;
     sigset_t set;
     sigemptyset(&set);

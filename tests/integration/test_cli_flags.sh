@@ -86,6 +86,14 @@ expect_error 2 --watchdog-timeout "--watchdog-timeout -1" "${L[@]}" --watchdog-t
 expect_error 2 --restart-limit "--restart-limit -1" "${L[@]}" --restart-limit -1
 expect_error 2 --restart-limit "--restart-limit 2x" "${L[@]}" --restart-limit 2x
 expect_error 2 extra "an unexpected argument" "${L[@]}" extra
+# memory that comes back (petrel(1), "Memory")
+expect_error 2 "a size from 0 to 1g" "--memory-reserve 2g" "${L[@]}" --memory-reserve 2g
+expect_error 2 "a size from 0 to 1g" "--memory-reserve lots" "${L[@]}" --memory-reserve lots
+expect_error 2 "a size from 0 to 1g" "--memory-reserve -1" "${L[@]}" --memory-reserve -1
+expect_error 2 --memory-release-delay "--memory-release-delay 0" "${L[@]}" \
+    --memory-release-delay 0
+expect_error 2 --memory-release-delay "--memory-release-delay soon" "${L[@]}" \
+    --memory-release-delay soon
 # production flags (doc/deployment.md)
 expect_error 2 --trusted-proxies "--trusted-proxies without --proxy-protocol" "${L[@]}" \
     --trusted-proxies 10.0.0.0/8
