@@ -297,14 +297,13 @@ void petrel__req_wait(petrel_req_t *req)
 {
     petrel_resp_t *r = req->_resp;
     r->holds = true;
-    r->timer.cb = on_handler_timer;
     petrel__timer_arm(petrel__loop, &r->timer, &handler_q);
 }
 
 int petrel__req_worker_init(const petrel__config_t *cfg)
 {
     list_init(&held);
-    return petrel__tq_init(petrel__loop, &handler_q, cfg->handler_timeout_ms);
+    return petrel__tq_init(petrel__loop, &handler_q, cfg->handler_timeout_ms, on_handler_timer);
 }
 
 bool petrel__req_abort(petrel_req_t *req)
@@ -325,7 +324,6 @@ bool petrel__req_abort(petrel_req_t *req)
     }
     /* kept until the handler's next sending call, or --handler-timeout */
     if (list_empty(&r->held)) {
-        r->timer.cb = on_handler_timer;
         petrel__timer_arm(petrel__loop, &r->timer, &handler_q);
         list_append(&held, &r->held);
     }

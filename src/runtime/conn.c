@@ -673,16 +673,19 @@ int petrel__conns_init(petrel__conns_t *cs, const petrel__config_t *cfg, struct 
     cs->srv = srv;
     cs->first = first;
     int rc;
-    if ((rc = petrel__tq_init(petrel__loop, &cs->tq_header, cfg->header_timeout_ms)) < 0 ||
-        (rc = petrel__tq_init(petrel__loop, &cs->tq_keepalive, cfg->keepalive_timeout_ms)) < 0 ||
-        (rc = petrel__tq_init(petrel__loop, &cs->tq_send, cfg->send_timeout_ms)) < 0 ||
-        (rc = petrel__tq_init(petrel__loop, &cs->tq_linger, PETREL__LINGER_MS)) < 0)
+    if ((rc = petrel__tq_init(petrel__loop, &cs->tq_header, cfg->header_timeout_ms, on_timer)) <
+            0 ||
+        (rc = petrel__tq_init(petrel__loop, &cs->tq_keepalive, cfg->keepalive_timeout_ms,
+                              on_timer)) < 0 ||
+        (rc = petrel__tq_init(petrel__loop, &cs->tq_send, cfg->send_timeout_ms, on_timer)) < 0 ||
+        (rc = petrel__tq_init(petrel__loop, &cs->tq_linger, PETREL__LINGER_MS, on_timer)) < 0)
         return rc;
     uint64_t ka = cfg->keepalive_timeout_ms, idle = ka < PETREL__IDLE_MS ? ka : PETREL__IDLE_MS;
-    if ((rc = petrel__tq_init(petrel__loop, &cs->tq_idle, idle)) < 0 ||
-        (rc = petrel__tq_init(petrel__loop, &cs->tq_keepalive_rest, ka - idle)) < 0 ||
-        (rc = petrel__tq_init(petrel__loop, &cs->tq_body, cfg->body_timeout_ms)) < 0 ||
-        (rc = petrel__tq_init(petrel__loop, &cs->tq_body_check, PETREL__BODY_CHECK_MS)) < 0)
+    if ((rc = petrel__tq_init(petrel__loop, &cs->tq_idle, idle, on_timer)) < 0 ||
+        (rc = petrel__tq_init(petrel__loop, &cs->tq_keepalive_rest, ka - idle, on_timer)) < 0 ||
+        (rc = petrel__tq_init(petrel__loop, &cs->tq_body, cfg->body_timeout_ms, on_timer)) < 0 ||
+        (rc = petrel__tq_init(petrel__loop, &cs->tq_body_check, PETREL__BODY_CHECK_MS, on_timer)) <
+            0)
         return rc;
     return 0;
 }
@@ -702,7 +705,6 @@ static petrel__conn_t *conn_new(petrel__conns_t *cs, int fd)
     memset(c, 0, sizeof(*c));
     c->io.fd = fd;
     c->io.cb = on_io;
-    c->timer.cb = on_timer;
     list_init(&c->timer.node);
     c->cs = cs;
     c->ops = cs->first;

@@ -116,7 +116,6 @@ static void start_drain(petrel_server_t *srv, bool close_idle)
         petrel__listen_stop(srv);
         drain_pending.cb = on_drain_pending;
         petrel__pending_add(&srv->loop, &drain_pending);
-        drain_timer.cb = on_drain_timeout;
         petrel__timer_arm(&srv->loop, &drain_timer, &srv->tq_drain);
     }
     petrel__conns_drain(&srv->conns, close_idle);
@@ -174,7 +173,8 @@ int petrel__worker_init(petrel_server_t *srv)
     petrel__entry_init();
     int rc = petrel__conns_init(&srv->conns, &srv->cfg, srv, &petrel__entry_ops);
     if (rc < 0 ||
-        (rc = petrel__tq_init(&srv->loop, &srv->tq_drain, srv->cfg.drain_timeout_ms)) < 0 ||
+        (rc = petrel__tq_init(&srv->loop, &srv->tq_drain, srv->cfg.drain_timeout_ms,
+                              on_drain_timeout)) < 0 ||
         (rc = petrel__req_worker_init(&srv->cfg)) < 0 ||
         (rc = petrel__pubsub_worker_init(&srv->cfg)) < 0)
         return rc;
