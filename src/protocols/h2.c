@@ -134,6 +134,7 @@ static void *mem_realloc(void *p, size_t size, void *ud)
 static nghttp2_mem h2_mem = {NULL, mem_malloc, mem_free, mem_calloc, mem_realloc};
 
 static petrel__h2_stats_t stats;
+petrel__h2_timers_t petrel__h2_timers;
 
 void petrel__h2_stats(petrel__h2_stats_t *st)
 {
@@ -906,23 +907,24 @@ static void h2_flush(h2conn_t *h)
          * memory (h2_idle_release), then waits out the rest of the
          * keep-alive timeout. */
         if (h->flags & H2_NOTICE) {
-            if (c->timer.q != &cs->tq_linger || (h->flags & H2_ACTIVE))
-                petrel__timer_arm(petrel__loop, &c->timer, &cs->tq_linger);
-        } else if ((c->timer.q != &cs->tq_idle && c->timer.q != &cs->tq_keepalive_rest) ||
+            if (c->timer.q != &petrel__h2_timers.notice || (h->flags & H2_ACTIVE))
+                petrel__timer_arm(petrel__loop, &c->timer, &petrel__h2_timers.notice);
+        } else if ((c->timer.q != &petrel__h2_timers.idle &&
+                    c->timer.q != &petrel__h2_timers.keepalive_rest) ||
                    (h->flags & H2_ACTIVE)) {
             h->flags |= H2_IDLE;
-            petrel__timer_arm(petrel__loop, &c->timer, &cs->tq_idle);
+            petrel__timer_arm(petrel__loop, &c->timer, &petrel__h2_timers.idle);
         }
     } else if (h->cur || !list_empty(&h->ready)) {
         /* a request head arriving, or an upgrade waiting for the client's
          * preface */
-        petrel__timer_arm(petrel__loop, &c->timer, &cs->tq_header);
+        petrel__timer_arm(petrel__loop, &c->timer, &petrel__h2_timers.header);
     } else if (h->nrecv > 0) {
         /* request bodies arriving: each has --body-timeout plus a second per
          * --body-min-rate bytes received (body_check); the check is not
          * pushed back by the traffic of other streams */
-        if (c->timer.q != &cs->tq_body_check)
-            petrel__timer_arm(petrel__loop, &c->timer, &cs->tq_body_check);
+        if (c->timer.q != &petrel__h2_timers.body_check)
+            petrel__timer_arm(petrel__loop, &c->timer, &petrel__h2_timers.body_check);
     } else if (blocked_on_peer(h)) {
         /* response bytes wait for the peer's flow-control window: a peer
          * that keeps it shut (SETTINGS_INITIAL_WINDOW_SIZE 0) gets the send
@@ -1063,14 +1065,14 @@ static void h2_on_timeout(petrel__conn_t *c)
         h->nstreams == 0 && petrel__conn_out_empty(c)) {
         h->flags &= ~H2_IDLE;
         h2_idle_release(h);
-        petrel__timer_arm(petrel__loop, &c->timer, &c->cs->tq_keepalive_rest);
+        petrel__timer_arm(petrel__loop, &c->timer, &petrel__h2_timers.keepalive_rest);
         return;
     }
     h->flags &= ~H2_IDLE;
     if (h->nrecv > 0 && !h->cur && list_empty(&h->ready) && petrel__conn_out_empty(c) &&
         !(h->flags & (H2_NOTICE | H2_TIMEDOUT)) && body_check(h)) {
         if (c->timer.q == NULL)
-            petrel__timer_arm(petrel__loop, &c->timer, &c->cs->tq_body_check);
+            petrel__timer_arm(petrel__loop, &c->timer, &petrel__h2_timers.body_check);
         h2_flush(h);
         return;
     }
@@ -1295,6 +1297,8 @@ h2conn_t *petrel__h2_session_new(petrel__conn_t *c)
  * followed it. */
 static void h2_start(petrel__conn_t *c)
 {
+    /* until the first flush decides what the connection waits for */
+    petrel__timer_arm(petrel__loop, &c->timer, &petrel__h2_timers.header);
     h2conn_t *h = c->proto;
     if (h == NULL && (h = petrel__h2_session_new(c)) == NULL) {
         petrel__conn_close(c);
@@ -1310,13 +1314,36 @@ static void h2_start(petrel__conn_t *c)
     petrel__h2_schedule(h);
 }
 
+/* Every timeout of a connection expires into h2_on_timeout(), which reads
+ * the state of the session (the send timeout's too, the transport's). */
+static void h2_expire(petrel__timer_t *t)
+{
+    petrel__conn_expire(t, h2_on_timeout);
+}
+
+int petrel__h2_worker_init(const petrel__config_t *cfg)
+{
+    uint64_t ka = cfg->keepalive_timeout_ms, idle = ka < PETREL__IDLE_MS ? ka : PETREL__IDLE_MS;
+    petrel__loop_t *loop = petrel__loop;
+    int rc;
+    if ((rc = petrel__tq_init(loop, &petrel__h2_timers.header, cfg->header_timeout_ms, h2_expire)) <
+            0 ||
+        (rc = petrel__tq_init(loop, &petrel__h2_timers.idle, idle, h2_expire)) < 0 ||
+        (rc = petrel__tq_init(loop, &petrel__h2_timers.keepalive_rest, ka - idle, h2_expire)) < 0 ||
+        (rc = petrel__tq_init(loop, &petrel__h2_timers.body_check, PETREL__BODY_CHECK_MS,
+                              h2_expire)) < 0 ||
+        (rc = petrel__tq_init(loop, &petrel__h2_timers.notice, PETREL__LINGER_MS, h2_expire)) < 0)
+        return rc;
+    return 0;
+}
+
 const petrel__proto_ops_t petrel__h2_ops = {
     .name = "h2",
     .start = h2_start,
     .on_read = h2_on_read,
     .on_written = h2_on_written,
     .on_progress = h2_on_progress,
-    .on_timeout = h2_on_timeout,
+    .on_send_timeout = h2_on_timeout,
     .drain = h2_drain,
     .on_close = h2_on_close,
     .bounds_output = true, /* flow control, and the streamed-output cap */

@@ -124,6 +124,12 @@ static h1req_t *slot_free_list;
 static size_t slot_nfree;
 static petrel__http1_stats_t stats;
 static petrel__http1_upgrade_hook_t upgrade_hook;
+/* The timeouts of HTTP/1.1, on c->timer: the head of a request
+ * (--header-timeout), the idle stage of the keep-alive timeout and its
+ * rest, a body's first deadline (--body-timeout) and the checks of its
+ * moving deadline.  Every one expires into h1_timeout(), which reads the
+ * state of the exchange.  (The send timeout is the transport's.) */
+static petrel__tq_t header_q, idle_q, keepalive_rest_q, body_q, body_check_q;
 
 /* A parser as llhttp_init() leaves it: copied into each new state, which
  * costs a fraction of initialising one (a state is taken per request on a
@@ -587,7 +593,7 @@ static int on_headers_complete(llhttp_t *p)
     }
     if ((p->flags & F_CHUNKED) || p->content_length > 0) {
         /* the body has --body-timeout, moving with what arrives */
-        petrel__timer_arm(petrel__loop, &h1->c->timer, &h1->c->cs->tq_body);
+        petrel__timer_arm(petrel__loop, &h1->c->timer, &body_q);
     }
     if ((h1->flags & H1_CONTINUE) && r->version == 11 &&
         ((p->flags & F_CHUNKED) || p->content_length > 0)) {
@@ -813,7 +819,7 @@ static petrel_req_t *req_begin(h1_t *h1)
     h1->ext_bytes = 0;
     h1->head_start = c->rpos;
     h1->flags = (h1->flags & ~(H1_HEAD_DONE | H1_IN_VALUE | H1_CONTINUE | H1_IDLE)) | H1_KEEPALIVE;
-    petrel__timer_arm(petrel__loop, &c->timer, &c->cs->tq_header);
+    petrel__timer_arm(petrel__loop, &c->timer, &header_q);
     return &s->req;
 }
 
@@ -1281,7 +1287,7 @@ static void h1_written(petrel__conn_t *c)
             return;
         }
         h1->flags |= H1_IDLE;
-        petrel__timer_arm(petrel__loop, &c->timer, &c->cs->tq_idle);
+        petrel__timer_arm(petrel__loop, &c->timer, &idle_q);
         c->flags &= ~CONN_PAUSED;
         petrel__conn_idle(c); /* an empty read buffer goes back at once */
         petrel__conn_update_events(c);
@@ -1365,6 +1371,7 @@ static void h1_read(petrel__conn_t *c)
 /* The entry stage switched the connection here with its first bytes. */
 static void h1_start(petrel__conn_t *c)
 {
+    petrel__timer_arm(petrel__loop, &c->timer, &header_q); /* the head of its first request */
     h1_t *h1 = c->proto ? c->proto : h1_get(c);
     if (h1 == NULL) {
         petrel__conn_close(c);
@@ -1387,7 +1394,7 @@ static void h1_timeout(petrel__conn_t *c)
         const petrel__config_t *cfg = c->cs->cfg;
         uint64_t got = h1->req->body.len + h1->ext_bytes;
         if (!petrel__body_late(cfg, h1->body_start, got, petrel__loop->now_ms)) {
-            petrel__timer_arm(petrel__loop, &c->timer, &c->cs->tq_body_check);
+            petrel__timer_arm(petrel__loop, &c->timer, &body_check_q);
             return;
         }
         petrel_log(PETREL_LOG_INFO,
@@ -1399,7 +1406,7 @@ static void h1_timeout(petrel__conn_t *c)
         /* idle for PETREL__IDLE_MS: the state goes; the rest of the
          * keep-alive timeout follows */
         h1_idle_release(h1);
-        petrel__timer_arm(petrel__loop, &c->timer, &c->cs->tq_keepalive_rest);
+        petrel__timer_arm(petrel__loop, &c->timer, &keepalive_rest_q);
         return;
     }
     if (h1 && h1->req && petrel__conn_out_empty(c)) {
@@ -1413,6 +1420,24 @@ static void h1_timeout(petrel__conn_t *c)
         return;
     }
     petrel__conn_close(c);
+}
+
+static void h1_expire(petrel__timer_t *t)
+{
+    petrel__conn_expire(t, h1_timeout);
+}
+
+int petrel__http1_worker_init(const petrel__config_t *cfg)
+{
+    uint64_t ka = cfg->keepalive_timeout_ms, idle = ka < PETREL__IDLE_MS ? ka : PETREL__IDLE_MS;
+    int rc;
+    if ((rc = petrel__tq_init(petrel__loop, &header_q, cfg->header_timeout_ms, h1_expire)) < 0 ||
+        (rc = petrel__tq_init(petrel__loop, &idle_q, idle, h1_expire)) < 0 ||
+        (rc = petrel__tq_init(petrel__loop, &keepalive_rest_q, ka - idle, h1_expire)) < 0 ||
+        (rc = petrel__tq_init(petrel__loop, &body_q, cfg->body_timeout_ms, h1_expire)) < 0 ||
+        (rc = petrel__tq_init(petrel__loop, &body_check_q, PETREL__BODY_CHECK_MS, h1_expire)) < 0)
+        return rc;
+    return 0;
 }
 
 static void h1_drain(petrel__conn_t *c, bool close_idle)
@@ -1469,7 +1494,7 @@ const petrel__proto_ops_t petrel__http1_ops = {
     .on_read = h1_read,
     .on_written = h1_written,
     .on_progress = h1_progress,
-    .on_timeout = h1_timeout,
+    .on_send_timeout = h1_timeout,
     .drain = h1_drain,
     .on_close = h1_closed,
 };

@@ -11,6 +11,10 @@
  * switches to it): requests are parsed from the bytes in the read buffer. */
 extern const petrel__proto_ops_t petrel__http1_ops;
 
+/* Per worker: register HTTP/1.1's timer queues with the loop, their
+ * timeouts from `cfg` (0, or PETREL_ELIMIT). */
+int petrel__http1_worker_init(const petrel__config_t *cfg);
+
 /*
  * A complete request carrying an Upgrade header field is offered to this
  * hook before it is dispatched (the entry stage installs HTTP/2's, for

@@ -514,25 +514,31 @@ static void on_io(petrel__io_t *io, uint32_t events)
     }
 }
 
-static void on_timer(petrel__timer_t *t)
+/* --send-timeout: the protocol decides (its output may be written by now,
+ * or it bounds what it waits for itself); only a close or a lingering
+ * close it starts now is a timeout's. */
+static void send_expired(petrel__conn_t *c)
 {
-    petrel__conn_t *c = container_of(t, petrel__conn_t, timer);
-    if (c->ops->on_timeout == NULL) {
-        if (!(c->flags & CONN_LINGER)) /* a lingering close ends as planned */
-            petrel__conn_close_why(c, PETREL__CLOSE_TIMEOUT);
+    if (c->ops->on_send_timeout)
+        c->ops->on_send_timeout(c);
+    else
         petrel__conn_close(c);
-        return;
-    }
-    /* the protocol's timer may mark a stage of its own that leaves the
-     * connection open (idle: its memory given back; a body still in time):
-     * only a close or a lingering close it starts now is a timeout's */
-    c->flags |= CONN_TIMER;
-    c->ops->on_timeout(c);
-    c->flags &= ~CONN_TIMER;
+}
+
+static void on_send_timer(petrel__timer_t *t)
+{
+    petrel__conn_expire(t, send_expired);
+}
+
+/* A lingering close ends as planned: not a timeout's. */
+static void on_linger_timer(petrel__timer_t *t)
+{
+    petrel__conn_close(container_of(t, petrel__conn_t, timer));
 }
 
 void petrel__conn_switch(petrel__conn_t *c, const petrel__proto_ops_t *ops, void *state)
 {
+    petrel__timer_disarm(&c->timer);
     c->ops = ops;
     c->proto = state;
     ops->start(c);
@@ -567,7 +573,7 @@ static void linger_drain(petrel__conn_t *c, bool close_idle)
 
 static const petrel__proto_ops_t linger_ops = {
     .name = "linger", .start = linger_start, .on_read = linger_read, .drain = linger_drain,
-    /* on_timeout NULL: the connection closes */
+    /* its only timer is the linger queue's: the connection closes */
 };
 
 void petrel__conn_linger(petrel__conn_t *c)
@@ -673,18 +679,9 @@ int petrel__conns_init(petrel__conns_t *cs, const petrel__config_t *cfg, struct 
     cs->srv = srv;
     cs->first = first;
     int rc;
-    if ((rc = petrel__tq_init(petrel__loop, &cs->tq_header, cfg->header_timeout_ms, on_timer)) <
+    if ((rc = petrel__tq_init(petrel__loop, &cs->tq_send, cfg->send_timeout_ms, on_send_timer)) <
             0 ||
-        (rc = petrel__tq_init(petrel__loop, &cs->tq_keepalive, cfg->keepalive_timeout_ms,
-                              on_timer)) < 0 ||
-        (rc = petrel__tq_init(petrel__loop, &cs->tq_send, cfg->send_timeout_ms, on_timer)) < 0 ||
-        (rc = petrel__tq_init(petrel__loop, &cs->tq_linger, PETREL__LINGER_MS, on_timer)) < 0)
-        return rc;
-    uint64_t ka = cfg->keepalive_timeout_ms, idle = ka < PETREL__IDLE_MS ? ka : PETREL__IDLE_MS;
-    if ((rc = petrel__tq_init(petrel__loop, &cs->tq_idle, idle, on_timer)) < 0 ||
-        (rc = petrel__tq_init(petrel__loop, &cs->tq_keepalive_rest, ka - idle, on_timer)) < 0 ||
-        (rc = petrel__tq_init(petrel__loop, &cs->tq_body, cfg->body_timeout_ms, on_timer)) < 0 ||
-        (rc = petrel__tq_init(petrel__loop, &cs->tq_body_check, PETREL__BODY_CHECK_MS, on_timer)) <
+        (rc = petrel__tq_init(petrel__loop, &cs->tq_linger, PETREL__LINGER_MS, on_linger_timer)) <
             0)
         return rc;
     return 0;
@@ -714,7 +711,6 @@ static petrel__conn_t *conn_new(petrel__conns_t *cs, int fd)
         petrel__count(PETREL__C_CONN_ACCEPTED, 1);
         petrel__gauge_add(PETREL__G_CONN_OPEN, 1);
     }
-    petrel__timer_arm(petrel__loop, &c->timer, &cs->tq_header);
     return c;
 }
 

@@ -58,8 +58,13 @@ typedef struct petrel__proto_ops {
      * (c->out.bytes shrank): a protocol with backpressure callbacks checks
      * their marks.  NULL: not wanted. */
     void (*on_progress)(petrel__conn_t *c);
-    /* c->timer expired (the protocol arms it on the queues of its choice). */
-    void (*on_timeout)(petrel__conn_t *c);
+    /* The send timeout expired: c->timer on the connection set's send
+     * queue (armed by petrel__conn_flush when output waits for the socket;
+     * a protocol may arm it too) ran out.  The protocol decides (it may
+     * close, with the reason a timeout's).  NULL: the connection closes.
+     * The protocol's own timeouts are its own queues' callbacks
+     * (petrel__tq_init, petrel__conn_expire). */
+    void (*on_send_timeout)(petrel__conn_t *c);
     /* Graceful shutdown (SIGTERM, or a reload retiring the worker): finish
      * what is in flight, take nothing new, close.  `close_idle`: close at
      * once when nothing is in flight (SIGTERM); else a peer that may be
@@ -85,7 +90,7 @@ enum {
     CONN_RBUF_LARGE = 1 << 4, /* rbuf is a malloc'ed buffer, not a chunk */
     CONN_LINGER = 1 << 5,     /* half-closed, reading what the peer still sends */
     CONN_REGISTERED = 1 << 6, /* the fd is in the epoll set */
-    CONN_TIMER = 1 << 7       /* in its protocol's on_timeout: a close now is a timeout's */
+    CONN_TIMER = 1 << 7       /* in a timeout's callback: a close now is a timeout's */
 };
 
 struct petrel__conn {
@@ -121,12 +126,9 @@ struct petrel__conns {
     /* the routes its requests are dispatched to (opaque here: the framework's) */
     const struct petrel__router *router;
     const petrel__proto_ops_t *first; /* the protocol of a new connection */
-    petrel__tq_t tq_header, tq_keepalive, tq_send, tq_linger;
-    /* a kept-alive connection idle PETREL__IDLE_MS gives back its protocol
-     * state (tq_idle), then waits out the rest of the keep-alive timeout */
-    petrel__tq_t tq_idle, tq_keepalive_rest;
-    /* a request body: its first deadline, then checks while it moves */
-    petrel__tq_t tq_body, tq_body_check;
+    /* the transport's own timers (c->timer): --send-timeout, and the
+     * lingering close; a protocol's timers are on queues of its own */
+    petrel__tq_t tq_send, tq_linger;
     bool draining;
     bool quiet;           /* not counted in the metrics (the admin listener's) */
     uint64_t next_req_id; /* the last request id given (see worker.c) */
@@ -139,14 +141,11 @@ struct petrel__conns {
  * then the other connections of the loop get their turn. */
 #define PETREL__READS_PER_EVENT 4
 
-/* How long a kept-alive HTTP/1.1 connection stays idle before it gives back
- * its protocol state (an idle connection is then its struct alone). */
-#define PETREL__IDLE_MS 200
-
 /* How long a closing connection reads what its peer still sends. */
 #define PETREL__LINGER_MS 2000
 
-/* Register the timer queues of `cs` with the loop (0, or PETREL_ELIMIT). */
+/* Register the transport's timer queues of `cs` (send, linger) with the
+ * loop (0, or PETREL_ELIMIT). */
 int petrel__conns_init(petrel__conns_t *cs, const petrel__config_t *cfg, struct petrel_server *srv,
                        const petrel__proto_ops_t *first);
 
@@ -156,7 +155,8 @@ int petrel__conns_init(petrel__conns_t *cs, const petrel__config_t *cfg, struct 
 int petrel__conn_open(petrel__conns_t *cs, int fd, const struct sockaddr *peer, socklen_t len);
 
 /* Hand the connection to another protocol, with the bytes already read:
- * sets c->ops and c->proto and calls ops->start. */
+ * disarms c->timer (its queue is the previous protocol's), sets c->ops and
+ * c->proto and calls ops->start, which arms the timer of its choice. */
 void petrel__conn_switch(petrel__conn_t *c, const petrel__proto_ops_t *ops, void *state);
 
 /* Read into the read buffer (taken from the pool when there is none).
@@ -263,6 +263,17 @@ static inline size_t petrel__out_bytes(const petrel__conn_t *c)
 static inline size_t petrel__ob_bytes(const petrel__outbuf_t *ob)
 {
     return ob->bytes;
+}
+
+/* A timer queue's callback for c->timer: run `fn` on the connection of
+ * `t`, so that a close it causes (now, or a lingering close it starts)
+ * counts as a timeout's. */
+static inline void petrel__conn_expire(petrel__timer_t *t, void (*fn)(petrel__conn_t *c))
+{
+    petrel__conn_t *c = container_of(t, petrel__conn_t, timer);
+    c->flags |= CONN_TIMER;
+    fn(c);
+    c->flags &= ~CONN_TIMER;
 }
 
 /* Close now.  The struct is freed at the end of the loop turn. */

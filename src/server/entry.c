@@ -23,6 +23,10 @@
 
 #include <string.h>
 
+/* The entry stage's timer: the first bytes (and a PROXY header) within
+ * --header-timeout.  Per worker process (doc/architecture.md, "Processes"). */
+static petrel__tq_t entry_q;
+
 /* RFC 9113 §3.4: prior knowledge starts with the connection preface. */
 static const char h2_preface[] = "PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n";
 
@@ -127,6 +131,7 @@ static void entry_read(petrel__conn_t *c)
 static void entry_start(petrel__conn_t *c)
 {
     const petrel__config_t *cfg = c->cs->cfg;
+    petrel__timer_arm(petrel__loop, &c->timer, &entry_q);
     if (cfg->proxy_protocol && cfg->trusted &&
         !petrel__cidr_match(cfg->trusted, cfg->ntrusted, &c->peer.sa)) {
         proxy_reject(c, PETREL__PROXY_REJ_UNTRUSTED, "not a trusted proxy (--trusted-proxies)");
@@ -148,6 +153,11 @@ static void entry_timeout(petrel__conn_t *c)
     petrel__conn_close(c);
 }
 
+static void entry_expire(petrel__timer_t *t)
+{
+    petrel__conn_expire(t, entry_timeout);
+}
+
 /* Accepted but not read yet (or its PROXY header not complete yet): in
  * flight, not idle.  Its first bytes are served (HTTP/1.1 answers with
  * Connection: close while draining). */
@@ -160,11 +170,15 @@ const petrel__proto_ops_t petrel__entry_ops = {
     .name = "entry",
     .start = entry_start,
     .on_read = entry_read,
-    .on_timeout = entry_timeout,
     .drain = entry_drain,
 };
 
-void petrel__entry_init(void)
+int petrel__entry_init(const petrel__config_t *cfg)
 {
     petrel__http1_set_upgrade_hook(petrel__h2_upgrade);
+    int rc;
+    if ((rc = petrel__tq_init(petrel__loop, &entry_q, cfg->header_timeout_ms, entry_expire)) < 0 ||
+        (rc = petrel__http1_worker_init(cfg)) < 0 || (rc = petrel__h2_worker_init(cfg)) < 0)
+        return rc;
+    return 0;
 }

@@ -170,9 +170,8 @@ int petrel__worker_init(petrel_server_t *srv)
     if (petrel__loop_init(&srv->loop) < 0)
         return PETREL_EIO;
     petrel__loop = &srv->loop;
-    petrel__entry_init();
-    int rc = petrel__conns_init(&srv->conns, &srv->cfg, srv, &petrel__entry_ops);
-    if (rc < 0 ||
+    int rc = petrel__entry_init(&srv->cfg);
+    if (rc < 0 || (rc = petrel__conns_init(&srv->conns, &srv->cfg, srv, &petrel__entry_ops)) < 0 ||
         (rc = petrel__tq_init(&srv->loop, &srv->tq_drain, srv->cfg.drain_timeout_ms,
                               on_drain_timeout)) < 0 ||
         (rc = petrel__req_worker_init(&srv->cfg)) < 0 ||
