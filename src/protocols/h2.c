@@ -867,7 +867,7 @@ static void h2_flush(h2conn_t *h)
     size_t buffered = h->buffered;
     for (;;) {
         if (produce(h) < 0 || petrel__conn_flush(c) < 0) {
-            petrel__conn_close(c);
+            petrel__conn_close(c, PETREL__CLOSE_CLIENT);
             return;
         }
         if (!petrel__conn_out_empty(c))
@@ -968,7 +968,7 @@ static void h2_read(h2conn_t *h)
     for (int turn = 0; turn < PETREL__READS_PER_EVENT; turn++) {
         int n = petrel__conn_read(c);
         if (n < 0) {
-            petrel__conn_close(c);
+            petrel__conn_close(c, PETREL__CLOSE_CLIENT);
             return;
         }
         if (n == 0)
@@ -1082,7 +1082,7 @@ static void h2_on_timeout(petrel__conn_t *c)
         return;
     }
     if (!petrel__conn_out_empty(c) || (h->flags & H2_TIMEDOUT)) {
-        petrel__conn_close(c); /* the peer does not read */
+        petrel__conn_close(c, PETREL__CLOSE_TIMEOUT); /* the peer does not read */
         return;
     }
     /* idle, or a request that does not arrive: say goodbye and close */
@@ -1297,11 +1297,12 @@ h2conn_t *petrel__h2_session_new(petrel__conn_t *c)
  * followed it. */
 static void h2_start(petrel__conn_t *c)
 {
+    c->out_limit = 0; /* flow control, and the streamed-output cap, bound it */
     /* until the first flush decides what the connection waits for */
     petrel__timer_arm(petrel__loop, &c->timer, &petrel__h2_timers.header);
     h2conn_t *h = c->proto;
     if (h == NULL && (h = petrel__h2_session_new(c)) == NULL) {
-        petrel__conn_close(c);
+        petrel__conn_close(c, PETREL__CLOSE_CLIENT);
         return;
     }
     c->proto = h;
@@ -1346,7 +1347,6 @@ const petrel__proto_ops_t petrel__h2_ops = {
     .on_send_timeout = h2_on_timeout,
     .drain = h2_drain,
     .on_close = h2_on_close,
-    .bounds_output = true, /* flow control, and the streamed-output cap */
 };
 /* The options of HTTP/2 (runtime/options.h); 0 in a field is its default. */
 static const petrel__option_t h2_options[] = {

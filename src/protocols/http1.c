@@ -1066,7 +1066,7 @@ static bool request_ready(h1_t *h1)
         int rc = upgrade_hook(r);
         if (rc != PETREL_ENOTFOUND) {
             if (rc < 0) {
-                petrel__conn_close(c);
+                petrel__conn_close(c, PETREL__CLOSE_CLIENT);
                 return false;
             }
             s->flags |= R_DONE;
@@ -1133,7 +1133,7 @@ static void process(h1_t *h1)
             if (c->rpos == c->rlen)
                 break;
             if (req_begin(h1) == NULL) {
-                petrel__conn_close(c);
+                petrel__conn_close(c, PETREL__CLOSE_CLIENT);
                 return;
             }
         }
@@ -1191,7 +1191,7 @@ static void after_output(h1_t *h1)
 {
     petrel__conn_t *c = h1->c;
     if (petrel__conn_flush(c) < 0) {
-        petrel__conn_close(c);
+        petrel__conn_close(c, PETREL__CLOSE_CLIENT);
         return;
     }
     if (!petrel__conn_out_empty(c))
@@ -1215,7 +1215,7 @@ static void h1_close_now(h1_t *h1)
     if (linger)
         petrel__conn_linger(c);
     else
-        petrel__conn_close(c); /* nothing unread: close sends FIN */
+        petrel__conn_close(c, PETREL__CLOSE_CLIENT); /* nothing unread: close sends FIN */
 }
 
 /* Backpressure: bytes a response waits for, with those ahead of it. */
@@ -1283,7 +1283,7 @@ static void h1_written(petrel__conn_t *c)
             return;
         }
         if (c->flags & CONN_EOF) {
-            petrel__conn_close(c);
+            petrel__conn_close(c, PETREL__CLOSE_CLIENT);
             return;
         }
         h1->flags |= H1_IDLE;
@@ -1300,7 +1300,7 @@ static void h1_read(petrel__conn_t *c)
 {
     h1_t *h1 = c->proto;
     if (h1 == NULL && (h1 = h1_get(c)) == NULL) {
-        petrel__conn_close(c);
+        petrel__conn_close(c, PETREL__CLOSE_CLIENT);
         return;
     }
     if (!want_input(h1)) {
@@ -1327,7 +1327,7 @@ static void h1_read(petrel__conn_t *c)
         }
         int n = petrel__conn_read(c);
         if (n < 0) {
-            petrel__conn_close(c);
+            petrel__conn_close(c, PETREL__CLOSE_CLIENT);
             return;
         }
         if (n > 0 && memchr(c->rbuf + c->rlen - (uint32_t)n, '\t', (size_t)n))
@@ -1354,7 +1354,7 @@ static void h1_read(petrel__conn_t *c)
                 abandon_from(h1, w);
             h1->flags |= H1_CLOSING;
             if (h1->first == NULL && petrel__conn_out_empty(c)) {
-                petrel__conn_close(c);
+                petrel__conn_close(c, PETREL__CLOSE_CLIENT);
                 return;
             }
             h1_events(h1);
@@ -1371,10 +1371,12 @@ static void h1_read(petrel__conn_t *c)
 /* The entry stage switched the connection here with its first bytes. */
 static void h1_start(petrel__conn_t *c)
 {
+    /* its output counts toward the connection's memory budget */
+    c->out_limit = petrel__conn_budget(c->cs->cfg);
     petrel__timer_arm(petrel__loop, &c->timer, &header_q); /* the head of its first request */
     h1_t *h1 = c->proto ? c->proto : h1_get(c);
     if (h1 == NULL) {
-        petrel__conn_close(c);
+        petrel__conn_close(c, PETREL__CLOSE_CLIENT);
         return;
     }
     h1->flags |= H1_TABS; /* bytes read before: not scanned */
@@ -1419,7 +1421,7 @@ static void h1_timeout(petrel__conn_t *c)
             after_output(h1);
         return;
     }
-    petrel__conn_close(c);
+    petrel__conn_close(c, PETREL__CLOSE_TIMEOUT);
 }
 
 static void h1_expire(petrel__timer_t *t)
@@ -1449,7 +1451,7 @@ static void h1_drain(petrel__conn_t *c, bool close_idle)
          * Connection: close, or close at the keep-alive timeout (a reload:
          * the client may be sending its next request right now) */
         if (close_idle)
-            petrel__conn_close(c);
+            petrel__conn_close(c, PETREL__CLOSE_CLIENT);
         return;
     }
     /* no new requests: the last one in progress says Connection: close */

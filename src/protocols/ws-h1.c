@@ -63,7 +63,7 @@ static void wc_kick(void *t)
 
 static void wc_abort(void *t)
 {
-    petrel__conn_close(t);
+    petrel__conn_close(t, PETREL__CLOSE_CLIENT);
 }
 
 static const petrel__ws_carrier_t wc_carrier = {
@@ -82,7 +82,7 @@ static void wc_advance(petrel__conn_t *c)
     list_unlink(&petrel__ws_pending(ws)->node);
     petrel__ws_advance(ws);
     if (petrel__ws_flush_staged(ws) == PETREL_EIO || petrel__conn_flush(c) < 0) {
-        petrel__conn_close(c);
+        petrel__conn_close(c, PETREL__CLOSE_CLIENT);
         return;
     }
     if (!petrel__conn_out_empty(c)) {
@@ -130,7 +130,7 @@ static void wc_read(petrel__conn_t *c)
         petrel__conn_compact(c);
         int n = petrel__conn_read(c);
         if (n < 0) {
-            petrel__conn_close(c);
+            petrel__conn_close(c, PETREL__CLOSE_CLIENT);
             return;
         }
         if (n == 0) {
@@ -160,7 +160,7 @@ static void wc_progress(petrel__conn_t *c)
 /* The send timeout: the peer does not read what we write. */
 static void wc_timeout(petrel__conn_t *c)
 {
-    petrel__conn_close(c);
+    petrel__conn_close(c, PETREL__CLOSE_TIMEOUT);
 }
 
 static void wc_drain(petrel__conn_t *c, bool close_idle)
@@ -184,6 +184,7 @@ static void wc_start(petrel__conn_t *c)
     petrel_ws_t *ws = c->proto;
     unsigned *f = petrel__ws_carrier_flags(ws);
     petrel__ws_pending(ws)->cb = wc_on_pending;
+    c->out_limit = 0; /* --ws-send-limit bounds it */
     *f |= WC_STARTED | WC_IN_IO;
     c->flags &= ~CONN_PAUSED;
     petrel__ws_start(ws, c->cs->draining);
@@ -201,7 +202,6 @@ static const petrel__proto_ops_t ws_conn_ops = {
     .on_send_timeout = wc_timeout,
     .drain = wc_drain,
     .on_close = wc_closed,
-    .bounds_output = true, /* --ws-send-limit */
 };
 
 /* ------------------------------------------------------------------------ */

@@ -10,6 +10,7 @@
  * its state between requests.
  */
 #include "runtime/conn.h"
+#include "runtime/metrics.h"
 #include "runtime/options.h"
 
 #include <arpa/inet.h>
@@ -116,18 +117,18 @@ static size_t ob_chunks(const petrel__outbuf_t *ob)
     return ob->head ? (size_t)ob->tail->seq - ob->head->seq + 1 : 0;
 }
 
-/* Copies queued on a connection count toward its memory budget, the
- * arena's limit (from --max-body-size and --max-header-size): a streamed
- * response produced faster than the peer reads -- or not read at all --
- * fails with PETREL_ENOMEM there instead of growing without bound.  (h2 and
- * WebSocket bound their own output: flow control, --ws-send-limit.)  Output
- * held back for a later turn (`ob` is not the connection's queue) counts
- * with the queue. */
+/* Copies queued on a connection count toward the bound its protocol set
+ * (c->out_limit; HTTP/1.1's is its memory budget, from --max-body-size and
+ * --max-header-size): a streamed response produced faster than the peer
+ * reads -- or not read at all -- fails with PETREL_ENOMEM there instead of
+ * growing without bound.  (h2 and WebSocket bound their own output: flow
+ * control, --ws-send-limit.)  Output held back for a later turn (`ob` is
+ * not the connection's queue) counts with the queue. */
 static bool out_over_budget(petrel__conn_t *c, const petrel__outbuf_t *ob)
 {
-    if (c->ops->bounds_output || ob->head == NULL)
+    size_t limit = c->out_limit;
+    if (limit == 0 || ob->head == NULL)
         return false;
-    size_t limit = petrel__conn_budget(c->cs->cfg);
     size_t queued =
         (ob_chunks(ob) + 1 + (ob == &c->out ? 0 : ob_chunks(&c->out))) * PETREL_CHUNK_SIZE;
     if (queued <= limit)
@@ -273,14 +274,14 @@ static void set_events(petrel__conn_t *c)
         if (ev == 0)
             return;
         if (petrel__io_add(petrel__loop, &c->io, ev) < 0) {
-            petrel__conn_close(c);
+            petrel__conn_close(c, PETREL__CLOSE_CLIENT);
             return;
         }
         c->flags |= CONN_REGISTERED;
         return;
     }
     if (petrel__io_mod(petrel__loop, &c->io, ev) < 0)
-        petrel__conn_close(c);
+        petrel__conn_close(c, PETREL__CLOSE_CLIENT);
 }
 
 void petrel__conn_update_events(petrel__conn_t *c)
@@ -493,7 +494,7 @@ static void on_io(petrel__io_t *io, uint32_t events)
     if (events & EPOLLOUT) {
         size_t before = c->out.bytes;
         if (petrel__conn_flush(c) < 0) {
-            petrel__conn_close(c);
+            petrel__conn_close(c, PETREL__CLOSE_CLIENT);
             return;
         }
         if (c->out.head == NULL) {
@@ -507,7 +508,7 @@ static void on_io(petrel__io_t *io, uint32_t events)
     }
     if (events & (EPOLLIN | EPOLLHUP | EPOLLERR)) {
         if ((events & EPOLLERR) && !(events & EPOLLIN)) {
-            petrel__conn_close(c);
+            petrel__conn_close(c, PETREL__CLOSE_CLIENT);
             return;
         }
         c->ops->on_read(c);
@@ -522,7 +523,7 @@ static void send_expired(petrel__conn_t *c)
     if (c->ops->on_send_timeout)
         c->ops->on_send_timeout(c);
     else
-        petrel__conn_close(c);
+        petrel__conn_close(c, PETREL__CLOSE_TIMEOUT);
 }
 
 static void on_send_timer(petrel__timer_t *t)
@@ -533,7 +534,7 @@ static void on_send_timer(petrel__timer_t *t)
 /* A lingering close ends as planned: not a timeout's. */
 static void on_linger_timer(petrel__timer_t *t)
 {
-    petrel__conn_close(container_of(t, petrel__conn_t, timer));
+    petrel__conn_close(container_of(t, petrel__conn_t, timer), PETREL__CLOSE_CLIENT);
 }
 
 void petrel__conn_switch(petrel__conn_t *c, const petrel__proto_ops_t *ops, void *state)
@@ -558,7 +559,7 @@ static void linger_read(petrel__conn_t *c)
             return;
         break; /* EOF or error: the peer has read what it wanted */
     }
-    petrel__conn_close(c);
+    petrel__conn_close(c, PETREL__CLOSE_CLIENT);
 }
 
 static void linger_start(petrel__conn_t *c)
@@ -584,7 +585,7 @@ void petrel__conn_linger(petrel__conn_t *c)
         petrel__conn_close_why(c, PETREL__CLOSE_TIMEOUT);
     shutdown(c->io.fd, SHUT_WR);
     if (c->flags & CONN_EOF) {
-        petrel__conn_close(c);
+        petrel__conn_close(c, PETREL__CLOSE_CLIENT);
         return;
     }
     c->ops = &linger_ops;
@@ -613,7 +614,10 @@ static void conn_bury(petrel__conn_t *c)
     conn_dead = &c->link;
 }
 
-void petrel__conn_close(petrel__conn_t *c)
+_Static_assert(PETREL__CLOSE_N == PETREL__METRICS_CLOSE_N,
+               "petrel__close_t and the metrics differ");
+
+void petrel__conn_close(petrel__conn_t *c, petrel__close_t why)
 {
     if (c->flags & CONN_CLOSED)
         return;
@@ -634,9 +638,10 @@ void petrel__conn_close(petrel__conn_t *c)
     list_unlink(&c->link);
     cs->n--;
     if (!cs->quiet) {
-        unsigned why = c->why         ? c->why - 1u
-                       : cs->draining ? PETREL__CLOSE_DRAIN
-                                      : PETREL__CLOSE_CLIENT;
+        if (c->why)
+            why = (petrel__close_t)(c->why - 1);
+        else if (why == PETREL__CLOSE_CLIENT && cs->draining)
+            why = PETREL__CLOSE_DRAIN;
         petrel__count(PETREL__C_CONN_CLOSED + why, 1);
         petrel__gauge_add(PETREL__G_CONN_OPEN, -1);
     }
@@ -649,7 +654,7 @@ void petrel__conn_end(petrel__conn_t *c)
 {
     if (!(c->flags & CONN_CLOSED))
         shutdown(c->io.fd, SHUT_WR);
-    petrel__conn_close(c);
+    petrel__conn_close(c, PETREL__CLOSE_CLIENT);
 }
 
 
@@ -771,7 +776,7 @@ void petrel__conns_drain(petrel__conns_t *cs, bool close_idle)
 void petrel__conns_close_all(petrel__conns_t *cs)
 {
     while (!list_empty(&cs->all))
-        petrel__conn_close(container_of(cs->all.next, petrel__conn_t, link));
+        petrel__conn_close(container_of(cs->all.next, petrel__conn_t, link), PETREL__CLOSE_CLIENT);
 }
 
 /* The options of the transport (runtime/options.h). */

@@ -17,7 +17,6 @@
 #include "runtime/arena.h"
 #include "runtime/settings.h"
 #include "runtime/loop.h"
-#include "runtime/metrics.h"
 
 #include <netinet/in.h>
 #include <stdbool.h>
@@ -28,6 +27,18 @@
 
 typedef struct petrel__conn petrel__conn_t;
 typedef struct petrel__outq petrel__outq_t;
+
+/* Why a connection closes: an argument of petrel__conn_close(), counted by
+ * the metrics (petrel_connections_closed_total{reason}, in this order). */
+typedef enum petrel__close {
+    PETREL__CLOSE_CLIENT,  /* the client closed, or ended the exchange */
+    PETREL__CLOSE_TIMEOUT, /* a header, keep-alive, send or idle timeout */
+    PETREL__CLOSE_LIMIT,   /* a size limit (413, 414, 431, an output budget) */
+    PETREL__CLOSE_RESET,   /* the connection broke (reset, write to a closed peer) */
+    PETREL__CLOSE_DRAIN,   /* the server drained (SIGTERM, a reload) */
+    PETREL__CLOSE_ERROR,   /* a protocol error of the client (400, a bad PROXY header) */
+    PETREL__CLOSE_N
+} petrel__close_t;
 
 /* Output: a chain of pool chunks holding segments (copied bytes, references
  * to memory, file ranges).  A connection has one, written to its socket;
@@ -76,9 +87,6 @@ typedef struct petrel__proto_ops {
      * connection by their protocol (petrel.h, "Waiting for work the handler started").  NULL:
      * nothing to give back. */
     void (*on_close)(petrel__conn_t *c);
-    /* The protocol bounds its own output (flow control, a send limit):
-     * queued copies do not count toward the connection's arena limit. */
-    bool bounds_output;
 } petrel__proto_ops_t;
 
 /* Transport flags (c->flags); protocols keep their own in their state. */
@@ -101,7 +109,7 @@ struct petrel__conn {
     const petrel__proto_ops_t *ops;
     void *proto; /* the protocol's state */
     unsigned flags;
-    uint8_t why; /* 1 + PETREL__CLOSE_*: why it will close (the first to know says) */
+    uint8_t why; /* 1 + petrel__close_t: why it will close, said ahead (the first stands) */
     /* Input: rbuf[0, rlen) holds bytes read, [rpos, rlen) not consumed yet.
      * The protocol owns [0, rpos): HTTP/1.1 parses in place and keeps the
      * spans of a request head there; the others consume through
@@ -109,6 +117,11 @@ struct petrel__conn {
     char *rbuf;
     uint32_t rcap, rlen, rpos;
     petrel__outbuf_t out; /* written to the socket in order */
+    /* Bytes of pool chunks that queued and held output may take before a
+     * copy fails (PETREL_ENOMEM) and the connection closes: set by the
+     * protocol when it takes the connection; 0 for none (a protocol that
+     * bounds its own output: flow control, a send limit). */
+    size_t out_limit;
     union {
         struct sockaddr sa;
         struct sockaddr_in in;
@@ -276,12 +289,16 @@ static inline void petrel__conn_expire(petrel__timer_t *t, void (*fn)(petrel__co
     c->flags &= ~CONN_TIMER;
 }
 
-/* Close now.  The struct is freed at the end of the loop turn. */
-void petrel__conn_close(petrel__conn_t *c);
-/* Why `c` is going to close (PETREL__CLOSE_*, for the metrics), said by
- * the code that decides it; the first reason given stands.  Without one, a
- * connection closes for the client's sake (or the drain's, while draining). */
-static inline void petrel__conn_close_why(petrel__conn_t *c, unsigned why)
+/* Close now, for the reason `why`: PETREL__CLOSE_CLIENT when the exchange
+ * ended (the drain's, while the set drains).  A reason said ahead
+ * (petrel__conn_close_why) stands before it, and a close during a
+ * timeout's callback (petrel__conn_expire) is a timeout's.  The struct is
+ * freed at the end of the loop turn. */
+void petrel__conn_close(petrel__conn_t *c, petrel__close_t why);
+/* Say ahead why `c` is going to close, when the close comes later (an
+ * error response written first, output that is refused); the first reason
+ * said stands. */
+static inline void petrel__conn_close_why(petrel__conn_t *c, petrel__close_t why)
 {
     if (c->why == 0)
         c->why = (uint8_t)(why + 1);

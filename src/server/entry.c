@@ -63,9 +63,8 @@ static void proxy_reject(petrel__conn_t *c, unsigned reason, const char *what)
     petrel_log(PETREL_LOG_WARN, "PROXY protocol: connection from %s closed: %s",
                petrel__conn_peer_text(c, peer, sizeof(peer)), what);
     petrel__count(PETREL__C_PROXY_REJECTED + reason, 1);
-    petrel__conn_close_why(c, reason == PETREL__PROXY_REJ_TIMEOUT ? PETREL__CLOSE_TIMEOUT
-                                                                  : PETREL__CLOSE_ERROR);
-    petrel__conn_close(c);
+    petrel__conn_close(c, reason == PETREL__PROXY_REJ_TIMEOUT ? PETREL__CLOSE_TIMEOUT
+                                                              : PETREL__CLOSE_ERROR);
 }
 
 /* Read the PROXY header from the input.  true: read (the peer address is
@@ -108,7 +107,7 @@ static void entry_read(petrel__conn_t *c)
 {
     int n = petrel__conn_read(c);
     if (n < 0) {
-        petrel__conn_close(c);
+        petrel__conn_close(c, PETREL__CLOSE_CLIENT);
         return;
     }
     if (wants_proxy(c) && !proxy_read(c))
@@ -116,7 +115,7 @@ static void entry_read(petrel__conn_t *c)
     size_t avail;
     petrel__conn_input(c, &avail);
     if (n == 0 && (c->flags & CONN_EOF)) {
-        petrel__conn_close(c); /* nothing, or a preface cut short */
+        petrel__conn_close(c, PETREL__CLOSE_CLIENT); /* nothing, or a preface cut short */
         return;
     }
     if (avail == 0) {
@@ -150,7 +149,7 @@ static void entry_timeout(petrel__conn_t *c)
                      "no complete PROXY header within the header timeout (--header-timeout)");
         return;
     }
-    petrel__conn_close(c);
+    petrel__conn_close(c, PETREL__CLOSE_TIMEOUT);
 }
 
 static void entry_expire(petrel__timer_t *t)
