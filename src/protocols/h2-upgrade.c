@@ -1,7 +1,7 @@
 /*
  * h2-upgrade.c -- HTTP/1.1's `Upgrade: h2c` (RFC 7540 §3.2): the 101, the
  * session started with the client's HTTP2-Settings, and the request made
- * stream 1 of it.  Reached through HTTP/1.1's upgrade hook (h2.h).
+ * stream 1 of it.  Reached through the connection set's upgrade (cs->upgrade, h2.h).
  */
 #include "protocols/h2-int.h"
 

@@ -16,8 +16,8 @@
  *
  * A connection comes here (petrel__h2_ops) when its first bytes are the
  * connection preface (prior knowledge: the entry stage switches it) or after
- * an HTTP/1.1 request with `Upgrade: h2c` (petrel__h2_upgrade, through
- * HTTP/1.1's upgrade hook).  c->proto is then our state (h2conn_t).
+ * an HTTP/1.1 request with `Upgrade: h2c` (petrel__h2_upgrade, the
+ * connection set's upgrade).  c->proto is then our state (h2conn_t).
  *
  * The path of a request:
  *   read -> the frame scanner (petrel__h2_recv_frames: the checks nghttp2

@@ -27,7 +27,8 @@ extern petrel__h2_timers_t petrel__h2_timers;
  * their timeouts from `cfg` (0, or PETREL_ELIMIT). */
 int petrel__h2_worker_init(const petrel__config_t *cfg);
 
-/* The HTTP/1.1 upgrade hook for `Upgrade: h2c` (RFC 7540 §3.2): a complete
+/* The upgrade to h2c (RFC 7540 §3.2) that the server gives its connection
+ * sets (cs->upgrade), offered by HTTP/1.1: a complete
  * request with `Upgrade: h2c`, one HTTP2-Settings and `Connection: Upgrade,
  * HTTP2-Settings` is answered with 101, the connection becomes an h2 session
  * and the request (copied) is answered as stream 1.  Returns 0;

@@ -123,7 +123,6 @@ static size_t h1_nfree;
 static h1req_t *slot_free_list;
 static size_t slot_nfree;
 static petrel__http1_stats_t stats;
-static petrel__http1_upgrade_hook_t upgrade_hook;
 /* The timeouts of HTTP/1.1, on c->timer: the head of a request
  * (--header-timeout), the idle stage of the keep-alive timeout and its
  * rest, a body's first deadline (--body-timeout) and the checks of its
@@ -203,11 +202,6 @@ static void h1_idle_release(h1_t *h1)
 void petrel__http1_stats(petrel__http1_stats_t *st)
 {
     *st = stats;
-}
-
-void petrel__http1_set_upgrade_hook(petrel__http1_upgrade_hook_t hook)
-{
-    upgrade_hook = hook;
 }
 
 /* Input is wanted unless the exchange is closing (or takes no new request
@@ -1060,10 +1054,10 @@ static bool request_ready(h1_t *h1)
     petrel__conn_t *c = h1->c;
     petrel_req_t *r = h1->req;
     h1req_t *s = fifo_push(h1);
-    if (unlikely(h1->parser.upgrade) && upgrade_hook && h1->first == s) {
-        /* `Upgrade: h2c` (RFC 7540 §3.2) is the hook's: it answers 101 and
+    if (unlikely(h1->parser.upgrade) && c->cs->upgrade && h1->first == s) {
+        /* `Upgrade: h2c` (RFC 7540 §3.2) is HTTP/2's: it answers 101 and
          * the request is answered (and logged) on the new side */
-        int rc = upgrade_hook(r);
+        int rc = c->cs->upgrade(r);
         if (rc != PETREL_ENOTFOUND) {
             if (rc < 0) {
                 petrel__conn_close(c, PETREL__CLOSE_CLIENT);

@@ -139,6 +139,11 @@ struct petrel__conns {
     /* the routes its requests are dispatched to (opaque here: the framework's) */
     const struct petrel__router *router;
     const petrel__proto_ops_t *first; /* the protocol of a new connection */
+    /* Offered a complete HTTP/1.1 request that asks for an upgrade, before
+     * it is dispatched (the server layer's choice: HTTP/2's h2c upgrade;
+     * NULL: none).  0 when it took the request, PETREL_ENOTFOUND to leave
+     * it to HTTP/1.1, another PETREL_E* code to close the connection. */
+    int (*upgrade)(struct petrel_req *req);
     /* the transport's own timers (c->timer): --send-timeout, and the
      * lingering close; a protocol's timers are on queues of its own */
     petrel__tq_t tq_send, tq_linger;

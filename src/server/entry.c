@@ -174,7 +174,6 @@ const petrel__proto_ops_t petrel__entry_ops = {
 
 int petrel__entry_init(const petrel__config_t *cfg)
 {
-    petrel__http1_set_upgrade_hook(petrel__h2_upgrade);
     int rc;
     if ((rc = petrel__tq_init(petrel__loop, &entry_q, cfg->header_timeout_ms, entry_expire)) < 0 ||
         (rc = petrel__http1_worker_init(cfg)) < 0 || (rc = petrel__h2_worker_init(cfg)) < 0)

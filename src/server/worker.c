@@ -26,6 +26,7 @@
 
 #include "runtime/log.h"
 #include "runtime/fault.h"
+#include "protocols/h2.h"
 #include "protocols/proto.h"
 #include "framework/pubsub.h"
 #include "runtime/metrics.h"
@@ -179,6 +180,7 @@ int petrel__worker_init(petrel_server_t *srv)
         return rc;
     srv->conns.on_gone = on_conn_gone;
     srv->conns.router = srv->router;
+    srv->conns.upgrade = petrel__h2_upgrade;
     srv->conns.next_req_id = next_req_base;
     if (petrel__server_has_admin(srv) && (rc = petrel__admin_init(srv)) < 0) {
         petrel_log(PETREL_LOG_ERROR, "admin listener: %s", petrel_strerror(rc));
