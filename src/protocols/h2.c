@@ -548,7 +548,7 @@ static ssize_t read_body(nghttp2_session *ngh, int32_t id, uint8_t *buf, size_t 
     size_t n;
     if (s->flags & S_TUNNEL)
         return petrel__h2_tunnel_read(s, buf, length, data_flags);
-    if (r->body_kind == BODY_STREAM) {
+    if (r->body_kind == PETREL__BODY_STREAM) {
         n = petrel__h2_sbuf_take(s, buf, length);
         if (s->sb_head == NULL && r->ended) {
             *data_flags |= NGHTTP2_DATA_FLAG_EOF;
@@ -562,7 +562,7 @@ static ssize_t read_body(nghttp2_session *ngh, int32_t id, uint8_t *buf, size_t 
     n = r->len - s->sent;
     if (n > length)
         n = length;
-    if (r->body_kind == BODY_MEM) {
+    if (r->body_kind == PETREL__BODY_MEM) {
         if (r->len > COPY_MAX) {
             *data_flags |= NGHTTP2_DATA_FLAG_NO_COPY;
             s->nc_off = s->sent;
@@ -601,7 +601,7 @@ static int send_data(nghttp2_session *ngh, nghttp2_frame *frame, const uint8_t *
     petrel__conn_t *c = h->c;
     int rc = petrel__out_copy(c, framehd, 9);
     if (rc == 0) {
-        if (r->body_kind == BODY_MEM)
+        if (r->body_kind == PETREL__BODY_MEM)
             rc = petrel__out_ref(c, (const char *)r->body + s->nc_off, length);
         else
             rc = petrel__out_fd(c, r->fd, r->offset + (off_t)s->nc_off, length);
@@ -640,7 +640,7 @@ static int h2_send(petrel_req_t *req, petrel_resp_t *r)
     bool body_allowed = petrel__status_has_body(st);
     if (r->type)
         NV(&nv[i++], "content-type", r->type, strlen(r->type), NGHTTP2_NV_FLAG_NO_COPY_NAME);
-    if (r->body_kind != BODY_STREAM && body_allowed) {
+    if (r->body_kind != PETREL__BODY_STREAM && body_allowed) {
         size_t cl = (size_t)(petrel__put_u64(s->clen, r->len) - s->clen);
         NV(&nv[i++], "content-length", s->clen, cl, NV_STATIC);
     }
@@ -660,14 +660,14 @@ static int h2_send(petrel_req_t *req, petrel_resp_t *r)
     }
     bool send_body = body_allowed && req->method != PETREL_HEAD;
     nghttp2_data_provider prd = {.source.ptr = s, .read_callback = read_body};
-    bool with_data = r->body_kind == BODY_STREAM || (send_body && r->len > 0);
+    bool with_data = r->body_kind == PETREL__BODY_STREAM || (send_body && r->len > 0);
     int rv = nghttp2_submit_response(h->ngh, s->id, nv, i, with_data ? &prd : NULL);
     if (rv < 0) {
         petrel_req_log(&s->req, PETREL_LOG_DEBUG, "h2: stream %d: submit_response: %s", s->id,
                        nghttp2_strerror(rv));
         return rv == NGHTTP2_ERR_NOMEM ? PETREL_ENOMEM : PETREL_ESTATE;
     }
-    if (r->body_kind != BODY_STREAM && send_body)
+    if (r->body_kind != PETREL__BODY_STREAM && send_body)
         s->bytes_out = r->len;
     petrel__h2_schedule(h);
     return 0;
@@ -850,8 +850,8 @@ static bool blocked_on_peer(h2conn_t *h)
     for (petrel__list_t *l = h->streams.next; l != &h->streams; l = l->next) {
         h2stream_t *s = container_of(l, h2stream_t, link);
         const petrel_resp_t *r = &s->resp;
-        if (r->sent && !(s->flags & S_CLOSED) && r->body_kind != BODY_STREAM &&
-            r->body_kind != BODY_NONE && s->sent < r->len)
+        if (r->sent && !(s->flags & S_CLOSED) && r->body_kind != PETREL__BODY_STREAM &&
+            r->body_kind != PETREL__BODY_NONE && s->sent < r->len)
             return true;
     }
     return false;
@@ -894,7 +894,7 @@ static void h2_flush(h2conn_t *h)
     }
     /* Read no more requests while the peer does not read the answers. */
     petrel__conn_pause(c, !empty);
-    if (c->flags & CONN_CLOSED)
+    if (c->flags & PETREL__CONN_CLOSED)
         return;
     if (!empty)
         return; /* the send timeout is armed */
@@ -980,7 +980,7 @@ static void h2_read(h2conn_t *h)
         if (feed(h, p, avail) < 0 || !full)
             break;
     }
-    if (c->flags & CONN_EOF) {
+    if (c->flags & PETREL__CONN_EOF) {
         /* RFC 9113 has no half-closed connection: write what is queued,
          * then close (streams still at work become orphans). */
         h->flags |= H2_CLOSE;
@@ -991,9 +991,9 @@ static void h2_read(h2conn_t *h)
 static void h2_on_read(petrel__conn_t *c)
 {
     h2conn_t *h = c->proto;
-    if (!(c->flags & (CONN_EOF | CONN_PAUSED)) && !(h->flags & H2_CLOSE)) {
+    if (!(c->flags & (PETREL__CONN_EOF | PETREL__CONN_PAUSED)) && !(h->flags & H2_CLOSE)) {
         h2_read(h);
-        if (c->flags & CONN_CLOSED)
+        if (c->flags & PETREL__CONN_CLOSED)
             return;
     }
     h2_flush(h);
@@ -1090,7 +1090,7 @@ static void h2_on_timeout(petrel__conn_t *c)
     h->flags |= H2_TIMEDOUT | H2_CLOSE;
     nghttp2_session_terminate_session(h->ngh, NGHTTP2_NO_ERROR);
     h2_flush(h);
-    if (!(c->flags & CONN_CLOSED))
+    if (!(c->flags & PETREL__CONN_CLOSED))
         petrel__timer_arm(petrel__loop, &c->timer, &c->cs->tq_send);
 }
 

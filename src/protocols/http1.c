@@ -301,7 +301,7 @@ static int rbuf_make_room(h1_t *h1)
     /* A head larger than a chunk: move it to a buffer of the largest size
      * the limits allow. */
     size_t big = cfg->max_header_size + cfg->max_uri_size + 1024;
-    if ((c->flags & CONN_RBUF_LARGE) || big <= c->rcap)
+    if ((c->flags & PETREL__CONN_RBUF_LARGE) || big <= c->rcap)
         return h1->req->target.len > cfg->max_uri_size ? 414 : 431;
     if (petrel__conn_rbuf_grow(c, big, rebase, h1) < 0)
         return 503;
@@ -1070,7 +1070,7 @@ static bool request_ready(h1_t *h1)
     petrel__timer_disarm(&c->timer); /* the head timeout is over; writes have their own */
     r->_flags |= REQ_IN_HANDLER;
     petrel__req_dispatch(r, c->cs->router);
-    if (c->flags & CONN_CLOSED)
+    if (c->flags & PETREL__CONN_CLOSED)
         return false;
     r->_flags &= ~REQ_IN_HANDLER;
     if (r->_resp->ended)
@@ -1276,13 +1276,13 @@ static void h1_written(petrel__conn_t *c)
             process(h1); /* pipelined requests that waited for the output */
             return;
         }
-        if (c->flags & CONN_EOF) {
+        if (c->flags & PETREL__CONN_EOF) {
             petrel__conn_close(c, PETREL__CLOSE_CLIENT);
             return;
         }
         h1->flags |= H1_IDLE;
         petrel__timer_arm(petrel__loop, &c->timer, &idle_q);
-        c->flags &= ~CONN_PAUSED;
+        c->flags &= ~PETREL__CONN_PAUSED;
         petrel__conn_idle(c); /* an empty read buffer goes back at once */
         petrel__conn_update_events(c);
     } else {
@@ -1327,7 +1327,7 @@ static void h1_read(petrel__conn_t *c)
         if (n > 0 && memchr(c->rbuf + c->rlen - (uint32_t)n, '\t', (size_t)n))
             h1->flags |= H1_TABS;
         if (n == 0) {
-            if (!(c->flags & CONN_EOF)) {
+            if (!(c->flags & PETREL__CONN_EOF)) {
                 if (h1_empty(h1))
                     petrel__conn_idle(c); /* EAGAIN: do not hold an empty buffer */
                 return;
@@ -1356,8 +1356,8 @@ static void h1_read(petrel__conn_t *c)
         }
         process(h1);
         /* a read that did not fill the buffer got everything there was */
-        if (c->proto != h1 || (c->flags & CONN_CLOSED) || !want_input(h1) || c->rbuf == NULL ||
-            c->rlen < c->rcap)
+        if (c->proto != h1 || (c->flags & PETREL__CONN_CLOSED) || !want_input(h1) ||
+            c->rbuf == NULL || c->rlen < c->rcap)
             return;
     }
 }
@@ -1376,7 +1376,8 @@ static void h1_start(petrel__conn_t *c)
     h1->flags |= H1_TABS; /* bytes read before: not scanned */
     if (c->rpos < c->rlen) {
         process(h1);
-        if (c->proto != h1 || (c->flags & CONN_CLOSED) || c->rbuf == NULL || c->rlen < c->rcap)
+        if (c->proto != h1 || (c->flags & PETREL__CONN_CLOSED) || c->rbuf == NULL ||
+            c->rlen < c->rcap)
             return;
     }
     h1_read(c); /* a full buffer: the socket may have more */
@@ -1586,7 +1587,7 @@ static int h1_send(petrel_req_t *req, petrel_resp_t *r)
     petrel__conn_t *c = h1->c;
     petrel__outbuf_t *ob = slot_ob(s);
     petrel__loop_t *loop = petrel__loop;
-    bool stream = r->body_kind == BODY_STREAM;
+    bool stream = r->body_kind == PETREL__BODY_STREAM;
     bool body_allowed = petrel__status_has_body(r->status);
     /* draining: the last request in progress says Connection: close */
     if (c->cs->draining && s == h1->last && h1->req == NULL)
@@ -1645,7 +1646,7 @@ static int h1_send(petrel_req_t *req, petrel_resp_t *r)
     bool send_body = body_allowed && req->method != PETREL_HEAD;
     if (!stream && send_body && r->len) {
         int rc;
-        if (r->body_kind == BODY_FD) {
+        if (r->body_kind == PETREL__BODY_FD) {
             rc = petrel__ob_fd(c, ob, r->fd, r->offset, r->len);
             s->flags |= R_REFS;
         } else if (r->len <= COPY_BODY_MAX) {

@@ -90,7 +90,7 @@ static void wc_advance(petrel__conn_t *c)
         petrel__ws_progress(ws);
         return;
     }
-    bool waited = (c->flags & CONN_PAUSED) != 0;
+    bool waited = (c->flags & PETREL__CONN_PAUSED) != 0;
     if (!petrel__ws_reading(ws)) {
         /* §7.1.1: the server closes the TCP connection first; half-close
          * and drain what the peer still sends, so that it reads our Close
@@ -124,8 +124,8 @@ static void wc_read(petrel__conn_t *c)
     petrel_ws_t *ws = c->proto;
     unsigned *f = petrel__ws_carrier_flags(ws);
     *f |= WC_IN_IO;
-    for (int turn = 0;
-         turn < PETREL__READS_PER_EVENT && !(c->flags & CONN_PAUSED) && petrel__ws_reading(ws);
+    for (int turn = 0; turn < PETREL__READS_PER_EVENT && !(c->flags & PETREL__CONN_PAUSED) &&
+                       petrel__ws_reading(ws);
          turn++) {
         petrel__conn_compact(c);
         int n = petrel__conn_read(c);
@@ -134,7 +134,7 @@ static void wc_read(petrel__conn_t *c)
             return;
         }
         if (n == 0) {
-            if (c->flags & CONN_EOF)
+            if (c->flags & PETREL__CONN_EOF)
                 petrel__ws_eof(ws); /* the peer left without a Close */
             break;
         }
@@ -186,7 +186,7 @@ static void wc_start(petrel__conn_t *c)
     petrel__ws_pending(ws)->cb = wc_on_pending;
     c->out_limit = 0; /* --ws-send-limit bounds it */
     *f |= WC_STARTED | WC_IN_IO;
-    c->flags &= ~CONN_PAUSED;
+    c->flags &= ~PETREL__CONN_PAUSED;
     petrel__ws_start(ws, c->cs->draining);
     wc_input(c, ws);
     *f &= ~WC_IN_IO;

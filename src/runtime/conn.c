@@ -83,7 +83,7 @@ static petrel__outq_t *outq_tail_with(petrel__outbuf_t *ob, uint32_t bytes)
 
 char *petrel__ob_reserve(petrel__conn_t *c, petrel__outbuf_t *ob, size_t len)
 {
-    if (len > PETREL_CHUNK_SIZE - sizeof(petrel__outq_t) || (c->flags & CONN_CLOSED))
+    if (len > PETREL_CHUNK_SIZE - sizeof(petrel__outq_t) || (c->flags & PETREL__CONN_CLOSED))
         return NULL;
     petrel__outq_t *q = outq_tail_with(ob, (uint32_t)len);
     return q ? q->data + q->used : NULL;
@@ -144,7 +144,7 @@ static bool out_over_budget(petrel__conn_t *c, const petrel__outbuf_t *ob)
 int petrel__ob_copy(petrel__conn_t *c, petrel__outbuf_t *ob, const void *data, size_t len)
 {
     const char *d = data;
-    if (c->flags & CONN_CLOSED)
+    if (c->flags & PETREL__CONN_CLOSED)
         return PETREL_EIO; /* a streamed response whose peer is gone */
     petrel__outq_t *t = ob->tail;
     if (t && t->nseg < OUT_SEGS && t->cap - t->used >= len) {
@@ -172,7 +172,7 @@ int petrel__ob_copy(petrel__conn_t *c, petrel__outbuf_t *ob, const void *data, s
 static int out_seg(petrel__conn_t *c, petrel__outbuf_t *ob, int kind, const void *ptr, size_t len,
                    int fd, off_t off)
 {
-    if (c->flags & CONN_CLOSED)
+    if (c->flags & PETREL__CONN_CLOSED)
         return PETREL_EIO;
     petrel__outq_t *q = outq_tail_with(ob, 0);
     if (q == NULL)
@@ -212,7 +212,7 @@ void petrel__ob_splice(petrel__conn_t *c, petrel__outbuf_t *ob)
 {
     if (ob->head == NULL)
         return;
-    if (c->flags & CONN_CLOSED) {
+    if (c->flags & PETREL__CONN_CLOSED) {
         petrel__ob_release(ob);
         return;
     }
@@ -261,14 +261,14 @@ static void out_advance(petrel__conn_t *c, size_t n)
 
 static void set_events(petrel__conn_t *c)
 {
-    if (c->flags & CONN_CLOSED)
+    if (c->flags & PETREL__CONN_CLOSED)
         return;
     uint32_t ev = 0;
-    if (!(c->flags & (CONN_PAUSED | CONN_EOF)) || (c->flags & CONN_LINGER))
+    if (!(c->flags & (PETREL__CONN_PAUSED | PETREL__CONN_EOF)) || (c->flags & PETREL__CONN_LINGER))
         ev |= EPOLLIN;
-    if (c->flags & CONN_WANT_WRITE)
+    if (c->flags & PETREL__CONN_WANT_WRITE)
         ev |= EPOLLOUT;
-    if (!(c->flags & CONN_REGISTERED)) {
+    if (!(c->flags & PETREL__CONN_REGISTERED)) {
         /* registered on first need: a connection answered and closed within
          * its first read never costs an epoll_ctl */
         if (ev == 0)
@@ -277,7 +277,7 @@ static void set_events(petrel__conn_t *c)
             petrel__conn_close(c, PETREL__CLOSE_CLIENT);
             return;
         }
-        c->flags |= CONN_REGISTERED;
+        c->flags |= PETREL__CONN_REGISTERED;
         return;
     }
     if (petrel__io_mod(petrel__loop, &c->io, ev) < 0)
@@ -291,7 +291,7 @@ void petrel__conn_update_events(petrel__conn_t *c)
 
 int petrel__conn_flush(petrel__conn_t *c)
 {
-    if (c->flags & CONN_CLOSED)
+    if (c->flags & PETREL__CONN_CLOSED)
         return PETREL_EIO;
     bool progress = false;
     while (c->out.head) {
@@ -352,8 +352,8 @@ int petrel__conn_flush(petrel__conn_t *c)
             break; /* the socket buffer is full: wait for EPOLLOUT */
     }
     if (c->out.head) {
-        if (!(c->flags & CONN_WANT_WRITE)) {
-            c->flags |= CONN_WANT_WRITE;
+        if (!(c->flags & PETREL__CONN_WANT_WRITE)) {
+            c->flags |= PETREL__CONN_WANT_WRITE;
             set_events(c);
         }
         /* --send-timeout is time without write progress: a flush that
@@ -363,8 +363,8 @@ int petrel__conn_flush(petrel__conn_t *c)
             petrel__timer_arm(petrel__loop, &c->timer, &c->cs->tq_send);
         return 0;
     }
-    if (c->flags & CONN_WANT_WRITE) {
-        c->flags &= ~CONN_WANT_WRITE;
+    if (c->flags & PETREL__CONN_WANT_WRITE) {
+        c->flags &= ~PETREL__CONN_WANT_WRITE;
         set_events(c);
     }
     return 0;
@@ -372,7 +372,7 @@ int petrel__conn_flush(petrel__conn_t *c)
 
 int petrel__conn_writev(petrel__conn_t *c, const struct iovec *iov, int n)
 {
-    if (c->flags & CONN_CLOSED)
+    if (c->flags & PETREL__CONN_CLOSED)
         return PETREL_EIO;
     size_t done = 0;
     if (c->out.head == NULL) {
@@ -422,7 +422,7 @@ int petrel__conn_read(petrel__conn_t *c)
             return (int)n;
         }
         if (n == 0) {
-            c->flags |= CONN_EOF;
+            c->flags |= PETREL__CONN_EOF;
             return 0;
         }
         if (errno == EINTR)
@@ -454,13 +454,13 @@ int petrel__conn_rbuf_grow(petrel__conn_t *c, size_t cap,
         return PETREL_ENOMEM;
     memcpy(nb, c->rbuf, c->rlen);
     moved(arg, c->rbuf, c->rbuf + c->rlen, nb - c->rbuf);
-    if (c->flags & CONN_RBUF_LARGE)
+    if (c->flags & PETREL__CONN_RBUF_LARGE)
         free(c->rbuf);
     else
         petrel__chunk_put(&petrel__pool, c->rbuf);
     c->rbuf = nb;
     c->rcap = (uint32_t)cap;
-    c->flags |= CONN_RBUF_LARGE;
+    c->flags |= PETREL__CONN_RBUF_LARGE;
     return 0;
 }
 
@@ -468,12 +468,12 @@ static void rbuf_release(petrel__conn_t *c)
 {
     if (c->rbuf == NULL)
         return;
-    if (c->flags & CONN_RBUF_LARGE)
+    if (c->flags & PETREL__CONN_RBUF_LARGE)
         free(c->rbuf);
     else
         petrel__chunk_put(&petrel__pool, c->rbuf);
     c->rbuf = NULL;
-    c->flags &= ~CONN_RBUF_LARGE;
+    c->flags &= ~PETREL__CONN_RBUF_LARGE;
     c->rcap = c->rlen = c->rpos = 0;
 }
 
@@ -489,7 +489,7 @@ void petrel__conn_idle(petrel__conn_t *c)
 static void on_io(petrel__io_t *io, uint32_t events)
 {
     petrel__conn_t *c = container_of(io, petrel__conn_t, io);
-    if (c->flags & CONN_CLOSED)
+    if (c->flags & PETREL__CONN_CLOSED)
         return;
     if (events & EPOLLOUT) {
         size_t before = c->out.bytes;
@@ -503,7 +503,7 @@ static void on_io(petrel__io_t *io, uint32_t events)
         } else if (c->out.bytes < before && c->ops->on_progress) {
             c->ops->on_progress(c);
         }
-        if (c->flags & CONN_CLOSED)
+        if (c->flags & PETREL__CONN_CLOSED)
             return;
     }
     if (events & (EPOLLIN | EPOLLHUP | EPOLLERR)) {
@@ -579,12 +579,12 @@ static const petrel__proto_ops_t linger_ops = {
 
 void petrel__conn_linger(petrel__conn_t *c)
 {
-    if (c->flags & CONN_CLOSED)
+    if (c->flags & PETREL__CONN_CLOSED)
         return;
-    if (c->flags & CONN_TIMER)
+    if (c->flags & PETREL__CONN_TIMER)
         petrel__conn_close_why(c, PETREL__CLOSE_TIMEOUT);
     shutdown(c->io.fd, SHUT_WR);
-    if (c->flags & CONN_EOF) {
+    if (c->flags & PETREL__CONN_EOF) {
         petrel__conn_close(c, PETREL__CLOSE_CLIENT);
         return;
     }
@@ -592,8 +592,8 @@ void petrel__conn_linger(petrel__conn_t *c)
     c->proto = NULL;
     out_release(c);
     rbuf_release(c);
-    c->flags |= CONN_LINGER;
-    c->flags &= ~CONN_WANT_WRITE;
+    c->flags |= PETREL__CONN_LINGER;
+    c->flags &= ~PETREL__CONN_WANT_WRITE;
     set_events(c);
     petrel__timer_arm(petrel__loop, &c->timer, &c->cs->tq_linger);
 }
@@ -619,13 +619,13 @@ _Static_assert(PETREL__CLOSE_N == PETREL__METRICS_CLOSE_N,
 
 void petrel__conn_close(petrel__conn_t *c, petrel__close_t why)
 {
-    if (c->flags & CONN_CLOSED)
+    if (c->flags & PETREL__CONN_CLOSED)
         return;
     petrel__conns_t *cs = c->cs;
-    if (c->flags & CONN_TIMER)
+    if (c->flags & PETREL__CONN_TIMER)
         petrel__conn_close_why(c, PETREL__CLOSE_TIMEOUT);
-    c->flags |= CONN_CLOSED;
-    c->flags &= ~CONN_WANT_WRITE;
+    c->flags |= PETREL__CONN_CLOSED;
+    c->flags &= ~PETREL__CONN_WANT_WRITE;
     petrel__timer_disarm(&c->timer);
     /* no EPOLL_CTL_DEL: closing the only descriptor of the socket removes it */
     close(c->io.fd);
@@ -652,7 +652,7 @@ void petrel__conn_close(petrel__conn_t *c, petrel__close_t why)
 
 void petrel__conn_end(petrel__conn_t *c)
 {
-    if (!(c->flags & CONN_CLOSED))
+    if (!(c->flags & PETREL__CONN_CLOSED))
         shutdown(c->io.fd, SHUT_WR);
     petrel__conn_close(c, PETREL__CLOSE_CLIENT);
 }
@@ -725,7 +725,7 @@ static petrel__conn_t *conn_new(petrel__conns_t *cs, int fd)
 static void conn_start(petrel__conn_t *c)
 {
     c->ops->start(c);
-    if (!(c->flags & (CONN_CLOSED | CONN_REGISTERED)))
+    if (!(c->flags & (PETREL__CONN_CLOSED | PETREL__CONN_REGISTERED)))
         set_events(c);
 }
 

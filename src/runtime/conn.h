@@ -53,7 +53,7 @@ typedef struct petrel__conns petrel__conns_t;
 /*
  * What a protocol does with a connection.  Every callback runs from the
  * loop (never from inside another protocol's callback), with the connection
- * open (CONN_CLOSED not set), except on_close.
+ * open (PETREL__CONN_CLOSED not set), except on_close.
  */
 typedef struct petrel__proto_ops {
     const char *name; /* "http/1.1", "h2", "websocket", ... for logs */
@@ -91,14 +91,14 @@ typedef struct petrel__proto_ops {
 
 /* Transport flags (c->flags); protocols keep their own in their state. */
 enum {
-    CONN_PAUSED = 1 << 0,     /* input is not wanted now (the protocol waits) */
-    CONN_WANT_WRITE = 1 << 1, /* waiting for EPOLLOUT */
-    CONN_EOF = 1 << 2,        /* the peer shut down its side */
-    CONN_CLOSED = 1 << 3,     /* fd closed, memory freed at the end of the turn */
-    CONN_RBUF_LARGE = 1 << 4, /* rbuf is a malloc'ed buffer, not a chunk */
-    CONN_LINGER = 1 << 5,     /* half-closed, reading what the peer still sends */
-    CONN_REGISTERED = 1 << 6, /* the fd is in the epoll set */
-    CONN_TIMER = 1 << 7       /* in a timeout's callback: a close now is a timeout's */
+    PETREL__CONN_PAUSED = 1 << 0,     /* input is not wanted now (the protocol waits) */
+    PETREL__CONN_WANT_WRITE = 1 << 1, /* waiting for EPOLLOUT */
+    PETREL__CONN_EOF = 1 << 2,        /* the peer shut down its side */
+    PETREL__CONN_CLOSED = 1 << 3,     /* fd closed, memory freed at the end of the turn */
+    PETREL__CONN_RBUF_LARGE = 1 << 4, /* rbuf is a malloc'ed buffer, not a chunk */
+    PETREL__CONN_LINGER = 1 << 5,     /* half-closed, reading what the peer still sends */
+    PETREL__CONN_REGISTERED = 1 << 6, /* the fd is in the epoll set */
+    PETREL__CONN_TIMER = 1 << 7       /* in a timeout's callback: a close now is a timeout's */
 };
 
 struct petrel__conn {
@@ -179,7 +179,7 @@ void petrel__conn_switch(petrel__conn_t *c, const petrel__proto_ops_t *ops, void
 
 /* Read into the read buffer (taken from the pool when there is none).
  * Returns the number of bytes read, 0 for nothing now or the end of input
- * (CONN_EOF is set then) or a full buffer, PETREL_EIO when the connection
+ * (PETREL__CONN_EOF is set then) or a full buffer, PETREL_EIO when the connection
  * is broken. */
 int petrel__conn_read(petrel__conn_t *c);
 /* The bytes read and not consumed yet, and their number in *n. */
@@ -217,9 +217,9 @@ void petrel__conn_idle(petrel__conn_t *c);
 void petrel__conn_update_events(petrel__conn_t *c);
 static inline void petrel__conn_pause(petrel__conn_t *c, bool paused)
 {
-    unsigned want = paused ? CONN_PAUSED : 0;
-    if ((c->flags & CONN_PAUSED) != want) {
-        c->flags ^= CONN_PAUSED;
+    unsigned want = paused ? PETREL__CONN_PAUSED : 0;
+    if ((c->flags & PETREL__CONN_PAUSED) != want) {
+        c->flags ^= PETREL__CONN_PAUSED;
         petrel__conn_update_events(c);
     }
 }
@@ -289,9 +289,9 @@ static inline size_t petrel__ob_bytes(const petrel__outbuf_t *ob)
 static inline void petrel__conn_expire(petrel__timer_t *t, void (*fn)(petrel__conn_t *c))
 {
     petrel__conn_t *c = container_of(t, petrel__conn_t, timer);
-    c->flags |= CONN_TIMER;
+    c->flags |= PETREL__CONN_TIMER;
     fn(c);
-    c->flags &= ~CONN_TIMER;
+    c->flags &= ~PETREL__CONN_TIMER;
 }
 
 /* Close now, for the reason `why`: PETREL__CLOSE_CLIENT when the exchange

@@ -82,7 +82,7 @@ static bool proxy_read(petrel__conn_t *c)
         return false;
     }
     if (len == 0) {
-        if (c->flags & CONN_EOF)
+        if (c->flags & PETREL__CONN_EOF)
             proxy_reject(c, PETREL__PROXY_REJ_EOF,
                          n ? "the connection ended inside its PROXY header"
                            : "the connection ended without a PROXY header");
@@ -114,7 +114,7 @@ static void entry_read(petrel__conn_t *c)
         return;
     size_t avail;
     petrel__conn_input(c, &avail);
-    if (n == 0 && (c->flags & CONN_EOF)) {
+    if (n == 0 && (c->flags & PETREL__CONN_EOF)) {
         petrel__conn_close(c, PETREL__CLOSE_CLIENT); /* nothing, or a preface cut short */
         return;
     }
