@@ -141,7 +141,7 @@ int petrel__h2_upgrade(petrel_req_t *req)
         r->body.ptr = b;
         r->body.len = req->body.len;
     }
-    s->flags |= S_HEAD_DONE | S_REQ_DONE;
+    s->flags |= PETREL__H2S_HEAD_DONE | PETREL__H2S_REQ_DONE;
 
     h2conn_t *h = petrel__h2_session_new(c);
     if (h == NULL)
