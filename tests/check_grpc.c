@@ -385,7 +385,7 @@ static int rec_send(petrel_req_t *req, petrel_resp_t *resp)
     R.status = resp->status;
     R.type = resp->type;
     R.headers = resp->headers;
-    if (resp->body_kind == BODY_MEM) {
+    if (resp->body_kind == PETREL__BODY_MEM) {
         ck_assert_uint_le(resp->len, sizeof(R.body));
         if (resp->len) /* a trailers-only answer has no body (NULL) */
             memcpy(R.body, resp->body, resp->len);

@@ -996,7 +996,7 @@ START_TEST(server_drain)
     ck_assert_ptr_nonnull(held);
     /* the idle client (an nghttp2 client with no stream open) does not
      * answer the PING: the final GOAWAY follows at the linger timeout */
-    srv->conns.tq_linger.timeout_ms = 0;
+    petrel__h2_timers.notice.timeout_ms = 0;
     petrel__conns_drain(&srv->conns, true);
     pump(idle, 5);
     ck_assert(idle->goaway);
@@ -1029,8 +1029,8 @@ END_TEST
 START_TEST(idle_timeout)
 {
     /* both stages of the keep-alive timeout expire at the next turn */
-    srv->conns.tq_idle.timeout_ms = 0;
-    srv->conns.tq_keepalive_rest.timeout_ms = 0;
+    petrel__h2_timers.idle.timeout_ms = 0;
+    petrel__h2_timers.keepalive_rest.timeout_ms = 0;
     client_t *cl = client_new(NULL, 0);
     resp_t *r = request(cl, "GET", "/hello", NULL, 0);
     pump_all(cl);
@@ -1756,7 +1756,7 @@ START_TEST(body_timeout)
 {
     srv->cfg.body_timeout_ms = 150;
     srv->cfg.body_min_rate = 1000; /* 1 ms more per byte received */
-    srv->conns.tq_body_check.timeout_ms = 10;
+    petrel__h2_timers.body_check.timeout_ms = 10;
     nghttp2_hd_deflater *d;
     nghttp2_hd_deflate_new(&d, 4096);
     nghttp2_nv slow[] = {MKNV(":method", "POST"), MKNV(":scheme", "http"), MKNV(":path", "/echo"),
@@ -2103,7 +2103,7 @@ START_TEST(idle_connection_memory)
 {
     /* what an idle h2 connection holds, beyond the conn struct (the idle
      * stage of the keep-alive timeout ends at the next turn: see below) */
-    srv->conns.tq_idle.timeout_ms = 0;
+    petrel__h2_timers.idle.timeout_ms = 0;
     client_t *cl = client_new(NULL, 0);
     resp_t *r = request(cl, "GET", "/hello", NULL, 0);
     pump_all(cl);

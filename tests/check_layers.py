@@ -26,15 +26,20 @@ that defines a symbol it uses.  The check fails when
   - the files of one layer call each other in a circle;
   - a private header of the core declares a process-global function pointer
     (`extern ... (*name)(...)`): a lower layer calling up through a pointer
-    that a higher one set is an upward call the symbols would not show.
+    that a higher one set is an upward call the symbols would not show;
+  - a file of the core keeps a process-global function pointer of its own
+    (a file-scope `static` variable of function-pointer type, written out
+    or through a typedef, not const): set through a setter from above, it
+    is the same hook in disguise.
     The only ones allowed are in ALLOWED_HOOKS, each with its reason.
 
 It prints the files by layer with what each uses, then "ok".  With
 --self-test it also plants objects beside copies of the real ones -- one
 that makes an upward call (the runtime's transport calling the router), a
 core file calling the PostgreSQL pool, a pool file using the loop's
-internals -- and a pool source that includes a private header, and checks
-that each makes the check fail.
+internals -- a hook in a private header, a static hook with its setter,
+and a pool source that includes a private header, and checks that each
+makes the check fail.
 """
 import os
 import re
@@ -152,6 +157,44 @@ def private_includes(srcdir):
     return bad
 
 
+def fnptr_typedefs(srcdir):
+    """Names of function-pointer typedefs (`typedef R (*name)(...)`) of the
+    installed header and the core."""
+    pat = re.compile(r"\btypedef\b[^;{}]*\(\s*\*\s*(\w+)\s*\)\s*\(")
+    names = set()
+    paths = [os.path.join(srcdir, "include", "petrel.h")]
+    for layer in ("runtime", "protocols", "framework", "server"):
+        d = os.path.join(srcdir, "src", layer)
+        if os.path.isdir(d):
+            paths += [os.path.join(d, f) for f in sorted(os.listdir(d)) if f.endswith((".h", ".c"))]
+    for path in paths:
+        if os.path.isfile(path):
+            names.update(pat.findall(open(path).read()))
+    return names
+
+
+def static_hooks(srcdir):
+    """File-scope static function pointers (not const) in the core's files."""
+    bad = []
+    direct = re.compile(r"^static\s+(?!const\b)[^;=(){}]*\(\s*\*\s*(\w+)\s*\)\s*\(", re.M)
+    typed = re.compile(r"^static\s+(\w+)\s+(\w+)\s*(?:;|=|,)", re.M)
+    types = fnptr_typedefs(srcdir)
+    for layer in ("runtime", "protocols", "framework", "server"):
+        d = os.path.join(srcdir, "src", layer)
+        if not os.path.isdir(d):
+            continue
+        for f in sorted(os.listdir(d)):
+            if not f.endswith((".c", ".h")):
+                continue
+            text = open(os.path.join(d, f)).read()
+            found = [m.group(1) for m in direct.finditer(text)]
+            found += [m.group(2) for m in typed.finditer(text) if m.group(1) in types]
+            for n in found:
+                if n not in ALLOWED_HOOKS:
+                    bad.append("%s/%s: static function pointer %s" % (layer, f, n))
+    return bad
+
+
 def check(top, srcdir, quiet=False):
     objs = objects(top)
     if not objs:
@@ -218,6 +261,7 @@ def check(top, srcdir, quiet=False):
             visit(n)
     errors += hooks(srcdir)
     errors += private_includes(srcdir)
+    errors += static_hooks(srcdir)
     if not quiet:
         for lay in LAYERS:
             files = sorted(n for n in deps if layer[n] == lay)
@@ -303,8 +347,23 @@ def self_test(top, srcdir):
             print("FAIL: self-test: a private header included by the pool passed")
             return 1
         print("self-test: caught " + planted_inc[0])
+        # and a static hook with its setter, written out and through a typedef
+        with open(os.path.join(hdr_dir, "planted.c"), "w") as f:
+            f.write("typedef int (*planted_hook_t)(void *req);\n"
+                    "static planted_hook_t planted_typed;\n"
+                    "static void (*planted_direct)(int x);\n"
+                    "void petrel__planted_set(planted_hook_t h, void (*d)(int))\n"
+                    "{\n    planted_typed = h;\n    planted_direct = d;\n}\n")
+        planted_static = static_hooks(os.path.join(tmp, "src-hooks"))
+        for n in ("planted_typed", "planted_direct"):
+            if not any(e.endswith(" " + n) for e in planted_static):
+                print("FAIL: self-test: a static function pointer with a setter (%s) passed" % n)
+                return 1
+        for e in planted_static:
+            print("self-test: caught " + e)
     print("ok: self-test: a planted upward call, a core call of the pool, the pool using an "
-          "internal, a planted hook and a private include make the check fail")
+          "internal, a planted hook, planted static hooks and a private include make the "
+          "check fail")
     return 0
 
 

@@ -187,12 +187,12 @@ START_TEST(test_tq_limit)
     static petrel__tq_t q[PETREL__LOOP_MAX_TQ + 1];
     int rc = 0, i;
     for (i = 0; i <= PETREL__LOOP_MAX_TQ && rc == 0; i++)
-        rc = petrel__tq_init(&L, &q[i], 10);
+        rc = petrel__tq_init(&L, &q[i], 10, NULL);
     ck_assert_int_eq(rc, PETREL_ELIMIT);
     ck_assert_int_eq(i, PETREL__LOOP_MAX_TQ + 1);
     ck_assert(petrel__tq_registered(&L, &q[0]));
     ck_assert(!petrel__tq_registered(&L, &q[PETREL__LOOP_MAX_TQ]));
-    ck_assert_int_eq(petrel__tq_init(&L, &q[0], 10), 0); /* again: no new slot */
+    ck_assert_int_eq(petrel__tq_init(&L, &q[0], 10, NULL), 0); /* again: no new slot */
 }
 END_TEST
 

@@ -990,7 +990,7 @@ START_TEST(test_echo_backpressure)
     for (int i = 0; i < 10; i++)
         turn(0);
     petrel__conn_t *sc = server_conn();
-    ck_assert(sc->flags & CONN_PAUSED);
+    ck_assert(sc->flags & PETREL__CONN_PAUSED);
     size_t queued = petrel__out_bytes(sc);
     ck_assert_uint_lt(queued, 256u << 10);
     ck_assert_int_lt(wrote, 10000);

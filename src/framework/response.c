@@ -113,7 +113,7 @@ static int start(petrel_req_t *req, int status, const char *type, int kind)
 
 int petrel_send(petrel_req_t *req, int status, const char *type, const void *body, size_t len)
 {
-    int rc = start(req, status, type, BODY_MEM);
+    int rc = start(req, status, type, PETREL__BODY_MEM);
     if (rc < 0)
         return rc;
     petrel_resp_t *r = req->_resp;
@@ -157,7 +157,7 @@ int petrel_send_fd(petrel_req_t *req, int status, const char *type, int fd, off_
         close(fd);
         return PETREL_ENOMEM;
     }
-    int rc = start(req, status, type, BODY_FD);
+    int rc = start(req, status, type, PETREL__BODY_FD);
     if (rc < 0)
         return rc;
     petrel_resp_t *r = req->_resp;
@@ -181,7 +181,7 @@ int petrel_send_status(petrel_req_t *req, int status)
 
 int petrel_stream_begin(petrel_req_t *req, int status, const char *type)
 {
-    int rc = start(req, status, type, BODY_STREAM);
+    int rc = start(req, status, type, PETREL__BODY_STREAM);
     if (rc < 0)
         return rc;
     return req->_proto->send(req, req->_resp);
@@ -192,7 +192,7 @@ int petrel_stream_write(petrel_req_t *req, const void *data, size_t len)
     petrel_resp_t *r = req->_resp;
     if (r->abandoned)
         return PETREL_EIO; /* the handler lets go with petrel_stream_end() */
-    if (!r->sent || r->ended || r->body_kind != BODY_STREAM)
+    if (!r->sent || r->ended || r->body_kind != PETREL__BODY_STREAM)
         return PETREL_ESTATE;
     uint64_t outer = petrel__log_req; /* what it logs is about this request */
     petrel__log_req = req->id;
@@ -206,7 +206,7 @@ int petrel_stream_end(petrel_req_t *req)
     petrel_resp_t *r = req->_resp;
     if (r->abandoned)
         return gone(req);
-    if (!r->sent || r->ended || r->body_kind != BODY_STREAM)
+    if (!r->sent || r->ended || r->body_kind != PETREL__BODY_STREAM)
         return PETREL_ESTATE;
     petrel__resp_drain_off(r);
     r->ended = true;
@@ -222,7 +222,7 @@ int petrel_stream_end(petrel_req_t *req)
 
 static bool streaming(const petrel_resp_t *r)
 {
-    return r->sent && !r->ended && !r->abandoned && r->body_kind == BODY_STREAM;
+    return r->sent && !r->ended && !r->abandoned && r->body_kind == PETREL__BODY_STREAM;
 }
 
 size_t petrel_stream_buffered(petrel_req_t *req)
@@ -297,14 +297,13 @@ void petrel__req_wait(petrel_req_t *req)
 {
     petrel_resp_t *r = req->_resp;
     r->holds = true;
-    r->timer.cb = on_handler_timer;
     petrel__timer_arm(petrel__loop, &r->timer, &handler_q);
 }
 
 int petrel__req_worker_init(const petrel__config_t *cfg)
 {
     list_init(&held);
-    return petrel__tq_init(petrel__loop, &handler_q, cfg->handler_timeout_ms);
+    return petrel__tq_init(petrel__loop, &handler_q, cfg->handler_timeout_ms, on_handler_timer);
 }
 
 bool petrel__req_abort(petrel_req_t *req)
@@ -325,7 +324,6 @@ bool petrel__req_abort(petrel_req_t *req)
     }
     /* kept until the handler's next sending call, or --handler-timeout */
     if (list_empty(&r->held)) {
-        r->timer.cb = on_handler_timer;
         petrel__timer_arm(petrel__loop, &r->timer, &handler_q);
         list_append(&held, &r->held);
     }

@@ -36,7 +36,7 @@ int petrel__h2_out_full(const h2conn_t *h)
  * room (petrel__h2_out_sync). */
 void petrel__h2_out_wait(h2conn_t *h)
 {
-    h->flags |= H2_WAITING;
+    h->flags |= PETREL__H2_WAITING;
     list_append(&out_waiting, &h->wlink);
 }
 
@@ -53,7 +53,7 @@ void petrel__h2_out_sync(h2conn_t *h, size_t now)
     while (out_total < budget && !list_empty(&out_waiting)) {
         h2conn_t *w = container_of(out_waiting.next, h2conn_t, wlink);
         list_unlink(&w->wlink);
-        w->flags &= ~H2_WAITING;
+        w->flags &= ~PETREL__H2_WAITING;
         petrel__h2_schedule(w);
     }
 }
@@ -75,13 +75,13 @@ bool petrel__h2_out_refuse(h2stream_t *s, size_t len)
                    "them (limit %zu, see --max-body-size): stream %d reset",
                    h->buffered + len, budget, s->id);
     petrel__conn_close_why(h->c, PETREL__CLOSE_LIMIT);
-    s->flags |= S_RESET;
+    s->flags |= PETREL__H2S_RESET;
     petrel__h2_sbuf_free_all(s);
     nghttp2_submit_rst_stream(h->ngh, NGHTTP2_FLAG_NONE, s->id, NGHTTP2_INTERNAL_ERROR);
-    if (!(h->flags & H2_OVER)) {
+    if (!(h->flags & PETREL__H2_OVER)) {
         /* and no new streams on a connection whose peer does not take
          * what it asked for: it closes once its streams are done */
-        h->flags |= H2_OVER;
+        h->flags |= PETREL__H2_OVER;
         static const char why[] = "output budget exceeded";
         nghttp2_submit_goaway(h->ngh, NGHTTP2_FLAG_NONE,
                               nghttp2_session_get_last_proc_stream_id(h->ngh), NGHTTP2_NO_ERROR,

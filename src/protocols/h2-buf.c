@@ -10,7 +10,7 @@
  * send timeout of its own). */
 static inline bool counted(const h2stream_t *s)
 {
-    return s->h && !(s->flags & S_TUNNEL);
+    return s->h && !(s->flags & PETREL__H2S_TUNNEL);
 }
 
 /* The head chunk of a chain has been read to its end: it goes. */

@@ -24,7 +24,7 @@ void petrel__h2_malformed(h2conn_t *h, h2stream_t *s, const char *why)
     petrel_log(PETREL_LOG_DEBUG, "h2: stream %d: malformed request (%s): PROTOCOL_ERROR", s->id,
                why);
     nghttp2_submit_rst_stream(h->ngh, NGHTTP2_FLAG_NONE, s->id, NGHTTP2_PROTOCOL_ERROR);
-    s->flags |= S_MALFORMED | S_DISCARD | S_DISPATCHED;
+    s->flags |= PETREL__H2S_MALFORMED | PETREL__H2S_DISCARD | PETREL__H2S_DISPATCHED;
     if (h->cur == s)
         h->cur = NULL;
 }
@@ -146,21 +146,22 @@ int petrel__h2_on_header(nghttp2_session *ngh, const nghttp2_frame *frame, nghtt
          * the regular fields, never in trailers; values not empty */
         unsigned bit = 0;
         if (namelen == 7 && memcmp(name, ":method", 7) == 0)
-            bit = value_check(h, fi, rvalue, value, valuelen, V_TOKEN) ? P_METHOD : 0;
+            bit = value_check(h, fi, rvalue, value, valuelen, V_TOKEN) ? PETREL__H2P_METHOD : 0;
         else if (namelen == 5 && memcmp(name, ":path", 5) == 0)
-            bit = value_check(h, fi, rvalue, value, valuelen, V_TARGET) ? P_PATH : 0;
+            bit = value_check(h, fi, rvalue, value, valuelen, V_TARGET) ? PETREL__H2P_PATH : 0;
         else if (namelen == 7 && memcmp(name, ":scheme", 7) == 0)
             bit = (valuelen == 4 && memcmp(value, "http", 4) == 0) ||
                           (valuelen && ((value[0] | 0x20) >= 'a' && (value[0] | 0x20) <= 'z') &&
                            petrel__all_of(vs, valuelen, PETREL__CC_SCHEME))
-                      ? P_SCHEME
+                      ? PETREL__H2P_SCHEME
                       : 0; /* RFC 3986 §3.1 */
         else if (namelen == 10 && memcmp(name, ":authority", 10) == 0)
-            bit = value_check(h, fi, rvalue, value, valuelen, V_HOST) ? P_AUTHORITY : 0;
+            bit = value_check(h, fi, rvalue, value, valuelen, V_HOST) ? PETREL__H2P_AUTHORITY : 0;
         else if (namelen == 9 && memcmp(name, ":protocol", 9) == 0)
-            bit = value_check(h, fi, rvalue, value, valuelen, V_TOKEN) ? P_PROTOCOL
+            bit = value_check(h, fi, rvalue, value, valuelen, V_TOKEN) ? PETREL__H2P_PROTOCOL
                                                                        : 0; /* RFC 8441 §4 */
-        if (bit == 0 || (s->pseudo & (bit | P_FIELD)) || (s->flags & S_TRAILERS)) {
+        if (bit == 0 || (s->pseudo & (bit | PETREL__H2P_FIELD)) ||
+            (s->flags & PETREL__H2S_TRAILERS)) {
             petrel__h2_malformed(h, s, "a pseudo-header field");
             return 0;
         }
@@ -174,7 +175,7 @@ int petrel__h2_on_header(nghttp2_session *ngh, const nghttp2_frame *frame, nghtt
             petrel__h2_malformed(h, s, "a field name or value");
             return 0;
         }
-        s->pseudo |= P_FIELD;
+        s->pseudo |= PETREL__H2P_FIELD;
         switch (namelen) {
         case 2:
             if (memcmp(name, "te", 2) == 0 && !petrel__str_ieq(vs, valuelen, "trailers", 8))
@@ -219,21 +220,22 @@ int petrel__h2_on_header(nghttp2_session *ngh, const nghttp2_frame *frame, nghtt
             petrel__h2_malformed(h, s, "a connection-specific field");
             return 0;
         }
-        if (s->flags & S_TRAILERS)
+        if (s->flags & PETREL__H2S_TRAILERS)
             return 0; /* checked, not kept */
         if (kind == F_HOST) {
             /* one Host, a valid one (RFC 9110 §7.2) */
-            if ((s->pseudo & P_HOST) || !value_check(h, fi, rvalue, value, valuelen, V_HOST)) {
+            if ((s->pseudo & PETREL__H2P_HOST) ||
+                !value_check(h, fi, rvalue, value, valuelen, V_HOST)) {
                 petrel__h2_malformed(h, s, "host");
                 return 0;
             }
-            s->pseudo |= P_HOST;
+            s->pseudo |= PETREL__H2P_HOST;
         } else if (kind == F_CLEN) {
             /* RFC 9110 §8.6: 1*DIGIT; a second one is refused (as nghttp2
              * did), and the DATA must add up to it (§8.1.1).  A number past
              * 19 digits stays UINT64_MAX: over --max-body-size (413) */
             uint64_t n = 0;
-            bool ok = valuelen > 0 && !(s->pseudo & P_CLEN);
+            bool ok = valuelen > 0 && !(s->pseudo & PETREL__H2P_CLEN);
             for (size_t i = 0; ok && i < valuelen; i++) {
                 ok = value[i] >= '0' && value[i] <= '9';
                 uint64_t d = (uint64_t)(value[i] - '0');
@@ -243,11 +245,11 @@ int petrel__h2_on_header(nghttp2_session *ngh, const nghttp2_frame *frame, nghtt
                 petrel__h2_malformed(h, s, "content-length");
                 return 0;
             }
-            s->pseudo |= P_CLEN;
+            s->pseudo |= PETREL__H2P_CLEN;
             s->req_clen = n;
         } else if (kind == F_PRIORITY) {
-            if (!(s->pseudo & P_PRIORITY) && priority_parse(s, value, valuelen))
-                s->pseudo |= P_PRIORITY;
+            if (!(s->pseudo & PETREL__H2P_PRIORITY) && priority_parse(s, value, valuelen))
+                s->pseudo |= PETREL__H2P_PRIORITY;
         }
     }
     s->hdr_bytes += (uint32_t)(namelen + valuelen + 32);
@@ -384,7 +386,7 @@ void petrel__h2_head_done(h2conn_t *h, h2stream_t *s, bool end_stream)
 {
     petrel_req_t *r = &s->req;
     const petrel__config_t *cfg = h->c->cs->cfg;
-    s->flags |= S_HEAD_DONE;
+    s->flags |= PETREL__H2S_HEAD_DONE;
     if (!end_stream)
         s->body_start = petrel__loop->now_ms;
     if (s->err)
@@ -393,16 +395,18 @@ void petrel__h2_head_done(h2conn_t *h, h2stream_t *s, bool end_stream)
      * (on_header saw to once); §8.5: CONNECT has :authority and neither
      * :scheme nor :path; RFC 8441 §4: :protocol only with CONNECT, which
      * then has all four. */
-    unsigned p = s->pseudo, all = P_METHOD | P_SCHEME | P_PATH;
+    unsigned p = s->pseudo, all = PETREL__H2P_METHOD | PETREL__H2P_SCHEME | PETREL__H2P_PATH;
     bool connect = r->method_name.len == 7 && memcmp(r->method_name.ptr, "CONNECT", 7) == 0;
-    if (!(p & P_METHOD) ||
-        ((p & P_PROTOCOL) ? !connect || (p & (all | P_AUTHORITY)) != (all | P_AUTHORITY)
-         : connect        ? (p & (P_SCHEME | P_PATH | P_AUTHORITY)) != P_AUTHORITY
-                          : (p & all) != all)) {
+    if (!(p & PETREL__H2P_METHOD) ||
+        ((p & PETREL__H2P_PROTOCOL)
+             ? !connect || (p & (all | PETREL__H2P_AUTHORITY)) != (all | PETREL__H2P_AUTHORITY)
+         : connect ? (p & (PETREL__H2P_SCHEME | PETREL__H2P_PATH | PETREL__H2P_AUTHORITY)) !=
+                         PETREL__H2P_AUTHORITY
+                   : (p & all) != all)) {
         petrel__h2_malformed(h, s, "pseudo-header fields missing");
         return;
     }
-    if (connect && !(p & P_PROTOCOL)) {
+    if (connect && !(p & PETREL__H2P_PROTOCOL)) {
         s->err = 501; /* a tunnel to a host: not implemented (RFC 9110 §9.3.6) */
         return;
     }
@@ -415,7 +419,7 @@ void petrel__h2_head_done(h2conn_t *h, h2stream_t *s, bool end_stream)
             return;
         }
         r->method = PETREL__CONNECT;
-        s->flags |= S_XCONNECT;
+        s->flags |= PETREL__H2S_XCONNECT;
         h->nxconnect++;
     } else {
         r->method = petrel__method_from_name(r->method_name.ptr, r->method_name.len);
@@ -447,7 +451,7 @@ void petrel__h2_head_done(h2conn_t *h, h2stream_t *s, bool end_stream)
         s->err = 417;
         return;
     }
-    if (s->pseudo & P_CLEN) {
+    if (s->pseudo & PETREL__H2P_CLEN) {
         /* checked in on_header; the DATA is held to it (data_arrived) */
         uint64_t n = s->req_clen;
         if (n > cfg->max_body_size) {
@@ -478,7 +482,7 @@ void petrel__h2_head_done(h2conn_t *h, h2stream_t *s, bool end_stream)
  * content-length; else it is malformed. */
 bool petrel__h2_body_complete(h2conn_t *h, h2stream_t *s)
 {
-    if ((s->pseudo & P_CLEN) && s->data_in != s->req_clen && !s->err) {
+    if ((s->pseudo & PETREL__H2P_CLEN) && s->data_in != s->req_clen && !s->err) {
         petrel__h2_malformed(h, s, "content-length and DATA differ");
         return false;
     }

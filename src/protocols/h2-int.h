@@ -23,53 +23,53 @@
 
 /* stream flags */
 enum {
-    S_HEAD_DONE = 1 << 0,  /* request head complete */
-    S_REQ_DONE = 1 << 1,   /* END_STREAM received */
-    S_DISPATCHED = 1 << 2, /* handed to the handler (or answered with an error) */
-    S_IN_HANDLER = 1 << 3,
-    S_CLOSED = 1 << 4,     /* nghttp2 closed the stream */
-    S_DEAD = 1 << 5,       /* orphan: the response can no longer be sent */
-    S_REFS = 1 << 6,       /* the output queue refers to the stream's memory or file */
-    S_DISCARD = 1 << 7,    /* ignore the rest of the request body */
-    S_READY = 1 << 8,      /* on h->ready */
-    S_RESET = 1 << 9,      /* reset by us for output over the budget: writes fail */
-    S_ABORTING = 1 << 10,  /* its abort callback is running: not freed under it */
-    S_XCONNECT = 1 << 11,  /* Extended CONNECT, :protocol websocket (RFC 8441 §4) */
-    S_TUNNEL = 1 << 12,    /* made a tunnel (petrel__h2_tunnel): DATA both ways */
-    S_PEER_END = 1 << 13,  /* a tunnel's peer sent END_STREAM (told after its bytes) */
-    S_TEND = 1 << 14,      /* a tunnel ended by us: END_STREAM after its output */
-    S_TDATA = 1 << 15,     /* a tunnel's DATA is queued in nghttp2 (read_body) */
-    S_TEOS = 1 << 16,      /* ... and its EOF is the stream's END_STREAM */
-    S_MALFORMED = 1 << 17, /* reset as malformed (RFC 9113 §8.1.1): never passed on */
-    S_TRAILERS = 1 << 18,  /* its trailer section is being received */
+    PETREL__H2S_HEAD_DONE = 1 << 0,  /* request head complete */
+    PETREL__H2S_REQ_DONE = 1 << 1,   /* END_STREAM received */
+    PETREL__H2S_DISPATCHED = 1 << 2, /* handed to the handler (or answered with an error) */
+    PETREL__H2S_IN_HANDLER = 1 << 3,
+    PETREL__H2S_CLOSED = 1 << 4,     /* nghttp2 closed the stream */
+    PETREL__H2S_DEAD = 1 << 5,       /* orphan: the response can no longer be sent */
+    PETREL__H2S_REFS = 1 << 6,       /* the output queue refers to the stream's memory or file */
+    PETREL__H2S_DISCARD = 1 << 7,    /* ignore the rest of the request body */
+    PETREL__H2S_READY = 1 << 8,      /* on h->ready */
+    PETREL__H2S_RESET = 1 << 9,      /* reset by us for output over the budget: writes fail */
+    PETREL__H2S_ABORTING = 1 << 10,  /* its abort callback is running: not freed under it */
+    PETREL__H2S_XCONNECT = 1 << 11,  /* Extended CONNECT, :protocol websocket (RFC 8441 §4) */
+    PETREL__H2S_TUNNEL = 1 << 12,    /* made a tunnel (petrel__h2_tunnel): DATA both ways */
+    PETREL__H2S_PEER_END = 1 << 13,  /* a tunnel's peer sent END_STREAM (told after its bytes) */
+    PETREL__H2S_TEND = 1 << 14,      /* a tunnel ended by us: END_STREAM after its output */
+    PETREL__H2S_TDATA = 1 << 15,     /* a tunnel's DATA is queued in nghttp2 (read_body) */
+    PETREL__H2S_TEOS = 1 << 16,      /* ... and its EOF is the stream's END_STREAM */
+    PETREL__H2S_MALFORMED = 1 << 17, /* reset as malformed (RFC 9113 §8.1.1): never passed on */
+    PETREL__H2S_TRAILERS = 1 << 18,  /* its trailer section is being received */
 };
 
 /* what a request's head has had (RFC 9113 §8.3, checked by petrel: nghttp2's
  * HTTP messaging layer is off, nghttp2_option_set_no_http_messaging) */
 enum {
-    P_METHOD = 1 << 0,
-    P_PATH = 1 << 1,
-    P_SCHEME = 1 << 2,
-    P_AUTHORITY = 1 << 3,
-    P_PROTOCOL = 1 << 4,
-    P_FIELD = 1 << 5, /* a regular field: no pseudo-header field after it */
-    P_HOST = 1 << 6,
-    P_CLEN = 1 << 7,     /* content-length */
-    P_PRIORITY = 1 << 8, /* a valid priority field (RFC 9218 §5) */
+    PETREL__H2P_METHOD = 1 << 0,
+    PETREL__H2P_PATH = 1 << 1,
+    PETREL__H2P_SCHEME = 1 << 2,
+    PETREL__H2P_AUTHORITY = 1 << 3,
+    PETREL__H2P_PROTOCOL = 1 << 4,
+    PETREL__H2P_FIELD = 1 << 5, /* a regular field: no pseudo-header field after it */
+    PETREL__H2P_HOST = 1 << 6,
+    PETREL__H2P_CLEN = 1 << 7,     /* content-length */
+    PETREL__H2P_PRIORITY = 1 << 8, /* a valid priority field (RFC 9218 §5) */
 };
 
 /* connection flags */
 enum {
-    H2_BUSY = 1 << 0,     /* reading/dispatching: a flush follows anyway */
-    H2_MORE = 1 << 1,     /* the last flush stopped at OUT_HIGH */
-    H2_CLOSE = 1 << 2,    /* close once the output is written */
-    H2_DRAINING = 1 << 3, /* GOAWAY for a graceful shutdown sent */
-    H2_TIMEDOUT = 1 << 4, /* the idle/header timeout fired: GOAWAY sent */
-    H2_NOTICE = 1 << 5,   /* shutdown notice and PING sent, final GOAWAY not yet */
-    H2_ACTIVE = 1 << 6,   /* a stream closed since the last flush: not idle */
-    H2_OVER = 1 << 7,     /* output over the budget: GOAWAY sent, no new streams */
-    H2_WAITING = 1 << 8,  /* on out_waiting: the worker's output budget is spent */
-    H2_IDLE = 1 << 9,     /* no stream: the idle stage of the keep-alive timeout */
+    PETREL__H2_BUSY = 1 << 0,     /* reading/dispatching: a flush follows anyway */
+    PETREL__H2_MORE = 1 << 1,     /* the last flush stopped at OUT_HIGH */
+    PETREL__H2_CLOSE = 1 << 2,    /* close once the output is written */
+    PETREL__H2_DRAINING = 1 << 3, /* GOAWAY for a graceful shutdown sent */
+    PETREL__H2_TIMEDOUT = 1 << 4, /* the idle/header timeout fired: GOAWAY sent */
+    PETREL__H2_NOTICE = 1 << 5,   /* shutdown notice and PING sent, final GOAWAY not yet */
+    PETREL__H2_ACTIVE = 1 << 6,   /* a stream closed since the last flush: not idle */
+    PETREL__H2_OVER = 1 << 7,     /* output over the budget: GOAWAY sent, no new streams */
+    PETREL__H2_WAITING = 1 << 8,  /* on out_waiting: the worker's output budget is spent */
+    PETREL__H2_IDLE = 1 << 9,     /* no stream: the idle stage of the keep-alive timeout */
 };
 
 /* Blocks of the session that an idle connection need not keep resident. */
@@ -100,7 +100,7 @@ typedef struct h2stream {
     uint8_t extpri;     /* the priority field's urgency | incremental << 7 */
     uint8_t ncookies;   /* cookie fields, to concatenate (up to 2) */
     uint16_t nfields;   /* fields of the head so far */
-    uint64_t req_clen;  /* the request's content-length, if P_CLEN */
+    uint64_t req_clen;  /* the request's content-length, if PETREL__H2P_CLEN */
     uint64_t data_in;   /* DATA payload received */
     const char *expect; /* the Expect field, if any */
     uint32_t hdr_bytes; /* RFC 9113 §6.5.2 accounting: name + value + 32 */
@@ -185,7 +185,7 @@ struct h2conn {
 /* Leave the connection's output for the end of the turn. */
 static inline void petrel__h2_schedule(h2conn_t *h)
 {
-    if (h->flags & H2_BUSY)
+    if (h->flags & PETREL__H2_BUSY)
         return; /* the read path flushes when it is done */
     if (list_empty(&h->pending.node))
         list_append(&petrel__loop->pending, &h->pending.node);

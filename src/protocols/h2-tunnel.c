@@ -23,7 +23,7 @@ static bool tunnel_blocked(h2conn_t *h, const h2stream_t *s)
 /* DATA after the tunnel's end (RFC 9113 §5.4.2: a stream error). */
 static void tunnel_fail(h2conn_t *h, h2stream_t *s)
 {
-    s->flags |= S_RESET;
+    s->flags |= PETREL__H2S_RESET;
     petrel__h2_chain_free(&s->in_head, &s->in_tail);
     s->stash_len = 0;
     nghttp2_submit_rst_stream(h->ngh, NGHTTP2_FLAG_NONE, s->id, NGHTTP2_STREAM_CLOSED);
@@ -35,7 +35,8 @@ static void tunnel_fail(h2conn_t *h, h2stream_t *s)
 int petrel__h2_tunnel_data(h2conn_t *h, h2stream_t *s, const uint8_t *data, size_t len)
 {
     nghttp2_session_consume_connection(h->ngh, len);
-    if ((s->flags & S_RESET) || ((s->flags & S_DISPATCHED) && s->tops == NULL)) {
+    if ((s->flags & PETREL__H2S_RESET) ||
+        ((s->flags & PETREL__H2S_DISPATCHED) && s->tops == NULL)) {
         /* answered without a tunnel, or reset: dropped */
         nghttp2_session_consume_stream(h->ngh, s->id, len);
         return 0;
@@ -67,7 +68,7 @@ int petrel__h2_tunnel_data(h2conn_t *h, h2stream_t *s, const uint8_t *data, size
 static void tunnel_service(h2conn_t *h, h2stream_t *s)
 {
     size_t taken = 0;
-    while (s->tops && s->in_head && !(s->flags & S_RESET) && !tunnel_blocked(h, s)) {
+    while (s->tops && s->in_head && !(s->flags & PETREL__H2S_RESET) && !tunnel_blocked(h, s)) {
         sbuf_t *b = s->in_head;
         const char *p = b->data + b->r;
         size_t n = b->w - b->r, used;
@@ -116,8 +117,9 @@ static void tunnel_service(h2conn_t *h, h2stream_t *s)
     }
     if (taken)
         nghttp2_session_consume_stream(h->ngh, s->id, taken);
-    if (s->tops && s->in_head == NULL && (s->flags & S_PEER_END) && !(s->flags & S_RESET)) {
-        s->flags &= ~S_PEER_END; /* told once */
+    if (s->tops && s->in_head == NULL && (s->flags & PETREL__H2S_PEER_END) &&
+        !(s->flags & PETREL__H2S_RESET)) {
+        s->flags &= ~PETREL__H2S_PEER_END; /* told once */
         s->tops->eof(s->tctx);
     }
     return;
@@ -136,7 +138,8 @@ void petrel__h2_tunnels_service(h2conn_t *h)
             s->tframed = 0;
             s->tops->progress(s->tctx, s->sb_bytes);
         }
-        if ((s->flags & (S_TEND | S_TDATA | S_RESET | S_CLOSED)) == S_TEND) {
+        if ((s->flags & (PETREL__H2S_TEND | PETREL__H2S_TDATA | PETREL__H2S_RESET |
+                         PETREL__H2S_CLOSED)) == PETREL__H2S_TEND) {
             tunnel_data_queue(s); /* the last DATA item did not end the stream */
             petrel__h2_schedule(h);
         }
@@ -160,7 +163,10 @@ void petrel__h2_tunnel_gone(h2stream_t *s)
 static h2stream_t *tunnel_of(petrel_req_t *req)
 {
     h2stream_t *s = container_of(req, h2stream_t, req);
-    return (s->flags & S_TUNNEL) && s->tops && !(s->flags & (S_CLOSED | S_RESET)) ? s : NULL;
+    return (s->flags & PETREL__H2S_TUNNEL) && s->tops &&
+                   !(s->flags & (PETREL__H2S_CLOSED | PETREL__H2S_RESET))
+               ? s
+               : NULL;
 }
 
 static ssize_t tunnel_read_cb(nghttp2_session *ngh, int32_t id, uint8_t *buf, size_t length,
@@ -169,15 +175,15 @@ static ssize_t tunnel_read_cb(nghttp2_session *ngh, int32_t id, uint8_t *buf, si
 /* Have nghttp2 frame the tunnel's queued output (its END_STREAM). */
 static void tunnel_data_queue(h2stream_t *s)
 {
-    if (s->flags & S_TDATA) {
+    if (s->flags & PETREL__H2S_TDATA) {
         nghttp2_session_resume_data(s->h->ngh, s->id);
         return;
     }
     nghttp2_data_provider prd = {.source.ptr = s, .read_callback = tunnel_read_cb};
-    bool eos = (s->flags & S_TEND) != 0;
+    bool eos = (s->flags & PETREL__H2S_TEND) != 0;
     if (nghttp2_submit_data(s->h->ngh, eos ? NGHTTP2_FLAG_END_STREAM : NGHTTP2_FLAG_NONE, s->id,
                             &prd) == 0)
-        s->flags |= S_TDATA | (eos ? S_TEOS : 0);
+        s->flags |= PETREL__H2S_TDATA | (eos ? PETREL__H2S_TEOS : 0);
 }
 
 /* The tunnel's data provider (read_body): its queued output, and at its
@@ -187,9 +193,10 @@ ssize_t petrel__h2_tunnel_read(h2stream_t *s, uint8_t *buf, size_t length, uint3
     size_t n = petrel__h2_sbuf_take(s, buf, length);
     if (s->sb_head) {
         /* more than a frame: nghttp2 comes back */
-    } else if ((s->flags & (S_TEND | S_TEOS)) == (S_TEND | S_TEOS)) {
+    } else if ((s->flags & (PETREL__H2S_TEND | PETREL__H2S_TEOS)) ==
+               (PETREL__H2S_TEND | PETREL__H2S_TEOS)) {
         *data_flags |= NGHTTP2_DATA_FLAG_EOF; /* RFC 8441 §5: the tunnel's end */
-    } else if (n == 0 && !(s->flags & S_TEND)) {
+    } else if (n == 0 && !(s->flags & PETREL__H2S_TEND)) {
         return NGHTTP2_ERR_DEFERRED; /* petrel__h2_tunnel_write resumes it */
     } else {
         /* all of it: this DATA item ends here and the next write (or
@@ -197,7 +204,7 @@ ssize_t petrel__h2_tunnel_read(h2stream_t *s, uint8_t *buf, size_t length, uint3
          * nghttp2 asking again now only to be deferred -- a round of
          * its scheduler per message */
         *data_flags |= NGHTTP2_DATA_FLAG_EOF | NGHTTP2_DATA_FLAG_NO_END_STREAM;
-        s->flags &= ~(S_TDATA | S_TEOS);
+        s->flags &= ~(PETREL__H2S_TDATA | PETREL__H2S_TEOS);
     }
     s->tframed += n; /* framed: its carrier hears of it after the flush */
     tunnel_mark(s->h, s);
@@ -217,7 +224,7 @@ int petrel__h2_tunnel_write(petrel_req_t *req, const void *h, size_t hl, const v
                             size_t len)
 {
     h2stream_t *s = tunnel_of(req);
-    if (s == NULL || (s->flags & S_TEND))
+    if (s == NULL || (s->flags & PETREL__H2S_TEND))
         return PETREL_EIO;
     if (petrel__h2_sbuf_append(s, h, hl) < 0 || (len && petrel__h2_sbuf_append(s, data, len) < 0))
         return PETREL_ENOMEM;
@@ -236,9 +243,9 @@ size_t petrel__h2_tunnel_queued(petrel_req_t *req)
 void petrel__h2_tunnel_end(petrel_req_t *req)
 {
     h2stream_t *s = tunnel_of(req);
-    if (s == NULL || (s->flags & S_TEND))
+    if (s == NULL || (s->flags & PETREL__H2S_TEND))
         return;
-    s->flags |= S_TEND;
+    s->flags |= PETREL__H2S_TEND;
     tunnel_data_queue(s);
     petrel__h2_schedule(s->h);
 }
@@ -246,13 +253,13 @@ void petrel__h2_tunnel_end(petrel_req_t *req)
 void petrel__h2_tunnel_reset(petrel_req_t *req)
 {
     h2stream_t *s = container_of(req, h2stream_t, req);
-    if (!(s->flags & S_TUNNEL) || s->tops == NULL)
+    if (!(s->flags & PETREL__H2S_TUNNEL) || s->tops == NULL)
         return;
     s->tops = NULL;
-    s->flags |= S_RESET;
+    s->flags |= PETREL__H2S_RESET;
     petrel__h2_chain_free(&s->in_head, &s->in_tail);
     petrel__h2_sbuf_free_all(s);
-    if (!(s->flags & S_CLOSED)) {
+    if (!(s->flags & PETREL__H2S_CLOSED)) {
         nghttp2_submit_rst_stream(s->h->ngh, NGHTTP2_FLAG_NONE, s->id, NGHTTP2_CANCEL);
         petrel__h2_schedule(s->h);
     }
@@ -267,5 +274,5 @@ void *petrel__h2_tunnel_ctx(petrel_req_t *req)
 bool petrel__h2_draining(petrel_req_t *req)
 {
     h2stream_t *s = container_of(req, h2stream_t, req);
-    return s->h == NULL || (s->h->flags & H2_DRAINING) || s->h->c->cs->draining;
+    return s->h == NULL || (s->h->flags & PETREL__H2_DRAINING) || s->h->c->cs->draining;
 }

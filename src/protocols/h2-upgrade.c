@@ -1,7 +1,7 @@
 /*
  * h2-upgrade.c -- HTTP/1.1's `Upgrade: h2c` (RFC 7540 §3.2): the 101, the
  * session started with the client's HTTP2-Settings, and the request made
- * stream 1 of it.  Reached through HTTP/1.1's upgrade hook (h2.h).
+ * stream 1 of it.  Reached through the connection set's upgrade (cs->upgrade, h2.h).
  */
 #include "protocols/h2-int.h"
 
@@ -141,7 +141,7 @@ int petrel__h2_upgrade(petrel_req_t *req)
         r->body.ptr = b;
         r->body.len = req->body.len;
     }
-    s->flags |= S_HEAD_DONE | S_REQ_DONE;
+    s->flags |= PETREL__H2S_HEAD_DONE | PETREL__H2S_REQ_DONE;
 
     h2conn_t *h = petrel__h2_session_new(c);
     if (h == NULL)

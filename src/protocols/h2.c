@@ -16,8 +16,8 @@
  *
  * A connection comes here (petrel__h2_ops) when its first bytes are the
  * connection preface (prior knowledge: the entry stage switches it) or after
- * an HTTP/1.1 request with `Upgrade: h2c` (petrel__h2_upgrade, through
- * HTTP/1.1's upgrade hook).  c->proto is then our state (h2conn_t).
+ * an HTTP/1.1 request with `Upgrade: h2c` (petrel__h2_upgrade, the
+ * connection set's upgrade).  c->proto is then our state (h2conn_t).
  *
  * The path of a request:
  *   read -> the frame scanner (petrel__h2_recv_frames: the checks nghttp2
@@ -134,6 +134,7 @@ static void *mem_realloc(void *p, size_t size, void *ud)
 static nghttp2_mem h2_mem = {NULL, mem_malloc, mem_free, mem_calloc, mem_realloc};
 
 static petrel__h2_stats_t stats;
+petrel__h2_timers_t petrel__h2_timers;
 
 void petrel__h2_stats(petrel__h2_stats_t *st)
 {
@@ -261,8 +262,8 @@ static int on_begin_headers(nghttp2_session *ngh, const nghttp2_frame *frame, vo
         /* the trailer section of a request: checked (§8.1), not kept (as
          * in HTTP/1.1) */
         h2stream_t *s = stream_of(h, frame->hd.stream_id);
-        if (s && !(s->flags & S_MALFORMED) && !(s->flags & S_XCONNECT)) {
-            s->flags |= S_TRAILERS;
+        if (s && !(s->flags & PETREL__H2S_MALFORMED) && !(s->flags & PETREL__H2S_XCONNECT)) {
+            s->flags |= PETREL__H2S_TRAILERS;
             h->cur = s;
         }
         return 0;
@@ -279,17 +280,17 @@ static int on_begin_headers(nghttp2_session *ngh, const nghttp2_frame *frame, vo
 
 void petrel__h2_make_ready(h2conn_t *h, h2stream_t *s)
 {
-    if (!(s->flags & (S_READY | S_DISPATCHED))) {
-        s->flags |= S_READY;
+    if (!(s->flags & (PETREL__H2S_READY | PETREL__H2S_DISPATCHED))) {
+        s->flags |= PETREL__H2S_READY;
         list_append(&h->ready, &s->rlink);
     }
 }
 
 static void req_done(h2conn_t *h, h2stream_t *s)
 {
-    if (s->flags & S_REQ_DONE)
+    if (s->flags & PETREL__H2S_REQ_DONE)
         return;
-    s->flags |= S_REQ_DONE;
+    s->flags |= PETREL__H2S_REQ_DONE;
     h->nrecv--;
     petrel__h2_make_ready(h, s);
 }
@@ -298,7 +299,7 @@ static void req_done(h2conn_t *h, h2stream_t *s)
  * stream processed; streams up to it complete, later ones are refused. */
 static void final_goaway(h2conn_t *h)
 {
-    h->flags &= ~H2_NOTICE;
+    h->flags &= ~PETREL__H2_NOTICE;
     nghttp2_submit_goaway(h->ngh, NGHTTP2_FLAG_NONE,
                           nghttp2_session_get_last_proc_stream_id(h->ngh), NGHTTP2_NO_ERROR, NULL,
                           0);
@@ -314,20 +315,20 @@ static int on_frame_recv(nghttp2_session *ngh, const nghttp2_frame *frame, void 
         if (s == NULL || s->id != frame->hd.stream_id)
             s = stream_of(h, frame->hd.stream_id);
         h->cur = NULL;
-        if (s == NULL || (s->flags & S_MALFORMED))
+        if (s == NULL || (s->flags & PETREL__H2S_MALFORMED))
             return 0;
         if (frame->headers.cat != NGHTTP2_HCAT_REQUEST) {
             /* §8.1: a trailer section ends the stream */
-            s->flags &= ~S_TRAILERS;
+            s->flags &= ~PETREL__H2S_TRAILERS;
             if (!end) {
                 petrel__h2_malformed(h, s, "a trailer section without END_STREAM");
                 return 0;
             }
         } else {
             petrel__h2_head_done(h, s, end);
-            if (s->flags & S_MALFORMED)
+            if (s->flags & PETREL__H2S_MALFORMED)
                 return 0;
-            if (s->pseudo & P_PRIORITY) {
+            if (s->pseudo & PETREL__H2P_PRIORITY) {
                 /* RFC 9218 §5: the priority field, as nghttp2's own
                  * messaging layer would have applied it */
                 nghttp2_extpri pri = {s->extpri & 7, s->extpri >> 7};
@@ -335,15 +336,15 @@ static int on_frame_recv(nghttp2_session *ngh, const nghttp2_frame *frame, void 
             }
             if (s->err) {
                 petrel__h2_make_ready(h, s); /* answer at once; the body is not read */
-            } else if (s->flags & S_XCONNECT) {
+            } else if (s->flags & PETREL__H2S_XCONNECT) {
                 /* RFC 8441 §4: the head is the whole request; DATA is the
                  * tunnel's (buffered until the handler answers) */
                 if (end)
-                    s->flags |= S_PEER_END;
+                    s->flags |= PETREL__H2S_PEER_END;
                 req_done(h, s);
             }
         }
-        if (end && !(s->flags & S_XCONNECT) && !petrel__h2_body_complete(h, s))
+        if (end && !(s->flags & PETREL__H2S_XCONNECT) && !petrel__h2_body_complete(h, s))
             return 0;
         if (end)
             req_done(h, s);
@@ -352,10 +353,10 @@ static int on_frame_recv(nghttp2_session *ngh, const nghttp2_frame *frame, void 
     case NGHTTP2_DATA:
         if (end) {
             h2stream_t *s = stream_of(h, frame->hd.stream_id);
-            if (s && (s->flags & S_XCONNECT)) {
-                s->flags |= S_PEER_END; /* told to the tunnel after its bytes */
+            if (s && (s->flags & PETREL__H2S_XCONNECT)) {
+                s->flags |= PETREL__H2S_PEER_END; /* told to the tunnel after its bytes */
                 tunnel_mark(h, s);
-            } else if (s && !(s->flags & S_MALFORMED) && petrel__h2_body_complete(h, s)) {
+            } else if (s && !(s->flags & PETREL__H2S_MALFORMED) && petrel__h2_body_complete(h, s)) {
                 req_done(h, s);
             }
         }
@@ -367,7 +368,7 @@ static int on_frame_recv(nghttp2_session *ngh, const nghttp2_frame *frame, void 
     case NGHTTP2_PING:
         /* the ACK of the PING sent with the shutdown notice: every stream
          * the client opened before it saw the notice has arrived */
-        if ((frame->hd.flags & NGHTTP2_FLAG_ACK) && (h->flags & H2_NOTICE))
+        if ((frame->hd.flags & NGHTTP2_FLAG_ACK) && (h->flags & PETREL__H2_NOTICE))
             final_goaway(h);
         break;
     }
@@ -380,26 +381,26 @@ static int on_data_chunk(nghttp2_session *ngh, uint8_t flags, int32_t id, const 
     (void)flags;
     h2conn_t *h = ud;
     h2stream_t *s = stream_of(h, id);
-    if (s && (s->flags & S_XCONNECT))
+    if (s && (s->flags & PETREL__H2S_XCONNECT))
         return petrel__h2_tunnel_data(h, s, data, len);
     /* the window of a request body opens as it is read (RFC 9113 §5.2:
      * WINDOW_UPDATE is ours to send: nghttp2_option_set_no_auto_window_update) */
     nghttp2_session_consume(ngh, id, len);
-    if (s == NULL || (s->flags & S_MALFORMED))
+    if (s == NULL || (s->flags & PETREL__H2S_MALFORMED))
         return 0;
     s->data_in += len;
-    if ((s->pseudo & P_CLEN) && s->data_in > s->req_clen && !s->err) {
+    if ((s->pseudo & PETREL__H2P_CLEN) && s->data_in > s->req_clen && !s->err) {
         petrel__h2_malformed(h, s, "DATA beyond content-length");
         return 0;
     }
-    if ((s->flags & S_DISCARD) || s->err || s->resp.sent)
+    if ((s->flags & PETREL__H2S_DISCARD) || s->err || s->resp.sent)
         return 0;
     petrel_req_t *r = &s->req;
     size_t need = r->body.len + len, max = h->c->cs->cfg->max_body_size;
     if (need > s->body_cap) {
         if (need > max) {
             s->err = 413;
-            s->flags |= S_DISCARD;
+            s->flags |= PETREL__H2S_DISCARD;
             petrel__h2_make_ready(h, s);
             return 0;
         }
@@ -415,7 +416,7 @@ static int on_data_chunk(nghttp2_session *ngh, uint8_t flags, int32_t id, const 
         ncap = size - 1;
         if (nb == NULL) {
             s->err = 413;
-            s->flags |= S_DISCARD;
+            s->flags |= PETREL__H2S_DISCARD;
             petrel__h2_make_ready(h, s);
             return 0;
         }
@@ -444,8 +445,9 @@ static int on_frame_send(nghttp2_session *ngh, const nghttp2_frame *frame, void 
         /* (an Extended CONNECT answered without a tunnel counts as a
          * request still arriving; a tunnel ends with END_STREAM both ways,
          * never with a reset: RFC 8441 §5) */
-        if (s && (!(s->flags & S_REQ_DONE) ||
-                  (s->flags & (S_XCONNECT | S_TUNNEL | S_PEER_END)) == S_XCONNECT))
+        if (s && (!(s->flags & PETREL__H2S_REQ_DONE) ||
+                  (s->flags & (PETREL__H2S_XCONNECT | PETREL__H2S_TUNNEL | PETREL__H2S_PEER_END)) ==
+                      PETREL__H2S_XCONNECT))
             nghttp2_submit_rst_stream(ngh, NGHTTP2_FLAG_NONE, s->id, NGHTTP2_NO_ERROR);
     }
     return 0;
@@ -458,40 +460,40 @@ static int on_stream_close(nghttp2_session *ngh, int32_t id, uint32_t error_code
     h2stream_t *s = stream_of(h, id);
     if (s == NULL)
         return 0;
-    if (!(s->flags & S_REQ_DONE))
+    if (!(s->flags & PETREL__H2S_REQ_DONE))
         h->nrecv--;
     h->nstreams--;
-    if (s->flags & S_TUNNEL)
+    if (s->flags & PETREL__H2S_TUNNEL)
         h->ntunnels--;
-    if (s->flags & S_XCONNECT)
+    if (s->flags & PETREL__H2S_XCONNECT)
         h->nxconnect--;
-    h->flags |= H2_ACTIVE;
-    s->flags |= S_CLOSED | S_REQ_DONE;
+    h->flags |= PETREL__H2_ACTIVE;
+    s->flags |= PETREL__H2S_CLOSED | PETREL__H2S_REQ_DONE;
     list_unlink(&s->rlink);
-    s->flags &= ~S_READY;
+    s->flags &= ~PETREL__H2S_READY;
     if (h->cur == s)
         h->cur = NULL;
-    if (s->flags & S_XCONNECT)
+    if (s->flags & PETREL__H2S_XCONNECT)
         petrel__h2_tunnel_gone(s); /* (its lists and input are a tunnel's only) */
     /* a malformed request was never passed on: neither logged nor counted */
-    if (!(s->flags & S_MALFORMED)) {
-        if ((s->flags & S_DISPATCHED) && !s->resp.ended && !s->resp.sent)
+    if (!(s->flags & PETREL__H2S_MALFORMED)) {
+        if ((s->flags & PETREL__H2S_DISPATCHED) && !s->resp.ended && !s->resp.sent)
             s->resp.status = 499; /* the client left before the response: as nginx logs it */
-        if (s->resp.sent || (s->flags & S_DISPATCHED))
+        if (s->resp.sent || (s->flags & PETREL__H2S_DISPATCHED))
             petrel__req_finished(&s->req, s->bytes_out);
     }
-    if ((s->flags & (S_DISPATCHED | S_MALFORMED)) == S_DISPATCHED) {
+    if ((s->flags & (PETREL__H2S_DISPATCHED | PETREL__H2S_MALFORMED)) == PETREL__H2S_DISPATCHED) {
         /* a handler still at work (waiting, streaming): it is told, and the
          * slot stays until it lets go (h2_release) */
-        s->flags |= S_ABORTING;
+        s->flags |= PETREL__H2S_ABORTING;
         bool held = petrel__req_abort(&s->req);
-        s->flags &= ~S_ABORTING;
-        if (held || (s->flags & S_IN_HANDLER)) {
-            s->flags |= S_DEAD;
+        s->flags &= ~PETREL__H2S_ABORTING;
+        if (held || (s->flags & PETREL__H2S_IN_HANDLER)) {
+            s->flags |= PETREL__H2S_DEAD;
             return 0;
         }
     }
-    if ((s->flags & S_REFS) && !petrel__conn_out_empty(h->c)) {
+    if ((s->flags & PETREL__H2S_REFS) && !petrel__conn_out_empty(h->c)) {
         list_unlink(&s->link);
         list_append(&h->zombies, &s->link);
         return 0;
@@ -557,9 +559,9 @@ static ssize_t read_body(nghttp2_session *ngh, int32_t id, uint8_t *buf, size_t 
     h2stream_t *s = src->ptr;
     petrel_resp_t *r = &s->resp;
     size_t n;
-    if (s->flags & S_TUNNEL)
+    if (s->flags & PETREL__H2S_TUNNEL)
         return petrel__h2_tunnel_read(s, buf, length, data_flags);
-    if (r->body_kind == BODY_STREAM) {
+    if (r->body_kind == PETREL__BODY_STREAM) {
         n = petrel__h2_sbuf_take(s, buf, length);
         if (s->sb_head == NULL && r->ended) {
             *data_flags |= NGHTTP2_DATA_FLAG_EOF;
@@ -573,7 +575,7 @@ static ssize_t read_body(nghttp2_session *ngh, int32_t id, uint8_t *buf, size_t 
     n = r->len - s->sent;
     if (n > length)
         n = length;
-    if (r->body_kind == BODY_MEM) {
+    if (r->body_kind == PETREL__BODY_MEM) {
         if (r->len > COPY_MAX) {
             *data_flags |= NGHTTP2_DATA_FLAG_NO_COPY;
             s->nc_off = s->sent;
@@ -612,14 +614,14 @@ static int send_data(nghttp2_session *ngh, nghttp2_frame *frame, const uint8_t *
     petrel__conn_t *c = h->c;
     int rc = petrel__out_copy(c, framehd, 9);
     if (rc == 0) {
-        if (r->body_kind == BODY_MEM)
+        if (r->body_kind == PETREL__BODY_MEM)
             rc = petrel__out_ref(c, (const char *)r->body + s->nc_off, length);
         else
             rc = petrel__out_fd(c, r->fd, r->offset + (off_t)s->nc_off, length);
     }
     if (rc < 0)
         return NGHTTP2_ERR_CALLBACK_FAILURE;
-    s->flags |= S_REFS;
+    s->flags |= PETREL__H2S_REFS;
     h->queued += 9 + length;
     /* nghttp2 frames NO_COPY DATA of every stream in one mem_send call, as
      * far as the windows allow: stop it at the bound */
@@ -629,7 +631,7 @@ static int send_data(nghttp2_session *ngh, nghttp2_frame *frame, const uint8_t *
 static int h2_send(petrel_req_t *req, petrel_resp_t *r)
 {
     h2stream_t *s = container_of(req, h2stream_t, req);
-    if (s->flags & S_DEAD)
+    if (s->flags & PETREL__H2S_DEAD)
         return PETREL_EIO;
     h2conn_t *h = s->h;
     size_t n = 5;
@@ -651,7 +653,7 @@ static int h2_send(petrel_req_t *req, petrel_resp_t *r)
     bool body_allowed = petrel__status_has_body(st);
     if (r->type)
         NV(&nv[i++], "content-type", r->type, strlen(r->type), NGHTTP2_NV_FLAG_NO_COPY_NAME);
-    if (r->body_kind != BODY_STREAM && body_allowed) {
+    if (r->body_kind != PETREL__BODY_STREAM && body_allowed) {
         size_t cl = (size_t)(petrel__put_u64(s->clen, r->len) - s->clen);
         NV(&nv[i++], "content-length", s->clen, cl, NV_STATIC);
     }
@@ -671,14 +673,14 @@ static int h2_send(petrel_req_t *req, petrel_resp_t *r)
     }
     bool send_body = body_allowed && req->method != PETREL_HEAD;
     nghttp2_data_provider prd = {.source.ptr = s, .read_callback = read_body};
-    bool with_data = r->body_kind == BODY_STREAM || (send_body && r->len > 0);
+    bool with_data = r->body_kind == PETREL__BODY_STREAM || (send_body && r->len > 0);
     int rv = nghttp2_submit_response(h->ngh, s->id, nv, i, with_data ? &prd : NULL);
     if (rv < 0) {
         petrel_req_log(&s->req, PETREL_LOG_DEBUG, "h2: stream %d: submit_response: %s", s->id,
                        nghttp2_strerror(rv));
         return rv == NGHTTP2_ERR_NOMEM ? PETREL_ENOMEM : PETREL_ESTATE;
     }
-    if (r->body_kind != BODY_STREAM && send_body)
+    if (r->body_kind != PETREL__BODY_STREAM && send_body)
         s->bytes_out = r->len;
     petrel__h2_schedule(h);
     return 0;
@@ -687,7 +689,7 @@ static int h2_send(petrel_req_t *req, petrel_resp_t *r)
 static int h2_stream_write(petrel_req_t *req, const void *data, size_t len)
 {
     h2stream_t *s = container_of(req, h2stream_t, req);
-    if (s->flags & (S_DEAD | S_RESET))
+    if (s->flags & (PETREL__H2S_DEAD | PETREL__H2S_RESET))
         return PETREL_EIO;
     if (req->method == PETREL_HEAD || !petrel__status_has_body(s->resp.status) || len == 0)
         return 0;
@@ -705,7 +707,7 @@ static int h2_stream_end(petrel_req_t *req, petrel_resp_t *r)
 {
     (void)r;
     h2stream_t *s = container_of(req, h2stream_t, req);
-    if (s->flags & S_DEAD)
+    if (s->flags & PETREL__H2S_DEAD)
         return PETREL_EIO;
     nghttp2_session_resume_data(s->h->ngh, s->id);
     petrel__h2_schedule(s->h);
@@ -724,7 +726,8 @@ static const char *h2_peer(petrel_req_t *req)
 static void h2_release(petrel_req_t *req)
 {
     h2stream_t *s = container_of(req, h2stream_t, req);
-    if ((s->flags & S_DEAD) && !(s->flags & (S_IN_HANDLER | S_ABORTING)))
+    if ((s->flags & PETREL__H2S_DEAD) &&
+        !(s->flags & (PETREL__H2S_IN_HANDLER | PETREL__H2S_ABORTING)))
         petrel__h2_stream_free(s);
     /* else the stream is still open, or its handler is running: freed
      * when nghttp2 closes it, or when the handler returns */
@@ -736,9 +739,9 @@ static void h2_release(petrel_req_t *req)
 static void h2_broken(petrel_req_t *req)
 {
     h2stream_t *s = container_of(req, h2stream_t, req);
-    if (s->flags & (S_DEAD | S_RESET))
+    if (s->flags & (PETREL__H2S_DEAD | PETREL__H2S_RESET))
         return;
-    s->flags |= S_RESET;
+    s->flags |= PETREL__H2S_RESET;
     petrel__h2_sbuf_free_all(s);
     nghttp2_submit_rst_stream(s->h->ngh, NGHTTP2_FLAG_NONE, s->id, NGHTTP2_INTERNAL_ERROR);
     petrel__h2_schedule(s->h);
@@ -749,7 +752,7 @@ static void h2_broken(petrel_req_t *req)
 static size_t h2_buffered(petrel_req_t *req)
 {
     h2stream_t *s = container_of(req, h2stream_t, req);
-    return (s->flags & (S_DEAD | S_RESET)) ? 0 : s->sb_bytes;
+    return (s->flags & (PETREL__H2S_DEAD | PETREL__H2S_RESET)) ? 0 : s->sb_bytes;
 }
 
 static const petrel_proto_t h2_proto = {
@@ -761,24 +764,25 @@ int petrel__h2_tunnel(petrel_req_t *req, const petrel__h2_tunnel_ops_t *ops, voi
     if (req == NULL || req->_proto != &h2_proto || ops == NULL)
         return PETREL_EINVAL;
     h2stream_t *s = container_of(req, h2stream_t, req);
-    if (!(s->flags & S_XCONNECT))
+    if (!(s->flags & PETREL__H2S_XCONNECT))
         return PETREL_EINVAL;
-    if ((s->flags & (S_DEAD | S_CLOSED | S_TUNNEL)) || s->resp.sent || s->h == NULL)
+    if ((s->flags & (PETREL__H2S_DEAD | PETREL__H2S_CLOSED | PETREL__H2S_TUNNEL)) || s->resp.sent ||
+        s->h == NULL)
         return PETREL_ESTATE;
     /* RFC 8441 §5: 200 (a data provider: no END_STREAM), no content-length */
-    s->flags |= S_TUNNEL;
+    s->flags |= PETREL__H2S_TUNNEL;
     int rc = petrel_stream_begin(req, 200, NULL);
     if (rc < 0) {
-        s->flags &= ~S_TUNNEL;
+        s->flags &= ~PETREL__H2S_TUNNEL;
         return rc;
     }
-    s->resp.ended = true;         /* the tunnel writes from now on, not the handler */
-    s->flags |= S_TDATA | S_TEOS; /* the response's data provider (read_body) */
+    s->resp.ended = true; /* the tunnel writes from now on, not the handler */
+    s->flags |= PETREL__H2S_TDATA | PETREL__H2S_TEOS; /* the response's data provider (read_body) */
     s->tops = ops;
     s->tctx = ctx;
     list_append(&s->h->tunnels, &s->rlink);
     s->h->ntunnels++;
-    if (s->in_head || (s->flags & S_PEER_END))
+    if (s->in_head || (s->flags & PETREL__H2S_PEER_END))
         tunnel_mark(s->h, s); /* DATA that came with the request */
     return 0;
 }
@@ -789,7 +793,8 @@ static void dispatch_ready(h2conn_t *h)
     while (!list_empty(&h->ready)) {
         h2stream_t *s = container_of(h->ready.next, h2stream_t, rlink);
         list_unlink(&s->rlink);
-        s->flags = (s->flags & ~S_READY) | S_DISPATCHED | S_IN_HANDLER;
+        s->flags =
+            (s->flags & ~PETREL__H2S_READY) | PETREL__H2S_DISPATCHED | PETREL__H2S_IN_HANDLER;
         petrel_req_t *r = &s->req;
         if (r->body.ptr)
             ((char *)r->body.ptr)[r->body.len] = '\0';
@@ -799,8 +804,8 @@ static void dispatch_ready(h2conn_t *h)
             petrel_send_status(r, s->err);
         else
             petrel__req_dispatch(r, h->c->cs->router);
-        s->flags &= ~S_IN_HANDLER;
-        if ((s->flags & S_DEAD) && !s->resp.holds)
+        s->flags &= ~PETREL__H2S_IN_HANDLER;
+        if ((s->flags & PETREL__H2S_DEAD) && !s->resp.holds)
             petrel__h2_stream_free(s); /* the stream was reset while its handler ran */
     }
 }
@@ -809,20 +814,20 @@ static void dispatch_ready(h2conn_t *h)
 /* The connection                                                           */
 
 /* Serialize what nghttp2 has into the output queue, while there is room
- * (out_full).  Stopped by the connection's own queue: H2_MORE (the queue's
- * drain calls h2_flush again); by the worker's budget: H2_WAITING. */
+ * (out_full).  Stopped by the connection's own queue: PETREL__H2_MORE (the queue's
+ * drain calls h2_flush again); by the worker's budget: PETREL__H2_WAITING. */
 static int produce(h2conn_t *h)
 {
     h->queued = 0;
-    h->flags &= ~H2_MORE;
+    h->flags &= ~PETREL__H2_MORE;
     for (;;) {
         int full = petrel__h2_out_full(h);
         if (full == 1) {
-            h->flags |= H2_MORE;
+            h->flags |= PETREL__H2_MORE;
             return 0;
         }
         if (full == 2) {
-            if (!(h->flags & H2_WAITING)) {
+            if (!(h->flags & PETREL__H2_WAITING)) {
                 petrel__h2_out_wait(h);
                 stats.out_waits++;
             }
@@ -861,8 +866,8 @@ static bool blocked_on_peer(h2conn_t *h)
     for (petrel__list_t *l = h->streams.next; l != &h->streams; l = l->next) {
         h2stream_t *s = container_of(l, h2stream_t, link);
         const petrel_resp_t *r = &s->resp;
-        if (r->sent && !(s->flags & S_CLOSED) && r->body_kind != BODY_STREAM &&
-            r->body_kind != BODY_NONE && s->sent < r->len)
+        if (r->sent && !(s->flags & PETREL__H2S_CLOSED) && r->body_kind != PETREL__BODY_STREAM &&
+            r->body_kind != PETREL__BODY_NONE && s->sent < r->len)
             return true;
     }
     return false;
@@ -878,13 +883,13 @@ static void h2_flush(h2conn_t *h)
     size_t buffered = h->buffered;
     for (;;) {
         if (produce(h) < 0 || petrel__conn_flush(c) < 0) {
-            petrel__conn_close(c);
+            petrel__conn_close(c, PETREL__CLOSE_CLIENT);
             return;
         }
         if (!petrel__conn_out_empty(c))
             break; /* EPOLLOUT calls us again */
         zombies_release(h);
-        if (!(h->flags & H2_MORE))
+        if (!(h->flags & PETREL__H2_MORE))
             break;
     }
     petrel__h2_out_sync(h, petrel__out_bytes(c));
@@ -898,14 +903,14 @@ static void h2_flush(h2conn_t *h)
         }
     }
     bool empty = petrel__conn_out_empty(c);
-    if (empty && ((h->flags & H2_CLOSE) ||
+    if (empty && ((h->flags & PETREL__H2_CLOSE) ||
                   (!nghttp2_session_want_read(h->ngh) && !nghttp2_session_want_write(h->ngh)))) {
         conn_done(c);
         return;
     }
     /* Read no more requests while the peer does not read the answers. */
     petrel__conn_pause(c, !empty);
-    if (c->flags & CONN_CLOSED)
+    if (c->flags & PETREL__CONN_CLOSED)
         return;
     if (!empty)
         return; /* the send timeout is armed */
@@ -917,24 +922,25 @@ static void h2_flush(h2conn_t *h)
          * as HTTP/1.1's: idle PETREL__IDLE_MS, the connection gives back
          * memory (h2_idle_release), then waits out the rest of the
          * keep-alive timeout. */
-        if (h->flags & H2_NOTICE) {
-            if (c->timer.q != &cs->tq_linger || (h->flags & H2_ACTIVE))
-                petrel__timer_arm(petrel__loop, &c->timer, &cs->tq_linger);
-        } else if ((c->timer.q != &cs->tq_idle && c->timer.q != &cs->tq_keepalive_rest) ||
-                   (h->flags & H2_ACTIVE)) {
-            h->flags |= H2_IDLE;
-            petrel__timer_arm(petrel__loop, &c->timer, &cs->tq_idle);
+        if (h->flags & PETREL__H2_NOTICE) {
+            if (c->timer.q != &petrel__h2_timers.notice || (h->flags & PETREL__H2_ACTIVE))
+                petrel__timer_arm(petrel__loop, &c->timer, &petrel__h2_timers.notice);
+        } else if ((c->timer.q != &petrel__h2_timers.idle &&
+                    c->timer.q != &petrel__h2_timers.keepalive_rest) ||
+                   (h->flags & PETREL__H2_ACTIVE)) {
+            h->flags |= PETREL__H2_IDLE;
+            petrel__timer_arm(petrel__loop, &c->timer, &petrel__h2_timers.idle);
         }
     } else if (h->cur || !list_empty(&h->ready)) {
         /* a request head arriving, or an upgrade waiting for the client's
          * preface */
-        petrel__timer_arm(petrel__loop, &c->timer, &cs->tq_header);
+        petrel__timer_arm(petrel__loop, &c->timer, &petrel__h2_timers.header);
     } else if (h->nrecv > 0) {
         /* request bodies arriving: each has --body-timeout plus a second per
          * --body-min-rate bytes received (body_check); the check is not
          * pushed back by the traffic of other streams */
-        if (c->timer.q != &cs->tq_body_check)
-            petrel__timer_arm(petrel__loop, &c->timer, &cs->tq_body_check);
+        if (c->timer.q != &petrel__h2_timers.body_check)
+            petrel__timer_arm(petrel__loop, &c->timer, &petrel__h2_timers.body_check);
     } else if (blocked_on_peer(h)) {
         /* response bytes wait for the peer's flow-control window: a peer
          * that keeps it shut (SETTINGS_INITIAL_WINDOW_SIZE 0) gets the send
@@ -945,19 +951,19 @@ static void h2_flush(h2conn_t *h)
     } else {
         petrel__timer_disarm(&c->timer); /* handlers at work */
     }
-    h->flags &= ~H2_ACTIVE;
+    h->flags &= ~PETREL__H2_ACTIVE;
 }
 
 /* Feed bytes to nghttp2 and run the handlers of the complete requests. */
 static int feed(h2conn_t *h, const char *p, size_t n)
 {
-    h->flags |= H2_BUSY;
+    h->flags |= PETREL__H2_BUSY;
     int rv = petrel__h2_recv_frames(h, (const uint8_t *)p, n);
     if (rv >= 0) {
         dispatch_ready(h);
         petrel__h2_tunnels_service(h); /* DATA for the tunnels, outside nghttp2's callbacks */
     }
-    h->flags &= ~H2_BUSY;
+    h->flags &= ~PETREL__H2_BUSY;
     if (rv < 0) {
         petrel_log(PETREL_LOG_DEBUG, "h2: %s", nghttp2_strerror(rv));
         if (rv == NGHTTP2_ERR_FLOODED || rv == NGHTTP2_ERR_TOO_MANY_CONTINUATIONS)
@@ -966,7 +972,7 @@ static int feed(h2conn_t *h, const char *p, size_t n)
         else
             nghttp2_session_terminate_session(
                 h->ngh, rv == NGHTTP2_ERR_NOMEM ? NGHTTP2_INTERNAL_ERROR : NGHTTP2_PROTOCOL_ERROR);
-        h->flags |= H2_CLOSE;
+        h->flags |= PETREL__H2_CLOSE;
         return -1;
     }
     return 0;
@@ -978,7 +984,7 @@ static void h2_read(h2conn_t *h)
     for (int turn = 0; turn < PETREL__READS_PER_EVENT; turn++) {
         int n = petrel__conn_read(c);
         if (n < 0) {
-            petrel__conn_close(c);
+            petrel__conn_close(c, PETREL__CLOSE_CLIENT);
             return;
         }
         if (n == 0)
@@ -990,10 +996,10 @@ static void h2_read(h2conn_t *h)
         if (feed(h, p, avail) < 0 || !full)
             break;
     }
-    if (c->flags & CONN_EOF) {
+    if (c->flags & PETREL__CONN_EOF) {
         /* RFC 9113 has no half-closed connection: write what is queued,
          * then close (streams still at work become orphans). */
-        h->flags |= H2_CLOSE;
+        h->flags |= PETREL__H2_CLOSE;
         petrel__conn_update_events(c);
     }
 }
@@ -1001,9 +1007,9 @@ static void h2_read(h2conn_t *h)
 static void h2_on_read(petrel__conn_t *c)
 {
     h2conn_t *h = c->proto;
-    if (!(c->flags & (CONN_EOF | CONN_PAUSED)) && !(h->flags & H2_CLOSE)) {
+    if (!(c->flags & (PETREL__CONN_EOF | PETREL__CONN_PAUSED)) && !(h->flags & PETREL__H2_CLOSE)) {
         h2_read(h);
-        if (c->flags & CONN_CLOSED)
+        if (c->flags & PETREL__CONN_CLOSED)
             return;
     }
     h2_flush(h);
@@ -1045,7 +1051,8 @@ static bool body_check(h2conn_t *h)
     bool arriving = false, late = false;
     for (petrel__list_t *l = h->streams.next; l != &h->streams; l = l->next) {
         h2stream_t *s = container_of(l, h2stream_t, link);
-        if ((s->flags & (S_HEAD_DONE | S_REQ_DONE | S_DISPATCHED | S_DISCARD)) != S_HEAD_DONE ||
+        if ((s->flags & (PETREL__H2S_HEAD_DONE | PETREL__H2S_REQ_DONE | PETREL__H2S_DISPATCHED |
+                         PETREL__H2S_DISCARD)) != PETREL__H2S_HEAD_DONE ||
             s->err)
             continue;
         arriving = true;
@@ -1056,14 +1063,14 @@ static bool body_check(h2conn_t *h)
                    (unsigned long long)s->req.id, s->req.body.len,
                    (unsigned long long)(now - s->body_start));
         s->err = 408;
-        s->flags |= S_DISCARD;
+        s->flags |= PETREL__H2S_DISCARD;
         petrel__h2_make_ready(h, s);
         late = true;
     }
     if (late) {
-        h->flags |= H2_BUSY;
+        h->flags |= PETREL__H2_BUSY;
         dispatch_ready(h);
-        h->flags &= ~H2_BUSY;
+        h->flags &= ~PETREL__H2_BUSY;
     }
     return arriving;
 }
@@ -1071,36 +1078,38 @@ static bool body_check(h2conn_t *h)
 static void h2_on_timeout(petrel__conn_t *c)
 {
     h2conn_t *h = c->proto;
-    if ((h->flags & H2_IDLE) && !(h->flags & (H2_NOTICE | H2_TIMEDOUT | H2_CLOSE | H2_MORE)) &&
+    if ((h->flags & PETREL__H2_IDLE) &&
+        !(h->flags &
+          (PETREL__H2_NOTICE | PETREL__H2_TIMEDOUT | PETREL__H2_CLOSE | PETREL__H2_MORE)) &&
         h->nstreams == 0 && petrel__conn_out_empty(c)) {
-        h->flags &= ~H2_IDLE;
+        h->flags &= ~PETREL__H2_IDLE;
         h2_idle_release(h);
-        petrel__timer_arm(petrel__loop, &c->timer, &c->cs->tq_keepalive_rest);
+        petrel__timer_arm(petrel__loop, &c->timer, &petrel__h2_timers.keepalive_rest);
         return;
     }
-    h->flags &= ~H2_IDLE;
+    h->flags &= ~PETREL__H2_IDLE;
     if (h->nrecv > 0 && !h->cur && list_empty(&h->ready) && petrel__conn_out_empty(c) &&
-        !(h->flags & (H2_NOTICE | H2_TIMEDOUT)) && body_check(h)) {
+        !(h->flags & (PETREL__H2_NOTICE | PETREL__H2_TIMEDOUT)) && body_check(h)) {
         if (c->timer.q == NULL)
-            petrel__timer_arm(petrel__loop, &c->timer, &c->cs->tq_body_check);
+            petrel__timer_arm(petrel__loop, &c->timer, &petrel__h2_timers.body_check);
         h2_flush(h);
         return;
     }
-    if ((h->flags & H2_NOTICE) && petrel__conn_out_empty(c)) {
+    if ((h->flags & PETREL__H2_NOTICE) && petrel__conn_out_empty(c)) {
         final_goaway(h); /* the PING of the shutdown notice was not answered */
         h2_flush(h);
         return;
     }
-    if (!petrel__conn_out_empty(c) || (h->flags & H2_TIMEDOUT)) {
-        petrel__conn_close(c); /* the peer does not read */
+    if (!petrel__conn_out_empty(c) || (h->flags & PETREL__H2_TIMEDOUT)) {
+        petrel__conn_close(c, PETREL__CLOSE_TIMEOUT); /* the peer does not read */
         return;
     }
     /* idle, or a request that does not arrive: say goodbye and close */
     petrel__conn_close_why(c, PETREL__CLOSE_TIMEOUT);
-    h->flags |= H2_TIMEDOUT | H2_CLOSE;
+    h->flags |= PETREL__H2_TIMEDOUT | PETREL__H2_CLOSE;
     nghttp2_session_terminate_session(h->ngh, NGHTTP2_NO_ERROR);
     h2_flush(h);
-    if (!(c->flags & CONN_CLOSED))
+    if (!(c->flags & PETREL__CONN_CLOSED))
         petrel__timer_arm(petrel__loop, &c->timer, &c->cs->tq_send);
 }
 
@@ -1118,23 +1127,23 @@ static void h2_on_close(petrel__conn_t *c)
     while (!list_empty(&h->streams)) {
         h2stream_t *s = container_of(h->streams.next, h2stream_t, link);
         petrel__h2_tunnel_gone(s); /* a WebSocket's 1006 */
-        if ((s->flags & S_DISPATCHED) && !(s->flags & S_DEAD)) {
+        if ((s->flags & PETREL__H2S_DISPATCHED) && !(s->flags & PETREL__H2S_DEAD)) {
             /* a handler still at work: it is told (petrel.h, "Waiting for work the handler
              * started") */
             if (!s->resp.ended && !s->resp.sent) {
                 s->resp.status = 499;
                 petrel__req_finished(&s->req, s->bytes_out);
-            } else if (!s->resp.ended || (s->flags & S_TUNNEL)) {
+            } else if (!s->resp.ended || (s->flags & PETREL__H2S_TUNNEL)) {
                 petrel__req_finished(&s->req, s->bytes_out); /* (a tunnel ends here) */
             }
-            s->flags |= S_ABORTING;
+            s->flags |= PETREL__H2S_ABORTING;
             bool held = petrel__req_abort(&s->req);
-            s->flags &= ~S_ABORTING;
+            s->flags &= ~PETREL__H2S_ABORTING;
             if (held) {
-                s->flags |= S_DEAD;
+                s->flags |= PETREL__H2S_DEAD;
             }
         }
-        if (s->flags & S_DEAD && s->resp.holds) {
+        if (s->flags & PETREL__H2S_DEAD && s->resp.holds) {
             /* detached: freed when its handler lets go (h2_release) */
             list_unlink(&s->link);
             list_unlink(&s->rlink);
@@ -1156,14 +1165,14 @@ static void h2_drain(petrel__conn_t *c, bool close_idle)
 {
     (void)close_idle; /* an h2 connection is told, idle or not */
     h2conn_t *h = c->proto;
-    if (!(h->flags & H2_DRAINING)) {
+    if (!(h->flags & PETREL__H2_DRAINING)) {
         /* RFC 9113 §6.8, in two steps: a GOAWAY with the largest stream id
          * (stop opening streams) and a PING; once the PING is acknowledged
          * (one round trip: requests in flight have arrived), the final
          * GOAWAY with the last stream processed.  A client that does not
          * answer the PING (nghttp2 clients with no stream open do not) gets
          * the final GOAWAY from h2_on_timeout, 2 s after its last stream. */
-        h->flags |= H2_DRAINING | H2_NOTICE;
+        h->flags |= PETREL__H2_DRAINING | PETREL__H2_NOTICE;
         static const uint8_t opaque[8] = "petrel-d";
         if (nghttp2_submit_shutdown_notice(h->ngh) != 0 ||
             nghttp2_submit_ping(h->ngh, NGHTTP2_FLAG_NONE, opaque) != 0)
@@ -1307,9 +1316,12 @@ h2conn_t *petrel__h2_session_new(petrel__conn_t *c)
  * followed it. */
 static void h2_start(petrel__conn_t *c)
 {
+    c->out_limit = 0; /* flow control, and the streamed-output cap, bound it */
+    /* until the first flush decides what the connection waits for */
+    petrel__timer_arm(petrel__loop, &c->timer, &petrel__h2_timers.header);
     h2conn_t *h = c->proto;
     if (h == NULL && (h = petrel__h2_session_new(c)) == NULL) {
-        petrel__conn_close(c);
+        petrel__conn_close(c, PETREL__CLOSE_CLIENT);
         return;
     }
     c->proto = h;
@@ -1322,16 +1334,38 @@ static void h2_start(petrel__conn_t *c)
     petrel__h2_schedule(h);
 }
 
+/* Every timeout of a connection expires into h2_on_timeout(), which reads
+ * the state of the session (the send timeout's too, the transport's). */
+static void h2_expire(petrel__timer_t *t)
+{
+    petrel__conn_expire(t, h2_on_timeout);
+}
+
+int petrel__h2_worker_init(const petrel__config_t *cfg)
+{
+    uint64_t ka = cfg->keepalive_timeout_ms, idle = ka < PETREL__IDLE_MS ? ka : PETREL__IDLE_MS;
+    petrel__loop_t *loop = petrel__loop;
+    int rc;
+    if ((rc = petrel__tq_init(loop, &petrel__h2_timers.header, cfg->header_timeout_ms, h2_expire)) <
+            0 ||
+        (rc = petrel__tq_init(loop, &petrel__h2_timers.idle, idle, h2_expire)) < 0 ||
+        (rc = petrel__tq_init(loop, &petrel__h2_timers.keepalive_rest, ka - idle, h2_expire)) < 0 ||
+        (rc = petrel__tq_init(loop, &petrel__h2_timers.body_check, PETREL__BODY_CHECK_MS,
+                              h2_expire)) < 0 ||
+        (rc = petrel__tq_init(loop, &petrel__h2_timers.notice, PETREL__LINGER_MS, h2_expire)) < 0)
+        return rc;
+    return 0;
+}
+
 const petrel__proto_ops_t petrel__h2_ops = {
     .name = "h2",
     .start = h2_start,
     .on_read = h2_on_read,
     .on_written = h2_on_written,
     .on_progress = h2_on_progress,
-    .on_timeout = h2_on_timeout,
+    .on_send_timeout = h2_on_timeout,
     .drain = h2_drain,
     .on_close = h2_on_close,
-    .bounds_output = true, /* flow control, and the streamed-output cap */
 };
 /* The options of HTTP/2 (runtime/options.h); 0 in a field is its default. */
 static const petrel__option_t h2_options[] = {

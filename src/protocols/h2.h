@@ -12,7 +12,23 @@
  * read buffer when a connection is switched to this protocol. */
 extern const petrel__proto_ops_t petrel__h2_ops;
 
-/* The HTTP/1.1 upgrade hook for `Upgrade: h2c` (RFC 7540 §3.2): a complete
+/* The timeouts of HTTP/2 on c->timer (per worker; a test may shorten
+ * them): a request head arriving or the client's preface after an upgrade
+ * (--header-timeout), the idle stage of the keep-alive timeout and its
+ * rest, the checks of the bodies arriving (--body-timeout), and the wait
+ * for the answer to the PING of a shutdown notice (as long as a lingering
+ * close).  The send timeout is the transport's (cs->tq_send). */
+typedef struct petrel__h2_timers {
+    petrel__tq_t header, idle, keepalive_rest, body_check, notice;
+} petrel__h2_timers_t;
+extern petrel__h2_timers_t petrel__h2_timers;
+
+/* Per worker: register the queues of petrel__h2_timers with the loop,
+ * their timeouts from `cfg` (0, or PETREL_ELIMIT). */
+int petrel__h2_worker_init(const petrel__config_t *cfg);
+
+/* The upgrade to h2c (RFC 7540 §3.2) that the server gives its connection
+ * sets (cs->upgrade), offered by HTTP/1.1: a complete
  * request with `Upgrade: h2c`, one HTTP2-Settings and `Connection: Upgrade,
  * HTTP2-Settings` is answered with 101, the connection becomes an h2 session
  * and the request (copied) is answered as stream 1.  Returns 0;

@@ -123,7 +123,12 @@ static size_t h1_nfree;
 static h1req_t *slot_free_list;
 static size_t slot_nfree;
 static petrel__http1_stats_t stats;
-static petrel__http1_upgrade_hook_t upgrade_hook;
+/* The timeouts of HTTP/1.1, on c->timer: the head of a request
+ * (--header-timeout), the idle stage of the keep-alive timeout and its
+ * rest, a body's first deadline (--body-timeout) and the checks of its
+ * moving deadline.  Every one expires into h1_timeout(), which reads the
+ * state of the exchange.  (The send timeout is the transport's.) */
+static petrel__tq_t header_q, idle_q, keepalive_rest_q, body_q, body_check_q;
 
 /* A parser as llhttp_init() leaves it: copied into each new state, which
  * costs a fraction of initialising one (a state is taken per request on a
@@ -213,11 +218,6 @@ size_t petrel__http1_trim(size_t keep)
         free(s);
     }
     return n;
-}
-
-void petrel__http1_set_upgrade_hook(petrel__http1_upgrade_hook_t hook)
-{
-    upgrade_hook = hook;
 }
 
 /* Input is wanted unless the exchange is closing (or takes no new request
@@ -317,7 +317,7 @@ static int rbuf_make_room(h1_t *h1)
     /* A head larger than a chunk: move it to a buffer of the largest size
      * the limits allow. */
     size_t big = cfg->max_header_size + cfg->max_uri_size + 1024;
-    if ((c->flags & CONN_RBUF_LARGE) || big <= c->rcap)
+    if ((c->flags & PETREL__CONN_RBUF_LARGE) || big <= c->rcap)
         return h1->req->target.len > cfg->max_uri_size ? 414 : 431;
     if (petrel__conn_rbuf_grow(c, big, rebase, h1) < 0)
         return 503;
@@ -603,7 +603,7 @@ static int on_headers_complete(llhttp_t *p)
     }
     if ((p->flags & F_CHUNKED) || p->content_length > 0) {
         /* the body has --body-timeout, moving with what arrives */
-        petrel__timer_arm(petrel__loop, &h1->c->timer, &h1->c->cs->tq_body);
+        petrel__timer_arm(petrel__loop, &h1->c->timer, &body_q);
     }
     if ((h1->flags & H1_CONTINUE) && r->version == 11 &&
         ((p->flags & F_CHUNKED) || p->content_length > 0)) {
@@ -829,7 +829,7 @@ static petrel_req_t *req_begin(h1_t *h1)
     h1->ext_bytes = 0;
     h1->head_start = c->rpos;
     h1->flags = (h1->flags & ~(H1_HEAD_DONE | H1_IN_VALUE | H1_CONTINUE | H1_IDLE)) | H1_KEEPALIVE;
-    petrel__timer_arm(petrel__loop, &c->timer, &c->cs->tq_header);
+    petrel__timer_arm(petrel__loop, &c->timer, &header_q);
     return &s->req;
 }
 
@@ -1070,13 +1070,13 @@ static bool request_ready(h1_t *h1)
     petrel__conn_t *c = h1->c;
     petrel_req_t *r = h1->req;
     h1req_t *s = fifo_push(h1);
-    if (unlikely(h1->parser.upgrade) && upgrade_hook && h1->first == s) {
-        /* `Upgrade: h2c` (RFC 7540 §3.2) is the hook's: it answers 101 and
+    if (unlikely(h1->parser.upgrade) && c->cs->upgrade && h1->first == s) {
+        /* `Upgrade: h2c` (RFC 7540 §3.2) is HTTP/2's: it answers 101 and
          * the request is answered (and logged) on the new side */
-        int rc = upgrade_hook(r);
+        int rc = c->cs->upgrade(r);
         if (rc != PETREL_ENOTFOUND) {
             if (rc < 0) {
-                petrel__conn_close(c);
+                petrel__conn_close(c, PETREL__CLOSE_CLIENT);
                 return false;
             }
             s->flags |= R_DONE;
@@ -1086,7 +1086,7 @@ static bool request_ready(h1_t *h1)
     petrel__timer_disarm(&c->timer); /* the head timeout is over; writes have their own */
     r->_flags |= REQ_IN_HANDLER;
     petrel__req_dispatch(r, c->cs->router);
-    if (c->flags & CONN_CLOSED)
+    if (c->flags & PETREL__CONN_CLOSED)
         return false;
     r->_flags &= ~REQ_IN_HANDLER;
     if (r->_resp->ended)
@@ -1143,7 +1143,7 @@ static void process(h1_t *h1)
             if (c->rpos == c->rlen)
                 break;
             if (req_begin(h1) == NULL) {
-                petrel__conn_close(c);
+                petrel__conn_close(c, PETREL__CLOSE_CLIENT);
                 return;
             }
         }
@@ -1201,7 +1201,7 @@ static void after_output(h1_t *h1)
 {
     petrel__conn_t *c = h1->c;
     if (petrel__conn_flush(c) < 0) {
-        petrel__conn_close(c);
+        petrel__conn_close(c, PETREL__CLOSE_CLIENT);
         return;
     }
     if (!petrel__conn_out_empty(c))
@@ -1225,7 +1225,7 @@ static void h1_close_now(h1_t *h1)
     if (linger)
         petrel__conn_linger(c);
     else
-        petrel__conn_close(c); /* nothing unread: close sends FIN */
+        petrel__conn_close(c, PETREL__CLOSE_CLIENT); /* nothing unread: close sends FIN */
 }
 
 /* Backpressure: bytes a response waits for, with those ahead of it. */
@@ -1292,13 +1292,13 @@ static void h1_written(petrel__conn_t *c)
             process(h1); /* pipelined requests that waited for the output */
             return;
         }
-        if (c->flags & CONN_EOF) {
-            petrel__conn_close(c);
+        if (c->flags & PETREL__CONN_EOF) {
+            petrel__conn_close(c, PETREL__CLOSE_CLIENT);
             return;
         }
         h1->flags |= H1_IDLE;
-        petrel__timer_arm(petrel__loop, &c->timer, &c->cs->tq_idle);
-        c->flags &= ~CONN_PAUSED;
+        petrel__timer_arm(petrel__loop, &c->timer, &idle_q);
+        c->flags &= ~PETREL__CONN_PAUSED;
         petrel__conn_idle(c); /* an empty read buffer goes back at once */
         petrel__conn_update_events(c);
     } else {
@@ -1310,7 +1310,7 @@ static void h1_read(petrel__conn_t *c)
 {
     h1_t *h1 = c->proto;
     if (h1 == NULL && (h1 = h1_get(c)) == NULL) {
-        petrel__conn_close(c);
+        petrel__conn_close(c, PETREL__CLOSE_CLIENT);
         return;
     }
     if (!want_input(h1)) {
@@ -1337,13 +1337,13 @@ static void h1_read(petrel__conn_t *c)
         }
         int n = petrel__conn_read(c);
         if (n < 0) {
-            petrel__conn_close(c);
+            petrel__conn_close(c, PETREL__CLOSE_CLIENT);
             return;
         }
         if (n > 0 && memchr(c->rbuf + c->rlen - (uint32_t)n, '\t', (size_t)n))
             h1->flags |= H1_TABS;
         if (n == 0) {
-            if (!(c->flags & CONN_EOF)) {
+            if (!(c->flags & PETREL__CONN_EOF)) {
                 if (h1_empty(h1))
                     petrel__conn_idle(c); /* EAGAIN: do not hold an empty buffer */
                 return;
@@ -1364,7 +1364,7 @@ static void h1_read(petrel__conn_t *c)
                 abandon_from(h1, w);
             h1->flags |= H1_CLOSING;
             if (h1->first == NULL && petrel__conn_out_empty(c)) {
-                petrel__conn_close(c);
+                petrel__conn_close(c, PETREL__CLOSE_CLIENT);
                 return;
             }
             h1_events(h1);
@@ -1372,8 +1372,8 @@ static void h1_read(petrel__conn_t *c)
         }
         process(h1);
         /* a read that did not fill the buffer got everything there was */
-        if (c->proto != h1 || (c->flags & CONN_CLOSED) || !want_input(h1) || c->rbuf == NULL ||
-            c->rlen < c->rcap)
+        if (c->proto != h1 || (c->flags & PETREL__CONN_CLOSED) || !want_input(h1) ||
+            c->rbuf == NULL || c->rlen < c->rcap)
             return;
     }
 }
@@ -1381,15 +1381,19 @@ static void h1_read(petrel__conn_t *c)
 /* The entry stage switched the connection here with its first bytes. */
 static void h1_start(petrel__conn_t *c)
 {
+    /* its output counts toward the connection's memory budget */
+    c->out_limit = petrel__conn_budget(c->cs->cfg);
+    petrel__timer_arm(petrel__loop, &c->timer, &header_q); /* the head of its first request */
     h1_t *h1 = c->proto ? c->proto : h1_get(c);
     if (h1 == NULL) {
-        petrel__conn_close(c);
+        petrel__conn_close(c, PETREL__CLOSE_CLIENT);
         return;
     }
     h1->flags |= H1_TABS; /* bytes read before: not scanned */
     if (c->rpos < c->rlen) {
         process(h1);
-        if (c->proto != h1 || (c->flags & CONN_CLOSED) || c->rbuf == NULL || c->rlen < c->rcap)
+        if (c->proto != h1 || (c->flags & PETREL__CONN_CLOSED) || c->rbuf == NULL ||
+            c->rlen < c->rcap)
             return;
     }
     h1_read(c); /* a full buffer: the socket may have more */
@@ -1403,7 +1407,7 @@ static void h1_timeout(petrel__conn_t *c)
         const petrel__config_t *cfg = c->cs->cfg;
         uint64_t got = h1->req->body.len + h1->ext_bytes;
         if (!petrel__body_late(cfg, h1->body_start, got, petrel__loop->now_ms)) {
-            petrel__timer_arm(petrel__loop, &c->timer, &c->cs->tq_body_check);
+            petrel__timer_arm(petrel__loop, &c->timer, &body_check_q);
             return;
         }
         petrel_log(PETREL_LOG_INFO,
@@ -1415,7 +1419,7 @@ static void h1_timeout(petrel__conn_t *c)
         /* idle for PETREL__IDLE_MS: the state goes; the rest of the
          * keep-alive timeout follows */
         h1_idle_release(h1);
-        petrel__timer_arm(petrel__loop, &c->timer, &c->cs->tq_keepalive_rest);
+        petrel__timer_arm(petrel__loop, &c->timer, &keepalive_rest_q);
         return;
     }
     if (h1 && h1->req && petrel__conn_out_empty(c)) {
@@ -1428,7 +1432,25 @@ static void h1_timeout(petrel__conn_t *c)
             after_output(h1);
         return;
     }
-    petrel__conn_close(c);
+    petrel__conn_close(c, PETREL__CLOSE_TIMEOUT);
+}
+
+static void h1_expire(petrel__timer_t *t)
+{
+    petrel__conn_expire(t, h1_timeout);
+}
+
+int petrel__http1_worker_init(const petrel__config_t *cfg)
+{
+    uint64_t ka = cfg->keepalive_timeout_ms, idle = ka < PETREL__IDLE_MS ? ka : PETREL__IDLE_MS;
+    int rc;
+    if ((rc = petrel__tq_init(petrel__loop, &header_q, cfg->header_timeout_ms, h1_expire)) < 0 ||
+        (rc = petrel__tq_init(petrel__loop, &idle_q, idle, h1_expire)) < 0 ||
+        (rc = petrel__tq_init(petrel__loop, &keepalive_rest_q, ka - idle, h1_expire)) < 0 ||
+        (rc = petrel__tq_init(petrel__loop, &body_q, cfg->body_timeout_ms, h1_expire)) < 0 ||
+        (rc = petrel__tq_init(petrel__loop, &body_check_q, PETREL__BODY_CHECK_MS, h1_expire)) < 0)
+        return rc;
+    return 0;
 }
 
 static void h1_drain(petrel__conn_t *c, bool close_idle)
@@ -1440,7 +1462,7 @@ static void h1_drain(petrel__conn_t *c, bool close_idle)
          * Connection: close, or close at the keep-alive timeout (a reload:
          * the client may be sending its next request right now) */
         if (close_idle)
-            petrel__conn_close(c);
+            petrel__conn_close(c, PETREL__CLOSE_CLIENT);
         return;
     }
     /* no new requests: the last one in progress says Connection: close */
@@ -1485,7 +1507,7 @@ const petrel__proto_ops_t petrel__http1_ops = {
     .on_read = h1_read,
     .on_written = h1_written,
     .on_progress = h1_progress,
-    .on_timeout = h1_timeout,
+    .on_send_timeout = h1_timeout,
     .drain = h1_drain,
     .on_close = h1_closed,
 };
@@ -1581,7 +1603,7 @@ static int h1_send(petrel_req_t *req, petrel_resp_t *r)
     petrel__conn_t *c = h1->c;
     petrel__outbuf_t *ob = slot_ob(s);
     petrel__loop_t *loop = petrel__loop;
-    bool stream = r->body_kind == BODY_STREAM;
+    bool stream = r->body_kind == PETREL__BODY_STREAM;
     bool body_allowed = petrel__status_has_body(r->status);
     /* draining: the last request in progress says Connection: close */
     if (c->cs->draining && s == h1->last && h1->req == NULL)
@@ -1640,7 +1662,7 @@ static int h1_send(petrel_req_t *req, petrel_resp_t *r)
     bool send_body = body_allowed && req->method != PETREL_HEAD;
     if (!stream && send_body && r->len) {
         int rc;
-        if (r->body_kind == BODY_FD) {
+        if (r->body_kind == PETREL__BODY_FD) {
             rc = petrel__ob_fd(c, ob, r->fd, r->offset, r->len);
             s->flags |= R_REFS;
         } else if (r->len <= COPY_BODY_MAX) {

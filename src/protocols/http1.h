@@ -11,15 +11,16 @@
  * switches to it): requests are parsed from the bytes in the read buffer. */
 extern const petrel__proto_ops_t petrel__http1_ops;
 
+/* Per worker: register HTTP/1.1's timer queues with the loop, their
+ * timeouts from `cfg` (0, or PETREL_ELIMIT). */
+int petrel__http1_worker_init(const petrel__config_t *cfg);
+
 /*
- * A complete request carrying an Upgrade header field is offered to this
- * hook before it is dispatched (the entry stage installs HTTP/2's, for
- * `Upgrade: h2c`).  The hook returns 0 when it took the request (it called
- * petrel__http1_upgrade), PETREL_ENOTFOUND to have it answered as HTTP/1.1,
- * another PETREL_E* code to close the connection.
+ * A complete request carrying an Upgrade header field is offered to its
+ * connection set's upgrade (cs->upgrade: HTTP/2's, for `Upgrade: h2c`)
+ * before it is dispatched; one that is not taken is dispatched as any
+ * other (a WebSocket handler calls petrel__http1_upgrade).
  */
-typedef int (*petrel__http1_upgrade_hook_t)(petrel_req_t *req);
-void petrel__http1_set_upgrade_hook(petrel__http1_upgrade_hook_t hook);
 
 /*
  * Every protocol switch of HTTP/1.1 goes through here (RFC 9110 §7.8):

@@ -38,7 +38,7 @@ typedef struct petrel__rheader {
     petrel_str_t name, value;
 } petrel__rheader_t;
 
-enum { BODY_NONE, BODY_MEM, BODY_FD, BODY_STREAM };
+enum { PETREL__BODY_NONE, PETREL__BODY_MEM, PETREL__BODY_FD, PETREL__BODY_STREAM };
 
 struct petrel_resp {
     int status;
@@ -75,7 +75,7 @@ static inline void petrel__resp_init(petrel_resp_t *r, petrel_req_t *req)
     r->req = req;
     r->status = 0;
     r->type = NULL;
-    r->body_kind = BODY_NONE;
+    r->body_kind = PETREL__BODY_NONE;
     r->sent = r->ended = false;
     r->holds = r->abandoned = r->timed_out = false;
     r->on_abort = NULL;
@@ -110,7 +110,7 @@ static inline void petrel__resp_drain_off(petrel_resp_t *r)
 /* What a protocol does with a response; the request API calls these. */
 struct petrel_proto {
     const char *name;
-    /* Headers and, unless BODY_STREAM, the whole body: frame and queue. */
+    /* Headers and, unless PETREL__BODY_STREAM, the whole body: frame and queue. */
     int (*send)(petrel_req_t *req, petrel_resp_t *resp);
     int (*stream_write)(petrel_req_t *req, const void *data, size_t len);
     int (*stream_end)(petrel_req_t *req, petrel_resp_t *resp);

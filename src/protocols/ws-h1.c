@@ -63,7 +63,7 @@ static void wc_kick(void *t)
 
 static void wc_abort(void *t)
 {
-    petrel__conn_close(t);
+    petrel__conn_close(t, PETREL__CLOSE_CLIENT);
 }
 
 static const petrel__ws_carrier_t wc_carrier = {
@@ -82,7 +82,7 @@ static void wc_advance(petrel__conn_t *c)
     list_unlink(&petrel__ws_pending(ws)->node);
     petrel__ws_advance(ws);
     if (petrel__ws_flush_staged(ws) == PETREL_EIO || petrel__conn_flush(c) < 0) {
-        petrel__conn_close(c);
+        petrel__conn_close(c, PETREL__CLOSE_CLIENT);
         return;
     }
     if (!petrel__conn_out_empty(c)) {
@@ -90,7 +90,7 @@ static void wc_advance(petrel__conn_t *c)
         petrel__ws_progress(ws);
         return;
     }
-    bool waited = (c->flags & CONN_PAUSED) != 0;
+    bool waited = (c->flags & PETREL__CONN_PAUSED) != 0;
     if (!petrel__ws_reading(ws)) {
         /* §7.1.1: the server closes the TCP connection first; half-close
          * and drain what the peer still sends, so that it reads our Close
@@ -124,17 +124,17 @@ static void wc_read(petrel__conn_t *c)
     petrel_ws_t *ws = c->proto;
     unsigned *f = petrel__ws_carrier_flags(ws);
     *f |= WC_IN_IO;
-    for (int turn = 0;
-         turn < PETREL__READS_PER_EVENT && !(c->flags & CONN_PAUSED) && petrel__ws_reading(ws);
+    for (int turn = 0; turn < PETREL__READS_PER_EVENT && !(c->flags & PETREL__CONN_PAUSED) &&
+                       petrel__ws_reading(ws);
          turn++) {
         petrel__conn_compact(c);
         int n = petrel__conn_read(c);
         if (n < 0) {
-            petrel__conn_close(c);
+            petrel__conn_close(c, PETREL__CLOSE_CLIENT);
             return;
         }
         if (n == 0) {
-            if (c->flags & CONN_EOF)
+            if (c->flags & PETREL__CONN_EOF)
                 petrel__ws_eof(ws); /* the peer left without a Close */
             break;
         }
@@ -160,7 +160,7 @@ static void wc_progress(petrel__conn_t *c)
 /* The send timeout: the peer does not read what we write. */
 static void wc_timeout(petrel__conn_t *c)
 {
-    petrel__conn_close(c);
+    petrel__conn_close(c, PETREL__CLOSE_TIMEOUT);
 }
 
 static void wc_drain(petrel__conn_t *c, bool close_idle)
@@ -184,8 +184,9 @@ static void wc_start(petrel__conn_t *c)
     petrel_ws_t *ws = c->proto;
     unsigned *f = petrel__ws_carrier_flags(ws);
     petrel__ws_pending(ws)->cb = wc_on_pending;
+    c->out_limit = 0; /* --ws-send-limit bounds it */
     *f |= WC_STARTED | WC_IN_IO;
-    c->flags &= ~CONN_PAUSED;
+    c->flags &= ~PETREL__CONN_PAUSED;
     petrel__ws_start(ws, c->cs->draining);
     wc_input(c, ws);
     *f &= ~WC_IN_IO;
@@ -198,10 +199,9 @@ static const petrel__proto_ops_t ws_conn_ops = {
     .on_read = wc_read,
     .on_written = wc_written,
     .on_progress = wc_progress,
-    .on_timeout = wc_timeout,
+    .on_send_timeout = wc_timeout,
     .drain = wc_drain,
     .on_close = wc_closed,
-    .bounds_output = true, /* --ws-send-limit */
 };
 
 /* ------------------------------------------------------------------------ */

@@ -1136,14 +1136,15 @@ static petrel__tq_t *idle_queue(const petrel__config_t *cfg)
 {
     petrel__loop_t *loop = petrel__loop;
     uint64_t ms = cfg->ws_idle_timeout_ms ? cfg->ws_idle_timeout_ms : WS_DEFAULT_IDLE_MS;
-    if (!petrel__tq_registered(loop, &idle_q) && petrel__tq_init(loop, &idle_q, ms) < 0)
+    if (!petrel__tq_registered(loop, &idle_q) &&
+        petrel__tq_init(loop, &idle_q, ms, ws_on_timer) < 0)
         return NULL;
     /* a message's deadline is checked this often (sooner when
      * --body-timeout is shorter) */
     uint64_t check =
         cfg->body_timeout_ms < PETREL__BODY_CHECK_MS ? cfg->body_timeout_ms : PETREL__BODY_CHECK_MS;
     if (!petrel__tq_registered(loop, &msg_q) &&
-        petrel__tq_init(loop, &msg_q, check ? check : 1) < 0)
+        petrel__tq_init(loop, &msg_q, check ? check : 1, ws_on_timer) < 0)
         return NULL;
     return &idle_q;
 }
@@ -1162,7 +1163,6 @@ petrel_ws_t *petrel__ws_new(const petrel__ws_route_t *rt, const petrel__config_t
     ws->drain_pending.cb = drain_run;
     list_init(&ws->staged_link);
     list_init(&ws->timer.node);
-    ws->timer.cb = ws_on_timer;
     ws->cops = ops;
     ws->t = t;
     ws->route = rt;

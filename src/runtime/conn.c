@@ -10,6 +10,7 @@
  * its state between requests.
  */
 #include "runtime/conn.h"
+#include "runtime/metrics.h"
 #include "runtime/options.h"
 
 #include <arpa/inet.h>
@@ -82,7 +83,7 @@ static petrel__outq_t *outq_tail_with(petrel__outbuf_t *ob, uint32_t bytes)
 
 char *petrel__ob_reserve(petrel__conn_t *c, petrel__outbuf_t *ob, size_t len)
 {
-    if (len > PETREL_CHUNK_SIZE - sizeof(petrel__outq_t) || (c->flags & CONN_CLOSED))
+    if (len > PETREL_CHUNK_SIZE - sizeof(petrel__outq_t) || (c->flags & PETREL__CONN_CLOSED))
         return NULL;
     petrel__outq_t *q = outq_tail_with(ob, (uint32_t)len);
     return q ? q->data + q->used : NULL;
@@ -116,18 +117,18 @@ static size_t ob_chunks(const petrel__outbuf_t *ob)
     return ob->head ? (size_t)ob->tail->seq - ob->head->seq + 1 : 0;
 }
 
-/* Copies queued on a connection count toward its memory budget, the
- * arena's limit (from --max-body-size and --max-header-size): a streamed
- * response produced faster than the peer reads -- or not read at all --
- * fails with PETREL_ENOMEM there instead of growing without bound.  (h2 and
- * WebSocket bound their own output: flow control, --ws-send-limit.)  Output
- * held back for a later turn (`ob` is not the connection's queue) counts
- * with the queue. */
+/* Copies queued on a connection count toward the bound its protocol set
+ * (c->out_limit; HTTP/1.1's is its memory budget, from --max-body-size and
+ * --max-header-size): a streamed response produced faster than the peer
+ * reads -- or not read at all -- fails with PETREL_ENOMEM there instead of
+ * growing without bound.  (h2 and WebSocket bound their own output: flow
+ * control, --ws-send-limit.)  Output held back for a later turn (`ob` is
+ * not the connection's queue) counts with the queue. */
 static bool out_over_budget(petrel__conn_t *c, const petrel__outbuf_t *ob)
 {
-    if (c->ops->bounds_output || ob->head == NULL)
+    size_t limit = c->out_limit;
+    if (limit == 0 || ob->head == NULL)
         return false;
-    size_t limit = petrel__conn_budget(c->cs->cfg);
     size_t queued =
         (ob_chunks(ob) + 1 + (ob == &c->out ? 0 : ob_chunks(&c->out))) * PETREL_CHUNK_SIZE;
     if (queued <= limit)
@@ -143,7 +144,7 @@ static bool out_over_budget(petrel__conn_t *c, const petrel__outbuf_t *ob)
 int petrel__ob_copy(petrel__conn_t *c, petrel__outbuf_t *ob, const void *data, size_t len)
 {
     const char *d = data;
-    if (c->flags & CONN_CLOSED)
+    if (c->flags & PETREL__CONN_CLOSED)
         return PETREL_EIO; /* a streamed response whose peer is gone */
     petrel__outq_t *t = ob->tail;
     if (t && t->nseg < OUT_SEGS && t->cap - t->used >= len) {
@@ -171,7 +172,7 @@ int petrel__ob_copy(petrel__conn_t *c, petrel__outbuf_t *ob, const void *data, s
 static int out_seg(petrel__conn_t *c, petrel__outbuf_t *ob, int kind, const void *ptr, size_t len,
                    int fd, off_t off)
 {
-    if (c->flags & CONN_CLOSED)
+    if (c->flags & PETREL__CONN_CLOSED)
         return PETREL_EIO;
     petrel__outq_t *q = outq_tail_with(ob, 0);
     if (q == NULL)
@@ -211,7 +212,7 @@ void petrel__ob_splice(petrel__conn_t *c, petrel__outbuf_t *ob)
 {
     if (ob->head == NULL)
         return;
-    if (c->flags & CONN_CLOSED) {
+    if (c->flags & PETREL__CONN_CLOSED) {
         petrel__ob_release(ob);
         return;
     }
@@ -260,27 +261,27 @@ static void out_advance(petrel__conn_t *c, size_t n)
 
 static void set_events(petrel__conn_t *c)
 {
-    if (c->flags & CONN_CLOSED)
+    if (c->flags & PETREL__CONN_CLOSED)
         return;
     uint32_t ev = 0;
-    if (!(c->flags & (CONN_PAUSED | CONN_EOF)) || (c->flags & CONN_LINGER))
+    if (!(c->flags & (PETREL__CONN_PAUSED | PETREL__CONN_EOF)) || (c->flags & PETREL__CONN_LINGER))
         ev |= EPOLLIN;
-    if (c->flags & CONN_WANT_WRITE)
+    if (c->flags & PETREL__CONN_WANT_WRITE)
         ev |= EPOLLOUT;
-    if (!(c->flags & CONN_REGISTERED)) {
+    if (!(c->flags & PETREL__CONN_REGISTERED)) {
         /* registered on first need: a connection answered and closed within
          * its first read never costs an epoll_ctl */
         if (ev == 0)
             return;
         if (petrel__io_add(petrel__loop, &c->io, ev) < 0) {
-            petrel__conn_close(c);
+            petrel__conn_close(c, PETREL__CLOSE_CLIENT);
             return;
         }
-        c->flags |= CONN_REGISTERED;
+        c->flags |= PETREL__CONN_REGISTERED;
         return;
     }
     if (petrel__io_mod(petrel__loop, &c->io, ev) < 0)
-        petrel__conn_close(c);
+        petrel__conn_close(c, PETREL__CLOSE_CLIENT);
 }
 
 void petrel__conn_update_events(petrel__conn_t *c)
@@ -290,7 +291,7 @@ void petrel__conn_update_events(petrel__conn_t *c)
 
 int petrel__conn_flush(petrel__conn_t *c)
 {
-    if (c->flags & CONN_CLOSED)
+    if (c->flags & PETREL__CONN_CLOSED)
         return PETREL_EIO;
     bool progress = false;
     while (c->out.head) {
@@ -351,8 +352,8 @@ int petrel__conn_flush(petrel__conn_t *c)
             break; /* the socket buffer is full: wait for EPOLLOUT */
     }
     if (c->out.head) {
-        if (!(c->flags & CONN_WANT_WRITE)) {
-            c->flags |= CONN_WANT_WRITE;
+        if (!(c->flags & PETREL__CONN_WANT_WRITE)) {
+            c->flags |= PETREL__CONN_WANT_WRITE;
             set_events(c);
         }
         /* --send-timeout is time without write progress: a flush that
@@ -362,8 +363,8 @@ int petrel__conn_flush(petrel__conn_t *c)
             petrel__timer_arm(petrel__loop, &c->timer, &c->cs->tq_send);
         return 0;
     }
-    if (c->flags & CONN_WANT_WRITE) {
-        c->flags &= ~CONN_WANT_WRITE;
+    if (c->flags & PETREL__CONN_WANT_WRITE) {
+        c->flags &= ~PETREL__CONN_WANT_WRITE;
         set_events(c);
     }
     return 0;
@@ -371,7 +372,7 @@ int petrel__conn_flush(petrel__conn_t *c)
 
 int petrel__conn_writev(petrel__conn_t *c, const struct iovec *iov, int n)
 {
-    if (c->flags & CONN_CLOSED)
+    if (c->flags & PETREL__CONN_CLOSED)
         return PETREL_EIO;
     size_t done = 0;
     if (c->out.head == NULL) {
@@ -421,7 +422,7 @@ int petrel__conn_read(petrel__conn_t *c)
             return (int)n;
         }
         if (n == 0) {
-            c->flags |= CONN_EOF;
+            c->flags |= PETREL__CONN_EOF;
             return 0;
         }
         if (errno == EINTR)
@@ -453,13 +454,13 @@ int petrel__conn_rbuf_grow(petrel__conn_t *c, size_t cap,
         return PETREL_ENOMEM;
     memcpy(nb, c->rbuf, c->rlen);
     moved(arg, c->rbuf, c->rbuf + c->rlen, nb - c->rbuf);
-    if (c->flags & CONN_RBUF_LARGE)
+    if (c->flags & PETREL__CONN_RBUF_LARGE)
         free(c->rbuf);
     else
         petrel__chunk_put(&petrel__pool, c->rbuf);
     c->rbuf = nb;
     c->rcap = (uint32_t)cap;
-    c->flags |= CONN_RBUF_LARGE;
+    c->flags |= PETREL__CONN_RBUF_LARGE;
     return 0;
 }
 
@@ -467,12 +468,12 @@ static void rbuf_release(petrel__conn_t *c)
 {
     if (c->rbuf == NULL)
         return;
-    if (c->flags & CONN_RBUF_LARGE)
+    if (c->flags & PETREL__CONN_RBUF_LARGE)
         free(c->rbuf);
     else
         petrel__chunk_put(&petrel__pool, c->rbuf);
     c->rbuf = NULL;
-    c->flags &= ~CONN_RBUF_LARGE;
+    c->flags &= ~PETREL__CONN_RBUF_LARGE;
     c->rcap = c->rlen = c->rpos = 0;
 }
 
@@ -488,12 +489,12 @@ void petrel__conn_idle(petrel__conn_t *c)
 static void on_io(petrel__io_t *io, uint32_t events)
 {
     petrel__conn_t *c = container_of(io, petrel__conn_t, io);
-    if (c->flags & CONN_CLOSED)
+    if (c->flags & PETREL__CONN_CLOSED)
         return;
     if (events & EPOLLOUT) {
         size_t before = c->out.bytes;
         if (petrel__conn_flush(c) < 0) {
-            petrel__conn_close(c);
+            petrel__conn_close(c, PETREL__CLOSE_CLIENT);
             return;
         }
         if (c->out.head == NULL) {
@@ -502,37 +503,43 @@ static void on_io(petrel__io_t *io, uint32_t events)
         } else if (c->out.bytes < before && c->ops->on_progress) {
             c->ops->on_progress(c);
         }
-        if (c->flags & CONN_CLOSED)
+        if (c->flags & PETREL__CONN_CLOSED)
             return;
     }
     if (events & (EPOLLIN | EPOLLHUP | EPOLLERR)) {
         if ((events & EPOLLERR) && !(events & EPOLLIN)) {
-            petrel__conn_close(c);
+            petrel__conn_close(c, PETREL__CLOSE_CLIENT);
             return;
         }
         c->ops->on_read(c);
     }
 }
 
-static void on_timer(petrel__timer_t *t)
+/* --send-timeout: the protocol decides (its output may be written by now,
+ * or it bounds what it waits for itself); only a close or a lingering
+ * close it starts now is a timeout's. */
+static void send_expired(petrel__conn_t *c)
 {
-    petrel__conn_t *c = container_of(t, petrel__conn_t, timer);
-    if (c->ops->on_timeout == NULL) {
-        if (!(c->flags & CONN_LINGER)) /* a lingering close ends as planned */
-            petrel__conn_close_why(c, PETREL__CLOSE_TIMEOUT);
-        petrel__conn_close(c);
-        return;
-    }
-    /* the protocol's timer may mark a stage of its own that leaves the
-     * connection open (idle: its memory given back; a body still in time):
-     * only a close or a lingering close it starts now is a timeout's */
-    c->flags |= CONN_TIMER;
-    c->ops->on_timeout(c);
-    c->flags &= ~CONN_TIMER;
+    if (c->ops->on_send_timeout)
+        c->ops->on_send_timeout(c);
+    else
+        petrel__conn_close(c, PETREL__CLOSE_TIMEOUT);
+}
+
+static void on_send_timer(petrel__timer_t *t)
+{
+    petrel__conn_expire(t, send_expired);
+}
+
+/* A lingering close ends as planned: not a timeout's. */
+static void on_linger_timer(petrel__timer_t *t)
+{
+    petrel__conn_close(container_of(t, petrel__conn_t, timer), PETREL__CLOSE_CLIENT);
 }
 
 void petrel__conn_switch(petrel__conn_t *c, const petrel__proto_ops_t *ops, void *state)
 {
+    petrel__timer_disarm(&c->timer);
     c->ops = ops;
     c->proto = state;
     ops->start(c);
@@ -552,7 +559,7 @@ static void linger_read(petrel__conn_t *c)
             return;
         break; /* EOF or error: the peer has read what it wanted */
     }
-    petrel__conn_close(c);
+    petrel__conn_close(c, PETREL__CLOSE_CLIENT);
 }
 
 static void linger_start(petrel__conn_t *c)
@@ -567,26 +574,26 @@ static void linger_drain(petrel__conn_t *c, bool close_idle)
 
 static const petrel__proto_ops_t linger_ops = {
     .name = "linger", .start = linger_start, .on_read = linger_read, .drain = linger_drain,
-    /* on_timeout NULL: the connection closes */
+    /* its only timer is the linger queue's: the connection closes */
 };
 
 void petrel__conn_linger(petrel__conn_t *c)
 {
-    if (c->flags & CONN_CLOSED)
+    if (c->flags & PETREL__CONN_CLOSED)
         return;
-    if (c->flags & CONN_TIMER)
+    if (c->flags & PETREL__CONN_TIMER)
         petrel__conn_close_why(c, PETREL__CLOSE_TIMEOUT);
     shutdown(c->io.fd, SHUT_WR);
-    if (c->flags & CONN_EOF) {
-        petrel__conn_close(c);
+    if (c->flags & PETREL__CONN_EOF) {
+        petrel__conn_close(c, PETREL__CLOSE_CLIENT);
         return;
     }
     c->ops = &linger_ops;
     c->proto = NULL;
     out_release(c);
     rbuf_release(c);
-    c->flags |= CONN_LINGER;
-    c->flags &= ~CONN_WANT_WRITE;
+    c->flags |= PETREL__CONN_LINGER;
+    c->flags &= ~PETREL__CONN_WANT_WRITE;
     set_events(c);
     petrel__timer_arm(petrel__loop, &c->timer, &c->cs->tq_linger);
 }
@@ -607,15 +614,18 @@ static void conn_bury(petrel__conn_t *c)
     conn_dead = &c->link;
 }
 
-void petrel__conn_close(petrel__conn_t *c)
+_Static_assert(PETREL__CLOSE_N == PETREL__METRICS_CLOSE_N,
+               "petrel__close_t and the metrics differ");
+
+void petrel__conn_close(petrel__conn_t *c, petrel__close_t why)
 {
-    if (c->flags & CONN_CLOSED)
+    if (c->flags & PETREL__CONN_CLOSED)
         return;
     petrel__conns_t *cs = c->cs;
-    if (c->flags & CONN_TIMER)
+    if (c->flags & PETREL__CONN_TIMER)
         petrel__conn_close_why(c, PETREL__CLOSE_TIMEOUT);
-    c->flags |= CONN_CLOSED;
-    c->flags &= ~CONN_WANT_WRITE;
+    c->flags |= PETREL__CONN_CLOSED;
+    c->flags &= ~PETREL__CONN_WANT_WRITE;
     petrel__timer_disarm(&c->timer);
     /* no EPOLL_CTL_DEL: closing the only descriptor of the socket removes it */
     close(c->io.fd);
@@ -628,9 +638,10 @@ void petrel__conn_close(petrel__conn_t *c)
     list_unlink(&c->link);
     cs->n--;
     if (!cs->quiet) {
-        unsigned why = c->why         ? c->why - 1u
-                       : cs->draining ? PETREL__CLOSE_DRAIN
-                                      : PETREL__CLOSE_CLIENT;
+        if (c->why)
+            why = (petrel__close_t)(c->why - 1);
+        else if (why == PETREL__CLOSE_CLIENT && cs->draining)
+            why = PETREL__CLOSE_DRAIN;
         petrel__count(PETREL__C_CONN_CLOSED + why, 1);
         petrel__gauge_add(PETREL__G_CONN_OPEN, -1);
     }
@@ -641,9 +652,9 @@ void petrel__conn_close(petrel__conn_t *c)
 
 void petrel__conn_end(petrel__conn_t *c)
 {
-    if (!(c->flags & CONN_CLOSED))
+    if (!(c->flags & PETREL__CONN_CLOSED))
         shutdown(c->io.fd, SHUT_WR);
-    petrel__conn_close(c);
+    petrel__conn_close(c, PETREL__CLOSE_CLIENT);
 }
 
 
@@ -685,16 +696,10 @@ int petrel__conns_init(petrel__conns_t *cs, const petrel__config_t *cfg, struct 
     cs->srv = srv;
     cs->first = first;
     int rc;
-    if ((rc = petrel__tq_init(petrel__loop, &cs->tq_header, cfg->header_timeout_ms)) < 0 ||
-        (rc = petrel__tq_init(petrel__loop, &cs->tq_keepalive, cfg->keepalive_timeout_ms)) < 0 ||
-        (rc = petrel__tq_init(petrel__loop, &cs->tq_send, cfg->send_timeout_ms)) < 0 ||
-        (rc = petrel__tq_init(petrel__loop, &cs->tq_linger, PETREL__LINGER_MS)) < 0)
-        return rc;
-    uint64_t ka = cfg->keepalive_timeout_ms, idle = ka < PETREL__IDLE_MS ? ka : PETREL__IDLE_MS;
-    if ((rc = petrel__tq_init(petrel__loop, &cs->tq_idle, idle)) < 0 ||
-        (rc = petrel__tq_init(petrel__loop, &cs->tq_keepalive_rest, ka - idle)) < 0 ||
-        (rc = petrel__tq_init(petrel__loop, &cs->tq_body, cfg->body_timeout_ms)) < 0 ||
-        (rc = petrel__tq_init(petrel__loop, &cs->tq_body_check, PETREL__BODY_CHECK_MS)) < 0)
+    if ((rc = petrel__tq_init(petrel__loop, &cs->tq_send, cfg->send_timeout_ms, on_send_timer)) <
+            0 ||
+        (rc = petrel__tq_init(petrel__loop, &cs->tq_linger, PETREL__LINGER_MS, on_linger_timer)) <
+            0)
         return rc;
     return 0;
 }
@@ -714,7 +719,6 @@ static petrel__conn_t *conn_new(petrel__conns_t *cs, int fd)
     memset(c, 0, sizeof(*c));
     c->io.fd = fd;
     c->io.cb = on_io;
-    c->timer.cb = on_timer;
     list_init(&c->timer.node);
     c->cs = cs;
     c->ops = cs->first;
@@ -724,7 +728,6 @@ static petrel__conn_t *conn_new(petrel__conns_t *cs, int fd)
         petrel__count(PETREL__C_CONN_ACCEPTED, 1);
         petrel__gauge_add(PETREL__G_CONN_OPEN, 1);
     }
-    petrel__timer_arm(petrel__loop, &c->timer, &cs->tq_header);
     return c;
 }
 
@@ -734,7 +737,7 @@ static petrel__conn_t *conn_new(petrel__conns_t *cs, int fd)
 static void conn_start(petrel__conn_t *c)
 {
     c->ops->start(c);
-    if (!(c->flags & (CONN_CLOSED | CONN_REGISTERED)))
+    if (!(c->flags & (PETREL__CONN_CLOSED | PETREL__CONN_REGISTERED)))
         set_events(c);
 }
 
@@ -785,7 +788,7 @@ void petrel__conns_drain(petrel__conns_t *cs, bool close_idle)
 void petrel__conns_close_all(petrel__conns_t *cs)
 {
     while (!list_empty(&cs->all))
-        petrel__conn_close(container_of(cs->all.next, petrel__conn_t, link));
+        petrel__conn_close(container_of(cs->all.next, petrel__conn_t, link), PETREL__CLOSE_CLIENT);
 }
 
 /* The options of the transport (runtime/options.h). */

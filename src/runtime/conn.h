@@ -17,7 +17,6 @@
 #include "runtime/arena.h"
 #include "runtime/settings.h"
 #include "runtime/loop.h"
-#include "runtime/metrics.h"
 
 #include <netinet/in.h>
 #include <stdbool.h>
@@ -28,6 +27,18 @@
 
 typedef struct petrel__conn petrel__conn_t;
 typedef struct petrel__outq petrel__outq_t;
+
+/* Why a connection closes: an argument of petrel__conn_close(), counted by
+ * the metrics (petrel_connections_closed_total{reason}, in this order). */
+typedef enum petrel__close {
+    PETREL__CLOSE_CLIENT,  /* the client closed, or ended the exchange */
+    PETREL__CLOSE_TIMEOUT, /* a header, keep-alive, send or idle timeout */
+    PETREL__CLOSE_LIMIT,   /* a size limit (413, 414, 431, an output budget) */
+    PETREL__CLOSE_RESET,   /* the connection broke (reset, write to a closed peer) */
+    PETREL__CLOSE_DRAIN,   /* the server drained (SIGTERM, a reload) */
+    PETREL__CLOSE_ERROR,   /* a protocol error of the client (400, a bad PROXY header) */
+    PETREL__CLOSE_N
+} petrel__close_t;
 
 /* Output: a chain of pool chunks holding segments (copied bytes, references
  * to memory, file ranges).  A connection has one, written to its socket;
@@ -42,7 +53,7 @@ typedef struct petrel__conns petrel__conns_t;
 /*
  * What a protocol does with a connection.  Every callback runs from the
  * loop (never from inside another protocol's callback), with the connection
- * open (CONN_CLOSED not set), except on_close.
+ * open (PETREL__CONN_CLOSED not set), except on_close.
  */
 typedef struct petrel__proto_ops {
     const char *name; /* "http/1.1", "h2", "websocket", ... for logs */
@@ -58,8 +69,13 @@ typedef struct petrel__proto_ops {
      * (c->out.bytes shrank): a protocol with backpressure callbacks checks
      * their marks.  NULL: not wanted. */
     void (*on_progress)(petrel__conn_t *c);
-    /* c->timer expired (the protocol arms it on the queues of its choice). */
-    void (*on_timeout)(petrel__conn_t *c);
+    /* The send timeout expired: c->timer on the connection set's send
+     * queue (armed by petrel__conn_flush when output waits for the socket;
+     * a protocol may arm it too) ran out.  The protocol decides (it may
+     * close, with the reason a timeout's).  NULL: the connection closes.
+     * The protocol's own timeouts are its own queues' callbacks
+     * (petrel__tq_init, petrel__conn_expire). */
+    void (*on_send_timeout)(petrel__conn_t *c);
     /* Graceful shutdown (SIGTERM, or a reload retiring the worker): finish
      * what is in flight, take nothing new, close.  `close_idle`: close at
      * once when nothing is in flight (SIGTERM); else a peer that may be
@@ -71,21 +87,18 @@ typedef struct petrel__proto_ops {
      * connection by their protocol (petrel.h, "Waiting for work the handler started").  NULL:
      * nothing to give back. */
     void (*on_close)(petrel__conn_t *c);
-    /* The protocol bounds its own output (flow control, a send limit):
-     * queued copies do not count toward the connection's arena limit. */
-    bool bounds_output;
 } petrel__proto_ops_t;
 
 /* Transport flags (c->flags); protocols keep their own in their state. */
 enum {
-    CONN_PAUSED = 1 << 0,     /* input is not wanted now (the protocol waits) */
-    CONN_WANT_WRITE = 1 << 1, /* waiting for EPOLLOUT */
-    CONN_EOF = 1 << 2,        /* the peer shut down its side */
-    CONN_CLOSED = 1 << 3,     /* fd closed, memory freed at the end of the turn */
-    CONN_RBUF_LARGE = 1 << 4, /* rbuf is a malloc'ed buffer, not a chunk */
-    CONN_LINGER = 1 << 5,     /* half-closed, reading what the peer still sends */
-    CONN_REGISTERED = 1 << 6, /* the fd is in the epoll set */
-    CONN_TIMER = 1 << 7       /* in its protocol's on_timeout: a close now is a timeout's */
+    PETREL__CONN_PAUSED = 1 << 0,     /* input is not wanted now (the protocol waits) */
+    PETREL__CONN_WANT_WRITE = 1 << 1, /* waiting for EPOLLOUT */
+    PETREL__CONN_EOF = 1 << 2,        /* the peer shut down its side */
+    PETREL__CONN_CLOSED = 1 << 3,     /* fd closed, memory freed at the end of the turn */
+    PETREL__CONN_RBUF_LARGE = 1 << 4, /* rbuf is a malloc'ed buffer, not a chunk */
+    PETREL__CONN_LINGER = 1 << 5,     /* half-closed, reading what the peer still sends */
+    PETREL__CONN_REGISTERED = 1 << 6, /* the fd is in the epoll set */
+    PETREL__CONN_TIMER = 1 << 7       /* in a timeout's callback: a close now is a timeout's */
 };
 
 struct petrel__conn {
@@ -96,7 +109,7 @@ struct petrel__conn {
     const petrel__proto_ops_t *ops;
     void *proto; /* the protocol's state */
     unsigned flags;
-    uint8_t why; /* 1 + PETREL__CLOSE_*: why it will close (the first to know says) */
+    uint8_t why; /* 1 + petrel__close_t: why it will close, said ahead (the first stands) */
     /* Input: rbuf[0, rlen) holds bytes read, [rpos, rlen) not consumed yet.
      * The protocol owns [0, rpos): HTTP/1.1 parses in place and keeps the
      * spans of a request head there; the others consume through
@@ -104,6 +117,11 @@ struct petrel__conn {
     char *rbuf;
     uint32_t rcap, rlen, rpos;
     petrel__outbuf_t out; /* written to the socket in order */
+    /* Bytes of pool chunks that queued and held output may take before a
+     * copy fails (PETREL_ENOMEM) and the connection closes: set by the
+     * protocol when it takes the connection; 0 for none (a protocol that
+     * bounds its own output: flow control, a send limit). */
+    size_t out_limit;
     union {
         struct sockaddr sa;
         struct sockaddr_in in;
@@ -121,12 +139,14 @@ struct petrel__conns {
     /* the routes its requests are dispatched to (opaque here: the framework's) */
     const struct petrel__router *router;
     const petrel__proto_ops_t *first; /* the protocol of a new connection */
-    petrel__tq_t tq_header, tq_keepalive, tq_send, tq_linger;
-    /* a kept-alive connection idle PETREL__IDLE_MS gives back its protocol
-     * state (tq_idle), then waits out the rest of the keep-alive timeout */
-    petrel__tq_t tq_idle, tq_keepalive_rest;
-    /* a request body: its first deadline, then checks while it moves */
-    petrel__tq_t tq_body, tq_body_check;
+    /* Offered a complete HTTP/1.1 request that asks for an upgrade, before
+     * it is dispatched (the server layer's choice: HTTP/2's h2c upgrade;
+     * NULL: none).  0 when it took the request, PETREL_ENOTFOUND to leave
+     * it to HTTP/1.1, another PETREL_E* code to close the connection. */
+    int (*upgrade)(struct petrel_req *req);
+    /* the transport's own timers (c->timer): --send-timeout, and the
+     * lingering close; a protocol's timers are on queues of its own */
+    petrel__tq_t tq_send, tq_linger;
     bool draining;
     bool quiet;           /* not counted in the metrics (the admin listener's) */
     uint64_t next_req_id; /* the last request id given (see worker.c) */
@@ -139,14 +159,11 @@ struct petrel__conns {
  * then the other connections of the loop get their turn. */
 #define PETREL__READS_PER_EVENT 4
 
-/* How long a kept-alive HTTP/1.1 connection stays idle before it gives back
- * its protocol state (an idle connection is then its struct alone). */
-#define PETREL__IDLE_MS 200
-
 /* How long a closing connection reads what its peer still sends. */
 #define PETREL__LINGER_MS 2000
 
-/* Register the timer queues of `cs` with the loop (0, or PETREL_ELIMIT). */
+/* Register the transport's timer queues of `cs` (send, linger) with the
+ * loop (0, or PETREL_ELIMIT). */
 int petrel__conns_init(petrel__conns_t *cs, const petrel__config_t *cfg, struct petrel_server *srv,
                        const petrel__proto_ops_t *first);
 
@@ -156,12 +173,13 @@ int petrel__conns_init(petrel__conns_t *cs, const petrel__config_t *cfg, struct 
 int petrel__conn_open(petrel__conns_t *cs, int fd, const struct sockaddr *peer, socklen_t len);
 
 /* Hand the connection to another protocol, with the bytes already read:
- * sets c->ops and c->proto and calls ops->start. */
+ * disarms c->timer (its queue is the previous protocol's), sets c->ops and
+ * c->proto and calls ops->start, which arms the timer of its choice. */
 void petrel__conn_switch(petrel__conn_t *c, const petrel__proto_ops_t *ops, void *state);
 
 /* Read into the read buffer (taken from the pool when there is none).
  * Returns the number of bytes read, 0 for nothing now or the end of input
- * (CONN_EOF is set then) or a full buffer, PETREL_EIO when the connection
+ * (PETREL__CONN_EOF is set then) or a full buffer, PETREL_EIO when the connection
  * is broken. */
 int petrel__conn_read(petrel__conn_t *c);
 /* The bytes read and not consumed yet, and their number in *n. */
@@ -199,9 +217,9 @@ void petrel__conn_idle(petrel__conn_t *c);
 void petrel__conn_update_events(petrel__conn_t *c);
 static inline void petrel__conn_pause(petrel__conn_t *c, bool paused)
 {
-    unsigned want = paused ? CONN_PAUSED : 0;
-    if ((c->flags & CONN_PAUSED) != want) {
-        c->flags ^= CONN_PAUSED;
+    unsigned want = paused ? PETREL__CONN_PAUSED : 0;
+    if ((c->flags & PETREL__CONN_PAUSED) != want) {
+        c->flags ^= PETREL__CONN_PAUSED;
         petrel__conn_update_events(c);
     }
 }
@@ -265,12 +283,27 @@ static inline size_t petrel__ob_bytes(const petrel__outbuf_t *ob)
     return ob->bytes;
 }
 
-/* Close now.  The struct is freed at the end of the loop turn. */
-void petrel__conn_close(petrel__conn_t *c);
-/* Why `c` is going to close (PETREL__CLOSE_*, for the metrics), said by
- * the code that decides it; the first reason given stands.  Without one, a
- * connection closes for the client's sake (or the drain's, while draining). */
-static inline void petrel__conn_close_why(petrel__conn_t *c, unsigned why)
+/* A timer queue's callback for c->timer: run `fn` on the connection of
+ * `t`, so that a close it causes (now, or a lingering close it starts)
+ * counts as a timeout's. */
+static inline void petrel__conn_expire(petrel__timer_t *t, void (*fn)(petrel__conn_t *c))
+{
+    petrel__conn_t *c = container_of(t, petrel__conn_t, timer);
+    c->flags |= PETREL__CONN_TIMER;
+    fn(c);
+    c->flags &= ~PETREL__CONN_TIMER;
+}
+
+/* Close now, for the reason `why`: PETREL__CLOSE_CLIENT when the exchange
+ * ended (the drain's, while the set drains).  A reason said ahead
+ * (petrel__conn_close_why) stands before it, and a close during a
+ * timeout's callback (petrel__conn_expire) is a timeout's.  The struct is
+ * freed at the end of the loop turn. */
+void petrel__conn_close(petrel__conn_t *c, petrel__close_t why);
+/* Say ahead why `c` is going to close, when the close comes later (an
+ * error response written first, output that is refused); the first reason
+ * said stands. */
+static inline void petrel__conn_close_why(petrel__conn_t *c, petrel__close_t why)
 {
     if (c->why == 0)
         c->why = (uint8_t)(why + 1);

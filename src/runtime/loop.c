@@ -87,10 +87,12 @@ void petrel__io_del(petrel__loop_t *loop, petrel__io_t *io)
     io->events = 0;
 }
 
-int petrel__tq_init(petrel__loop_t *loop, petrel__tq_t *q, uint64_t timeout_ms)
+int petrel__tq_init(petrel__loop_t *loop, petrel__tq_t *q, uint64_t timeout_ms,
+                    void (*on_expire)(petrel__timer_t *t))
 {
     list_init(&q->list);
     q->timeout_ms = timeout_ms;
+    q->on_expire = on_expire;
     if (petrel__tq_registered(loop, q))
         return 0;
     if (loop->nqueues == PETREL__LOOP_MAX_TQ) {
@@ -312,13 +314,14 @@ static void expire(petrel__loop_t *loop)
         cb(data);
     }
     for (int i = 0; i < loop->nqueues; i++) {
-        petrel__list_t *l = &loop->queues[i]->list;
+        petrel__tq_t *q = loop->queues[i];
+        petrel__list_t *l = &q->list;
         while (!list_empty(l)) {
             petrel__timer_t *t = container_of(l->next, petrel__timer_t, node);
             if (t->deadline > loop->now_ms)
                 break;
             petrel__timer_disarm(t);
-            t->cb(t);
+            q->on_expire(t);
         }
     }
 }

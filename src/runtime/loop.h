@@ -24,19 +24,24 @@ struct petrel__io {
  * Timers with a fixed timeout per queue: every timer of a queue has the same
  * timeout, so appending at the tail keeps the queue sorted by deadline, and
  * arming, disarming and expiring are O(1) (no heap, no scan).  A loop holds
- * PETREL__LOOP_MAX_TQ queues.
+ * PETREL__LOOP_MAX_TQ queues.  A queue belongs to the code that arms timers
+ * on it, and its expiry callback is that code's: which timeout fired is the
+ * queue whose callback runs, never a question to the timer.
  */
+typedef struct petrel__timer petrel__timer_t;
+
 typedef struct petrel__tq {
     petrel__list_t list;
     uint64_t timeout_ms;
+    /* `t` expired (it is disarmed first: the callback may arm it again) */
+    void (*on_expire)(petrel__timer_t *t);
 } petrel__tq_t;
 
-typedef struct petrel__timer {
+struct petrel__timer {
     petrel__list_t node;
     uint64_t deadline; /* ms, monotonic */
     petrel__tq_t *q;
-    void (*cb)(struct petrel__timer *t);
-} petrel__timer_t;
+};
 
 /* Work for the end of the loop turn (loop->pending): h2 gathers the frames
  * of all its streams and writes them once per turn, WebSocket sends made
@@ -79,10 +84,13 @@ void petrel__loop_update_time(petrel__loop_t *loop);
 int petrel__io_add(petrel__loop_t *loop, petrel__io_t *io, uint32_t events);
 int petrel__io_mod(petrel__loop_t *loop, petrel__io_t *io, uint32_t events);
 void petrel__io_del(petrel__loop_t *loop, petrel__io_t *io);
-/* Register a timer queue with the loop.  PETREL_ELIMIT (and an error log
- * line) when the loop has no room for another: a queue that is not
- * registered would never fire. */
-int petrel__tq_init(petrel__loop_t *loop, petrel__tq_t *q, uint64_t timeout_ms);
+/* Register a timer queue with the loop: its timers expire `timeout_ms`
+ * after they are armed, and `on_expire` is called for each.  Again for a
+ * registered queue: its timeout and callback change (no new slot).
+ * PETREL_ELIMIT (and an error log line) when the loop has no room for
+ * another: a queue that is not registered would never fire. */
+int petrel__tq_init(petrel__loop_t *loop, petrel__tq_t *q, uint64_t timeout_ms,
+                    void (*on_expire)(petrel__timer_t *t));
 /* Whether `q` is registered with `loop`. */
 bool petrel__tq_registered(const petrel__loop_t *loop, const petrel__tq_t *q);
 void petrel__timer_arm(petrel__loop_t *loop, petrel__timer_t *t, petrel__tq_t *q);

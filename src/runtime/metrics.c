@@ -464,8 +464,9 @@ static void histogram(out_t *o, const char *name, const char *help, const uint64
     put(o, "%s_count %llu\n", name, (unsigned long long)cum);
 }
 
-static const char *const close_names[PETREL__CLOSE_N] = {"client", "timeout", "limit",
-                                                         "reset",  "drain",   "error"};
+/* in the order of petrel__close_t (conn.h) */
+static const char *const close_names[PETREL__METRICS_CLOSE_N] = {"client", "timeout", "limit",
+                                                                 "reset",  "drain",   "error"};
 static const char *const proxy_rej_names[PETREL__PROXY_REJ_N] = {"untrusted", "invalid", "timeout",
                                                                  "eof"};
 static const char *const proto_names[PETREL__M_PROTOS] = {"HTTP/1.0", "HTTP/1.1", "HTTP/2"};
@@ -525,7 +526,7 @@ static void format(out_t *o, const petrel__stats_t *s, uint32_t nuser)
              "Connections closed, by reason: client (the client closed or ended the exchange), "
              "timeout, limit (a size limit), reset (the connection broke), drain (shutdown or "
              "reload), error (a protocol error of the client).",
-             "reason", close_names, c + PETREL__C_CONN_CLOSED, PETREL__CLOSE_N);
+             "reason", close_names, c + PETREL__C_CONN_CLOSED, PETREL__METRICS_CLOSE_N);
     family(o, "petrel_received_bytes_total", "counter",
            "Bytes read from client connections (all protocols).");
     sample(o, "petrel_received_bytes_total", c[PETREL__C_BYTES_IN]);

@@ -27,16 +27,9 @@
 #include <stdint.h>
 #include <sys/types.h>
 
-/* Why a connection closed (petrel_connections_closed_total{reason}). */
-enum {
-    PETREL__CLOSE_CLIENT,  /* the client closed, or ended the exchange */
-    PETREL__CLOSE_TIMEOUT, /* a header, keep-alive, send or idle timeout */
-    PETREL__CLOSE_LIMIT,   /* a size limit (413, 414, 431, an output budget) */
-    PETREL__CLOSE_RESET,   /* the connection broke (reset, write to a closed peer) */
-    PETREL__CLOSE_DRAIN,   /* the server drained (SIGTERM, a reload) */
-    PETREL__CLOSE_ERROR,   /* a protocol error of the client (400, a bad PROXY header) */
-    PETREL__CLOSE_N
-};
+/* The reasons a connection closes (petrel_connections_closed_total{reason}):
+ * petrel__close_t of the transport (conn.h), counted in this order. */
+#define PETREL__METRICS_CLOSE_N 6
 
 /* Why the PROXY stage closed a connection. */
 enum {
@@ -72,8 +65,8 @@ enum {
  * worker exits).  Arrays are laid out one after another. */
 enum {
     PETREL__C_CONN_ACCEPTED,
-    PETREL__C_CONN_CLOSED, /* + PETREL__CLOSE_* */
-    PETREL__C_BYTES_IN = PETREL__C_CONN_CLOSED + PETREL__CLOSE_N,
+    PETREL__C_CONN_CLOSED, /* + petrel__close_t (conn.h) */
+    PETREL__C_BYTES_IN = PETREL__C_CONN_CLOSED + PETREL__METRICS_CLOSE_N,
     PETREL__C_BYTES_OUT,
     PETREL__C_H2_STREAMS,
     PETREL__C_WS_OPENED,

@@ -80,6 +80,10 @@ static inline size_t petrel__conn_budget(const petrel__config_t *cfg)
     return 2 * cfg->max_body_size + 2 * cfg->max_header_size + (1 << 20);
 }
 
+/* How long a kept-alive HTTP connection stays idle before it gives back
+ * its protocol state (an idle connection is then its struct alone). */
+#define PETREL__IDLE_MS 200
+
 /* While a body arrives past --body-timeout, its moving deadline is checked
  * this often. */
 #define PETREL__BODY_CHECK_MS 1000

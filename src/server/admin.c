@@ -19,6 +19,7 @@
 #include "server/server.h"
 
 #include "runtime/metrics.h"
+#include "protocols/h2.h"
 #include "protocols/proto.h"
 
 #include <string.h>
@@ -88,6 +89,7 @@ int petrel__admin_init(petrel_server_t *srv)
     }
     a->conns.quiet = true;
     a->conns.router = a->router;
+    a->conns.upgrade = petrel__h2_upgrade;
     a->conns.on_gone = on_admin_gone;
     srv->admin = a;
     petrel__quiet_server = a;

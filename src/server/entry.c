@@ -23,6 +23,10 @@
 
 #include <string.h>
 
+/* The entry stage's timer: the first bytes (and a PROXY header) within
+ * --header-timeout.  Per worker process (doc/architecture.md, "Processes"). */
+static petrel__tq_t entry_q;
+
 /* RFC 9113 §3.4: prior knowledge starts with the connection preface. */
 static const char h2_preface[] = "PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n";
 
@@ -59,9 +63,8 @@ static void proxy_reject(petrel__conn_t *c, unsigned reason, const char *what)
     petrel_log(PETREL_LOG_WARN, "PROXY protocol: connection from %s closed: %s",
                petrel__conn_peer_text(c, peer, sizeof(peer)), what);
     petrel__count(PETREL__C_PROXY_REJECTED + reason, 1);
-    petrel__conn_close_why(c, reason == PETREL__PROXY_REJ_TIMEOUT ? PETREL__CLOSE_TIMEOUT
-                                                                  : PETREL__CLOSE_ERROR);
-    petrel__conn_close(c);
+    petrel__conn_close(c, reason == PETREL__PROXY_REJ_TIMEOUT ? PETREL__CLOSE_TIMEOUT
+                                                              : PETREL__CLOSE_ERROR);
 }
 
 /* Read the PROXY header from the input.  true: read (the peer address is
@@ -79,7 +82,7 @@ static bool proxy_read(petrel__conn_t *c)
         return false;
     }
     if (len == 0) {
-        if (c->flags & CONN_EOF)
+        if (c->flags & PETREL__CONN_EOF)
             proxy_reject(c, PETREL__PROXY_REJ_EOF,
                          n ? "the connection ended inside its PROXY header"
                            : "the connection ended without a PROXY header");
@@ -104,15 +107,15 @@ static void entry_read(petrel__conn_t *c)
 {
     int n = petrel__conn_read(c);
     if (n < 0) {
-        petrel__conn_close(c);
+        petrel__conn_close(c, PETREL__CLOSE_CLIENT);
         return;
     }
     if (wants_proxy(c) && !proxy_read(c))
         return;
     size_t avail;
     petrel__conn_input(c, &avail);
-    if (n == 0 && (c->flags & CONN_EOF)) {
-        petrel__conn_close(c); /* nothing, or a preface cut short */
+    if (n == 0 && (c->flags & PETREL__CONN_EOF)) {
+        petrel__conn_close(c, PETREL__CLOSE_CLIENT); /* nothing, or a preface cut short */
         return;
     }
     if (avail == 0) {
@@ -127,6 +130,7 @@ static void entry_read(petrel__conn_t *c)
 static void entry_start(petrel__conn_t *c)
 {
     const petrel__config_t *cfg = c->cs->cfg;
+    petrel__timer_arm(petrel__loop, &c->timer, &entry_q);
     if (cfg->proxy_protocol && cfg->trusted &&
         !petrel__cidr_match(cfg->trusted, cfg->ntrusted, &c->peer.sa)) {
         proxy_reject(c, PETREL__PROXY_REJ_UNTRUSTED, "not a trusted proxy (--trusted-proxies)");
@@ -145,7 +149,12 @@ static void entry_timeout(petrel__conn_t *c)
                      "no complete PROXY header within the header timeout (--header-timeout)");
         return;
     }
-    petrel__conn_close(c);
+    petrel__conn_close(c, PETREL__CLOSE_TIMEOUT);
+}
+
+static void entry_expire(petrel__timer_t *t)
+{
+    petrel__conn_expire(t, entry_timeout);
 }
 
 /* Accepted but not read yet (or its PROXY header not complete yet): in
@@ -160,11 +169,14 @@ const petrel__proto_ops_t petrel__entry_ops = {
     .name = "entry",
     .start = entry_start,
     .on_read = entry_read,
-    .on_timeout = entry_timeout,
     .drain = entry_drain,
 };
 
-void petrel__entry_init(void)
+int petrel__entry_init(const petrel__config_t *cfg)
 {
-    petrel__http1_set_upgrade_hook(petrel__h2_upgrade);
+    int rc;
+    if ((rc = petrel__tq_init(petrel__loop, &entry_q, cfg->header_timeout_ms, entry_expire)) < 0 ||
+        (rc = petrel__http1_worker_init(cfg)) < 0 || (rc = petrel__h2_worker_init(cfg)) < 0)
+        return rc;
+    return 0;
 }

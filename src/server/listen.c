@@ -151,9 +151,9 @@ int petrel__listen_start(petrel_server_t *srv)
         }
         srv->listeners = ls;
         retry_srv = srv;
-        accept_retry.cb = on_accept_retry_fire;
         list_init(&accept_retry.node);
-        int rc = petrel__tq_init(petrel__loop, &accept_retry_q, PETREL__ACCEPT_RETRY_MS);
+        int rc = petrel__tq_init(petrel__loop, &accept_retry_q, PETREL__ACCEPT_RETRY_MS,
+                                 on_accept_retry_fire);
         if (rc < 0)
             return rc;
     }

@@ -109,8 +109,11 @@ void petrel__listen_on_gone(petrel_server_t *srv);
  * bytes and switches to HTTP/2 (the connection preface, RFC 9113 §3.4) or
  * HTTP/1.1; pre-HTTP stages (the PROXY protocol) belong here. */
 extern const petrel__proto_ops_t petrel__entry_ops;
-/* Install the protocol hooks of this process (HTTP/1.1's h2c upgrade). */
-void petrel__entry_init(void);
+/* Per worker, before its connection sets: register the timer queues of
+ * the entry stage and of the protocols it hands connections to (their
+ * timeouts from `cfg`; the admin listener's are the same).  0, or
+ * PETREL_ELIMIT. */
+int petrel__entry_init(const petrel__config_t *cfg);
 
 /* admin.c: the admin listener's server, in a worker (srv->admin). */
 int petrel__admin_init(petrel_server_t *srv);

@@ -26,6 +26,7 @@
 
 #include "runtime/log.h"
 #include "runtime/fault.h"
+#include "protocols/h2.h"
 #include "protocols/proto.h"
 #include "protocols/http1.h"
 #include "protocols/h2.h"
@@ -123,7 +124,6 @@ static void start_drain(petrel_server_t *srv, bool close_idle)
         petrel__listen_stop(srv);
         drain_pending.cb = on_drain_pending;
         petrel__pending_add(&srv->loop, &drain_pending);
-        drain_timer.cb = on_drain_timeout;
         petrel__timer_arm(&srv->loop, &drain_timer, &srv->tq_drain);
     }
     petrel__conns_drain(&srv->conns, close_idle);
@@ -234,16 +234,18 @@ int petrel__worker_init(petrel_server_t *srv)
     if (petrel__loop_init(&srv->loop) < 0)
         return PETREL_EIO;
     petrel__loop = &srv->loop;
-    petrel__entry_init();
-    int rc = petrel__conns_init(&srv->conns, &srv->cfg, srv, &petrel__entry_ops);
-    if (rc < 0 ||
-        (rc = petrel__tq_init(&srv->loop, &srv->tq_drain, srv->cfg.drain_timeout_ms)) < 0 ||
-        (rc = petrel__tq_init(&srv->loop, &tq_release, srv->cfg.memory_release_delay_ms)) < 0 ||
+    int rc = petrel__entry_init(&srv->cfg);
+    if (rc < 0 || (rc = petrel__conns_init(&srv->conns, &srv->cfg, srv, &petrel__entry_ops)) < 0 ||
+        (rc = petrel__tq_init(&srv->loop, &srv->tq_drain, srv->cfg.drain_timeout_ms,
+                              on_drain_timeout)) < 0 ||
+        (rc = petrel__tq_init(&srv->loop, &tq_release, srv->cfg.memory_release_delay_ms,
+                              on_release)) < 0 ||
         (rc = petrel__req_worker_init(&srv->cfg)) < 0 ||
         (rc = petrel__pubsub_worker_init(&srv->cfg)) < 0)
         return rc;
     srv->conns.on_gone = on_conn_gone;
     srv->conns.router = srv->router;
+    srv->conns.upgrade = petrel__h2_upgrade;
     srv->conns.next_req_id = next_req_base;
     if (petrel__server_has_admin(srv) && (rc = petrel__admin_init(srv)) < 0) {
         petrel_log(PETREL_LOG_ERROR, "admin listener: %s", petrel_strerror(rc));
@@ -252,7 +254,6 @@ int petrel__worker_init(petrel_server_t *srv)
     list_init(&drain_timer.node);
     list_init(&drain_pending.node);
     list_init(&release_timer.node);
-    release_timer.cb = on_release;
     srv->loop.on_tick = on_tick;
     sigset_t set;
     sigemptyset(&set);
