@@ -2,11 +2,13 @@
  * check_options.c -- unit tests of the option tables (runtime/options.h,
  * server/options.c): each row is well formed, the defaults petrel applies
  * are the ones its --help text gives, and every range is enforced at both
- * ends: petrel's own rows and a module's (petrel_option_t), which
- * options.c turns into rows of petrel's.
+ * ends: petrel's own rows and a module's (petrel_option_t, here those of
+ * the built-in module static), which options.c turns into rows of petrel's.
  */
 #include "server/options.h"
 #include "server/server.h"
+
+#include "petrel/static.h"
 
 #include "check_run.h"
 
@@ -15,8 +17,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-/* petrel's tables. */
+/* petrel's tables and the static module's, as the petrel command has them. */
 static const petrel__option_table_t *tables[64];
+static petrel__option_table_t static_table;
 
 static void tables_init(void)
 {
@@ -25,12 +28,18 @@ static void tables_init(void)
         tables[n] = petrel__option_tables[n];
         n++;
     }
+    if (petrel__module_option_table(&petrel_module_static, &static_table) < 0)
+        abort();
+    tables[n] = &static_table;
+    petrel__module_options_defaults(&petrel_module_static);
 }
 
 /* Every row: a unique name, a field that fits its kind, what a bad value
  * is told, and a text in --help (or a place after one that has it). */
 START_TEST(test_rows)
 {
+    ck_assert_ptr_nonnull(static_table.section);
+    ck_assert_str_eq(static_table.section, "The module static:");
     size_t n = petrel__options_count(tables);
     ck_assert_uint_gt(n, 40);
     for (size_t i = 0; i < n; i++) {
