@@ -290,6 +290,10 @@ START_TEST(test_module_rows)
     /* a descriptor of ABI 2 ends before `options`: none are read */
     static const petrel_module_t old = {2, "old", NULL, NULL, NULL, NULL, demo_options, &demo};
     ck_assert_ptr_null(petrel__module_options(&old));
+    /* nor of a later ABI than this petrel's, which may lay them out otherwise */
+    static const petrel_module_t later = {PETREL_ABI_VERSION + 1, "later", NULL, NULL, NULL, NULL,
+                                          demo_options,           &demo};
+    ck_assert_ptr_null(petrel__module_options(&later));
 }
 END_TEST
 

@@ -205,8 +205,9 @@ const petrel__option_t *petrel__option_at(const petrel__option_table_t *const *t
 
 const petrel_option_t *petrel__module_options(const petrel_module_t *m)
 {
-    /* a descriptor of ABI 2 ends before `options` */
-    return m && m->abi_version >= 3 ? m->options : NULL;
+    /* a descriptor of ABI 2 ends before `options`; one of a later ABI than
+     * this petrel's may lay them out otherwise (it is refused at load) */
+    return m && m->abi_version >= 3 && m->abi_version <= PETREL_ABI_VERSION ? m->options : NULL;
 }
 
 void petrel__option_from_module(const petrel_module_t *m, const petrel_option_t *p,
