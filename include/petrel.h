@@ -13,6 +13,11 @@
  *                                 or a stream arena (HTTP/2); every pointer
  *                                 reachable from a request is valid until its
  *                                 response has been written, not after.
+ *
+ * It is one long file on purpose: a module includes one header, `petrel
+ * --dev` builds module sources against a copy of this one file that the
+ * library embeds, and tools/gen-man3.sh makes the manual pages of section 3
+ * and libpetrel(3)'s index from it, by the banners of its sections.
  */
 #ifndef PETREL_H
 #define PETREL_H
@@ -39,10 +44,16 @@ extern "C" {
  *
  * It covers the layout of the types below, of those of <petrel/static.h>,
  * and of the module descriptor.  A module built against another ABI version
- * is refused at load time, with a message naming both versions: rebuild it
- * against this header.  2: petrel_static_opts_t gained default_type.
+ * (older than PETREL_ABI_VERSION_MIN, or newer than this one) is refused at
+ * load time, with a message naming both versions: rebuild it
+ * against this header.  2: petrel_static_opts_t gained default_type.  3:
+ * the module descriptor gained `options` and `config`; a module built for
+ * ABI 2 (whose descriptor ends before them) is still loaded, as one without
+ * options.
  */
-#define PETREL_ABI_VERSION 2
+#define PETREL_ABI_VERSION 3
+/** The oldest ABI version a module may be built for and still load. */
+#define PETREL_ABI_VERSION_MIN 2
 
 /* ------------------------------------------------------------------------ */
 /* Errors                                                                    */
@@ -997,6 +1008,82 @@ PETREL_API int petrel_route_add(petrel_server_t *srv, int methods, const char *p
                                 petrel_handler_t handler, void *data);
 
 /**
+ * The kinds of a module's option: what it takes, and the type of its field.
+ *
+ * petrel_option_t.kind is one of these.
+ */
+enum {
+    /** No value: sets an `int` field to 1. */
+    PETREL_OPTION_FLAG = 1,
+    /** A size with an optional k, m or g suffix, in [min, max] (max 0: up to
+     *  1t), into a `size_t` field. */
+    PETREL_OPTION_SIZE,
+    /** Seconds, a fraction allowed (0.5), into a `uint64_t` field in
+     *  milliseconds; 0 is taken only when min is 0. */
+    PETREL_OPTION_SECS,
+    /** The value as given, into a `const char *` field (it points into argv
+     *  and stays valid as long as petrel runs). */
+    PETREL_OPTION_TEXT,
+    /** As TEXT, and the value must be a readable directory each time the
+     *  module loads (else petrel does not start, or a reload fails, with a
+     *  message naming the option). */
+    PETREL_OPTION_DIR,
+    /** One of `choices`: an `int` field takes its index. */
+    PETREL_OPTION_CHOICE,
+    /** `set` takes the value (NULL for an option without `value`). */
+    PETREL_OPTION_CALL
+};
+
+/** A flag of petrel_option_t: giving the option loads its built-in module.
+ *
+ *  As `--module NAME` would (as `--root` loads the module static); the
+ *  other options of the module apply to it, and petrel warns when they are
+ *  given without it. */
+#define PETREL_OPTION_LOADS 1
+
+/**
+ * An option of a module, parsed and listed in `petrel --help` as petrel's own.
+ *
+ * A row of the table that the module's descriptor points to
+ * (PETREL_MODULE_WITH_OPTIONS).
+ *
+ * The option is `--NAME`, or `--NAME VALUE` when `value` is set; it sets a
+ * field of the module's configuration struct (the descriptor's `config`) at
+ * `offset`, of the type its kind says, or calls `set`.  Before the command
+ * line is read, and again each time the module loads, the fields of the
+ * rows with a default (`def`, not 0: SIZE, SECS in milliseconds, CHOICE's
+ * index) take it; then the values given are applied in their order, and
+ * the module's init runs and reads its struct.  A bad value stops petrel
+ * with `petrel: --NAME: expected EXPECT, got 'VALUE'` (exit status 2).
+ *
+ * Names are unique across petrel's options and every module's (petrel
+ * refuses to start with a clash); use a prefix of the module's name
+ * (`--static-cache-size`) for anything but the module's main option.
+ *
+ * Lifetime: the table, its strings and `config` are static storage of the
+ * module.
+ */
+typedef struct petrel_option {
+    const char *name;  /**< "static-cache-size": --static-cache-size */
+    const char *value; /**< what it takes, for --help ("BYTES"); NULL: a flag */
+    /** --help's text ('\n' between lines; "(default X)" names the default);
+     *  NULL: listed beside the row before it */
+    const char *help;
+    int kind;                   /**< PETREL_OPTION_FLAG, ...: what it takes */
+    size_t offset;              /**< offsetof(your config struct, field) */
+    uint64_t min, max;          /**< SIZE: the range; SECS: min 0 lets 0 be given */
+    uint64_t def;               /**< the default (see above); 0: the struct's own */
+    const char *expect;         /**< what a bad value is told: "a size from 1k to 1m" */
+    const char *const *choices; /**< CHOICE: the names, NULL-terminated */
+    /** CALL (and a check after any other kind, if set): `config` is the
+     *  descriptor's; return 0, or a negative PETREL_E* code for a bad value
+     *  (then `expect` is said).  Called when the command line is read and
+     *  again each time the module loads, with the same values. */
+    int (*set)(void *config, const char *value);
+    int flags; /**< PETREL_OPTION_LOADS, or 0 */
+} petrel_option_t;
+
+/**
  * A module descriptor, made by PETREL_MODULE(): one per module file.
  *
  * The routes of `routes` are added first; then `init` runs in the master
@@ -1020,6 +1107,10 @@ PETREL_API int petrel_route_add(petrel_server_t *srv, int methods, const char *p
  *
  * Workers are separate processes: state that a handler changes (a counter,
  * a store) is per worker, and is lost when the worker exits.
+ *
+ * A later ABI version may add fields at the end: a descriptor written by
+ * hand rather than with PETREL_MODULE() names its fields
+ * (`{.abi_version = PETREL_ABI_VERSION, .name = "ping", ...}`).
  */
 typedef struct petrel_module {
     int abi_version;
@@ -1028,6 +1119,12 @@ typedef struct petrel_module {
     int (*init)(petrel_server_t *srv, const char *args);
     int (*worker_init)(petrel_server_t *srv);
     void (*worker_fini)(petrel_server_t *srv);
+    /* ABI 3: */
+    /** The module's options, ending with a zero row; may be NULL
+     *  (PETREL_MODULE_WITH_OPTIONS). */
+    const petrel_option_t *options;
+    /** The struct the options set (petrel_option_t.offset counts from it). */
+    void *config;
 } petrel_module_t;
 
 #ifdef PETREL_BUILTIN_MODULE
@@ -1070,8 +1167,56 @@ typedef struct petrel_module {
  *   PETREL_MODULE(hello, routes, NULL, NULL, NULL)
  */
 #define PETREL_MODULE(name, routes, init, worker_init, worker_fini)                                \
-    PETREL_MODULE_DESC_(name) = {                                                                  \
-        PETREL_ABI_VERSION, #name, routes, init, worker_init, worker_fini};                        \
+    PETREL_MODULE_DESC_(name) = {PETREL_ABI_VERSION, #name,       routes, init,                    \
+                                 worker_init,        worker_fini, NULL,   NULL};                   \
+    PETREL_MODULE_ENTRY_(name)
+
+/**
+ * Declare the module of this file, with options of its own.
+ *
+ * As PETREL_MODULE(), and `options`, a table of petrel_option_t ending with
+ * a zero row, that set the fields of `config` (a pointer to the module's
+ * struct), which init reads.
+ *
+ * Built in, its options are petrel's (`--NAME`, listed in --help in a
+ * section of the module).  A module file's options are given after its
+ * `--module PATH.so`: petrel loads the module files named on the command
+ * line before it reads the rest of it (see petrel(1)).
+ *
+ * Example:
+ *   typedef struct hello_conf {
+ *       const char *greeting;
+ *       size_t max_name;
+ *   } hello_conf_t;
+ *   static hello_conf_t conf = {"Hello", 0};
+ *
+ *   static int hello(petrel_req_t *req, void *data)
+ *   {
+ *       (void)data;
+ *       return petrel_send_text(req, 200, "text/plain", conf.greeting);
+ *   }
+ *
+ *   static const petrel_route_t routes[] = {
+ *       {PETREL_GET, "/hello", hello, NULL},
+ *       {0, NULL, NULL, NULL},
+ *   };
+ *
+ *   // petrel --module ./hello.so --hello-greeting Hi --hello-max-name 1k
+ *   static const petrel_option_t options[] = {
+ *       {.name = "hello-greeting", .value = "TEXT", .kind = PETREL_OPTION_TEXT,
+ *        .offset = offsetof(hello_conf_t, greeting),
+ *        .help = "what /hello says (default Hello)"},
+ *       {.name = "hello-max-name", .value = "BYTES", .kind = PETREL_OPTION_SIZE,
+ *        .offset = offsetof(hello_conf_t, max_name), .min = 1, .max = 1024, .def = 64,
+ *        .expect = "a size from 1 to 1k", .help = "longest name (default 64)"},
+ *       {.name = NULL},
+ *   };
+ *
+ *   PETREL_MODULE_WITH_OPTIONS(hello, routes, NULL, NULL, NULL, options, &conf)
+ */
+#define PETREL_MODULE_WITH_OPTIONS(name, routes, init, worker_init, worker_fini, options, config)  \
+    PETREL_MODULE_DESC_(name) = {PETREL_ABI_VERSION, #name,       routes,  init,                   \
+                                 worker_init,        worker_fini, options, config};                \
     PETREL_MODULE_ENTRY_(name)
 
 /**
@@ -1106,7 +1251,7 @@ typedef struct petrel_module {
  *       {0, NULL, NULL, NULL},
  *   };
  *   static const petrel_module_t ping_module = {
- *       PETREL_ABI_VERSION, "ping", ping_routes, NULL, NULL, NULL};
+ *       .abi_version = PETREL_ABI_VERSION, .name = "ping", .routes = ping_routes};
  *   static const petrel_module_t *const builtins[] = {&ping_module, NULL};
  *
  *   int main(int argc, char **argv)

@@ -4,8 +4,9 @@
  * and its argument string), and every refusal with its message: another
  * ABI version, an init that fails, a module loaded twice, a route taken by
  * another module, an unknown name, a missing or broken file, a source file
- * without --dev.  Loading real shared objects, reloads and --dev builds are
- * tested against the real binary (tests/integration/test_mod_*.sh).
+ * without --dev; a module of the previous ABI (its shorter descriptor) and
+ * a module's options applied when it loads.  Loading real shared objects, reloads and --dev builds
+ * are tested against the real binary (tests/integration/test_mod_*.sh).
  */
 #define PETREL_BUILTIN_MODULE 1 /* descriptors of this file go in a table */
 #include "server/server.h"
@@ -64,7 +65,8 @@ PETREL_MODULE(alpha, routes_alpha, init_record, NULL, NULL)
 PETREL_MODULE(failing, NULL, init_fails, NULL, NULL)
 PETREL_MODULE(clash, routes_clash, NULL, NULL, NULL)
 PETREL_MODULE(initroute, NULL, init_adds_route, NULL, NULL)
-static const petrel_module_t oldabi = {PETREL_ABI_VERSION + 1, "oldabi", NULL, NULL, NULL, NULL};
+static const petrel_module_t oldabi = {
+    PETREL_ABI_VERSION + 1, "oldabi", NULL, NULL, NULL, NULL, NULL, NULL};
 
 static const petrel_module_t *const table[] = {
     &petrel_module_alpha,
@@ -72,6 +74,69 @@ static const petrel_module_t *const table[] = {
     &petrel_module_clash,
     &petrel_module_initroute,
     &oldabi,
+    NULL,
+};
+
+/* A descriptor of ABI 2, as a module built against that header has it: it
+ * ends before `options`. */
+typedef struct abi2_module {
+    int abi_version;
+    const char *name;
+    const petrel_route_t *routes;
+    int (*init)(petrel_server_t *srv, const char *args);
+    int (*worker_init)(petrel_server_t *srv);
+    void (*worker_fini)(petrel_server_t *srv);
+} abi2_module_t;
+static const abi2_module_t abi2 = {2, "abi2", routes_alpha, init_record, NULL, NULL};
+static const abi2_module_t abi1 = {1, "abi1", NULL, NULL, NULL, NULL};
+
+/* A module with options: what its init sees. */
+typedef struct opts_conf {
+    size_t size;
+    const char *text, *dir;
+    int flag;
+} opts_conf_t;
+static opts_conf_t opts_conf, opts_seen;
+
+static int init_opts(petrel_server_t *srv, const char *args)
+{
+    (void)srv, (void)args;
+    opts_seen = opts_conf;
+    return 0;
+}
+
+static const petrel_option_t opts_rows[] = {
+    {.name = "wo-size",
+     .value = "BYTES",
+     .kind = PETREL_OPTION_SIZE,
+     .offset = offsetof(opts_conf_t, size),
+     .min = 1,
+     .max = 4096,
+     .def = 100,
+     .expect = "a size from 1 to 4k",
+     .help = "a size (default 100)"},
+    {.name = "wo-text",
+     .value = "TEXT",
+     .kind = PETREL_OPTION_TEXT,
+     .offset = offsetof(opts_conf_t, text),
+     .help = "a text"},
+    {.name = "wo-dir",
+     .value = "DIR",
+     .kind = PETREL_OPTION_DIR,
+     .offset = offsetof(opts_conf_t, dir),
+     .help = "a directory"},
+    {.name = "wo-flag",
+     .kind = PETREL_OPTION_FLAG,
+     .offset = offsetof(opts_conf_t, flag),
+     .help = "a flag"},
+    {.name = NULL},
+};
+PETREL_MODULE_WITH_OPTIONS(withopts, NULL, init_opts, NULL, NULL, opts_rows, &opts_conf)
+
+static const petrel_module_t *const table_abi[] = {
+    (const petrel_module_t *)&abi2,
+    (const petrel_module_t *)&abi1,
+    &petrel_module_withopts,
     NULL,
 };
 
@@ -160,6 +225,66 @@ START_TEST(test_other_abi)
              PETREL_ABI_VERSION + 1, PETREL_ABI_VERSION);
     assert_err(want);
     ck_assert_int_eq(S->nmodules, 0);
+}
+END_TEST
+
+START_TEST(test_previous_abi)
+{
+    petrel__set_builtins(table_abi);
+    ck_assert_int_eq(load("abi2:x"), 0);
+    ck_assert_int_eq(inits, 1);
+    ck_assert_str_eq(seen_args, "x");
+    ck_assert_int_eq(route(PETREL_GET, "/alpha", NULL), 0);
+    /* older than PETREL_ABI_VERSION_MIN: refused, naming both versions */
+    ck_assert_int_eq(load("abi1"), PETREL_EINVAL);
+    char want[160];
+    snprintf(want, sizeof(want),
+             "module 'abi1' was built for petrel ABI version 1, this petrel has ABI version %d",
+             PETREL_ABI_VERSION);
+    assert_err(want);
+}
+END_TEST
+
+START_TEST(test_options_at_load)
+{
+    petrel__set_builtins(table_abi);
+    /* nothing given: the defaults */
+    opts_conf.size = 7;
+    ck_assert_int_eq(load("withopts"), 0);
+    ck_assert_uint_eq(opts_seen.size, 100);
+    ck_assert_ptr_null(opts_seen.text);
+    petrel__server_free(S);
+    /* the values given, in their order, before init, at every load */
+    ck_assert_int_eq(petrel__module_option_given("withopts", "wo-size", "1k"), 0);
+    ck_assert_int_eq(petrel__module_option_given("other", "wo-size", "2k"), 0);
+    ck_assert_int_eq(petrel__module_option_given("withopts", "wo-text", "hi"), 0);
+    ck_assert_int_eq(petrel__module_option_given("withopts", "wo-size", "2k"), 0);
+    ck_assert_int_eq(petrel__module_option_given("withopts", "wo-flag", NULL), 0);
+    ck_assert_int_eq(petrel__module_option_given("withopts", "wo-dir", "/"), 0);
+    for (int i = 0; i < 2; i++) {
+        S = petrel__server_new();
+        memset(&opts_conf, 0, sizeof(opts_conf));
+        ck_assert_int_eq(load("withopts"), 0);
+        ck_assert_uint_eq(opts_seen.size, 2048);
+        ck_assert_str_eq(opts_seen.text, "hi");
+        ck_assert_str_eq(opts_seen.dir, "/");
+        ck_assert_int_eq(opts_seen.flag, 1);
+        if (i == 0)
+            petrel__server_free(S);
+    }
+    /* a directory that is not there: refused before init, naming the option */
+    petrel__server_free(S);
+    S = petrel__server_new();
+    ck_assert_int_eq(petrel__module_option_given("withopts", "wo-dir", "/nonexistent"), 0);
+    ck_assert_int_eq(load("withopts"), PETREL_ENOTFOUND);
+    ck_assert_str_eq(err, "--wo-dir '/nonexistent': No such file or directory");
+    ck_assert_int_eq(S->nmodules, 0);
+    petrel__module_options_forget();
+    /* an option the module no longer has (a module file rebuilt) */
+    ck_assert_int_eq(petrel__module_option_given("withopts", "wo-gone", "1"), 0);
+    ck_assert_int_eq(load("withopts"), PETREL_EINVAL);
+    ck_assert_str_eq(err, "module 'withopts' has no option --wo-gone any more");
+    petrel__module_options_forget();
 }
 END_TEST
 
@@ -255,6 +380,8 @@ static Suite *module_suite(void)
     tc = tcase_create("refusals");
     tcase_add_checked_fixture(tc, setup, teardown);
     tcase_add_test(tc, test_other_abi);
+    tcase_add_test(tc, test_previous_abi);
+    tcase_add_test(tc, test_options_at_load);
     tcase_add_test(tc, test_init_fails);
     tcase_add_test(tc, test_twice);
     tcase_add_test(tc, test_route_clash);

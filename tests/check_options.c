@@ -2,31 +2,55 @@
  * check_options.c -- unit tests of the option tables (runtime/options.h,
  * server/options.c): each row is well formed, the defaults petrel applies
  * are the ones its --help text gives, and every range is enforced at both
- * ends.
+ * ends: petrel's own rows and a module's (petrel_option_t, here those of
+ * the built-in module static), which options.c turns into rows of petrel's.
  */
 #include "server/options.h"
 #include "server/server.h"
+
+#include "petrel/static.h"
 
 #include "check_run.h"
 
 #include <check.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
+
+/* petrel's tables and the static module's, as the petrel command has them. */
+static const petrel__option_table_t *tables[64];
+static petrel__option_table_t static_table;
+
+static void tables_init(void)
+{
+    size_t n = 0;
+    while (petrel__option_tables[n]) {
+        tables[n] = petrel__option_tables[n];
+        n++;
+    }
+    if (petrel__module_option_table(&petrel_module_static, &static_table) < 0)
+        abort();
+    tables[n] = &static_table;
+    petrel__module_options_defaults(&petrel_module_static);
+}
 
 /* Every row: a unique name, a field that fits its kind, what a bad value
  * is told, and a text in --help (or a place after one that has it). */
 START_TEST(test_rows)
 {
-    size_t n = petrel__options_count(petrel__option_tables);
+    ck_assert_ptr_nonnull(static_table.section);
+    ck_assert_str_eq(static_table.section, "The module static:");
+    size_t n = petrel__options_count(tables);
     ck_assert_uint_gt(n, 40);
     for (size_t i = 0; i < n; i++) {
-        const petrel__option_t *o = petrel__option_at(petrel__option_tables, i);
+        const petrel__option_t *o = petrel__option_at(tables, i);
         for (size_t j = 0; j < i; j++)
-            ck_assert_msg(strcmp(o->name, petrel__option_at(petrel__option_tables, j)->name) != 0,
-                          "--%s twice", o->name);
+            ck_assert_msg(strcmp(o->name, petrel__option_at(tables, j)->name) != 0, "--%s twice",
+                          o->name);
         switch (o->kind) {
         case PETREL__OPT_FLAG:
-            ck_assert_msg(o->width == sizeof(bool) && o->value == NULL, "--%s", o->name);
+            ck_assert_msg(o->width == (o->module ? sizeof(int) : sizeof(bool)) && o->value == NULL,
+                          "--%s", o->name);
             break;
         case PETREL__OPT_SIZE:
         case PETREL__OPT_SECS:
@@ -41,10 +65,16 @@ START_TEST(test_rows)
             ck_assert_msg(o->width == sizeof(char *) && o->value, "--%s", o->name);
             break;
         case PETREL__OPT_CALL:
-            ck_assert_msg(o->set != NULL, "--%s: no set", o->name);
+            ck_assert_msg(o->set != NULL || o->call != NULL, "--%s: no set", o->name);
             break;
         }
-        ck_assert_msg(o->off + o->width <= sizeof(petrel__config_t), "--%s", o->name);
+        if (o->module == NULL)
+            ck_assert_msg(o->off + o->width <= sizeof(petrel__config_t), "--%s", o->name);
+        else
+            /* a module's row: a field of its config, a section of its own in
+             * --help, what a value its check refuses is told */
+            ck_assert_msg(o->base && o->width > 0 && !o->set && (!o->call || o->expect), "--%s",
+                          o->name);
         ck_assert_msg(o->help || i > 0, "--%s: no help", o->name);
     }
 }
@@ -80,8 +110,8 @@ START_TEST(test_defaults)
     ck_assert_int_eq(c.log_level, PETREL_LOG_INFO);
     ck_assert_uint_eq(c.max_proxy_header_size, 4096);
     ck_assert_uint_eq(c.h2_max_concurrent_streams, 0); /* 0: h2.c's own default */
-    for (size_t i = 0; i < petrel__options_count(petrel__option_tables); i++) {
-        const petrel__option_t *o = petrel__option_at(petrel__option_tables, i);
+    for (size_t i = 0; i < petrel__options_count(tables); i++) {
+        const petrel__option_t *o = petrel__option_at(tables, i);
         if (!o->def || (o->kind != PETREL__OPT_SIZE && o->kind != PETREL__OPT_SECS))
             continue;
         const char *d = o->help ? strstr(o->help, "(default ") : NULL;
@@ -98,6 +128,13 @@ START_TEST(test_defaults)
         }
         ck_assert_msg(want == o->def, "--%s: --help says %s, the table %llu", o->name, v,
                       (unsigned long long)o->def);
+        if (o->module) {
+            /* in the module's config before anything is given */
+            uint64_t have = 0;
+            memcpy(&have, (char *)o->base + o->off, o->width);
+            ck_assert_msg(have == o->def, "--%s: the module's field holds %llu", o->name,
+                          (unsigned long long)have);
+        }
     }
 }
 END_TEST
@@ -105,8 +142,8 @@ END_TEST
 /* Each range at both ends: the bounds are taken, one past them refused. */
 START_TEST(test_ranges)
 {
-    for (size_t i = 0; i < petrel__options_count(petrel__option_tables); i++) {
-        const petrel__option_t *o = petrel__option_at(petrel__option_tables, i);
+    for (size_t i = 0; i < petrel__options_count(tables); i++) {
+        const petrel__option_t *o = petrel__option_at(tables, i);
         if (o->kind != PETREL__OPT_SIZE || o->pow2)
             continue;
         petrel__config_t c;
@@ -128,13 +165,149 @@ START_TEST(test_ranges)
 }
 END_TEST
 
+/* A module's row of each kind, as options.c turns it into one of petrel's:
+ * the field of its kind in the module's struct, the defaults, the range,
+ * the module's own check. */
+typedef struct demo_conf {
+    int verbose;
+    size_t limit;
+    uint64_t wait_ms;
+    const char *name, *dir;
+    int mode;
+    int calls;
+} demo_conf_t;
+
+static demo_conf_t demo;
+
+static int demo_call(void *config, const char *value)
+{
+    demo_conf_t *c = config;
+    c->calls++;
+    return value && strcmp(value, "bad") == 0 ? PETREL_EINVAL : 0;
+}
+
+static const char *const demo_modes[] = {"fast", "slow", NULL};
+
+static const petrel_option_t demo_options[] = {
+    {.name = "demo-verbose",
+     .kind = PETREL_OPTION_FLAG,
+     .offset = offsetof(demo_conf_t, verbose),
+     .help = "talk"},
+    {.name = "demo-limit",
+     .value = "BYTES",
+     .kind = PETREL_OPTION_SIZE,
+     .offset = offsetof(demo_conf_t, limit),
+     .min = 1,
+     .max = 4096,
+     .def = 1024,
+     .expect = "a size from 1 to 4k",
+     .help = "a limit (default 1k)"},
+    {.name = "demo-wait",
+     .value = "SECONDS",
+     .kind = PETREL_OPTION_SECS,
+     .offset = offsetof(demo_conf_t, wait_ms),
+     .min = 1,
+     .def = 2500,
+     .expect = "seconds",
+     .help = "a wait (default 2.5)"},
+    {.name = "demo-name",
+     .value = "TEXT",
+     .kind = PETREL_OPTION_TEXT,
+     .offset = offsetof(demo_conf_t, name),
+     .set = demo_call,
+     .expect = "not 'bad'",
+     .help = "a name"},
+    {.name = "demo-dir",
+     .value = "DIR",
+     .kind = PETREL_OPTION_DIR,
+     .offset = offsetof(demo_conf_t, dir),
+     .flags = PETREL_OPTION_LOADS,
+     .help = "a directory"},
+    {.name = "demo-mode",
+     .value = "fast|slow",
+     .kind = PETREL_OPTION_CHOICE,
+     .offset = offsetof(demo_conf_t, mode),
+     .choices = demo_modes,
+     .def = 1,
+     .expect = "fast or slow",
+     .help = "a mode (default slow)"},
+    {.name = "demo-call",
+     .value = "X",
+     .kind = PETREL_OPTION_CALL,
+     .set = demo_call,
+     .expect = "not 'bad'",
+     .help = NULL},
+    {.name = NULL},
+};
+
+static const petrel_module_t demo_module = {PETREL_ABI_VERSION, "demo", NULL, NULL, NULL, NULL,
+                                            demo_options,       &demo};
+
+START_TEST(test_module_rows)
+{
+    petrel__option_table_t t;
+    ck_assert_int_eq(petrel__module_option_table(&demo_module, &t), 0);
+    ck_assert_str_eq(t.section, "The module demo:");
+    ck_assert_uint_eq(petrel__options_count((const petrel__option_table_t *[]){&t, NULL}), 7);
+    petrel__module_options_defaults(&demo_module);
+    ck_assert_uint_eq(demo.limit, 1024);
+    ck_assert_uint_eq(demo.wait_ms, 2500);
+    ck_assert_int_eq(demo.mode, 1);
+    const petrel__option_t *o = t.opts;
+    ck_assert(o[0].module && strcmp(o[0].module, "demo") == 0 && o[0].base == &demo);
+    ck_assert_int_eq(petrel__option_set(NULL, &o[0], "--demo-verbose", NULL, NULL), 0);
+    ck_assert_int_eq(demo.verbose, 1);
+    ck_assert_int_eq(petrel__option_set(NULL, &o[1], "--demo-limit", "4k", NULL), 0);
+    ck_assert_uint_eq(demo.limit, 4096);
+    ck_assert_int_lt(petrel__option_set(NULL, &o[1], "--demo-limit", "4097", NULL), 0);
+    ck_assert_int_lt(petrel__option_set(NULL, &o[1], "--demo-limit", "0", NULL), 0);
+    ck_assert_int_eq(petrel__option_set(NULL, &o[2], "--demo-wait", "0.5", NULL), 0);
+    ck_assert_uint_eq(demo.wait_ms, 500);
+    ck_assert_int_lt(petrel__option_set(NULL, &o[2], "--demo-wait", "0", NULL), 0);
+    ck_assert_int_eq(petrel__option_set(NULL, &o[3], "--demo-name", "x", NULL), 0);
+    ck_assert_str_eq(demo.name, "x");
+    ck_assert_int_lt(petrel__option_set(NULL, &o[3], "--demo-name", "bad", NULL), 0);
+    ck_assert(o[4].dir && o[4].loads && o[4].kind == PETREL__OPT_TEXT);
+    ck_assert_int_eq(petrel__option_set(NULL, &o[4], "--demo-dir", "/tmp", NULL), 0);
+    ck_assert_str_eq(demo.dir, "/tmp");
+    ck_assert_int_eq(petrel__option_set(NULL, &o[5], "--demo-mode", "fast", NULL), 0);
+    ck_assert_int_eq(demo.mode, 0);
+    ck_assert_int_lt(petrel__option_set(NULL, &o[5], "--demo-mode", "medium", NULL), 0);
+    int calls = demo.calls;
+    ck_assert_int_eq(petrel__option_set(NULL, &o[6], "--demo-call", "y", NULL), 0);
+    ck_assert_int_lt(petrel__option_set(NULL, &o[6], "--demo-call", "bad", NULL), 0);
+    ck_assert_int_eq(demo.calls, calls + 2);
+    /* --help: the module's section, its rows as petrel's */
+    char *text = NULL;
+    size_t len = 0;
+    FILE *f = open_memstream(&text, &len);
+    petrel__options_help(f, (const petrel__option_table_t *[]){&t, NULL});
+    fclose(f);
+    ck_assert_msg(strstr(text, "\nThe module demo:\n  --demo-verbose") &&
+                      strstr(text, "  --demo-limit BYTES") &&
+                      strstr(text, "--demo-mode fast|slow, --demo-call"),
+                  "%s", text);
+    free(text);
+    petrel__module_option_table_free(&t);
+    /* a descriptor of ABI 2 ends before `options`: none are read */
+    static const petrel_module_t old = {2, "old", NULL, NULL, NULL, NULL, demo_options, &demo};
+    ck_assert_ptr_null(petrel__module_options(&old));
+    /* nor of a later ABI than this petrel's, which may lay them out otherwise */
+    static const petrel_module_t later = {PETREL_ABI_VERSION + 1, "later", NULL, NULL, NULL, NULL,
+                                          demo_options,           &demo};
+    ck_assert_ptr_null(petrel__module_options(&later));
+}
+END_TEST
+
 int main(void)
 {
+    tables_init();
     Suite *s = suite_create("options");
     TCase *tc = tcase_create("tables");
     tcase_add_test(tc, test_rows);
     tcase_add_test(tc, test_defaults);
     tcase_add_test(tc, test_ranges);
+    tcase_add_test(tc, test_module_rows);
     suite_add_tcase(s, tc);
     return ck_run(s);
 }

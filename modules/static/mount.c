@@ -10,9 +10,10 @@
  * then, rather than opened a second time.
  *
  * The module: `--module static:[PREFIX=]DIR[,OPTION...][;MOUNT...]`, and
- * `petrel --root DIR`, which the command turns into a mount at "/" with
- * the options --autoindex, --cache-control, --static-cache-size,
- * --static-max-file-in-memory and --default-type (src/server/cli.c).
+ * its options (petrel_option_t, <petrel.h>): `--root DIR`, which loads it
+ * with a mount at "/", and the options of that mount, --autoindex,
+ * --cache-control, --default-type, --static-cache-size and
+ * --static-max-file-in-memory.
  */
 #ifndef PETREL_BUILTIN_MODULE
 #define PETREL_BUILTIN_MODULE 1 /* a built-in module: petrel_module_static */
@@ -399,9 +400,104 @@ unterminated:
     return PETREL_EINVAL;
 }
 
+/* The module's options: --root DIR and the options of its mount. */
+typedef struct root_conf {
+    const char *root;
+    int autoindex;
+    const char *cache_control, *default_type;
+    size_t cache_size, max_file_in_memory;
+} root_conf_t;
+
+static root_conf_t conf;
+
+static bool has_control(const char *s)
+{
+    for (const char *c = s; *c; c++)
+        if (((unsigned char)*c < 0x20 && *c != '\t') || *c == 0x7f)
+            return true;
+    return false;
+}
+
+static int check_cache_control(void *config, const char *value)
+{
+    (void)config;
+    return has_control(value) ? PETREL_EINVAL : 0;
+}
+
+static int check_type(void *config, const char *value)
+{
+    (void)config;
+    return has_control(value) || !strchr(value, '/') ? PETREL_EINVAL : 0;
+}
+
+static const petrel_option_t options[] = {
+    {.name = "root",
+     .value = "DIR",
+     .kind = PETREL_OPTION_DIR,
+     .offset = offsetof(root_conf_t, root),
+     .flags = PETREL_OPTION_LOADS,
+     .help = "serve the files of DIR at / (the built-in module static)"},
+    {.name = "autoindex",
+     .kind = PETREL_OPTION_FLAG,
+     .offset = offsetof(root_conf_t, autoindex),
+     .help = "list directories without index.html (with --root)"},
+    {.name = "cache-control",
+     .value = "VALUE",
+     .kind = PETREL_OPTION_TEXT,
+     .offset = offsetof(root_conf_t, cache_control),
+     .set = check_cache_control,
+     .expect = "a header value without CR, LF or controls",
+     .help = "Cache-Control of static files (default: none)"},
+    {.name = "default-type",
+     .value = "TYPE",
+     .kind = PETREL_OPTION_TEXT,
+     .offset = offsetof(root_conf_t, default_type),
+     .set = check_type,
+     .expect = "a media type, e.g. 'text/plain; charset=utf-8'",
+     .help = "Content-Type of files of unknown or no extension\n"
+             "(default application/octet-stream)"},
+    {.name = "static-cache-size",
+     .value = "BYTES",
+     .kind = PETREL_OPTION_SIZE,
+     .offset = offsetof(root_conf_t, cache_size),
+     .def = (size_t)64 << 20,
+     .expect = "a size in bytes, 0 or more (e.g. 64m)",
+     .help = "memory of the static file cache, per worker (default 64m)"},
+    {.name = "static-max-file-in-memory",
+     .value = "BYTES",
+     .kind = PETREL_OPTION_SIZE,
+     .offset = offsetof(root_conf_t, max_file_in_memory),
+     .def = (size_t)64 << 10,
+     .expect = "a size in bytes, 0 or more (e.g. 64m)",
+     .help = "files up to this size are cached in memory (default 64k)"},
+    {.name = NULL},
+};
+
+/* --root DIR: a mount at "/" with the options given. */
+static int mount_root(petrel_server_t *srv)
+{
+    petrel_static_opts_t o;
+    petrel_static_opts_init(&o);
+    o.autoindex = conf.autoindex;
+    o.cache_control = conf.cache_control;
+    o.default_type = conf.default_type;
+    o.cache_size = conf.cache_size;
+    o.max_file_in_memory = conf.max_file_in_memory;
+    int rc = petrel_static_mount(srv, "/", conf.root, &o);
+    if (rc < 0)
+        petrel_log(
+            PETREL_LOG_ERROR, "module 'static': cannot mount --root '%s' at '/': %s", conf.root,
+            rc == PETREL_ESTATE ? "another route serves that prefix already" : petrel_strerror(rc));
+    return rc;
+}
+
 static int module_init(petrel_server_t *srv, const char *args)
 {
-    if (*args == '\0') {
+    if (conf.root) {
+        int rc = mount_root(srv);
+        if (rc < 0 || *args == '\0')
+            return rc;
+    } else if (*args == '\0') {
         petrel_log(PETREL_LOG_ERROR,
                    "module 'static': expected --module static:[PREFIX=]DIR[,OPTION...]");
         return PETREL_EINVAL;
@@ -441,4 +537,4 @@ static void module_worker_fini(petrel_server_t *srv)
     petrel__static_worker_fini();
 }
 
-PETREL_MODULE(static, NULL, module_init, NULL, module_worker_fini)
+PETREL_MODULE_WITH_OPTIONS(static, NULL, module_init, NULL, module_worker_fini, options, &conf)

@@ -5,7 +5,9 @@
  * (name, value, kind, range, default, help, the field of petrel__config_t
  * it sets): the transport's in conn.c, the requests' limits in request.c,
  * HTTP/2's in h2.c, WebSocket's in ws.c, publish/subscribe's in pubsub.c,
- * the PROXY protocol's in proxy.c, the server's own in cli.c.  The server
+ * the PROXY protocol's in proxy.c, the server's own in cli.c; a module's
+ * in its descriptor (petrel_option_t of <petrel.h>, turned into these
+ * rows by server/options.c).  The server
  * layer (server/options.c) parses the command line with them, applies
  * their defaults (petrel__config_defaults) and prints `petrel --help` from
  * them; doc/petrel.1 is checked against that output
@@ -16,6 +18,8 @@
 #define PETREL_OPTIONS_H
 
 #include "runtime/settings.h"
+
+#include "petrel.h"
 
 #include <stdbool.h>
 #include <stddef.h>
@@ -44,6 +48,14 @@ typedef struct petrel__option {
      * is said), or an exit status when it said why itself. */
     int (*set)(petrel__config_t *cfg, const char *flag, const char *value, void *ctx);
     bool pow2; /* SIZE: a power of two */
+    /* A module's row (petrel_option_t, server/options.c makes these): `off`
+     * counts from `base`, its module's config, not from the configuration;
+     * `call` is the row's own set (CALL, or a check after the others). */
+    void *base;
+    int (*call)(void *config, const char *value);
+    const char *module; /* the module's name; NULL: petrel's own */
+    bool dir;           /* TEXT: a readable directory when the module loads */
+    bool loads;         /* giving it loads its module (PETREL_OPTION_LOADS) */
 } petrel__option_t;
 
 #define PETREL__OPT_FIELD(f)                                                                       \

@@ -29,7 +29,6 @@ typedef struct petrel__config {
     int workers;
     int log_level;
     const char *access_log; /* NULL: off */
-    const char *root;
     /* HTTP/2 (h2.c); 0 means the default */
     uint32_t h2_max_concurrent_streams; /* SETTINGS_MAX_CONCURRENT_STREAMS (128) */
     uint32_t h2_initial_window_size;    /* SETTINGS_INITIAL_WINDOW_SIZE (1 MiB) */

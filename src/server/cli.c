@@ -28,18 +28,14 @@
 #include <unistd.h>
 
 /*
- * --root DIR is the built-in module `static` with a mount of DIR at "/":
- * its options become the module's arguments (modules/static/mount.c,
- * petrel(1)): static:/="DIR",autoindex,cache-control="VALUE",...  The
- * module is loaded once, so the mounts of --module static:ARGS join it
- * (static:/="DIR";ARGS).  libpetrel has no static module of its own: a
- * program whose built-in table lacks it cannot serve --root.
+ * The options of the built-in modules (petrel_option_t, <petrel.h>) join
+ * these: each module's table is turned into one of petrel's
+ * (server/options.c) and listed in --help in a section of its own; the
+ * values given are applied to the module each time it loads (module.c).
+ * A module named by --module more than once is loaded once, with its
+ * arguments joined by ';'; one that an option of it loads (--root) is
+ * loaded first, unless --module names it.
  */
-typedef struct root_opts {
-    bool autoindex;
-    const char *cache_control, *default_type;
-    const char *cache_size, *max_in_memory; /* checked sizes, as given */
-} root_opts_t;
 
 /* A CALL option's status for "done, exit 0" (--help, --version). */
 #define EXIT_DONE 1000
@@ -51,7 +47,9 @@ typedef struct cli {
     const char **modules;
     int nmodules;
     const char *pid_file;
-    root_opts_t ro; /* --root and the static options */
+    petrel__cli_tables_t t;         /* petrel's options and the modules' */
+    const petrel_module_t **loaded; /* the modules an option of them loads */
+    int nloaded;
 } cli_t;
 
 static int set_listen(petrel__config_t *cfg, const char *flag, const char *value, void *ctx)
@@ -109,44 +107,8 @@ static int show_version(petrel__config_t *cfg, const char *flag, const char *val
     return EXIT_DONE;
 }
 
-/* The static module's options (--root: the built-in module static). */
-static bool has_control(const char *s)
-{
-    for (const char *c = s; *c; c++)
-        if (((unsigned char)*c < 0x20 && *c != '\t') || *c == 0x7f)
-            return true;
-    return false;
-}
-
-static int set_static(petrel__config_t *cfg, const char *flag, const char *value, void *ctx)
-{
-    root_opts_t *ro = &((cli_t *)ctx)->ro;
-    const char *name = flag + 2;
-    size_t v;
-    if (strcmp(name, "root") == 0)
-        cfg->root = value;
-    else if (strcmp(name, "autoindex") == 0)
-        ro->autoindex = true;
-    else if (strcmp(name, "cache-control") == 0) {
-        if (has_control(value))
-            return PETREL_EINVAL;
-        ro->cache_control = value;
-    } else if (strcmp(name, "default-type") == 0) {
-        if (has_control(value) || *value == '\0' || !strchr(value, '/'))
-            return PETREL_EINVAL;
-        ro->default_type = value;
-    } else if (!petrel__parse_size(value, &v))
-        return PETREL_EINVAL;
-    else if (strcmp(name, "static-cache-size") == 0)
-        ro->cache_size = value;
-    else
-        ro->max_in_memory = value;
-    return 0;
-}
-
 /* The options of the command line itself (runtime/options.h): the
- * addresses, the modules, --root and its module's options, workers; the
- * server's own are server.c's. */
+ * addresses, the modules, workers; the server's own are server.c's. */
 static const petrel__option_t cli_options[] = {
     {.name = "listen",
      .value = "ADDR:PORT",
@@ -159,40 +121,6 @@ static const petrel__option_t cli_options[] = {
      .set = set_module,
      .help = "load a built-in module or a module file (repeatable);\n"
              "PATH.c with --dev; SIGHUP loads the module files again"},
-    {.name = "root",
-     .value = "DIR",
-     .kind = PETREL__OPT_CALL,
-     .set = set_static,
-     .help = "serve the files of DIR at / (the built-in module static)"},
-    {.name = "autoindex",
-     .kind = PETREL__OPT_CALL,
-     .set = set_static,
-     .help = "list directories without index.html (with --root)"},
-    {.name = "cache-control",
-     .value = "VALUE",
-     .kind = PETREL__OPT_CALL,
-     .set = set_static,
-     .expect = "a header value without CR, LF or controls",
-     .help = "Cache-Control of static files (default: none)"},
-    {.name = "default-type",
-     .value = "TYPE",
-     .kind = PETREL__OPT_CALL,
-     .set = set_static,
-     .expect = "a media type, e.g. 'text/plain; charset=utf-8'",
-     .help = "Content-Type of files of unknown or no extension\n"
-             "(default application/octet-stream)"},
-    {.name = "static-cache-size",
-     .value = "BYTES",
-     .kind = PETREL__OPT_CALL,
-     .set = set_static,
-     .expect = "a size in bytes, 0 or more (e.g. 64m)",
-     .help = "memory of the static file cache, per worker (default 64m)"},
-    {.name = "static-max-file-in-memory",
-     .value = "BYTES",
-     .kind = PETREL__OPT_CALL,
-     .set = set_static,
-     .expect = "a size in bytes, 0 or more (e.g. 64m)",
-     .help = "files up to this size are cached in memory (default 64k)"},
     {.name = "workers",
      .value = "N|auto",
      .kind = PETREL__OPT_CALL,
@@ -244,10 +172,10 @@ const petrel__option_table_t *const petrel__option_tables[] = {
 
 /* `petrel --help`: the tables' text.  doc/petrel.1 and README.md's
  * synopsis say the same (tests/integration/test_doc_options.sh). */
-static void usage(FILE *f)
+static void usage(FILE *f, const petrel__option_table_t *const *tables)
 {
     fprintf(f, "usage: petrel [options]\n\n");
-    petrel__options_help(f, petrel__option_tables);
+    petrel__options_help(f, tables);
     fprintf(f, "\n"
                "SIGUSR1 opens the log files again (after logrotate moved them).  Sockets passed\n"
                "by systemd (LISTEN_FDS) serve their --listen or --admin-listen address, or are\n"
@@ -257,8 +185,8 @@ static void usage(FILE *f)
 
 static int show_help(petrel__config_t *cfg, const char *flag, const char *value, void *ctx)
 {
-    (void)cfg, (void)flag, (void)value, (void)ctx;
-    usage(stdout);
+    (void)cfg, (void)flag, (void)value;
+    usage(stdout, ((cli_t *)ctx)->t.all);
     return EXIT_DONE;
 }
 
@@ -285,91 +213,17 @@ static void raise_nofile(void)
     }
 }
 
-static bool is_static_spec(const char *spec)
-{
-    return strncmp(spec, "static", 6) == 0 && (spec[6] == '\0' || spec[6] == ':');
-}
+/* The modules that petrel ships apart from libpetrel, by the option that
+ * loads them: a program that embeds petrel without one is told how to
+ * have it when that option is given. */
+static const struct {
+    const char *option, *module, *library;
+} apart[] = {{"root", "static", "libpetrel-static"}};
 
-/* Append `s` to `out` as a quoted string of the module's arguments,
- * NUL-terminated; returns its length. */
-static size_t put_quoted(char *out, const char *s)
-{
-    size_t o = 0;
-    out[o++] = '"';
-    for (; *s; s++) {
-        if (*s == '"' || *s == '\\')
-            out[o++] = '\\';
-        out[o++] = *s;
-    }
-    out[o++] = '"';
-    out[o] = '\0';
-    return o;
-}
-
-/* The static module's spec for --root DIR (`root`; NULL: none) and the
- * --module static specs of modules[0, n), malloc'ed: with --root, those
- * are taken out of the list; without it, two or more of them are joined in
- * the place of the first.  NULL with *n unchanged when there is nothing to
- * join, or out of memory. */
-static char *static_spec(const char *root, const root_opts_t *ro, const char **modules, int *n)
-{
-    size_t len = 64, count = 0;
-    const char *vals[] = {root, ro->cache_control, ro->default_type, ro->cache_size,
-                          ro->max_in_memory};
-    for (size_t i = 0; i < sizeof(vals) / sizeof(vals[0]); i++)
-        len += vals[i] ? 32 + 2 * strlen(vals[i]) : 0;
-    for (int i = 0; i < *n; i++)
-        if (is_static_spec(modules[i])) {
-            len += strlen(modules[i]) + 1;
-            count++;
-        }
-    if (root == NULL && count < 2)
-        return NULL;
-    char *spec = malloc(len), *p = spec;
-    if (spec == NULL)
-        return NULL;
-    p += sprintf(p, "static:");
-    if (root) {
-        p += sprintf(p, "/=");
-        p += put_quoted(p, root);
-        if (ro->autoindex)
-            p += sprintf(p, ",autoindex");
-        if (ro->cache_control) {
-            p += sprintf(p, ",cache-control=");
-            p += put_quoted(p, ro->cache_control);
-        }
-        if (ro->default_type) {
-            p += sprintf(p, ",default-type=");
-            p += put_quoted(p, ro->default_type);
-        }
-        if (ro->cache_size)
-            p += sprintf(p, ",cache-size=%s", ro->cache_size);
-        if (ro->max_in_memory)
-            p += sprintf(p, ",max-file-in-memory=%s", ro->max_in_memory);
-    }
-    int k = 0, first = -1;
-    for (int i = 0; i < *n; i++) {
-        if (!is_static_spec(modules[i])) {
-            modules[k++] = modules[i];
-            continue;
-        }
-        const char *args = modules[i][6] == ':' ? modules[i] + 7 : "";
-        if (*args)
-            p += sprintf(p, "%s%s", p[-1] == ':' ? "" : ";", args);
-        if (root == NULL && first < 0)
-            modules[first = k++] = NULL; /* the place of the joined spec */
-    }
-    *n = k;
-    if (first >= 0)
-        modules[first] = spec;
-    return spec;
-}
-
-/* What --root and the --module options build into a server: run by
- * petrel_main at start-up, and by the master again, into a fresh router,
- * for each reload (SIGHUP, --dev). */
+/* What the --module options and the options that load a module build
+ * into a server: run by petrel_main at start-up, and by the master again,
+ * into a fresh router, for each reload (SIGHUP, --dev). */
 typedef struct setup_args {
-    const char *root_spec; /* the static module with --root's mount, or NULL */
     const char **modules;
     int nmodules;
 } setup_args_t;
@@ -377,23 +231,6 @@ typedef struct setup_args {
 static int setup(petrel_server_t *srv, void *ctx, char *err, size_t errlen)
 {
     const setup_args_t *a = ctx;
-    const char *root = srv->cfg.root;
-    if (root) {
-        struct stat st;
-        errno = 0;
-        if (stat(root, &st) < 0 || !S_ISDIR(st.st_mode) || access(root, R_OK | X_OK) < 0) {
-            snprintf(err, errlen, "--root '%s': %s", root,
-                     errno ? strerror(errno) : "not a readable directory");
-            return PETREL_ENOTFOUND;
-        }
-        int e = petrel__server_load_module(srv, a->root_spec, err, errlen);
-        if (e < 0) {
-            char why[512];
-            snprintf(why, sizeof(why), "%s", err);
-            snprintf(err, errlen, "--root '%s': %s", root, why);
-            return e;
-        }
-    }
     for (int i = 0; i < a->nmodules; i++) {
         int e = petrel__server_load_module(srv, a->modules[i], err, errlen);
         if (e < 0)
@@ -454,18 +291,52 @@ static bool was_given(const given_t *g, const char *name)
     return false;
 }
 
+/* An option that no table has: one of a module this program lacks is
+ * told how to have it (status 1), any other is a usage error. */
+static int unknown(const char *flag)
+{
+    size_t n = strcspn(flag, "=");
+    for (size_t i = 0; i < sizeof(apart) / sizeof(apart[0]); i++)
+        if (n == strlen(apart[i].option) + 2 && strncmp(flag + 2, apart[i].option, n - 2) == 0) {
+            fprintf(stderr,
+                    "petrel: --%s: this program has no built-in module '%s', which serves "
+                    "--%s (link %s and add petrel_module_%s to its built-in modules)\n",
+                    apart[i].option, apart[i].module, apart[i].option, apart[i].library,
+                    apart[i].module);
+            return 1;
+        }
+    fprintf(stderr, "petrel: unknown option '%s' (see petrel --help)\n", flag);
+    return 2;
+}
+
+/* A module's option, given: kept for each load of the module, and the
+ * module loaded if the option does that. */
+static int module_option(cli_t *cl, const petrel__option_t *opt, const char *value)
+{
+    if (petrel__module_option_given(opt->module, opt->name, value) < 0)
+        return PETREL_ENOMEM;
+    const petrel_module_t *m = petrel__builtin_of(opt->module, NULL);
+    if (!opt->loads || m == NULL)
+        return 0;
+    for (int i = 0; i < cl->nloaded; i++)
+        if (cl->loaded[i] == m)
+            return 0;
+    cl->loaded[cl->nloaded++] = m;
+    return 0;
+}
+
 /* Parse argv into srv->cfg and `cl` with the option tables: 0, EXIT_DONE
  * (--help, --version), or an exit status after saying what was wrong. */
 static int parse_args(int argc, char **argv, cli_t *cl, given_t *g)
 {
-    size_t n = petrel__options_count(petrel__option_tables);
+    size_t n = petrel__options_count(cl->t.all);
     struct option *lo = calloc(n + 1, sizeof(*lo));
     if (lo == NULL) {
         fprintf(stderr, "petrel: out of memory\n");
         return 1;
     }
     for (size_t i = 0; i < n; i++) {
-        const petrel__option_t *o = petrel__option_at(petrel__option_tables, i);
+        const petrel__option_t *o = petrel__option_at(cl->t.all, i);
         lo[i] = (struct option){o->name, o->value ? required_argument : no_argument, NULL,
                                 (int)(256 + i)};
     }
@@ -483,14 +354,14 @@ static int parse_args(int argc, char **argv, cli_t *cl, given_t *g)
             fprintf(stderr, "petrel: %s needs a value (see petrel --help)\n", flag);
             rc = 2;
         } else if (o < 256 || (size_t)(o - 256) >= n) {
-            fprintf(stderr, "petrel: unknown option '%s' (see petrel --help)\n", flag);
-            rc = 2;
+            rc = unknown(flag);
         } else {
-            const petrel__option_t *opt =
-                petrel__option_at(petrel__option_tables, (size_t)(o - 256));
+            const petrel__option_t *opt = petrel__option_at(cl->t.all, (size_t)(o - 256));
             if (!was_given(g, opt->name) && g->n < (int)(sizeof(g->opt) / sizeof(g->opt[0])))
                 g->opt[g->n++] = opt;
             rc = petrel__option_set(&cl->srv->cfg, opt, flag, optarg, cl);
+            if (rc == 0 && opt->module)
+                rc = module_option(cl, opt, optarg);
             if (rc < 0)
                 rc = rc == PETREL_ENOMEM ? (fprintf(stderr, "petrel: out of memory\n"), 1)
                                          : bad(flag, optarg ? optarg : "", opt->expect);
@@ -504,27 +375,40 @@ static int parse_args(int argc, char **argv, cli_t *cl, given_t *g)
     return rc;
 }
 
-/* "--a, --b and --c", the static options given without --root. */
-static void warn_static_without_root(const given_t *g)
+/* The options of a module given without the option that loads it (the
+ * options of the module static without --root): "--a, --b and --c apply
+ * to --root, and there is none". */
+static void warn_without_loader(const cli_t *cl, const given_t *g)
 {
-    char names[256];
-    size_t len = 0;
-    int n = 0, k = 0;
-    for (int i = 0; i < g->n; i++)
-        n += g->opt[i]->set == set_static;
-    for (int i = 0; i < g->n; i++) {
-        if (g->opt[i]->set != set_static)
+    for (int t = 0; t < cl->t.nmods; t++) {
+        const petrel__option_t *loader = NULL;
+        for (const petrel__option_t *o = cl->t.mods[t].opts; o->name && !loader; o++)
+            loader = o->loads ? o : NULL;
+        if (loader == NULL)
             continue;
-        len += (size_t)snprintf(names + len, sizeof(names) - len, "%s--%s",
-                                k == 0       ? ""
-                                : k + 1 == n ? " and "
-                                             : ", ",
-                                g->opt[i]->name);
-        k++;
+        char names[256];
+        size_t len = 0;
+        int n = 0, k = 0;
+        bool loaded = false;
+        for (int i = 0; i < g->n; i++) {
+            bool mine = g->opt[i]->module && strcmp(g->opt[i]->module, loader->module) == 0;
+            loaded |= mine && g->opt[i]->loads;
+            n += mine && !g->opt[i]->loads;
+        }
+        for (int i = 0; i < g->n && !loaded; i++) {
+            if (!g->opt[i]->module || strcmp(g->opt[i]->module, loader->module) != 0)
+                continue;
+            len += (size_t)snprintf(names + len, sizeof(names) - len, "%s--%s",
+                                    k == 0       ? ""
+                                    : k + 1 == n ? " and "
+                                                 : ", ",
+                                    g->opt[i]->name);
+            k++;
+        }
+        if (!loaded && n)
+            petrel_log(PETREL_LOG_WARN, "%s appl%s to --%s, and there is none", names,
+                       n == 1 ? "ies" : "y", loader->name);
     }
-    if (n)
-        petrel_log(PETREL_LOG_WARN, "%s appl%s to --root, and there is none", names,
-                   n == 1 ? "ies" : "y");
 }
 
 /* What the options say together, and the logs: 0, or an exit status
@@ -559,8 +443,7 @@ static int check_args(cli_t *cl, const given_t *g)
     if (was_given(g, "access-log-format") && cfg->access_log == NULL)
         petrel_log(PETREL_LOG_WARN, "--access-log-format applies to --access-log, which is not "
                                     "given");
-    if (cfg->root == NULL)
-        warn_static_without_root(g);
+    warn_without_loader(cl, g);
     return 0;
 }
 
@@ -586,33 +469,22 @@ static int prepare_listeners(petrel_server_t *srv)
     return 0;
 }
 
-/* --root and the --module static specs joined into one spec of the static
- * module (*root_spec, the caller frees it), and the program's table checked
- * for that module: 0 or an exit status. */
-static int prepare_static(cli_t *cl, const petrel_module_t *const *builtins, char **root_spec)
+/* The modules to load, in cl->modules (module.c: petrel__module_specs):
+ * 0 or an exit status. */
+static int prepare_modules(cli_t *cl, char **joined)
 {
-    const char *root = cl->srv->cfg.root;
-    if (root) {
-        bool have = false;
-        for (const petrel_module_t *const *b = builtins; b && *b && !have; b++)
-            have = strcmp((*b)->name, "static") == 0;
-        if (!have) {
-            fprintf(stderr,
-                    "petrel: --root '%s': this program has no built-in module 'static', which "
-                    "serves --root (link libpetrel-static and add petrel_module_static to its "
-                    "built-in modules)\n",
-                    root);
-            return 1;
-        }
-    }
-    int nstatic = 0;
-    for (int i = 0; i < cl->nmodules; i++)
-        nstatic += is_static_spec(cl->modules[i]);
-    if ((root || nstatic > 1) &&
-        (*root_spec = static_spec(root, &cl->ro, cl->modules, &cl->nmodules)) == NULL) {
+    const char **mods = calloc((size_t)(cl->nmodules + cl->nloaded) + 1, sizeof(*mods));
+    int n = mods ? petrel__module_specs(cl->modules, cl->nmodules, cl->loaded, cl->nloaded, mods,
+                                        joined)
+                 : -1;
+    if (n < 0) {
+        free(mods);
         fprintf(stderr, "petrel: out of memory\n");
         return 1;
     }
+    free(cl->modules);
+    cl->modules = mods;
+    cl->nmodules = n;
     return 0;
 }
 
@@ -638,25 +510,45 @@ static int open_outputs(cli_t *cl, bool *pid_written)
     return 0;
 }
 
+/* No module to load: "no --module and no --root" (the options that load
+ * one): every request gets 404. */
+static void warn_nothing(const cli_t *cl)
+{
+    char names[256] = "no --module";
+    size_t len = strlen(names);
+    for (int t = 0; t < cl->t.nmods; t++)
+        for (const petrel__option_t *o = cl->t.mods[t].opts; o->name; o++)
+            if (o->loads && len < sizeof(names))
+                len += (size_t)snprintf(names + len, sizeof(names) - len, " and no --%s", o->name);
+    petrel_log(PETREL_LOG_WARN, "%s: every request gets 404", names);
+}
+
 int petrel_main(int argc, char **argv, const petrel_module_t *const *builtins)
 {
     petrel_server_t *srv = petrel__server_new();
     cli_t cl = {.srv = srv, .modules = calloc((size_t)argc + 1, sizeof(char *))};
     given_t given = {.n = 0};
-    char *root_spec = NULL, err[1024];
+    char **joined = calloc((size_t)argc + 1, sizeof(char *)), err[1024];
     bool pid_written = false;
-    if (srv == NULL || cl.modules == NULL) {
+    if (srv == NULL || cl.modules == NULL || joined == NULL) {
         fprintf(stderr, "petrel: out of memory\n");
         free(cl.modules);
+        free(joined);
         petrel__server_free(srv);
         return 1;
     }
     petrel__set_builtins(builtins);
-    int rc = parse_args(argc, argv, &cl, &given);
-    if (rc == 0 && (rc = check_args(&cl, &given)) == 0 && (rc = prepare_listeners(srv)) == 0 &&
-        (rc = prepare_static(&cl, builtins, &root_spec)) == 0) {
-        /* --root and --module: now, and again on each reload (SIGHUP, --dev) */
-        setup_args_t sargs = {srv->cfg.root ? root_spec : NULL, cl.modules, cl.nmodules};
+    int nb = 0;
+    while (builtins && builtins[nb])
+        nb++;
+    cl.loaded = calloc((size_t)nb + 1, sizeof(*cl.loaded));
+    int rc = cl.loaded ? petrel__cli_tables_make(&cl.t, petrel__option_tables, builtins, argc, argv)
+                       : (fprintf(stderr, "petrel: out of memory\n"), 1);
+    if (rc == 0 && (rc = parse_args(argc, argv, &cl, &given)) == 0 &&
+        (rc = check_args(&cl, &given)) == 0 && (rc = prepare_listeners(srv)) == 0 &&
+        (rc = prepare_modules(&cl, joined)) == 0) {
+        /* the modules: now, and again on each reload (SIGHUP, --dev) */
+        setup_args_t sargs = {cl.modules, cl.nmodules};
         srv->setup = setup;
         srv->setup_ctx = &sargs;
         /* the workers' slots (the watchdog, crash reports), and the trial of
@@ -670,8 +562,8 @@ int petrel_main(int argc, char **argv, const petrel_module_t *const *builtins)
             fprintf(stderr, "petrel: %s\n", err);
             rc = 1;
         } else {
-            if (cl.nmodules == 0 && srv->cfg.root == NULL)
-                petrel_log(PETREL_LOG_WARN, "no --module and no --root: every request gets 404");
+            if (cl.nmodules == 0)
+                warn_nothing(&cl);
             if ((rc = open_outputs(&cl, &pid_written)) == 0) {
                 raise_nofile();
                 signal(SIGPIPE, SIG_IGN); /* a peer gone mid-write is an EPIPE, not a death */
@@ -679,7 +571,12 @@ int petrel_main(int argc, char **argv, const petrel_module_t *const *builtins)
             }
         }
     }
-    free(root_spec);
+    for (int i = 0; joined[i]; i++)
+        free(joined[i]);
+    free(joined);
+    petrel__cli_tables_free(&cl.t);
+    free(cl.loaded);
+    petrel__module_options_forget();
     if (pid_written)
         unlink(cl.pid_file);
     free(cl.modules);

@@ -21,6 +21,7 @@
 #include "server/server.h"
 
 #include "runtime/fault.h"
+#include "server/options.h"
 
 #include <dirent.h>
 #include <dlfcn.h>
@@ -51,10 +52,79 @@ void petrel__set_builtins(const petrel_module_t *const *table)
     builtins = table;
 }
 
+/* ------------------------------------------------------------------------ */
+/* A module's options: the values given, applied each time it loads        */
+
+typedef struct given {
+    const char *module, *name, *value; /* point into argv */
+} given_t;
+
+static given_t *given;
+static size_t ngiven;
+
+int petrel__module_option_given(const char *module, const char *name, const char *value)
+{
+    given_t *g = realloc(given, (ngiven + 1) * sizeof(*g));
+    if (g == NULL)
+        return PETREL_ENOMEM;
+    given = g;
+    given[ngiven++] = (given_t){module, name, value};
+    return 0;
+}
+
+void petrel__module_options_forget(void)
+{
+    free(given);
+    given = NULL;
+    ngiven = 0;
+}
+
+/* The defaults of m's options, then the values given for them, in their
+ * order, into its config (a module file loaded again has fresh statics):
+ * 0, or a negative code with `err` set. */
+static int apply_options(const petrel_module_t *m, char *err, size_t errlen)
+{
+    const petrel_option_t *opts = petrel__module_options(m);
+    if (opts == NULL)
+        return 0;
+    petrel__module_options_defaults(m);
+    for (size_t i = 0; i < ngiven; i++) {
+        if (strcmp(given[i].module, m->name) != 0)
+            continue;
+        const petrel_option_t *p = opts;
+        while (p->name && strcmp(p->name, given[i].name) != 0)
+            p++;
+        if (p->name == NULL) {
+            snprintf(err, errlen, "module '%s' has no option --%s any more", m->name,
+                     given[i].name);
+            return PETREL_EINVAL;
+        }
+        petrel__option_t o;
+        petrel__option_from_module(m, p, &o);
+        const char *v = given[i].value;
+        struct stat st;
+        errno = 0;
+        if (o.dir && (stat(v, &st) < 0 || !S_ISDIR(st.st_mode) || access(v, R_OK | X_OK) < 0)) {
+            snprintf(err, errlen, "--%s '%s': %s", o.name, v,
+                     errno ? strerror(errno) : "not a readable directory");
+            return PETREL_ENOTFOUND;
+        }
+        char flag[128];
+        snprintf(flag, sizeof(flag), "--%s", o.name);
+        int rc = petrel__option_set(NULL, &o, flag, v, NULL);
+        if (rc < 0) {
+            snprintf(err, errlen, "%s: expected %s, got '%s'", flag, o.expect ? o.expect : "?",
+                     v ? v : "");
+            return rc;
+        }
+    }
+    return 0;
+}
+
 static int register_module(petrel_server_t *srv, const petrel_module_t *m, void *handle,
                            const char *args, char *err, size_t errlen)
 {
-    if (m->abi_version != PETREL_ABI_VERSION) {
+    if (m->abi_version < PETREL_ABI_VERSION_MIN || m->abi_version > PETREL_ABI_VERSION) {
         snprintf(err, errlen,
                  "module '%s' was built for petrel ABI version %d, this petrel has ABI version "
                  "%d: rebuild the module against this petrel's petrel.h",
@@ -70,6 +140,9 @@ static int register_module(petrel_server_t *srv, const petrel_module_t *m, void 
             snprintf(err, errlen, "module '%s' is loaded twice", m->name);
             return PETREL_ESTATE;
         }
+    int orc = apply_options(m, err, errlen);
+    if (orc < 0)
+        return orc;
     const petrel_module_t **mods =
         realloc(srv->modules, (size_t)(srv->nmodules + 1) * sizeof(*mods));
     if (mods)
@@ -470,6 +543,81 @@ static const char *spec_end(const char *spec)
     return colon ? colon : spec + strlen(spec);
 }
 
+const petrel_module_t *petrel__builtin_of(const char *spec, const char **args)
+{
+    const char *end = spec_end(spec);
+    size_t nl = (size_t)(end - spec);
+    if (memchr(spec, '/', nl) || (nl > 3 && memcmp(end - 3, ".so", 3) == 0) ||
+        (nl > 2 && memcmp(end - 2, ".c", 2) == 0))
+        return NULL;
+    for (const petrel_module_t *const *b = builtins; b && *b; b++)
+        if (strlen((*b)->name) == nl && memcmp((*b)->name, spec, nl) == 0) {
+            if (args)
+                *args = *end == ':' ? end + 1 : "";
+            return *b;
+        }
+    return NULL;
+}
+
+void *petrel__module_probe(const char *spec, const petrel_module_t **m)
+{
+    char path[PATH_MAX];
+    const char *end = spec_end(spec);
+    size_t nl = (size_t)(end - spec);
+    if (nl < 4 || nl + 3 > sizeof(path) || memcmp(end - 3, ".so", 3) != 0)
+        return NULL; /* a built-in module, or a source file (built later) */
+    bool slash = memchr(spec, '/', nl) != NULL;
+    snprintf(path, sizeof(path), "%s%.*s", slash ? "" : "./", (int)nl, spec);
+    void *h = dlopen(path, RTLD_NOW | RTLD_LOCAL);
+    if (h == NULL) {
+        dlerror(); /* said again when it is loaded */
+        return NULL;
+    }
+    const petrel_module_t **entry = dlsym(h, "petrel_module_entry");
+    if (entry == NULL || *entry == NULL || (*entry)->name == NULL ||
+        petrel__module_options(*entry) == NULL) {
+        dlclose(h);
+        return NULL;
+    }
+    *m = *entry;
+    return h;
+}
+
+int petrel__module_specs(const char **specs, int n, const petrel_module_t *const *loaded,
+                         int nloaded, const char **out, char **joined)
+{
+    int k = 0, nj = 0;
+    for (int i = 0; i < nloaded; i++) {
+        bool named = false;
+        for (int j = 0; j < n && !named; j++)
+            named = petrel__builtin_of(specs[j], NULL) == loaded[i];
+        if (!named)
+            out[k++] = loaded[i]->name;
+    }
+    for (int i = 0; i < n; i++) {
+        const char *args, *pargs;
+        const petrel_module_t *m = petrel__builtin_of(specs[i], &args);
+        int at = -1;
+        for (int j = 0; m && j < k && at < 0; j++)
+            at = petrel__builtin_of(out[j], NULL) == m ? j : -1;
+        if (at < 0) {
+            out[k++] = specs[i];
+            continue;
+        }
+        /* named again: its arguments joined to those before, in its place */
+        petrel__builtin_of(out[at], &pargs);
+        if (*args == '\0')
+            continue;
+        char *spec = malloc(strlen(m->name) + strlen(pargs) + strlen(args) + 3);
+        if (spec == NULL)
+            return -1;
+        sprintf(spec, "%s:%s%s%s", m->name, pargs, *pargs ? ";" : "", args);
+        joined[nj++] = spec;
+        out[at] = spec;
+    }
+    return k;
+}
+
 /* "NAME[:ARGS]" (built-in), "PATH.so[:ARGS]" (a path: it has a '/' or ends
  * in .so), or with --dev "PATH.c[:ARGS]" (a source file to build). */
 int petrel__server_load_module(petrel_server_t *srv, const char *spec, char *err, size_t errlen)
@@ -556,4 +704,94 @@ int petrel__server_load_module(petrel_server_t *srv, const char *spec, char *err
     if (rc < 0 && strcmp(file, path) != 0)
         unlink(file);
     return rc;
+}
+
+/* ------------------------------------------------------------------------ */
+/* The tables of a command line: petrel's and the modules'                  */
+
+/* The module files that --module names anywhere on the command line,
+ * opened before it is read, so that their options are known there (as
+ * nginx's load_module comes before the directives of its module): the
+ * descriptors of those with options, into mods[n...]; the new n. */
+static int probe_files(petrel__cli_tables_t *t, int argc, char **argv, const petrel_module_t **mods,
+                       int n)
+{
+    for (int i = 1; i < argc && strcmp(argv[i], "--") != 0; i++) {
+        const char *spec = NULL;
+        if (strcmp(argv[i], "--module") == 0 && i + 1 < argc)
+            spec = argv[++i];
+        else if (strncmp(argv[i], "--module=", 9) == 0)
+            spec = argv[i] + 9;
+        const petrel_module_t *m = NULL;
+        void *h = spec ? petrel__module_probe(spec, &m) : NULL;
+        if (h == NULL)
+            continue;
+        t->probes[t->nprobes++] = h;
+        bool seen = false; /* the same file twice */
+        for (int j = 0; j < n && !seen; j++)
+            seen = mods[j] == m;
+        if (!seen)
+            mods[n++] = m;
+    }
+    return n;
+}
+
+int petrel__cli_tables_make(petrel__cli_tables_t *t, const petrel__option_table_t *const *own,
+                            const petrel_module_t *const *table, int argc, char **argv)
+{
+    int nb = 0, nt = 0, nm = 0;
+    while (table && table[nb])
+        nb++;
+    while (own[nt])
+        nt++;
+    *t = (petrel__cli_tables_t){.nmods = 0};
+    const petrel_module_t **mods = calloc((size_t)(nb + argc) + 1, sizeof(*mods));
+    t->probes = calloc((size_t)argc + 1, sizeof(*t->probes));
+    t->all = calloc((size_t)(nt + nb + argc) + 1, sizeof(*t->all));
+    t->mods = calloc((size_t)(nb + argc) + 1, sizeof(*t->mods));
+    if (mods == NULL || t->probes == NULL || t->all == NULL || t->mods == NULL)
+        goto nomem;
+    memcpy(t->all, own, (size_t)nt * sizeof(*t->all));
+    for (int b = 0; b < nb; b++)
+        if (petrel__module_options(table[b]))
+            mods[nm++] = table[b];
+    nm = probe_files(t, argc, argv, mods, nm);
+    for (int k = 0; k < nm; k++) {
+        petrel__option_table_t *mt = &t->mods[t->nmods];
+        if (petrel__module_option_table(mods[k], mt) < 0)
+            goto nomem;
+        t->nmods++;
+        for (const petrel__option_t *o = mt->opts; o->name; o++)
+            for (int i = 0; t->all[i]; i++)
+                for (const petrel__option_t *x = t->all[i]->opts; x->name; x++)
+                    if (strcmp(x->name, o->name) == 0) {
+                        fprintf(stderr,
+                                "petrel: the module '%s' has an option --%s, which "
+                                "petrel or another module has already\n",
+                                mods[k]->name, o->name);
+                        free(mods);
+                        return 1;
+                    }
+        t->all[nt++] = mt;
+        /* its defaults, before the values given go into its config */
+        petrel__module_options_defaults(mods[k]);
+    }
+    free(mods);
+    return 0;
+nomem:
+    free(mods);
+    fprintf(stderr, "petrel: out of memory\n");
+    return 1;
+}
+
+void petrel__cli_tables_free(petrel__cli_tables_t *t)
+{
+    for (int i = 0; i < t->nmods; i++)
+        petrel__module_option_table_free(&t->mods[i]);
+    for (int i = 0; i < t->nprobes; i++)
+        dlclose(t->probes[i]);
+    free(t->mods);
+    free(t->all);
+    free(t->probes);
+    *t = (petrel__cli_tables_t){.nmods = 0};
 }

@@ -3,7 +3,8 @@
  * (runtime/options.h): options.c parses values, applies defaults and
  * prints --help; server.c holds the server's own tables and applies the
  * defaults of every table; cli.c holds the command line's own options and
- * the list of all of them in the order of --help.
+ * the list of all of them in the order of --help, and adds the tables of
+ * the modules (their petrel_option_t rows, as petrel's rows here).
  */
 #ifndef PETREL_SERVER_OPTIONS_H
 #define PETREL_SERVER_OPTIONS_H
@@ -35,6 +36,32 @@ void petrel__options_help(FILE *f, const petrel__option_table_t *const *tables);
 /* The options of the tables, numbered in their order. */
 size_t petrel__options_count(const petrel__option_table_t *const *tables);
 const petrel__option_t *petrel__option_at(const petrel__option_table_t *const *tables, size_t i);
+
+/* The options of module `m` (NULL: none, or a descriptor of ABI 2). */
+const petrel_option_t *petrel__module_options(const petrel_module_t *m);
+/* Row `p` of module `m` as a row of petrel's, into `o`. */
+void petrel__option_from_module(const petrel_module_t *m, const petrel_option_t *p,
+                                petrel__option_t *o);
+/* The options of module `m` as a table of petrel's, its section in --help
+ * named for the module: 0, or PETREL_ENOMEM; free it with
+ * petrel__module_option_table_free. */
+int petrel__module_option_table(const petrel_module_t *m, petrel__option_table_t *t);
+void petrel__module_option_table_free(petrel__option_table_t *t);
+/* The defaults of the options of module `m` into its config. */
+void petrel__module_options_defaults(const petrel_module_t *m);
+
+/* The option tables of a command line: petrel's, then the modules' (the
+ * built-in ones', then those of the module files that --module names,
+ * opened for it), each module's in a section of its own. */
+typedef struct petrel__cli_tables {
+    const petrel__option_table_t **all; /* NULL-terminated, in the order of --help */
+    petrel__option_table_t *mods;       /* the modules' tables */
+    int nmods;
+    void **probes; /* the module files opened, until petrel__cli_tables_free */
+    int nprobes;
+} petrel__cli_tables_t;
+
+/* (module.c makes them: petrel__cli_tables_make.) */
 
 /* A size (k, m, g suffixes; at most 1t) and a number of seconds (a
  * fraction allowed, at most a year; 0 only when `zero_ok`) into ms. */

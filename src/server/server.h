@@ -11,6 +11,7 @@
 #include "runtime/conn.h"
 #include "runtime/loop.h"
 #include "framework/router.h"
+#include "server/options.h"
 
 #include <stdbool.h>
 #include <sys/socket.h>
@@ -66,6 +67,36 @@ int petrel__server_inherit(petrel_server_t *srv, int fd, const char *name, char 
 /* Whether srv has an --admin-listen address. */
 bool petrel__server_has_admin(const petrel_server_t *srv);
 void petrel__set_builtins(const petrel_module_t *const *table);
+/* The built-in module that --module `spec` names, with its arguments in
+ * *args (NULL: a module file, or no such module). */
+const petrel_module_t *petrel__builtin_of(const char *spec, const char **args);
+/* The option tables of a command line (server/options.h): `own`,
+ * petrel's, then the built-in modules' (`table`) and those of the module files that
+ * --module names in argv (opened for it, petrel__module_probe), the
+ * defaults of the modules' options applied: 0, or an exit status after
+ * saying what is wrong (an option of a module that another has already). */
+int petrel__cli_tables_make(petrel__cli_tables_t *t, const petrel__option_table_t *const *own,
+                            const petrel_module_t *const *table, int argc, char **argv);
+void petrel__cli_tables_free(petrel__cli_tables_t *t);
+/* The --module specs `specs[0, n)` in the order they load, into `out`
+ * (room for n + nloaded): the modules `loaded` (that an option of them
+ * loads) first unless a spec names them, and a built-in module named more
+ * than once once, its arguments joined by ';' in the place of the first
+ * (the joined specs malloc'ed into `joined`, room for n; the caller frees
+ * them).  The count, or -1 when out of memory. */
+int petrel__module_specs(const char **specs, int n, const petrel_module_t *const *loaded,
+                         int nloaded, const char **out, char **joined);
+/* An option of module `module` given on the command line (`value` NULL
+ * for a flag; the strings stay valid): each time the module loads, its
+ * options' defaults, then these values in their order, go into its config
+ * before its init runs.  0 or PETREL_ENOMEM. */
+int petrel__module_option_given(const char *module, const char *name, const char *value);
+void petrel__module_options_forget(void);
+/* The module file of --module `spec` (PATH.so[:ARGS]) opened to read its
+ * options before the command line is: its dlopen handle (dlclose it when
+ * done) and its descriptor in *m, or NULL (not a module file, or one
+ * without options, or it does not load: said when it is loaded). */
+void *petrel__module_probe(const char *spec, const petrel_module_t **m);
 int petrel__server_load_module(petrel_server_t *srv, const char *spec, char *err, size_t errlen);
 
 /* module.c: reload and --dev.  A module file loaded again on a reload is

@@ -14,8 +14,10 @@
 man=$top_srcdir/doc/petrel.1
 readme=$top_srcdir/README.md
 cli=$top_srcdir/src/server/cli.c
-# the files with an option table (runtime/options.h)
-tables=$(grep -l 'petrel__option_t [a-z0-9_]*\[\] = {' "$top_srcdir"/src/*/*.c)
+# the files with an option table: petrel's (runtime/options.h) and the
+# built-in modules' (petrel_option_t of petrel.h)
+tables=$(grep -lE 'petrel_{1,2}option_t [a-z0-9_]*\[\] = \{' "$top_srcdir"/src/*/*.c \
+    "$top_srcdir"/modules/*/*.c)
 for f in "$man" "$readme" "$cli"; do
     [[ -f $f ]] || skip "no $f (not a source tree)"
 done
@@ -58,7 +60,7 @@ def bracket_options(text):
         i += 1
 
 
-# --- the option tables of the subsystems (runtime/options.h): what getopt accepts -----
+# --- the option tables of the subsystems and modules: what getopt accepts -----
 table = {}
 for src in cli_sources:
     for n, v in re.findall(r'\{\.name = "([a-z0-9-]+)",\s*(\.value = )?', open(src, encoding="utf-8").read()):
