@@ -6,7 +6,10 @@
 # benchmark's create-postgres.sql makes: the extension pg_stat_statements
 # (the benchmark's verifier counts queries with it), the table World
 # (10,000 rows of a random number; its columns, unquoted, are id and
-# randomnumber) and the table Fortune (12 fortunes).
+# randomnumber) and the table Fortune (12 fortunes), and, as that script
+# does, both again under quoted names, "World" and "Fortune" (the
+# verifier's /updates check reads "World" and world before and after, and
+# fails when either is missing).
 #
 #   examples/tfb/setup.sh [--recreate] [PSQL-OPTION]...
 #
@@ -92,6 +95,35 @@ INSERT INTO Fortune (id, message) VALUES (10, 'Computers make very fast, very ac
 INSERT INTO Fortune (id, message) VALUES (11, '<script>alert("This should not be displayed in a browser alert box.");</script>');
 INSERT INTO Fortune (id, message) VALUES (12, 'フレームワークのベンチマーク');
 
+-- and again under quoted names, as create-postgres.sql makes them
+CREATE TABLE "World" (
+  id integer NOT NULL,
+  randomNumber integer NOT NULL default 0,
+  PRIMARY KEY (id)
+);
+
+INSERT INTO "World" (id, randomnumber)
+SELECT x.id, least(floor(random() * 10000 + 1), 10000) FROM generate_series(1,10000) as x(id);
+
+CREATE TABLE "Fortune" (
+  id integer NOT NULL,
+  message varchar(2048) NOT NULL,
+  PRIMARY KEY (id)
+);
+
+INSERT INTO "Fortune" (id, message) VALUES (1, 'fortune: No such file or directory');
+INSERT INTO "Fortune" (id, message) VALUES (2, 'A computer scientist is someone who fixes things that aren''t broken.');
+INSERT INTO "Fortune" (id, message) VALUES (3, 'After enough decimal places, nobody gives a damn.');
+INSERT INTO "Fortune" (id, message) VALUES (4, 'A bad random number generator: 1, 1, 1, 1, 1, 4.33e+67, 1, 1, 1');
+INSERT INTO "Fortune" (id, message) VALUES (5, 'A computer program does what you tell it to do, not what you want it to do.');
+INSERT INTO "Fortune" (id, message) VALUES (6, 'Emacs is a nice operating system, but I prefer UNIX. — Tom Christaensen');
+INSERT INTO "Fortune" (id, message) VALUES (7, 'Any program that runs right is obsolete.');
+INSERT INTO "Fortune" (id, message) VALUES (8, 'A list is only as strong as its weakest link. — Donald Knuth');
+INSERT INTO "Fortune" (id, message) VALUES (9, 'Feature: A bug with seniority.');
+INSERT INTO "Fortune" (id, message) VALUES (10, 'Computers make very fast, very accurate mistakes.');
+INSERT INTO "Fortune" (id, message) VALUES (11, '<script>alert("This should not be displayed in a browser alert box.");</script>');
+INSERT INTO "Fortune" (id, message) VALUES (12, 'フレームワークのベンチマーク');
+
 COMMIT;
 ANALYZE;
 SQL
@@ -100,7 +132,12 @@ table=world
 nw=$(rows "$@")
 table=fortune
 nf=$(rows "$@")
-echo "setup.sh: hello_world is ready: World $nw rows, Fortune $nf rows"
+table='"World"'
+nqw=$(rows "$@")
+table='"Fortune"'
+nqf=$(rows "$@")
+echo "setup.sh: hello_world is ready: World $nw rows, Fortune $nf rows" \
+    "(\"World\" $nqw, \"Fortune\" $nqf)"
 preload=$(psql_ -At "$@" -d postgres -c "SHOW shared_preload_libraries")
 case ",$(echo "$preload" | tr -d ' ')," in
 *,pg_stat_statements,*) ;;

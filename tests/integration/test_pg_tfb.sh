@@ -5,6 +5,8 @@
 #  - every response has Server and Date, Content-Length, the exact
 #    Content-Type of its type (application/json, text/plain,
 #    text/html; charset=utf-8);
+#  - the database: the tables of the benchmark's create-postgres.sql,
+#    under quoted names too (its verifier reads "World");
 #  - /json: {"message":"Hello, World!"}; /plaintext: Hello, World!, also 16
 #    pipelined requests in one write;
 #  - /db: one World object whose randomNumber is the database's;
@@ -31,6 +33,17 @@ pg_setup
 pg_needs pgss
 pg_start
 pg_tfb # pg_stat_statements too, as the benchmark's database has it
+# the tables twice, as the benchmark's create-postgres.sql makes them:
+# unquoted (world, fortune: the module's) and quoted ("World", "Fortune");
+# the benchmark's verifier reads both World tables before and after
+# /updates (SELECT * FROM "World", then "world") and fails the type when
+# either is missing
+for t in world:10000 fortune:12 '"World":10000' '"Fortune":12'; do
+    n=$(psql_ -c "SELECT count(*) FROM ${t%:*}") ||
+        fail "setup.sh: no table ${t%:*} (the benchmark's create-postgres.sql makes it)"
+    [[ $n == "${t##*:}" ]] || fail "setup.sh: ${t%:*} has $n rows, want ${t##*:}"
+done
+ok "setup.sh: world and \"World\" 10,000 rows, fortune and \"Fortune\" 12, as create-postgres.sql makes them"
 # a known pattern, so that a value can only have come from the database
 psql_ -c "UPDATE world SET randomnumber = (id * 7) % 10000 + 1"
 # rows 1..50 away while petrel fills its cache: read through later
