@@ -18,7 +18,7 @@ static const char *fake_peer(petrel_req_t *r)
     return "192.0.2.1";
 }
 
-static const petrel_proto_t fake_proto = {"fake", NULL, NULL, NULL, fake_peer, NULL, NULL};
+static const petrel_proto_t fake_proto = {.name = "fake", .peer = fake_peer};
 
 static char log_path[64];
 

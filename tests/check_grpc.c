@@ -412,7 +412,8 @@ static int rec_end(petrel_req_t *req, petrel_resp_t *resp)
     return 0;
 }
 
-static const petrel_proto_t rec_proto = {"test", rec_send, rec_write, rec_end, NULL};
+static const petrel_proto_t rec_proto = {
+    .name = "test", .send = rec_send, .stream_write = rec_write, .stream_end = rec_end};
 
 static petrel_arena_t A;
 static petrel_req_t Q;

@@ -1220,8 +1220,8 @@ START_TEST(wellformed_requests)
     struct {
         nghttp2_nv *nv;
         size_t n;
-    } cases[] = {{te, 4},  {empty_value, 4}, {inner_sp, 4}, {cl0, 4},
-                 {pri, 4}, {pri_bad, 4},     {host_same, 5}};
+    } cases[] = {{te, 4},   {empty_value, 4}, {inner_sp, 4}, {cl0, 4},
+                 {cl0s, 4}, {pri, 4},         {pri_bad, 4},  {host_same, 5}};
     for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
         raw_result_t res;
         raw_request(cases[i].nv, cases[i].n, true, 6, &res);

@@ -12,6 +12,7 @@
 
 #include <stdio.h>
 #include <string.h>
+#include <time.h>
 
 static const char *const LM = "Sun, 06 Nov 1994 08:49:37 GMT";
 static const time_t LMT = 784111777;
