@@ -18,8 +18,13 @@
 # "Back down": within a quarter of what the burst took above the idle
 # worker (petrel keeps about 1 KiB per closed h2c connection plus
 # --memory-reserve; before memory came back it kept 16 KiB, two thirds of
-# the burst).  The second burst's peak: at most the first one's plus a
-# tenth of the burst and 1 MiB (the heap's layout differs between the two).
+# the burst).  The second burst's peak: at most the first one's plus half
+# of what the burst took (the heap's layout differs between the two: on a
+# quiet machine the second peak was 1.1-1.5 MiB above the first in 3 of 5
+# runs; on a loaded one, where the release timer runs while a slow burst
+# is still opening, once 8.4 MiB above a 23 MiB peak).  What this bounds is
+# the failure that matters: memory given back that the next burst cannot
+# take again, which would make the second burst cost the first one's twice.
 . "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 
 # the sanitizers' and valgrind's allocators keep freed memory in
@@ -161,7 +166,7 @@ ok("%d h2c connections: RSS %d KiB idle, %d at the peak, %d %.1fs after the clos
 
 socks, p2 = burst(N)
 close_all(socks)
-slack = (p1 - r0) // 10 + 1024
+slack = (p1 - r0) // 2
 check(p2 <= p1 + slack, "second burst: peak %d KiB, want at most the first's %d + %d" % (p2, p1, slack))
 r2, secs = settle(limit)
 check(r2 <= limit, "after the second burst: RSS %d KiB, want at most %d" % (r2, limit))
