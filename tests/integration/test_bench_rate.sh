@@ -91,8 +91,14 @@ starved() { # out max-lag
         --timeout 1s --max-lag "$2" --json "$URL/hello" >"$TMP/$1" 2>"$TMP/$1.err" || rc=$?
     return $rc
 }
+# (once in a while the scheduler hands the idle-class run the CPU for long
+# enough that it keeps up: a run that was not starved is tried once more)
 rc=0
 starved lag 50ms || rc=$?
+if [[ $rc == 0 ]]; then
+    echo "# the starved run kept up (lag max $(jget "$TMP/lag" lag_us.max) us): once more"
+    starved lag 50ms || rc=$?
+fi
 expect "$rc" 3 "exit status of a run that fell behind"
 grep -q 'fell behind its own schedule by up to .* (more than --max-lag 50.00ms)' "$TMP/lag.err" ||
     { cat "$TMP/lag.err"; fail "no lag message"; }
@@ -105,6 +111,10 @@ awk -v l="$(jget "$TMP/lag" read_delay_us.max)" 'BEGIN { exit !(l >= 50000) }' |
 # --max-lag 0: reported, not judged
 rc=0
 starved lag0 0 || rc=$?
+if [[ $rc == 0 ]] && ! awk -v l="$(jget "$TMP/lag0" lag_us.max)" 'BEGIN { exit !(l >= 50000) }'; then
+    echo "# the starved run kept up (lag max $(jget "$TMP/lag0" lag_us.max) us): once more"
+    starved lag0 0 || rc=$?
+fi
 expect "$rc" 0 "exit status with --max-lag 0 ($(cat "$TMP/lag0.err"))"
 expect "$(jget "$TMP/lag0" lag_us.exceeded)" False "lag exceeded with --max-lag 0"
 awk -v l="$(jget "$TMP/lag0" lag_us.max)" 'BEGIN { exit !(l >= 50000) }' ||
