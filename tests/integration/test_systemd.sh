@@ -96,6 +96,8 @@ sock_before=$(inode "$PETREL_PID" 3)
 kill -HUP "$PETREL_PID"
 wait_for "$(bound 20)" grep -q 'generation 1 serving' "$PETREL_ERR"
 [[ $(inode "$PETREL_PID" 3) == "$sock_before" ]] || fail "the master's socket changed over SIGHUP"
+# the retiring workers of generation 0 (their listeners closed) exit first
+wait_for "$(bound 20)" test "$(petrel_workers | wc -l)" -eq 2
 for w in $(petrel_workers); do
     ls -l "/proc/$w/fd" | grep -qF "${sock_before}" ||
         fail "worker $w of generation 1 does not hold systemd's socket $sock_before"
