@@ -596,7 +596,10 @@ static int open_listener(petrel__listen_t *l, char *err, size_t errlen)
      * the first bytes are there, so a new connection is read at once */
     setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
     setsockopt(fd, IPPROTO_TCP, TCP_DEFER_ACCEPT, &one, sizeof(one));
-    if (bind(fd, (struct sockaddr *)&l->addr, l->addrlen) < 0 || listen(fd, 4096) < 0) {
+    /* bound only: the worker listens once its worker_init has succeeded
+     * (worker_listen), so that no connection waits in the queue of a worker
+     * that never starts and is reset when its socket is closed */
+    if (bind(fd, (struct sockaddr *)&l->addr, l->addrlen) < 0) {
         snprintf(err, errlen, "cannot listen on %s: %s", l->text, strerror(errno));
         close(fd);
         return -1;
@@ -604,6 +607,29 @@ static int open_listener(petrel__listen_t *l, char *err, size_t errlen)
     /* a port 0 becomes the kernel's choice: every worker shares it */
     getsockname(fd, (struct sockaddr *)&l->addr, &l->addrlen);
     return fd;
+}
+
+/* A worker whose worker_init succeeded joins its sockets to the group that
+ * shares the address (SO_REUSEPORT: a socket takes connections from its
+ * listen() on).  A socket that already listens (its slot's earlier worker
+ * served, or a reload's successor shares it) is left as it is.  0, or -1
+ * (logged). */
+static int worker_listen(petrel_server_t *srv)
+{
+    for (int i = 0; i < srv->nlistens; i++) {
+        petrel__listen_t *l = &srv->listens[i];
+        if (l->inherited >= 0)
+            continue; /* systemd's: it listens */
+        int on = 0;
+        socklen_t len = sizeof(on);
+        if (getsockopt(l->fd, SOL_SOCKET, SO_ACCEPTCONN, &on, &len) == 0 && on)
+            continue;
+        if (listen(l->fd, 4096) < 0) {
+            petrel_log(PETREL_LOG_ERROR, "cannot listen on %s: %s", l->text, strerror(errno));
+            return -1;
+        }
+    }
+    return 0;
 }
 
 /* The listening sockets of slot `idx`: those closed while it waited to be
@@ -683,6 +709,8 @@ static pid_t spawn(master_t *m, int idx)
     if (m->wfd >= 0)
         close(m->wfd);
     int rc = petrel__worker_init(srv);
+    if (rc == 0)
+        rc = worker_listen(srv);
     if (rc == 0) {
         pid_t me = getpid();
         ssize_t w = write(m->ready[1], &me, sizeof(me));

@@ -11,8 +11,9 @@
 #   3. --admin-listen, two workers: while one of them cannot start (its
 #      worker_init crashes, it waits out its backoff), /readyz answers 503
 #      "1 of 2 workers serving" and petrel_workers is 1, and new
-#      connections are all answered by the other worker (the waiting
-#      slot's listening sockets are closed); once it starts again, /readyz
+#      connections are all answered by the other worker, also while the
+#      slot tries again and crashes (the waiting slot's listening sockets
+#      are closed, a worker listens once it started); once it starts again, /readyz
 #      answers 200.
 . "$(dirname "$0")/lib.sh"
 
@@ -124,13 +125,19 @@ body=$(curl_ "http://127.0.0.1:$ADMIN/readyz")
 workers=$(curl_ "http://127.0.0.1:$ADMIN/metrics" | awk '$1 == "petrel_workers" { print $2 }')
 [[ $workers == 1 ]] || fail "petrel_workers $workers while one cannot start"
 ok "a worker that cannot start: /readyz 503 '$body', petrel_workers 1"
-# its listening sockets are closed while it waits: every new connection
-# goes to the worker that serves, none waits in a queue nobody accepts from
-for i in $(seq 20); do
+# its listening sockets are closed while it waits, and a worker listens
+# only once its worker_init succeeded: every new connection goes to the
+# worker that serves, none waits in a queue nobody accepts from -- also
+# while the slot's next try starts and crashes (the requests go on until
+# two more tries have failed)
+i=0
+until [[ $i -ge 20 ]] && grep -q "failure 4 of 100" "$PETREL_ERR"; do
+    i=$((i + 1))
+    [[ $i -le 2000 ]] || fail "the fourth try of the worker that cannot start never came"
     [[ $(curl -q -sS --noproxy '*' --max-time "$(bound 2)" "$BASE/hello") == hello ]] ||
         fail "request $i while a worker cannot start: not answered within $(bound 2) s"
 done
-ok "20 new connections while a worker cannot start: all answered at once by the other"
+ok "$i new connections while a worker cannot start and twice more tries to: all answered at once by the other"
 rm -f "$flag"
 wait_for "$(bound 20)" readyz_is 200
 ok "it started again: /readyz 200"
