@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # --dev (petrel(1)): `petrel --dev --module ./mod.c` builds the source with cc
-# against the header petrel was built with (no install needed), serves it,
+# against the headers petrel was built with (petrel.h and petrel/*.h; no
+# install needed), serves it,
 # and rebuilds and swaps it in when the file -- or a header beside it --
 # changes, however the editor saves it; a compile error is shown and the
 # previous build keeps serving; under load through all of it, no request
@@ -19,6 +20,9 @@ EOF
 write_mod() { # VERSION [FILE]: the module source, written in place
     cat >"${2:-mod.c}" <<EOF
 #include <petrel.h>
+#include <petrel/pg.h>
+#include <petrel/redis.h>
+#include <petrel/static.h>
 #include <string.h>
 #include "msg.h"
 
