@@ -736,6 +736,69 @@ def petrel_pid():
 
 def sigterm(pid=None):
     os.kill(pid or petrel_pid(), signal.SIGTERM)
+
+
+def load_until(stopfile, result, path, prefix, keepalive=6, oneshot=0):
+    """Requests GET `path` from `keepalive` clients on persistent connections
+    and `oneshot` clients with a connection per request, until `stopfile`
+    exists; each answer must be 200 with a body starting with `prefix`.
+    Writes "OK ERRORS" and the first 20 errors to `result`."""
+    import http.client
+    import threading
+
+    lock = threading.Lock()
+    stats = {"ok": 0}
+    errors = []
+
+    def note(good, what):
+        with lock:
+            if good:
+                stats["ok"] += 1
+            else:
+                errors.append(what)
+
+    def persistent(idx):
+        c = http.client.HTTPConnection("127.0.0.1", PORT, timeout=bound(10))
+        n = 0
+        while not os.path.exists(stopfile):
+            n += 1
+            try:
+                c.request("GET", path)
+                r = c.getresponse()
+                got = r.read()
+                good = r.status == 200 and got.startswith(prefix)
+                if r.will_close:
+                    c.close()
+            except Exception as e:
+                good, got = False, repr(e)
+                c.close()
+            note(good, "keep-alive client %d, request %d: %r" % (idx, n, got))
+
+    def single(idx):
+        n = 0
+        while not os.path.exists(stopfile):
+            n += 1
+            try:
+                c = Conn(timeout=10)
+                c.send(request("GET", path, [("Connection", "close")]))
+                r = c.read_response()
+                c.close()
+                good, got = r.status == 200 and r.body.startswith(prefix), r
+            except Exception as e:
+                good, got = False, repr(e)
+            note(good, "one-shot client %d, request %d: %s" % (idx, n, got))
+
+    threads = [threading.Thread(target=persistent, args=(i,)) for i in range(keepalive)]
+    threads += [threading.Thread(target=single, args=(i,)) for i in range(oneshot)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    with open(result, "w") as f:
+        f.write("%d %d\n" % (stats["ok"], len(errors)))
+        for e in errors[:20]:
+            f.write(e + "\n")
+
 PYEOF
 
 pyrun() {

@@ -107,69 +107,9 @@ wait_for "$(bound 10)" nworkers 2
 stopfile=$LIB_TMP/stop
 result=$LIB_TMP/load.out
 pyrun "$stopfile" "$result" <<'EOF' &
-import http.client
-import os
 import sys
-import threading
-from petrel_client import *
-
-stopfile, result = sys.argv[1], sys.argv[2]
-lock = threading.Lock()
-stats = {"ok": 0}
-errors = []
-
-
-def keepalive(idx):
-    c = http.client.HTTPConnection("127.0.0.1", PORT, timeout=bound(10))
-    n = 0
-    while not os.path.exists(stopfile):
-        n += 1
-        try:
-            c.request("GET", "/ver")
-            r = c.getresponse()
-            got = r.read()
-            good = r.status == 200 and got.startswith(b"v")
-            if r.will_close:
-                c.close()
-        except Exception as e:
-            good, got = False, repr(e)
-            c.close()
-        with lock:
-            if good:
-                stats["ok"] += 1
-            else:
-                errors.append("keep-alive client %d, request %d: %s" % (idx, n, got))
-
-
-def oneshot(idx):
-    n = 0
-    while not os.path.exists(stopfile):
-        n += 1
-        try:
-            c = Conn(timeout=10)
-            c.send(request("GET", "/ver", [("Connection", "close")]))
-            r = c.read_response()
-            c.close()
-            good, got = r.status == 200 and r.body.startswith(b"v"), r
-        except Exception as e:
-            good, got = False, repr(e)
-        with lock:
-            if good:
-                stats["ok"] += 1
-            else:
-                errors.append("one-shot client %d, request %d: %s" % (idx, n, got))
-
-
-threads = [threading.Thread(target=keepalive, args=(i,)) for i in range(3)]
-threads += [threading.Thread(target=oneshot, args=(i,)) for i in range(3)]
-for t in threads:
-    t.start()
-for t in threads:
-    t.join()
-with open(result, "w") as f:
-    f.write("%d %d\n" % (stats["ok"], len(errors)))
-    for e in errors[:20]:
-        f.write(e + "\n")
+from petrel_client import load_until
+load_until(sys.argv[1], sys.argv[2], "/ver", b"v", keepalive=3, oneshot=3)
 EOF
 loadpid=$!
 LIB_BG+=("$loadpid")

@@ -59,49 +59,9 @@ ok "--dev --module ./mod.c: built with cc (and CFLAGS) and served"
 stopfile=$LIB_TMP/stop
 result=$LIB_TMP/load.out
 pyrun "$stopfile" "$result" <<'EOF' &
-import http.client
-import os
 import sys
-import threading
-from petrel_client import *
-
-stopfile, result = sys.argv[1], sys.argv[2]
-lock = threading.Lock()
-ok_n = [0]
-errors = []
-
-
-def client(idx):
-    c = http.client.HTTPConnection("127.0.0.1", PORT, timeout=bound(10))
-    n = 0
-    while not os.path.exists(stopfile):
-        n += 1
-        try:
-            c.request("GET", "/ver")
-            r = c.getresponse()
-            body = r.read()
-            good = r.status == 200 and body.startswith(b"v")
-            if r.will_close:
-                c.close()
-        except Exception as e:
-            good, body = False, repr(e)
-            c.close()
-        with lock:
-            if good:
-                ok_n[0] += 1
-            else:
-                errors.append("client %d request %d: %r" % (idx, n, body))
-
-
-threads = [threading.Thread(target=client, args=(i,)) for i in range(6)]
-for t in threads:
-    t.start()
-for t in threads:
-    t.join()
-with open(result, "w") as f:
-    f.write("%d %d\n" % (ok_n[0], len(errors)))
-    for e in errors[:20]:
-        f.write(e + "\n")
+from petrel_client import load_until
+load_until(sys.argv[1], sys.argv[2], "/ver", b"v", keepalive=6, oneshot=0)
 EOF
 loadpid=$!
 LIB_BG+=("$loadpid")
