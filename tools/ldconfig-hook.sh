@@ -1,7 +1,8 @@
 #!/bin/sh
-# ldconfig-hook.sh -- after `make install` (Makefile.am, install-exec-hook):
+# ldconfig-hook.sh -- after `make install` (Makefile.am, install-exec-hook)
+# and `make uninstall` (uninstall-hook):
 #
-#   tools/ldconfig-hook.sh DESTDIR LIBDIR
+#   tools/ldconfig-hook.sh DESTDIR LIBDIR [uninstall]
 #
 # When libpetrel went into a directory the dynamic loader searches (one of
 # ldconfig's directories, such as /usr/local/lib on Debian), the loader's
@@ -9,11 +10,13 @@
 # libpetrel.so.0: as root, run ldconfig; as another user, say so.  Nothing
 # for a DESTDIR staging install (the files are not in place yet) or for a
 # LIBDIR outside the loader's path (such a program needs -Wl,-rpath or
-# LD_LIBRARY_PATH, as libtool's note after the install says).
+# LD_LIBRARY_PATH, as libtool's note after the install says).  After an
+# uninstall, the same where the install did: the cache forgets libpetrel.
 set -u
 
 destdir=$1
 libdir=$2
+what=${3:-install}
 [ -z "$destdir" ] || exit 0
 ldconfig=
 for d in $(printf '%s' "$PATH" | tr ':' ' ') /sbin /usr/sbin; do
@@ -36,7 +39,15 @@ for d in $("$ldconfig" -v -N -X 2>/dev/null | sed -n 's|^\(/[^:]*\):.*|\1|p'); d
 done
 [ $in_path = yes ] || exit 0
 
-if [ "$(id -u)" = 0 ]; then
+if [ "$what" = uninstall ]; then
+    if [ "$(id -u)" = 0 ]; then
+        echo " $ldconfig    # $libdir is in the dynamic loader's path: its cache forgets libpetrel"
+        "$ldconfig" || echo "warning: $ldconfig failed: its cache still lists libpetrel" >&2
+    else
+        echo "note: $libdir is in the dynamic loader's path: run ldconfig as root, or"
+        echo "      its cache keeps listing the removed libpetrel.so.0"
+    fi
+elif [ "$(id -u)" = 0 ]; then
     echo " $ldconfig    # $libdir is in the dynamic loader's path: update its cache"
     "$ldconfig" || echo "warning: $ldconfig failed: run it before linking with -lpetrel" >&2
 else

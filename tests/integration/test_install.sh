@@ -6,8 +6,12 @@
 #    petrel-mod builds against DIR's header, a program linked through
 #    pkg-config links and runs, a module built with petrel-mod loads into
 #    DIR's petrel; DIR is not in the loader's path, so no ldconfig runs;
+#  - nothing is written outside DIR: the systemd units go to
+#    DIR/lib/systemd/system, petrel.service's ExecStart is DIR/bin/petrel
+#    (written at install time);
 #  - the same tree moved elsewhere: the same, from the new place (petrel-mod
 #    run starts the petrel beside it);
+#  - make uninstall prefix=DIR leaves no file and no directory of petrel's;
 #  (into the loader's path, with ldconfig: test_install_ldconfig.sh)
 #  - the README's list of what `make install` installs names every program
 #    and manual page installed.
@@ -77,10 +81,32 @@ mod_make install prefix="$tree" >"$LIB_TMP/install-prefix.log" 2>&1 ||
 check_tree "$tree" "make install prefix=DIR"
 ok "make install prefix=DIR: petrel.pc, petrel-mod, petrel and a program linked through pkg-config use DIR"
 
+# nothing is written outside DIR (automake quotes every destination it
+# makes or installs to; the systemd units once went to configure's
+# /lib/systemd/system), and petrel.service starts DIR's petrel
+outside=$(grep -o "'/[^']*'" "$LIB_TMP/install-prefix.log" | tr -d "'" | grep -v "^$tree/" | sort -u || true)
+[[ -z $outside ]] || fail "make install prefix=$tree wrote outside it: $outside"
+unit=$tree/lib/systemd/system/petrel.service
+[[ -f $unit && -f $tree/lib/systemd/system/petrel.socket ]] ||
+    fail "make install prefix=DIR: no petrel.service and petrel.socket under DIR/lib/systemd/system"
+grep -q "^ExecStart=$tree/bin/petrel " "$unit" ||
+    fail "petrel.service of make install prefix=DIR: $(grep ExecStart "$unit"), not $tree/bin/petrel"
+ok "make install prefix=DIR: nothing outside DIR; the units in DIR/lib/systemd/system, ExecStart=DIR/bin/petrel"
+
 mkdir -p "$LIB_TMP/elsewhere"
 mv "$tree" "$LIB_TMP/elsewhere/moved"
 check_tree "$LIB_TMP/elsewhere/moved" "the moved tree"
 ok "the installed tree moved elsewhere works from there"
+
+# --- make uninstall takes back all that install made ------------------------
+tree2=$LIB_TMP/p2
+mod_make install prefix="$tree2" >"$LIB_TMP/install-2.log" 2>&1 ||
+    fail "make install prefix=$tree2: $(tail -n 20 "$LIB_TMP/install-2.log")"
+mod_make uninstall prefix="$tree2" >"$LIB_TMP/uninstall.log" 2>&1 ||
+    fail "make uninstall prefix=$tree2: $(tail -n 20 "$LIB_TMP/uninstall.log")"
+left=$(find "$tree2" ! -type d; find "$tree2" -type d -name '*petrel*')
+[[ -z $left ]] || fail "make uninstall left: $left"
+ok "make uninstall prefix=DIR: no file left, and no directory of petrel's own (include/petrel)"
 
 # --- the README lists what make install installs ---------------------------
 readme=$(awk '/^`make install` installs/ { p = 1 } p && /^$/ { exit } p' "$top_srcdir/README.md")

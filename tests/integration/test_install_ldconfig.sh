@@ -11,7 +11,9 @@
 #  - make install prefix=/usr/local: ldconfig runs, and the program links
 #    through pkg-config (its default search path) and runs;
 #  - with the loader's cache of before the install the same program does
-#    not start (so the test can fail).
+#    not start (so the test can fail);
+#  - make uninstall prefix=/usr/local: ldconfig runs again, and its cache
+#    lists no libpetrel.
 # Skips (77) where no private mount namespace can be made (not root and no
 # user namespaces; or in a chroot, whose / is not a mount point).
 . "$(dirname "$0")/lib.sh"
@@ -67,6 +69,15 @@ if "$T/prog-usr" >"$T/before.out" 2>&1; then
     exit 1
 fi
 echo "with the cache of before: $(cat "$T/before.out")"
+# make uninstall: the loader's cache forgets libpetrel
+ldconfig
+ldconfig -p | grep -q libpetrel || { echo "error: libpetrel not in the loader's cache after the install" >&2; exit 1; }
+mod_make uninstall prefix=/usr/local >"$T/uninstall.log" 2>&1
+if ldconfig -p | grep libpetrel; then
+    echo "error: the loader's cache still lists libpetrel after make uninstall" >&2
+    exit 1
+fi
+echo "after make uninstall: no libpetrel in ldconfig -p"
 EOF
 export -f mod_make
 out=$(SAN=$SAN "${ns[@]}" bash "$LIB_TMP/in-ns.sh" "$LIB_TMP" 2>&1) ||
@@ -76,3 +87,5 @@ sed 's/^/    /' <<<"$out"
 expect_match "$out" 'libpetrel says: not found' "the program linked through pkg-config, right after the install"
 expect_match "$out" 'libpetrel.so.0: cannot open shared object file' "the same program with the cache of before"
 ok "make install into /usr/local runs ldconfig: a program linked through pkg-config runs at once (not with DESTDIR)"
+expect_match "$out" 'after make uninstall: no libpetrel in ldconfig -p' "make uninstall from /usr/local"
+ok "make uninstall from /usr/local runs ldconfig: the loader's cache no longer lists libpetrel"
