@@ -1261,6 +1261,33 @@ typedef struct petrel_module {
  */
 PETREL_API int petrel_main(int argc, char **argv, const petrel_module_t *const *builtins);
 
+/**
+ * Name a part built into the program, for `--version`.
+ *
+ * `--version` prints petrel's version and module ABI, then one line per
+ * part: what petrel itself always has (systemd's socket activation and
+ * readiness notification, spoken without libsystemd), then the lines added
+ * here, in order -- the optional libraries a program links (the `petrel`
+ * command says whether it has the PostgreSQL pool and the Redis bridge).
+ * Call it before petrel_main(); at most 16 lines.
+ *
+ * Returns: 0, or PETREL_ELIMIT (16 lines already), PETREL_EINVAL (NULL).
+ *
+ * Errors: as above.
+ *
+ * Lifetime: `line` is kept, not copied: a string literal, or memory that
+ * outlives petrel_main().
+ *
+ * Example:
+ *   int main(int argc, char **argv)
+ *   {
+ *       static const petrel_module_t *const builtins[] = {NULL};
+ *       petrel_version_add("billing API 2.3");
+ *       return petrel_main(argc, argv, builtins);
+ *   }
+ */
+PETREL_API int petrel_version_add(const char *line);
+
 /* ------------------------------------------------------------------------ */
 /* HTTP semantics (src/framework/semantics.c) -- begin                                 */
 /*                                                                           */

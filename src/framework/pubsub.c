@@ -71,11 +71,6 @@ void petrel_pubsub_use_bridge(const petrel_pubsub_bridge_t *b)
     bridge = b;
 }
 
-const char *petrel__pubsub_bridge_name(void)
-{
-    return bridge ? bridge->name : NULL;
-}
-
 int petrel__pubsub_bridge_config(const char *spec, const char *prefix, char *err, size_t errlen)
 {
     if (bridge == NULL) {

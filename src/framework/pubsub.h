@@ -73,8 +73,6 @@ struct petrel_pubsub_bridge {
     void (*get_stats)(petrel__bridge_stats_t *st);
 };
 
-/* The name of the installed bridge, or NULL (--version). */
-const char *petrel__pubsub_bridge_name(void);
 /* --pubsub-redis SPEC with --pubsub-redis-prefix PREFIX: checked by the
  * installed bridge (refused without one).  0, or a negative PETREL_E* code
  * with the reason in `err`. */

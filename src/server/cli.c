@@ -99,11 +99,27 @@ static int set_pid_file(petrel__config_t *cfg, const char *flag, const char *val
 
 static int show_help(petrel__config_t *cfg, const char *flag, const char *value, void *ctx);
 
+/* The parts the program names for --version (petrel_version_add). */
+static const char *version_lines[16];
+static int nversion_lines;
+
+PETREL_API int petrel_version_add(const char *line)
+{
+    if (line == NULL)
+        return PETREL_EINVAL;
+    if (nversion_lines == (int)(sizeof(version_lines) / sizeof(version_lines[0])))
+        return PETREL_ELIMIT;
+    version_lines[nversion_lines++] = line;
+    return 0;
+}
+
 static int show_version(petrel__config_t *cfg, const char *flag, const char *value, void *ctx)
 {
     (void)cfg, (void)flag, (void)value, (void)ctx;
-    printf("petrel %s (module ABI %d; %s bridge)\n", PACKAGE_VERSION, PETREL_ABI_VERSION,
-           petrel__pubsub_bridge_name() ? petrel__pubsub_bridge_name() : "no Redis");
+    printf("petrel %s (module ABI %d)\n", PACKAGE_VERSION, PETREL_ABI_VERSION);
+    printf("  systemd: socket activation and readiness notification (built in, no libsystemd)\n");
+    for (int i = 0; i < nversion_lines; i++)
+        printf("  %s\n", version_lines[i]);
     return EXIT_DONE;
 }
 

@@ -209,9 +209,19 @@ else
 fi
 run_petrel --version
 if [[ $RC -eq 0 && $OUT =~ ^petrel\ [0-9]+\.[0-9]+ && -z $ERR ]]; then
-    ok "--version: status 0, '$OUT'"
+    ok "--version: status 0, '${OUT%%$'\n'*}'"
 else
     not_ok "--version: status $RC, stdout '$OUT', stderr '$ERR'"
+fi
+# the optional parts, said as configure found them (config.h)
+want_pg=no want_redis=no
+grep -q '^#define HAVE_PGSQL 1' "$top_builddir/config.h" && want_pg=yes
+grep -q '^#define HAVE_HIREDIS 1' "$top_builddir/config.h" && want_redis=yes
+if [[ $OUT == *"PostgreSQL pool: $want_pg"* && $OUT == *"Redis bridge of publish/subscribe: $want_redis"* &&
+    $OUT == *"systemd: socket activation and readiness notification"* ]]; then
+    ok "--version names the optional parts: PostgreSQL pool $want_pg, Redis bridge $want_redis, systemd"
+else
+    not_ok "--version does not say PostgreSQL pool $want_pg, Redis bridge $want_redis and systemd: '$OUT'"
 fi
 
 # --- signals: SIGTERM and SIGINT end petrel with status 0 ----------------
