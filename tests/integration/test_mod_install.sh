@@ -198,6 +198,11 @@ petrel-mod build greet.c >/dev/null || fail "the starter module does not build"
 petrel_start --module ./greet.so:greeting=Hi
 expect_eq "$(curl_ "$BASE/greet/world")" "Hi, world!" "GET /greet/world (greeting=Hi)"
 petrel_stop
+# an argument it does not take: it says which, and what it takes
+rc=0
+"$PETREL" --module ./greet.so:greting=Hi >"$LIB_TMP/bad.out" 2>"$LIB_TMP/bad.err" || rc=$?
+[[ $rc -eq 1 ]] && grep -q "module 'greet': unknown argument 'greting=Hi' (it takes greeting=TEXT)" "$LIB_TMP/bad.err" ||
+    fail "the starter with an unknown argument: status $rc, $(cat "$LIB_TMP/bad.err")"
 # petrel-mod run: petrel --dev with the file, from the same installation
 port=$(free_port)
 petrel-mod run greet.c --listen "127.0.0.1:$port" >"$LIB_TMP/run.out" 2>"$LIB_TMP/run.err" &
