@@ -103,8 +103,11 @@ expect_match "$report" $'verdict: PASS 11 checks' "the page's verdict (DOM after
 expect_match "$report" $'log: extensions: permessage-deflate' "permessage-deflate negotiated"
 expect_match "$report" $'log: close: code 4321, clean true' "the closing handshake"
 expect_match "$report" $'screenshot: 800x600, green green green green' "the screenshot"
+# the interactive echo's state ("connecting…") is not shown beside the verdict
+state=$(grep -o '<span id="state">[^<]*' "$LIB_TMP/pass.html" || true)
+[[ -z $state ]] || fail "the self-test's page shows the interactive echo's state: $state"
 petrel_stop
-ok "headless Chromium: ws.html?selftest PASS in ${secs}s, the screenshot is green"
+ok "headless Chromium: ws.html?selftest PASS in ${secs}s, the screenshot is green, no 'connecting…' beside it"
 
 # --- without the WebSocket endpoint: FAIL, red, and the page still ends ----
 petrel_start --root "$WWW"
