@@ -574,15 +574,18 @@ static void conn_flush(pgconn_t *c)
  * writes the statements of the turn together, as libpq 17's
  * PQsendPipelineSync leaves them.  libpq calls send() and recv() through
  * the dynamic linker, which finds these definitions in the program first
- * (the library is static: they are the program's).  Where it does not (a
- * program that defines its own), PQpipelineSync writes at once, as before.
+ * (the library is static: they are the program's).  They are weak: a
+ * program that defines its own keeps them, and PQpipelineSync then writes
+ * at once, as before.
  * Outside PQpipelineSync they are the C library's, and cost a test. */
 #include <dlfcn.h>
 #include <sys/socket.h>
 
 static __thread bool hold_io;
 
-__attribute__((visibility("default"))) ssize_t send(int fd, const void *buf, size_t n, int flags)
+#define PG_LIBC_HOOK __attribute__((weak, visibility("default")))
+
+PG_LIBC_HOOK ssize_t send(int fd, const void *buf, size_t n, int flags)
 {
     static ssize_t (*next)(int, const void *, size_t, int);
     if (hold_io) {
@@ -598,7 +601,7 @@ __attribute__((visibility("default"))) ssize_t send(int fd, const void *buf, siz
     return next(fd, buf, n, flags);
 }
 
-__attribute__((visibility("default"))) ssize_t recv(int fd, void *buf, size_t n, int flags)
+PG_LIBC_HOOK ssize_t recv(int fd, void *buf, size_t n, int flags)
 {
     static ssize_t (*next)(int, void *, size_t, int);
     if (hold_io) {
