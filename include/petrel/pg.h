@@ -20,6 +20,13 @@
  * links libpetrel-pg, a static library: `pkg-config --cflags --libs
  * petrel-pg`, which brings libpq.
  *
+ * Built on a libpq older than 17 (no PQsendPipelineSync), libpetrel-pg
+ * defines send() and recv(): the C library's, except inside the pool's
+ * calls of PQpipelineSync, where they answer EAGAIN so that libpq keeps
+ * each Sync for the pool's one write per connection at the end of the
+ * loop turn.  A program that defines its own send() or recv() keeps them;
+ * the pool then writes once per Sync.
+ *
  * A libpetrel-pg built without libpq (configure --without-pgsql, or no
  * libpq found) has the same calls: petrel_pg_supported() returns 0 and
  * petrel_pg_open() fails, saying so.

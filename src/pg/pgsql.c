@@ -565,24 +565,81 @@ static void conn_flush(pgconn_t *c)
     }
 }
 
+#ifndef LIBPQ_HAS_SEND_PIPELINE_SYNC
+/* libpq before 17 has no PQsendPipelineSync: its PQpipelineSync writes at
+ * once, a write per statement (and, on the server, a wake-up and a read
+ * for each).  While it runs, send() and recv() of this thread answer
+ * EAGAIN, as a full socket does: on a non-blocking connection libpq then
+ * keeps the Sync in its buffer, and the flush at the end of the loop turn
+ * writes the statements of the turn together, as libpq 17's
+ * PQsendPipelineSync leaves them.  libpq calls send() and recv() through
+ * the dynamic linker, which finds these definitions in the program first
+ * (the library is static: they are the program's).  They are weak: a
+ * program that defines its own keeps them, and PQpipelineSync then writes
+ * at once, as before.
+ * Outside PQpipelineSync they are the C library's, and cost a test. */
+#include <dlfcn.h>
+#include <sys/socket.h>
+
+static __thread bool hold_io;
+
+#define PG_LIBC_HOOK __attribute__((weak, visibility("default")))
+
+PG_LIBC_HOOK ssize_t send(int fd, const void *buf, size_t n, int flags)
+{
+    static ssize_t (*next)(int, const void *, size_t, int);
+    if (hold_io) {
+        errno = EAGAIN;
+        return -1;
+    }
+    if (next == NULL)
+        next = (ssize_t(*)(int, const void *, size_t, int))dlsym(RTLD_NEXT, "send");
+    if (next == NULL) {
+        errno = ENOSYS;
+        return -1;
+    }
+    return next(fd, buf, n, flags);
+}
+
+PG_LIBC_HOOK ssize_t recv(int fd, void *buf, size_t n, int flags)
+{
+    static ssize_t (*next)(int, void *, size_t, int);
+    if (hold_io) {
+        errno = EAGAIN;
+        return -1;
+    }
+    if (next == NULL)
+        next = (ssize_t(*)(int, void *, size_t, int))dlsym(RTLD_NEXT, "recv");
+    if (next == NULL) {
+        errno = ENOSYS;
+        return -1;
+    }
+    return next(fd, buf, n, flags);
+}
+
+/* libpq 17's PQsendPipelineSync on older libpq (the connection is
+ * non-blocking: a blocking one would wait for the socket instead). */
+static int send_pipeline_sync(PGconn *pg)
+{
+    hold_io = true;
+    int r = PQpipelineSync(pg);
+    hold_io = false;
+    return r;
+}
+#else
+#define send_pipeline_sync PQsendPipelineSync
+#endif
+
 /* The Sync of the batch whose queries were just sent: the end of its
- * transaction.  libpq 17's PQsendPipelineSync leaves the bytes in libpq's
- * buffer (flushed at the end of the loop turn: one write for the batches
- * of a turn); older libpq's PQpipelineSync writes at once. */
+ * transaction.  The bytes stay in libpq's buffer, flushed at the end of
+ * the loop turn: one write for the batches of a turn. */
 static void send_sync(pgconn_t *c)
 {
-#ifdef LIBPQ_HAS_SEND_PIPELINE_SYNC
-    if (PQsendPipelineSync(c->pg) != 1)
+    if (send_pipeline_sync(c->pg) != 1)
         goto broken;
     c->flush = true;
     petrel_turn_work_add(&c->pool->turn);
     return;
-#else
-    if (PQpipelineSync(c->pg) != 1)
-        goto broken;
-    conn_flush(c);
-    return;
-#endif
 broken:
     set_err(c, PQerrorMessage(c->pg));
     c->broken = true;

@@ -100,4 +100,53 @@ for st, b in got:
 ok("h2: 100 concurrent streams of /queries?queries=20 answered, 20 rows each")
 PY
 
+# --- the statements of a loop turn go out together --------------------------------
+# Each statement is a transaction of its own (a Sync after each), yet the
+# pool writes a connection's statements of a loop turn at once (libpq 17's
+# PQsendPipelineSync; before 17, the Sync held back): 100 streams of
+# /queries?queries=20 in one write are 2,000 statements and far fewer writes.
+if ! command -v strace >/dev/null; then
+    ok "strace not installed: the writes to the database are not counted"
+else
+    worker=$(petrel_workers)
+    strace -f -c -e trace=sendto -o "$LIB_TMP/strace" -p "$worker" 2>"$LIB_TMP/strace-err" &
+    spid=$!
+    LIB_BG+=("$spid")
+    wait_for "$(bound 10)" grep -q "Process $worker attached" "$LIB_TMP/strace-err"
+    pyrun <<'PY'
+import json
+import h2.events
+from petrel_client import *
+from petrel_fault import h2_open
+
+c, h = h2_open()
+sids = []
+for i in range(100):
+    sid = h.get_next_available_stream_id()
+    h.send_headers(sid, [(":method", "GET"), (":scheme", "http"), (":authority", "127.0.0.1"),
+                         (":path", "/queries?queries=20")], end_stream=True)
+    sids.append(sid)
+c.send(h.data_to_send())
+body, done = {}, set()
+c.settimeout(30)
+while len(done) < 100:
+    data = c.sock.recv(1 << 16)
+    check(data, "h2: the connection closed with %d of 100 streams answered" % len(done))
+    for ev in h.receive_data(data):
+        if isinstance(ev, h2.events.DataReceived):
+            body[ev.stream_id] = body.get(ev.stream_id, b"") + ev.data
+            h.acknowledge_received_data(ev.flow_controlled_length, ev.stream_id)
+        elif isinstance(ev, h2.events.StreamEnded):
+            done.add(ev.stream_id)
+    c.send(h.data_to_send())
+c.close()
+check(all(len(json.loads(body[s])) == 20 for s in sids), "h2 /queries?queries=20: rows missing")
+PY
+    kill -INT "$spid"
+    wait "$spid" || true
+    writes=$(awk '$NF == "sendto" { print $4; found = 1 } END { if (!found) print 0 }' "$LIB_TMP/strace")
+    [[ $writes -lt 500 ]] || fail "$writes writes to the database for 2,000 statements (fewer than 500 expected)"
+    ok "100 streams of /queries?queries=20 (2,000 statements, each its own transaction): $writes writes to the database"
+fi
+
 petrel_stop
