@@ -148,7 +148,12 @@ peer "$T/p2"
 P2=$PEER
 touch "$T/p2/rst"
 UPT_URLS=http://127.0.0.1:$P2 UPT_OPTS=breaker_failures=3,breaker_pause_ms=3000,retry_budget_pct=0 \
-    petrel_start --module "$T/upt.so" --workers 1
+    petrel_start --module "$T/upt.so" --workers 1 --admin-listen 127.0.0.1:0
+ADMIN=http://127.0.0.1:$(petrel_admin_port)
+# metric NAME{LABELS}: its value in /metrics
+metric() {
+    curl_ "$ADMIN/metrics" | awk -v k="$1" '$1 == k { print $2 }'
+}
 rm "$T/p2/rst"
 b0=$(stat "$P2" conns)
 touch "$T/p2/rst"
@@ -162,8 +167,18 @@ rm "$T/p2/rst"
 b1=$(stat "$P2" conns)
 (( b1 - b0 - 1 == 3 )) || fail "breaker: the upstream saw $((b1 - b0 - 1)) connections for 34 calls, want 3"
 ok "breaker: 3 failures, then 31 calls failed at once (30 in ${took}s) with EBREAKER; 3 connections seen"
+A='upstream="t",address="127.0.0.1:'$P2'"'
+[[ $(metric "petrel_upstream_breaker_open{$A}") == 1 ]] || fail "breaker_open: $(curl_ "$ADMIN/metrics" | grep upstream)"
+[[ $(metric 'petrel_upstream_calls_total{upstream="t",result="breaker"}') == 31 ]] ||
+    fail "calls by result: $(curl_ "$ADMIN/metrics" | grep upstream_calls)"
+[[ $(metric "petrel_upstream_connects_total{$A}") == 3 ]] || fail "connects: $(curl_ "$ADMIN/metrics" | grep upstream)"
+ok "/metrics: 31 calls failed by the breaker, 3 connects, the breaker open"
 sleep 3.1
 want ok '200 *body hello*'
 want ok '200 *body hello*'
-ok "breaker: after the pause a probe closes it"
+[[ $(metric "petrel_upstream_breaker_open{$A}") == 0 ]] || fail "breaker_open after the probe: $(curl_ "$ADMIN/metrics" | grep upstream)"
+[[ $(metric 'petrel_upstream_calls_total{upstream="t",result="2xx"}') == 2 ]] || fail "2xx: $(curl_ "$ADMIN/metrics" | grep upstream_calls)"
+[[ $(metric "petrel_upstream_reuses_total{$A}") == 1 ]] || fail "reuses: $(curl_ "$ADMIN/metrics" | grep upstream)"
+[[ $(metric "petrel_upstream_idle_connections{$A}") == 1 ]] || fail "idle: $(curl_ "$ADMIN/metrics" | grep upstream)"
+ok "breaker: after the pause a probe closes it (/metrics: breaker closed, 2 calls 2xx, 1 reuse, 1 idle connection)"
 petrel_stop
