@@ -10,11 +10,14 @@
 #      connections reused (100 calls, a handful of connections), not reused
 #      after Connection: close or an HTTP/1.0 response, an idle connection
 #      the upstream closed dropped without an error; a POST whose reused
-#      connection broke is not sent again while a GET is; a call cancelled;
-#      a full queue (EFULL); a closed port (EREFUSED);
+#      connection broke is not sent again while a GET is; a response
+#      paused from on_head and resumed; a call cancelled; a full queue
+#      (EFULL); a closed port (EREFUSED);
 #   3. the circuit breaker: an upstream that resets every connection sees
 #      breaker_failures connections, then calls fail at once with EBREAKER,
-#      and after breaker_pause_ms one probe closes the breaker again.
+#      and after breaker_pause_ms one probe closes the breaker again; what
+#      /metrics says of it; a request aborted by its client cancels its call
+#      and closes the call's connection.
 . "$(dirname "$0")/lib.sh"
 
 command -v cc >/dev/null || skip "no C compiler (cc)"
@@ -120,6 +123,14 @@ d2=$(stat "$P1" drops)
 (( d2 - d1 == 2 )) || fail "a GET on a broken reused connection was sent $((d2 - d1)) times, want 2 (a retry)"
 ok "a POST is not sent twice; a GET on a reused connection that broke is sent again once"
 
+for p in chunked nolen close-body; do
+    curl_ -o "$T/b" "$BASE/pause/$p" || true
+    cmp -s "$T/b" <(curl_ "$BASE/up/$p") || fail "paused /up/$p: $(cat "$T/b")"
+done
+[[ $(curl_ "$BASE/pause/chunked") == $'status 200\nx-test chunky\nbody hello\ntrailer yes' ]] ||
+    fail "paused /up/chunked: $(curl_ "$BASE/pause/chunked")"
+ok "a response paused from on_head for 100 ms: the same as unpaused (chunked, to the close, cut)"
+
 curl_ -o "$T/b" "$BASE/cancel/hang" && [[ $(cat "$T/b") == cancelled ]] || fail "cancel: $(cat "$T/b")"
 want ok '200 *body hello*'
 ok "a cancelled call: the next one is answered"
@@ -181,4 +192,17 @@ want ok '200 *body hello*'
 [[ $(metric "petrel_upstream_reuses_total{$A}") == 1 ]] || fail "reuses: $(curl_ "$ADMIN/metrics" | grep upstream)"
 [[ $(metric "petrel_upstream_idle_connections{$A}") == 1 ]] || fail "idle: $(curl_ "$ADMIN/metrics" | grep upstream)"
 ok "breaker: after the pause a probe closes it (/metrics: breaker closed, 2 calls 2xx, 1 reuse, 1 idle connection)"
+
+# the client leaves while the call waits: the call is cancelled, its
+# connection (taken from the pool) closed, and no result is counted
+curl_ "$ADMIN/metrics" | grep '^petrel_upstream_calls_total' >"$T/calls.before"
+rc=0
+curl -q -sS --noproxy '*' --max-time 0.5 -o /dev/null "$BASE/up/hang" 2>/dev/null || rc=$?
+[[ $rc -eq 28 ]] || fail "curl --max-time 0.5 /up/hang: status $rc, want 28 (timed out)"
+no_conns() { [[ $(metric "petrel_upstream_connections{$A}") == 0 ]]; }
+wait_for "$(bound 5)" no_conns ||
+    fail "connections after the abort: $(curl_ "$ADMIN/metrics" | grep upstream_connections)"
+curl_ "$ADMIN/metrics" | grep '^petrel_upstream_calls_total' >"$T/calls.after"
+cmp -s "$T/calls.before" "$T/calls.after" || fail "an aborted call was counted: $(diff "$T/calls.before" "$T/calls.after")"
+ok "the request aborted: its call cancelled, its connection closed"
 petrel_stop
