@@ -17,7 +17,9 @@
 #      breaker_failures connections, then calls fail at once with EBREAKER,
 #      and after breaker_pause_ms one probe closes the breaker again; what
 #      /metrics says of it; a request aborted by its client cancels its call
-#      and closes the call's connection.
+#      and closes the call's connection;
+#   4. two addresses: round robin, and one of them down (retried on the
+#      other, taken out by its breaker).
 . "$(dirname "$0")/lib.sh"
 
 command -v cc >/dev/null || skip "no C compiler (cc)"
@@ -152,6 +154,28 @@ closed=$(free_port)
 UPT_URLS=http://127.0.0.1:$closed petrel_start --module "$T/upt.so" --workers 1
 want ok '502 error -101 *Connection refused*'
 ok "a closed port: EREFUSED"
+petrel_stop
+
+# two addresses: round robin over both; one of them down: its calls are
+# sent again to the other (GET, within the budget) and its breaker takes it out
+peer "$T/p3"
+P3=$PEER
+r1=$(stat "$P1" requests)
+r3=$(stat "$P3" requests)
+UPT_URLS="http://127.0.0.1:$P1, http://127.0.0.1:$P3" petrel_start --module "$T/upt.so" --workers 1
+got=$(many ok 20)
+[[ $got == "200:20 " ]] || fail "20 calls over two addresses: $got"
+n1=$(($(stat "$P1" requests) - r1 - 1))
+n3=$(($(stat "$P3" requests) - r3 - 1))
+(( n1 == 10 && n3 == 10 )) || fail "round robin: $n1 and $n3 requests, want 10 and 10"
+ok "round robin over two addresses: 10 calls each"
+petrel_stop
+UPT_URLS="http://127.0.0.1:$P1,http://127.0.0.1:$closed" UPT_OPTS=breaker_failures=2 \
+    petrel_start --module "$T/upt.so" --workers 1
+got=$(many ok 20)
+[[ $got == "200:20 " ]] || fail "20 calls, one address down: $got"
+grep -q "127.0.0.1:$closed failed 2 times in a row" "$PETREL_ERR" || fail "no breaker line: $(cat "$PETREL_ERR")"
+ok "one address down: 20 calls answered (retried on the other), its breaker open"
 petrel_stop
 
 # --- 3. the circuit breaker ---------------------------------------------------------
