@@ -2252,7 +2252,7 @@ typedef struct petrel_call petrel_call_t;
 
 /** How calls are spread over an upstream's addresses. */
 enum {
-    PETREL_BALANCE_ROUND_ROBIN = 0, /**< each address in turn */
+    PETREL_BALANCE_ROUND_ROBIN = 0,  /**< each address in turn */
     PETREL_BALANCE_LEAST_PENDING = 1 /**< the address with fewest calls in flight */
 };
 
@@ -2357,11 +2357,11 @@ enum {
 
 /** The response's header, for on_head. */
 typedef struct petrel_upstream_head {
-    int status;               /**< 100..599 (interim 1xx responses are not reported) */
-    int version;              /**< 10 or 11 */
+    int status;  /**< 100..599 (interim 1xx responses are not reported) */
+    int version; /**< 10 or 11 */
     const petrel_header_t *headers;
     size_t nheaders;
-    int64_t content_length;   /**< -1 when the body is chunked or delimited by the close */
+    int64_t content_length; /**< -1 when the body is chunked or delimited by the close */
 } petrel_upstream_head_t;
 
 /**
@@ -2386,8 +2386,8 @@ typedef struct petrel_call_cbs {
 
 /** What to send: petrel_call(). */
 typedef struct petrel_call_spec {
-    const char *method;  /**< "GET", "POST"... */
-    const char *target;  /**< "/path?query" */
+    const char *method; /**< "GET", "POST"... */
+    const char *target; /**< "/path?query" */
     /** The Host field; NULL: the address's host[:port] from its URL
      *  ("localhost" for a unix: address). */
     const char *authority;
@@ -2396,7 +2396,7 @@ typedef struct petrel_call_spec {
      *  the client and must not be given. */
     const petrel_header_t *headers;
     size_t nheaders;
-    const void *body;    /**< the whole request body (not copied: keep it) */
+    const void *body; /**< the whole request body (not copied: keep it) */
     size_t body_len;
     /** The request the call is made for: the call's memory is taken from its
      *  arena and the call is cancelled when it is aborted.  NULL: `arena`. */
@@ -2420,7 +2420,8 @@ typedef struct petrel_call_spec {
  *
  * Errors: NULL with errno EINVAL (no method or target, a method not in
  * upper-case letters, a target with a space or control byte, a field the
- * client sets or one not valid, no req nor arena, or outside a worker),
+ * client sets or one not valid, no req nor arena, a req that may no
+ * longer be answered (petrel_req_waiting() is 0), or outside a worker),
  * ENOMEM (the arena).  Failures of the call itself (refused, breaker open,
  * pool full) are reported through on_error, from the loop.
  *

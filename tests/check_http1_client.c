@@ -140,9 +140,9 @@ static int parse_all(const char *resp, bool head, bool eof, seen_t *whole)
 START_TEST(test_content_length)
 {
     seen_t s;
-    ck_assert_int_eq(parse_all("HTTP/1.1 200 OK\r\nX-A: 1\r\nContent-Length: 5\r\n\r\nhello", false,
-                               false, &s),
-                     0);
+    ck_assert_int_eq(
+        parse_all("HTTP/1.1 200 OK\r\nX-A: 1\r\nContent-Length: 5\r\n\r\nhello", false, false, &s),
+        0);
     ck_assert_int_eq(s.status, 200);
     ck_assert_int_eq(s.version, 11);
     ck_assert_int_eq(s.cl, 5);
@@ -167,10 +167,11 @@ END_TEST
 START_TEST(test_interim_skipped)
 {
     seen_t s;
-    ck_assert_int_eq(parse_all("HTTP/1.1 100 Continue\r\n\r\nHTTP/1.1 103 Early Hints\r\n"
-                               "Link: </a>\r\n\r\nHTTP/1.1 201 Created\r\nContent-Length: 2\r\n\r\nok",
-                               false, false, &s),
-                     0);
+    ck_assert_int_eq(
+        parse_all("HTTP/1.1 100 Continue\r\n\r\nHTTP/1.1 103 Early Hints\r\n"
+                  "Link: </a>\r\n\r\nHTTP/1.1 201 Created\r\nContent-Length: 2\r\n\r\nok",
+                  false, false, &s),
+        0);
     ck_assert_int_eq(s.status, 201);
     ck_assert_str_eq(s.fields, "Content-Length=2;");
     ck_assert_str_eq(s.body, "ok");
@@ -186,18 +187,16 @@ START_TEST(test_no_body)
     ck_assert_int_eq(s.cl, 0);
     ck_assert_str_eq(s.body, "");
     ck_assert_int_eq(parse_all("HTTP/1.1 204 No Content\r\n\r\n", false, false, &s), 0);
-    ck_assert_int_eq(parse_all("HTTP/1.1 304 Not Modified\r\nContent-Length: 9\r\n\r\n", false,
-                               false, &s),
-                     0);
+    ck_assert_int_eq(
+        parse_all("HTTP/1.1 304 Not Modified\r\nContent-Length: 9\r\n\r\n", false, false, &s), 0);
 }
 END_TEST
 
 START_TEST(test_close_delimited)
 {
     seen_t s;
-    ck_assert_int_eq(parse_all("HTTP/1.1 200 OK\r\nConnection: close\r\n\r\nto the end", false,
-                               true, &s),
-                     0);
+    ck_assert_int_eq(
+        parse_all("HTTP/1.1 200 OK\r\nConnection: close\r\n\r\nto the end", false, true, &s), 0);
     ck_assert_str_eq(s.body, "to the end");
     /* cut: a Content-Length not reached, a chunked body not ended */
     size_t rest;
@@ -286,7 +285,8 @@ START_TEST(test_request_head)
     char buf[512];
     petrel_header_t f[] = {{{"X-A", 3}, {"1", 1}}, {{"Accept", 6}, {"*/*", 3}}};
     size_t need = petrel__h1c_head_size("POST", "/p?q=1", "h:8080", f, 2);
-    ck_assert_int_eq(petrel__h1c_head(buf, need - 1, "POST", "/p?q=1", "h:8080", f, 2, 4, true), -1);
+    ck_assert_int_eq(petrel__h1c_head(buf, need - 1, "POST", "/p?q=1", "h:8080", f, 2, 4, true),
+                     -1);
     long n = petrel__h1c_head(buf, sizeof(buf), "POST", "/p?q=1", "h:8080", f, 2, 4, true);
     ck_assert_int_gt(n, 0);
     buf[n] = '\0';
@@ -295,9 +295,11 @@ START_TEST(test_request_head)
     n = petrel__h1c_head(buf, sizeof(buf), "GET", "/", "h", NULL, 0, 0, false);
     buf[n] = '\0';
     ck_assert_str_eq(buf, "GET / HTTP/1.1\r\nHost: h\r\n\r\n");
-    petrel_header_t bad[] = {{{"Host", 4}, {"x", 1}},       {{"connection", 10}, {"x", 1}},
+    petrel_header_t bad[] = {{{"Host", 4}, {"x", 1}},
+                             {{"connection", 10}, {"x", 1}},
                              {{"Transfer-Encoding", 17}, {"x", 1}},
-                             {{"X A", 3}, {"x", 1}},       {{"X-B", 3}, {"a\r\nb", 4}}};
+                             {{"X A", 3}, {"x", 1}},
+                             {{"X-B", 3}, {"a\r\nb", 4}}};
     for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++)
         ck_assert(!petrel__h1c_field_ok(&bad[i]));
     ck_assert(petrel__h1c_field_ok(&f[0]));

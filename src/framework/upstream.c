@@ -13,6 +13,15 @@
  *
  * Everything a call reports runs from the loop: petrel_call() only queues
  * the call and asks for the upstream's dispatch at the end of the turn.
+ *
+ * Why this file is over 1,000 lines: a call, its connection and its
+ * address's breaker change state together at every event (a connection
+ * made or refused, a response begun, cut or ended, a deadline, a cancel),
+ * and each of those decides at once whether the call is retried, fails or
+ * ends and whether the connection goes back to the pool; split, each part
+ * would need the others' private state.  Sections, in order: declaration
+ * (the master), per worker, the end of a call, breakers and tokens,
+ * connections, sending, dispatch, reading, deadlines, calls.
  */
 #include "protocols/http1-client.h"
 #include "runtime/arena.h"
@@ -100,10 +109,10 @@ struct petrel_call {
     bool idempotent, head, post_like;
     int state;
     bool paused;
-    bool headed;       /* on_head ran */
-    bool wrote;        /* some byte of the request was written */
-    bool reused;       /* its connection was reused */
-    bool probe;        /* it is its address's breaker probe */
+    bool headed; /* on_head ran */
+    bool wrote;  /* some byte of the request was written */
+    bool reused; /* its connection was reused */
+    bool probe;  /* it is its address's breaker probe */
     bool cancelled;
     int fail_code;
     const char *fail_reason;
@@ -447,13 +456,19 @@ static int result_of_error(int code)
 {
     switch (code) {
     case PETREL_UPSTREAM_EREFUSED:
-    case PETREL_UPSTREAM_ECONNECT: return R_REFUSED;
+    case PETREL_UPSTREAM_ECONNECT:
+        return R_REFUSED;
     case PETREL_UPSTREAM_EHEADER:
-    case PETREL_UPSTREAM_ETIMEOUT: return R_TIMEOUT;
-    case PETREL_UPSTREAM_EBREAKER: return R_BREAKER;
-    case PETREL_UPSTREAM_EFULL: return R_FULL;
-    case PETREL_UPSTREAM_EPROTO: return R_PROTO;
-    default: return R_CLOSED;
+    case PETREL_UPSTREAM_ETIMEOUT:
+        return R_TIMEOUT;
+    case PETREL_UPSTREAM_EBREAKER:
+        return R_BREAKER;
+    case PETREL_UPSTREAM_EFULL:
+        return R_FULL;
+    case PETREL_UPSTREAM_EPROTO:
+        return R_PROTO;
+    default:
+        return R_CLOSED;
     }
 }
 
@@ -767,10 +782,10 @@ static void call_send(petrel_call_t *call)
         c->wbuf = b;
         c->wcap = need;
     }
-    long len = petrel__h1c_head(c->wbuf, c->wcap, call->method, call->target,
-                                call->authority ? call->authority : c->addr->host, call->fields,
-                                call->nfields, call->body_len,
-                                call->body_len > 0 || call->post_like);
+    long len =
+        petrel__h1c_head(c->wbuf, c->wcap, call->method, call->target,
+                         call->authority ? call->authority : c->addr->host, call->fields,
+                         call->nfields, call->body_len, call->body_len > 0 || call->post_like);
     c->wlen = (size_t)len;
     c->woff = c->boff = 0;
     c->nreq++;
@@ -867,9 +882,9 @@ static void dispatch(petrel_upstream_t *up)
         uaddr_t *a = pick(up, &all_open, &probe);
         if (a == NULL) {
             if (all_open) {
-                call_fail(call, PETREL_UPSTREAM_EBREAKER,
-                          fmt_reason("upstream '%s': every address is out (circuit breaker)",
-                                     up->name));
+                call_fail(
+                    call, PETREL_UPSTREAM_EBREAKER,
+                    fmt_reason("upstream '%s': every address is out (circuit breaker)", up->name));
                 continue;
             }
             wait_breaker = true;
@@ -936,8 +951,11 @@ static int h1_on_head(void *ctx, int status, int version, const petrel_header_t 
         addr_ok(call->up, call->addr);
     call->addr->fails = 0;
     call->probe = false;
-    int r = status < 200 ? R_1XX_3XX : status < 300 ? R_2XX : status < 400 ? R_1XX_3XX
-                                                        : status < 500 ? R_4XX : R_5XX;
+    int r = status < 200   ? R_1XX_3XX
+            : status < 300 ? R_2XX
+            : status < 400 ? R_1XX_3XX
+            : status < 500 ? R_4XX
+                           : R_5XX;
     petrel__metrics_up(call->up->mslot)->calls[r]++;
     if (listening(call) && call->cbs.on_head) {
         petrel_upstream_head_t h = {status, version, f, n, cl};
@@ -1137,10 +1155,10 @@ static void on_connect_expire(petrel__timer_t *t)
     conn_close(c);
     addr_failed(c->up, a);
     if (call)
-        call_retry_or_fail(call, PETREL_UPSTREAM_ECONNECT,
-                           fmt_reason("connect to %s: no answer in %u ms", a->label,
-                                      c->up->o.connect_timeout_ms),
-                           true);
+        call_retry_or_fail(
+            call, PETREL_UPSTREAM_ECONNECT,
+            fmt_reason("connect to %s: no answer in %u ms", a->label, c->up->o.connect_timeout_ms),
+            true);
 }
 
 static void on_header_expire(petrel__timer_t *t)
@@ -1151,9 +1169,9 @@ static void on_header_expire(petrel__timer_t *t)
     conn_close(c);
     addr_failed(c->up, a);
     if (call)
-        call_fail(call, PETREL_UPSTREAM_EHEADER,
-                  fmt_reason("%s: no response header in %u ms", a->label,
-                             c->up->o.header_timeout_ms));
+        call_fail(
+            call, PETREL_UPSTREAM_EHEADER,
+            fmt_reason("%s: no response header in %u ms", a->label, c->up->o.header_timeout_ms));
 }
 
 static void on_idle_expire(petrel__timer_t *t)
@@ -1190,8 +1208,8 @@ static void call_gone(void *data)
 petrel_call_t *petrel_call(petrel_upstream_t *up, const petrel_call_spec_t *spec,
                            const petrel_call_cbs_t *cbs, void *data)
 {
-    if (up == NULL || spec == NULL || cbs == NULL || spec->method == NULL ||
-        spec->target == NULL || *spec->method == '\0' || *spec->target == '\0' ||
+    if (up == NULL || spec == NULL || cbs == NULL || spec->method == NULL || spec->target == NULL ||
+        *spec->method == '\0' || *spec->target == '\0' ||
         (spec->req == NULL && spec->arena == NULL) || petrel__loop == NULL ||
         (spec->body_len > 0 && spec->body == NULL)) {
         errno = EINVAL;
@@ -1218,11 +1236,15 @@ petrel_call_t *petrel_call(petrel_upstream_t *up, const petrel_call_spec_t *spec
             errno = EINVAL;
             return NULL;
         }
+    if (spec->req && !petrel_req_waiting(spec->req)) {
+        errno = EINVAL; /* answered or aborted already: nobody to tell */
+        return NULL;
+    }
     worker_setup(up);
     petrel_arena_t *arena = spec->req ? spec->req->arena : spec->arena;
     petrel_call_t *call = petrel_arena_new(arena, petrel_call_t, 1);
-    petrel_header_t *f = spec->nheaders ? petrel_arena_new(arena, petrel_header_t, spec->nheaders)
-                                        : NULL;
+    petrel_header_t *f =
+        spec->nheaders ? petrel_arena_new(arena, petrel_header_t, spec->nheaders) : NULL;
     if (call == NULL || (spec->nheaders && f == NULL)) {
         errno = ENOMEM;
         return NULL;
@@ -1233,9 +1255,9 @@ petrel_call_t *petrel_call(petrel_upstream_t *up, const petrel_call_spec_t *spec
     call->data = data;
     call->method = petrel_arena_strndup(arena, spec->method, strlen(spec->method));
     call->target = petrel_arena_strndup(arena, spec->target, strlen(spec->target));
-    call->authority =
-        spec->authority ? petrel_arena_strndup(arena, spec->authority, strlen(spec->authority))
-                        : NULL;
+    call->authority = spec->authority
+                          ? petrel_arena_strndup(arena, spec->authority, strlen(spec->authority))
+                          : NULL;
     if (call->method == NULL || call->target == NULL || (spec->authority && !call->authority)) {
         errno = ENOMEM;
         return NULL;
@@ -1317,7 +1339,7 @@ void petrel_call_cancel(petrel_call_t *call)
     if (c == NULL)
         return;
     if (state == C_CONNECTING)
-        return; /* nothing sent: the connection joins the pool once made */
+        return;    /* nothing sent: the connection joins the pool once made */
     conn_close(c); /* a response under way: the connection cannot be reused */
 }
 
@@ -1329,15 +1351,25 @@ const char *petrel_call_address(const petrel_call_t *call)
 const char *petrel_upstream_strerror(int error)
 {
     switch (error) {
-    case PETREL_UPSTREAM_EREFUSED: return "no connection could be made to the upstream";
-    case PETREL_UPSTREAM_ECONNECT: return "connecting to the upstream timed out";
-    case PETREL_UPSTREAM_EHEADER: return "the upstream sent no response header in time";
-    case PETREL_UPSTREAM_ETIMEOUT: return "the call timed out";
-    case PETREL_UPSTREAM_ECLOSED: return "the upstream closed the connection";
-    case PETREL_UPSTREAM_EPROTO: return "the upstream's response is not valid HTTP";
-    case PETREL_UPSTREAM_EBREAKER: return "the upstream is out (circuit breaker open)";
-    case PETREL_UPSTREAM_EFULL: return "too many calls wait for the upstream";
-    case PETREL_UPSTREAM_ECANCELLED: return "the call was cancelled";
-    default: return "unknown upstream error";
+    case PETREL_UPSTREAM_EREFUSED:
+        return "no connection could be made to the upstream";
+    case PETREL_UPSTREAM_ECONNECT:
+        return "connecting to the upstream timed out";
+    case PETREL_UPSTREAM_EHEADER:
+        return "the upstream sent no response header in time";
+    case PETREL_UPSTREAM_ETIMEOUT:
+        return "the call timed out";
+    case PETREL_UPSTREAM_ECLOSED:
+        return "the upstream closed the connection";
+    case PETREL_UPSTREAM_EPROTO:
+        return "the upstream's response is not valid HTTP";
+    case PETREL_UPSTREAM_EBREAKER:
+        return "the upstream is out (circuit breaker open)";
+    case PETREL_UPSTREAM_EFULL:
+        return "too many calls wait for the upstream";
+    case PETREL_UPSTREAM_ECANCELLED:
+        return "the call was cancelled";
+    default:
+        return "unknown upstream error";
     }
 }

@@ -252,9 +252,9 @@ bool petrel__h1c_started(const petrel__h1c_t *c)
 
 static bool hop_by_hop(const petrel_str_t *n)
 {
-    static const char *const no[] = {"host", "content-length", "transfer-encoding", "connection",
-                                     "keep-alive", "te", "trailer", "upgrade",
-                                     "proxy-connection", NULL};
+    static const char *const no[] = {
+        "host", "content-length", "transfer-encoding", "connection",       "keep-alive",
+        "te",   "trailer",        "upgrade",           "proxy-connection", NULL};
     for (int i = 0; no[i]; i++)
         if (is(n, no[i]))
             return true;

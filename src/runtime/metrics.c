@@ -524,7 +524,8 @@ static const char *const method_names[PETREL__M_METHODS] = {"GET",    "HEAD",  "
 static void format_upstreams(out_t *o, const petrel__stats_t *s)
 {
     static const char *const results[PETREL__M_UP_RESULTS] = {
-        "2xx", "1xx_3xx", "4xx", "5xx", "timeout", "refused", "breaker", "full", "protocol", "closed"};
+        "2xx",     "1xx_3xx", "4xx",  "5xx",      "timeout",
+        "refused", "breaker", "full", "protocol", "closed"};
     const registry_t *r = reg();
     uint32_t n = __atomic_load_n(&r->nup, __ATOMIC_ACQUIRE);
     if (n > PETREL__M_UP_SLOTS)

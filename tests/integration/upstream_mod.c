@@ -176,18 +176,30 @@ static int init(petrel_server_t *srv, const char *args)
             continue;
         *eq = '\0';
         unsigned v = (unsigned)strtoul(eq + 1, NULL, 10);
-        if (!strcmp(s, "max_conns")) o.max_conns = v;
-        else if (!strcmp(s, "max_pending")) o.max_pending = v;
-        else if (!strcmp(s, "connect_timeout_ms")) o.connect_timeout_ms = v;
-        else if (!strcmp(s, "header_timeout_ms")) o.header_timeout_ms = v;
-        else if (!strcmp(s, "call_timeout_ms")) o.call_timeout_ms = v;
-        else if (!strcmp(s, "idle_timeout_ms")) o.idle_timeout_ms = v;
-        else if (!strcmp(s, "max_requests")) o.max_requests = v;
-        else if (!strcmp(s, "retry_budget_pct")) o.retry_budget_pct = v;
-        else if (!strcmp(s, "breaker_failures")) o.breaker_failures = v;
-        else if (!strcmp(s, "breaker_pause_ms")) o.breaker_pause_ms = v;
-        else if (!strcmp(s, "connects_per_sec")) o.connects_per_sec = v;
-        else if (!strcmp(s, "balance")) o.balance = (int)v;
+        if (!strcmp(s, "max_conns"))
+            o.max_conns = v;
+        else if (!strcmp(s, "max_pending"))
+            o.max_pending = v;
+        else if (!strcmp(s, "connect_timeout_ms"))
+            o.connect_timeout_ms = v;
+        else if (!strcmp(s, "header_timeout_ms"))
+            o.header_timeout_ms = v;
+        else if (!strcmp(s, "call_timeout_ms"))
+            o.call_timeout_ms = v;
+        else if (!strcmp(s, "idle_timeout_ms"))
+            o.idle_timeout_ms = v;
+        else if (!strcmp(s, "max_requests"))
+            o.max_requests = v;
+        else if (!strcmp(s, "retry_budget_pct"))
+            o.retry_budget_pct = v;
+        else if (!strcmp(s, "breaker_failures"))
+            o.breaker_failures = v;
+        else if (!strcmp(s, "breaker_pause_ms"))
+            o.breaker_pause_ms = v;
+        else if (!strcmp(s, "connects_per_sec"))
+            o.connects_per_sec = v;
+        else if (!strcmp(s, "balance"))
+            o.balance = (int)v;
     }
     char err[256];
     up = petrel_upstream_new(srv, &o, err, sizeof(err));
