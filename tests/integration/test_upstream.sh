@@ -19,7 +19,8 @@
 #      /metrics says of it; a request aborted by its client cancels its call
 #      and closes the call's connection;
 #   4. two addresses: round robin, and one of them down (retried on the
-#      other, taken out by its breaker).
+#      other, taken out by its breaker);
+#   5. the connection rate: connects_per_sec bounds the connections made.
 . "$(dirname "$0")/lib.sh"
 
 command -v cc >/dev/null || skip "no C compiler (cc)"
@@ -229,4 +230,23 @@ wait_for "$(bound 5)" no_conns ||
 curl_ "$ADMIN/metrics" | grep '^petrel_upstream_calls_total' >"$T/calls.after"
 cmp -s "$T/calls.before" "$T/calls.after" || fail "an aborted call was counted: $(diff "$T/calls.before" "$T/calls.after")"
 ok "the request aborted: its call cancelled, its connection closed"
+petrel_stop
+
+# --- 5. the connection rate ---------------------------------------------------------
+# no breaker, no retry: 40 calls to an upstream that resets every connection
+# each need a connection; at 20 a second (a bucket of 20 to start with) the
+# last 20 wait for their tokens: a second at least
+UPT_URLS=http://127.0.0.1:$P2 UPT_OPTS=breaker_failures=0,retry_budget_pct=0,connects_per_sec=20 \
+    petrel_start --module "$T/upt.so" --workers 1
+c0=$(stat "$P2" conns)
+touch "$T/p2/rst"
+t0=$(now)
+got=$(many ok 40)
+took=$(secs_since "$t0")
+rm "$T/p2/rst"
+[[ $got == "502:40 " ]] || fail "40 calls to a resetting upstream: $got"
+c1=$(stat "$P2" conns)
+(( c1 - c0 - 1 == 40 )) || fail "40 calls: $((c1 - c0 - 1)) connections"
+fcmp "$took >= 0.9" || fail "40 connections at connects_per_sec 20 took ${took}s, want 1 s at least"
+ok "connects_per_sec 20: 40 connections took ${took}s"
 petrel_stop
