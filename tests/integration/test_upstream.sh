@@ -20,7 +20,8 @@
 #      and closes the call's connection;
 #   4. two addresses: round robin, and one of them down (retried on the
 #      other, taken out by its breaker);
-#   5. the connection rate: connects_per_sec bounds the connections made.
+#   5. the connection rate: connects_per_sec bounds the connections made;
+#   6. a unix: address; the least pending balance.
 . "$(dirname "$0")/lib.sh"
 
 command -v cc >/dev/null || skip "no C compiler (cc)"
@@ -28,14 +29,15 @@ T=$LIB_TMP
 cc -shared -fPIC -g -Wall -Wextra -Werror -I"$top_srcdir/include" -o "$T/upt.so" \
     "$top_srcdir/tests/integration/upstream_mod.c" || fail "the test module does not build"
 
-# peer DIR: start upstream_peer.py with control directory DIR; sets PEER.
+# peer DIR [UNIX_SOCKET]: start upstream_peer.py with control directory DIR;
+# sets PEER (its port).
 peer() {
     mkdir -p "$1"
-    "$PY" "$top_srcdir/tests/integration/upstream_peer.py" "$1/port" "$1" &
+    "$PY" "$top_srcdir/tests/integration/upstream_peer.py" "$1/port" "$@" &
     LIB_BG+=("$!") # killed at the end
     wait_for "$(bound 10)" test -s "$1/port" || fail "upstream_peer.py did not start"
     PEER=$(cat "$1/port")
-    wait_port "$PEER"
+    [[ $# -gt 1 ]] || wait_port "$PEER"
 }
 # stat PORT FIELD: a count of the peer's (its own /stats connection included).
 stat() {
@@ -73,6 +75,7 @@ P1=$PEER
 UPT_URLS=http://127.0.0.1:$P1 UPT_OPTS=header_timeout_ms=300,breaker_failures=1000 \
     petrel_start --module "$T/upt.so" --workers 1
 want ok '200 status 200|x-test ok|body hello|trailer |'
+want host "200 status 200|x-test ok|body 127.0.0.1:$P1|trailer |"
 want chunked '200 status 200|x-test chunky|body hello|trailer yes|'
 want interim '200 status 200|x-test ok|body after interim|trailer |'
 want nolen '200 status 200|x-test nolen|body to the end|trailer |'
@@ -139,7 +142,7 @@ want ok '200 *body hello*'
 ok "a cancelled call: the next one is answered"
 petrel_stop
 
-UPT_URLS=http://127.0.0.1:$P1 UPT_OPTS=header_timeout_ms=600,max_conns=1,max_pending=1 \
+UPT_URLS=http://127.0.0.1:$P1 UPT_OPTS=header_timeout_ms=2000,max_conns=1,max_pending=1 \
     petrel_start --module "$T/upt.so" --workers 1
 for i in 1 2 3; do
     curl_ -o "$T/full.$i" -w '%{http_code}\n' "$BASE/up/hang" >"$T/fullcode.$i" &
@@ -249,4 +252,29 @@ c1=$(stat "$P2" conns)
 (( c1 - c0 - 1 == 40 )) || fail "40 calls: $((c1 - c0 - 1)) connections"
 fcmp "$took >= 0.9" || fail "40 connections at connects_per_sec 20 took ${took}s, want 1 s at least"
 ok "connects_per_sec 20: 40 connections took ${took}s"
+petrel_stop
+
+# --- 6. a Unix socket, the least pending balance ---------------------------------
+peer "$T/p4" "$T/p4/sock"
+UPT_URLS="unix:$T/p4/sock" petrel_start --module "$T/upt.so" --workers 1
+want ok '200 status 200|x-test ok|body hello|trailer |'
+want host '200 status 200|x-test ok|body localhost|trailer |'
+ok "a unix: address (Host: localhost)"
+petrel_stop
+r1=$(stat "$P1" requests)
+r3=$(stat "$P3" requests)
+UPT_URLS="http://127.0.0.1:$P1,http://127.0.0.1:$P3" UPT_OPTS=balance=1,header_timeout_ms=1500 \
+    petrel_start --module "$T/upt.so" --workers 1
+# one call hangs on the first address it got: the next ones go to the other
+curl_ -o /dev/null "$BASE/up/hang" &
+hang=$!
+sleep 0.3
+got=$(many ok 10)
+[[ $got == "200:10 " ]] || fail "least pending, 10 calls: $got"
+wait "$hang" || true
+n1=$(($(stat "$P1" requests) - r1 - 1))
+n3=$(($(stat "$P3" requests) - r3 - 1))
+(( (n1 == 1 && n3 == 10) || (n1 == 10 && n3 == 1) )) ||
+    fail "least pending: $n1 and $n3 requests, want 1 (the hang) and 10"
+ok "least pending: while a call hangs on one address, the 10 others go to the other"
 petrel_stop

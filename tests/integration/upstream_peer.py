@@ -1,9 +1,10 @@
 #!/usr/bin/env python3
 """upstream_peer.py -- a controllable HTTP/1.1 upstream for test_upstream.sh.
 
-usage: upstream_peer.py PORTFILE [CONTROL_DIR]
+usage: upstream_peer.py PORTFILE [CONTROL_DIR [UNIX_SOCKET]]
 
-Listens on 127.0.0.1 (a port the kernel chooses, written to PORTFILE) and
+Listens on 127.0.0.1 (a port the kernel chooses, written to PORTFILE), or
+on UNIX_SOCKET when given (PORTFILE then gets 0), and
 answers by the request's path:
   /ok            200, X-Test: ok, "hello" (kept alive)
   /hang          never answers
@@ -21,6 +22,7 @@ answers by the request's path:
   /drop          closes without answering (POST and GET are counted)
   /idle-close    200, kept alive, and the connection closed 100 ms later
   /stats         "conns N requests M drops D" of this process
+  /host          200 with the request's Host field as its body
 With CONTROL_DIR/rst present, every connection is accepted and reset at once
 (counted in conns): an upstream that is down but reachable.
 """
@@ -56,13 +58,16 @@ def read_request(f):
             break
         head.append(h)
     n = 0
+    host = ""
     for h in head:
         k, _, v = h.decode("latin-1").partition(":")
         if k.strip().lower() == "content-length":
             n = int(v.strip())
+        if k.strip().lower() == "host":
+            host = v.strip()
     body = f.read(n) if n else b""
     parts = line.decode("latin-1").split()
-    return parts[0], parts[1], body
+    return parts[0], parts[1], body, host
 
 
 def serve(conn, control):
@@ -77,7 +82,7 @@ def serve(conn, control):
             r = read_request(f)
             if r is None:
                 return
-            method, path, body = r
+            method, path, body, host = r
             count("requests")
             if path.startswith("/ok"):
                 conn.sendall(resp(b"hello"))
@@ -123,6 +128,8 @@ def serve(conn, control):
                 conn.sendall(resp(b"soon closed"))
                 time.sleep(0.1)
                 return
+            elif path.startswith("/host"):
+                conn.sendall(resp(host.encode()))
             elif path.startswith("/stats"):
                 with lock:
                     s = "conns %d requests %d drops %d" % (stats["conns"], stats["requests"], stats["drops"])
@@ -143,12 +150,18 @@ def serve(conn, control):
 def main():
     portfile = sys.argv[1]
     control = sys.argv[2] if len(sys.argv) > 2 else None
-    ls = socket.socket()
-    ls.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-    ls.bind(("127.0.0.1", 0))
+    if len(sys.argv) > 3:
+        ls = socket.socket(socket.AF_UNIX)
+        ls.bind(sys.argv[3])
+        port = 0
+    else:
+        ls = socket.socket()
+        ls.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        ls.bind(("127.0.0.1", 0))
+        port = ls.getsockname()[1]
     ls.listen(128)
     with open(portfile + ".tmp", "w") as f:
-        f.write(str(ls.getsockname()[1]))
+        f.write(str(port))
     os.rename(portfile + ".tmp", portfile)
     while True:
         conn, _ = ls.accept()
