@@ -89,7 +89,8 @@ struct petrel_upstream {
     petrel__timer_t kick; /* a dispatch later: tokens, breaker pauses */
     uint32_t budget_calls[BUDGET_SECS], budget_retries[BUDGET_SECS];
     uint64_t budget_sec;
-    int mslot; /* its counts in /metrics */
+    int mslot;                    /* its counts in /metrics */
+    struct petrel_upstream *next; /* all_upstreams */
 };
 
 /* A call's state. */
@@ -145,6 +146,9 @@ struct uconn {
     void *parser;
 };
 
+/* Every upstream declared: they live until exit (a reload declares its
+ * own; those of the generations before stay, as their workers may run). */
+static petrel_upstream_t *all_upstreams;
 static petrel__list_t free_conns = {&free_conns, &free_conns};
 static char reason_buf[256];
 
@@ -375,6 +379,8 @@ petrel_upstream_t *petrel_upstream_new(petrel_server_t *srv, const petrel_upstre
     up->mslot = petrel__metrics_upstream_slot(up->name, NULL);
     for (unsigned i = 0; i < up->naddrs; i++)
         up->addrs[i].mslot = petrel__metrics_upstream_slot(up->name, up->addrs[i].label);
+    up->next = all_upstreams;
+    all_upstreams = up;
     return up;
 }
 
