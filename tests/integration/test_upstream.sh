@@ -21,7 +21,8 @@
 #   4. two addresses: round robin, and one of them down (retried on the
 #      other, taken out by its breaker);
 #   5. the connection rate: connects_per_sec bounds the connections made;
-#   6. a unix: address; the least pending balance.
+#   6. a unix: address; the least pending balance;
+#   7. idle_timeout_ms, max_requests and call_timeout_ms.
 . "$(dirname "$0")/lib.sh"
 
 command -v cc >/dev/null || skip "no C compiler (cc)"
@@ -277,4 +278,27 @@ n3=$(($(stat "$P3" requests) - r3 - 1))
 (( (n1 == 1 && n3 == 10) || (n1 == 10 && n3 == 1) )) ||
     fail "least pending: $n1 and $n3 requests, want 1 (the hang) and 10"
 ok "least pending: while a call hangs on one address, the 10 others go to the other"
+petrel_stop
+
+# --- 7. idle_timeout_ms, max_requests, call_timeout_ms ----------------------------
+UPT_URLS=http://127.0.0.1:$P1 UPT_OPTS=idle_timeout_ms=1000,max_requests=3,call_timeout_ms=400 \
+    petrel_start --module "$T/upt.so" --workers 1 --admin-listen 127.0.0.1:0
+ADMIN=http://127.0.0.1:$(petrel_admin_port)
+A='upstream="t",address="127.0.0.1:'$P1'"'
+c0=$(stat "$P1" conns)
+got=$(many ok 9)
+[[ $got == "200:9 " ]] || fail "9 calls: $got"
+c1=$(stat "$P1" conns)
+(( c1 - c0 - 1 == 3 )) || fail "max_requests 3: 9 calls on $((c1 - c0 - 1)) connections, want 3"
+ok "max_requests 3: 9 calls on 3 connections"
+want ok '200 *body hello*'
+[[ $(metric "petrel_upstream_idle_connections{$A}") == 1 ]] || fail "idle: $(curl_ "$ADMIN/metrics" | grep upstream)"
+t0=$(now)
+no_conns() { [[ $(metric "petrel_upstream_connections{$A}") == 0 ]]; }
+wait_for "$(bound 5)" no_conns
+took=$(secs_since "$t0")
+fcmp "$took >= 0.5" || fail "idle_timeout_ms 1000: closed after ${took}s"
+ok "idle_timeout_ms 1000: the idle connection closed after ${took}s"
+want hang '504 error -104 *no complete response in 400 ms|'
+ok "call_timeout_ms 400: ETIMEOUT"
 petrel_stop
