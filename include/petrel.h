@@ -2352,7 +2352,8 @@ enum {
                                            (bad status line, ambiguous framing) */
     PETREL_UPSTREAM_EBREAKER = -107,  /**< every address's breaker is open */
     PETREL_UPSTREAM_EFULL = -108,     /**< max_pending calls wait already */
-    PETREL_UPSTREAM_ECANCELLED = -109 /**< cancelled (the request was aborted) */
+    PETREL_UPSTREAM_ECANCELLED = -109 /**< cancelled (never given to on_error: a
+                                           cancelled call reports nothing) */
 };
 
 /** The response's header, for on_head. */
@@ -2361,7 +2362,10 @@ typedef struct petrel_upstream_head {
     int version; /**< 10 or 11 */
     const petrel_header_t *headers;
     size_t nheaders;
-    int64_t content_length; /**< -1 when the body is chunked or delimited by the close */
+    /** -1 when the body is chunked or delimited by the close; 0 when the
+     *  response has none (to HEAD, 204, 304: its Content-Length field, if
+     *  any, is in `headers`) */
+    int64_t content_length;
 } petrel_upstream_head_t;
 
 /**
@@ -2370,17 +2374,21 @@ typedef struct petrel_upstream_head {
  * the last one, unless the call is cancelled first (then none).
  */
 typedef struct petrel_call_cbs {
-    /** The response's status and fields. */
+    /** The response's status and fields (in the call's arena: valid until
+     *  it is reset). */
     void (*on_head)(petrel_call_t *call, const petrel_upstream_head_t *head, void *data);
     /** A part of the body, as it arrives (NULL: the body is dropped).  The
-     *  bytes are valid during the call only. */
+     *  bytes are the connection's read buffer: valid during the callback
+     *  only. */
     void (*on_body)(petrel_call_t *call, const void *ptr, size_t len, void *data);
-    /** The end of the response, with its trailers (chunked). */
+    /** The end of the response, with its trailers (chunked; in the call's
+     *  arena).  The connection is back in the pool. */
     void (*on_end)(petrel_call_t *call, const petrel_header_t *trailers, size_t ntrailers,
                    void *data);
     /** The call failed: `error` is a PETREL_UPSTREAM_E* code, `reason` one
-     *  line saying why ("connect to 10.0.0.1:8080: Connection refused").
-     *  After on_head, a failure means the body was cut. */
+     *  line saying why ("connect to 10.0.0.1:8080: Connection refused"),
+     *  valid during the callback only.  After on_head, a failure means the
+     *  body was cut. */
     void (*on_error)(petrel_call_t *call, int error, const char *reason, void *data);
 } petrel_call_cbs_t;
 
