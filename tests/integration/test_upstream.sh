@@ -22,7 +22,8 @@
 #      other, taken out by its breaker);
 #   5. the connection rate: connects_per_sec bounds the connections made;
 #   6. a unix: address; the least pending balance;
-#   7. idle_timeout_ms, max_requests and call_timeout_ms.
+#   7. idle_timeout_ms, max_requests and call_timeout_ms;
+#   8. connect_timeout_ms: an upstream whose accept queue is full.
 . "$(dirname "$0")/lib.sh"
 
 command -v cc >/dev/null || skip "no C compiler (cc)"
@@ -38,7 +39,7 @@ peer() {
     LIB_BG+=("$!") # killed at the end
     wait_for "$(bound 10)" test -s "$1/port" || fail "upstream_peer.py did not start"
     PEER=$(cat "$1/port")
-    [[ $# -gt 1 ]] || wait_port "$PEER"
+    [[ $# -gt 1 || -e $1/noaccept ]] || wait_port "$PEER"
 }
 # stat PORT FIELD: a count of the peer's (its own /stats connection included).
 stat() {
@@ -301,4 +302,21 @@ fcmp "$took >= 0.5" || fail "idle_timeout_ms 1000: closed after ${took}s"
 ok "idle_timeout_ms 1000: the idle connection closed after ${took}s"
 want hang '504 error -104 *no complete response in 400 ms|'
 ok "call_timeout_ms 400: ETIMEOUT"
+petrel_stop
+
+# --- 8. connect_timeout_ms -----------------------------------------------------------
+# a backlog of 0, never accepted: the first connection is made (its call
+# waits for a header), the handshakes of the next ones never complete
+mkdir -p "$T/p5"
+touch "$T/p5/noaccept"
+peer "$T/p5"
+UPT_URLS=http://127.0.0.1:$PEER UPT_OPTS=connect_timeout_ms=300,header_timeout_ms=3000,retry_budget_pct=0 \
+    petrel_start --module "$T/upt.so" --workers 1
+curl_ -o "$T/first" "$BASE/up/first" &
+first=$!
+sleep 0.3
+want second '504 error -102 *no answer in 300 ms|'
+wait "$first" || true
+grep -q 'error -103' "$T/first" || fail "the first call: $(cat "$T/first")"
+ok "connect_timeout_ms 300: ECONNECT"
 petrel_stop

@@ -23,6 +23,9 @@ answers by the request's path:
   /idle-close    200, kept alive, and the connection closed 100 ms later
   /stats         "conns N requests M drops D" of this process
   /host          200 with the request's Host field as its body
+With CONTROL_DIR/noaccept present at start, it listens with a backlog of 0
+and never accepts: one connection completes, the handshakes of the others
+never do (connect timeouts).
 With CONTROL_DIR/rst present, every connection is accepted and reset at once
 (counted in conns): an upstream that is down but reachable.
 """
@@ -159,10 +162,14 @@ def main():
         ls.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
         ls.bind(("127.0.0.1", 0))
         port = ls.getsockname()[1]
-    ls.listen(128)
+    noaccept = control and os.path.exists(os.path.join(control, "noaccept"))
+    ls.listen(0 if noaccept else 128)
     with open(portfile + ".tmp", "w") as f:
         f.write(str(port))
     os.rename(portfile + ".tmp", portfile)
+    if noaccept:
+        while True:
+            time.sleep(60)
     while True:
         conn, _ = ls.accept()
         threading.Thread(target=serve, args=(conn, control), daemon=True).start()
