@@ -2419,10 +2419,12 @@ typedef struct petrel_call_spec {
  * Sends the request on an idle pooled connection, a new one, or when the
  * worker is at max_conns, as soon as one is free (up to max_pending calls
  * wait).  A call whose connection was reused and closed before any byte of
- * its response arrived is sent again on another (the request had not been
- * processed, or is idempotent), as are idempotent calls (GET, HEAD,
- * OPTIONS, PUT, DELETE, TRACE) that failed to connect, within the retry
- * budget.  A POST is never sent twice.
+ * its response arrived is sent again on another when it is idempotent
+ * (GET, HEAD, OPTIONS, PUT, DELETE, TRACE) or none of its bytes had been
+ * written, as are idempotent calls that failed to connect, within the
+ * retry budget (a breaker's probe is never sent again).  A POST is never
+ * sent twice.  The request is queued: nothing is sent, and no callback
+ * runs, before the end of the loop turn.
  *
  * Returns: the call, or NULL (nothing will be called back).
  *
