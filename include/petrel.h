@@ -2257,6 +2257,278 @@ typedef struct petrel_cache_stats {
 PETREL_API void petrel_cache_stats(const petrel_cache_t *c, petrel_cache_stats_t *st);
 
 /* ------------------------------------------------------------------------ */
+/* Calling other services (src/framework/upstream.c)                        */
+/*                                                                          */
+/* An upstream is another HTTP service a worker calls: declared once, in a  */
+/* module's init (the master, before the workers fork), by its addresses     */
+/* and limits; each worker then keeps its own pool of connections to it,     */
+/* reused from call to call.  A call is made from a handler (or a timer, a   */
+/* watch or WebSocket callback) and answers through callbacks from the       */
+/* worker's loop, like every waiting handler.  The pool is bounded (at most  */
+/* max_conns connections per address, max_pending calls waiting for one),   */
+/* every wait has a deadline, an address that keeps failing is cut off for a */
+/* while by its circuit breaker, retries are few (a budget, a share of the   */
+/* recent calls) and new connections per second are bounded per address:    */
+/* an upstream that is down sees a trickle of connection attempts from each */
+/* worker, never one per request.                                            */
+
+/** An upstream service (opaque): petrel_upstream_new(). */
+typedef struct petrel_upstream petrel_upstream_t;
+/** A call in progress (opaque): petrel_call(). */
+typedef struct petrel_call petrel_call_t;
+
+/** How calls are spread over an upstream's addresses. */
+enum {
+    PETREL_BALANCE_ROUND_ROBIN = 0,  /**< each address in turn */
+    PETREL_BALANCE_LEAST_PENDING = 1 /**< the address with fewest calls in flight */
+};
+
+/**
+ * An upstream's addresses and limits.
+ *
+ * Fill with petrel_upstream_opts_init(), change what you need.  The struct
+ * may grow fields at the end in a later ABI version.
+ */
+typedef struct petrel_upstream_opts {
+    /** Its name in /metrics and the log: [a-z0-9_], 1 to 32 bytes. */
+    const char *name;
+    /** One or more addresses, separated by commas: "http://10.0.0.1:8080",
+     *  "http://backend.internal" (port 80), "http://[::1]:8080",
+     *  "unix:/run/app.sock"; no path.  A host name is resolved at start-up
+     *  and at each reload (in the master): all of its addresses are used. */
+    const char *urls;
+    /** Connections each worker may have open to each address (default 64;
+     *  0 is taken as 1). */
+    unsigned max_conns;
+    /** Calls each worker may have waiting for a connection (default 1024);
+     *  past it a call fails at once with PETREL_UPSTREAM_EFULL. */
+    unsigned max_pending;
+    /** Milliseconds a connection may take to be established (default 1000). */
+    unsigned connect_timeout_ms;
+    /** Milliseconds from the request written to the response's header
+     *  (default 10000). */
+    unsigned header_timeout_ms;
+    /** Milliseconds the whole call may take, from petrel_call() to the end
+     *  of the response (default 30000). */
+    unsigned call_timeout_ms;
+    /** Milliseconds an unused connection stays in the pool (default 30000). */
+    unsigned idle_timeout_ms;
+    /** Requests on one connection before it is closed (default 10000; 0:
+     *  no limit). */
+    unsigned max_requests;
+    /** Retries allowed, as a percentage of the calls of the last 10 s
+     *  (default 20; at least 3 per 10 s); 0: never retry. */
+    unsigned retry_budget_pct;
+    /** Failures in a row that open an address's circuit breaker (default 5;
+     *  0: no breaker). */
+    unsigned breaker_failures;
+    /** Milliseconds an open breaker keeps its address out before one probe
+     *  call is let through (default 5000).  A failure is a connection that
+     *  could not be made, no header in time, a malformed response or one
+     *  cut; any response header is a success (5xx too). */
+    unsigned breaker_pause_ms;
+    /** New connections per second each worker may open to each address
+     *  (default 100; 0 is taken as 1); past it calls wait for a connection
+     *  (an idle one, or the next token). */
+    unsigned connects_per_sec;
+    /** PETREL_BALANCE_* (default round robin). */
+    int balance;
+} petrel_upstream_opts_t;
+
+/**
+ * Fill upstream settings with their defaults.
+ *
+ * The defaults are those the fields of petrel_upstream_opts_t name;
+ * `name` and `urls` are NULL.
+ *
+ * Returns: nothing.
+ *
+ * Errors: none.
+ *
+ * Lifetime: `opts` is the caller's.
+ */
+PETREL_API void petrel_upstream_opts_init(petrel_upstream_opts_t *opts);
+
+/**
+ * Declare an upstream.
+ *
+ * Call from a module's init (in the master, before the workers fork).  The
+ * addresses are parsed and resolved now; each worker opens its connections
+ * when it first calls.  A reload declares its upstreams again.
+ *
+ * Returns: the upstream, or NULL with `err` (when not NULL) saying why.
+ *
+ * Errors: NULL for a bad name or URL ("upstream 'api': unsupported scheme
+ * 'https' in 'https://x'"), a name that does not resolve, a call from a
+ * worker, or out of memory.
+ *
+ * Lifetime: valid until exit; `opts` and its strings are copied.
+ */
+PETREL_API petrel_upstream_t *petrel_upstream_new(petrel_server_t *srv,
+                                                  const petrel_upstream_opts_t *opts, char *err,
+                                                  size_t errlen);
+
+/** Why a call failed (the `error` of on_error): negative codes. */
+enum {
+    PETREL_UPSTREAM_EREFUSED = -101,  /**< no connection could be made */
+    PETREL_UPSTREAM_ECONNECT = -102,  /**< connect_timeout_ms passed */
+    PETREL_UPSTREAM_EHEADER = -103,   /**< header_timeout_ms passed */
+    PETREL_UPSTREAM_ETIMEOUT = -104,  /**< call_timeout_ms passed */
+    PETREL_UPSTREAM_ECLOSED = -105,   /**< the upstream closed or reset mid-response */
+    PETREL_UPSTREAM_EPROTO = -106,    /**< a response that is not well-formed HTTP
+                                           (bad status line, ambiguous framing) */
+    PETREL_UPSTREAM_EBREAKER = -107,  /**< every address's breaker is open */
+    PETREL_UPSTREAM_EFULL = -108,     /**< max_pending calls wait already */
+    PETREL_UPSTREAM_ECANCELLED = -109 /**< cancelled (never given to on_error: a
+                                           cancelled call reports nothing) */
+};
+
+/** The response's header, for on_head. */
+typedef struct petrel_upstream_head {
+    int status;  /**< 100..599 (interim 1xx responses are not reported) */
+    int version; /**< 10 or 11 */
+    const petrel_header_t *headers;
+    size_t nheaders;
+    /** -1 when the body is chunked or delimited by the close; 0 when the
+     *  response has none (to HEAD, 204, 304: its Content-Length field, if
+     *  any, is in `headers`) */
+    int64_t content_length;
+} petrel_upstream_head_t;
+
+/**
+ * What a call answers through.  Every callback runs from the worker's loop
+ * (never from within petrel_call()); exactly one of on_end and on_error is
+ * the last one, unless the call is cancelled first (then none).
+ */
+typedef struct petrel_call_cbs {
+    /** The response's status and fields (in the call's arena: valid until
+     *  it is reset). */
+    void (*on_head)(petrel_call_t *call, const petrel_upstream_head_t *head, void *data);
+    /** A part of the body, as it arrives (NULL: the body is dropped).  The
+     *  bytes are the connection's read buffer: valid during the callback
+     *  only. */
+    void (*on_body)(petrel_call_t *call, const void *ptr, size_t len, void *data);
+    /** The end of the response, with its trailers (chunked; in the call's
+     *  arena).  The connection is back in the pool. */
+    void (*on_end)(petrel_call_t *call, const petrel_header_t *trailers, size_t ntrailers,
+                   void *data);
+    /** The call failed: `error` is a PETREL_UPSTREAM_E* code, `reason` one
+     *  line saying why ("connect to 10.0.0.1:8080: Connection refused"),
+     *  valid during the callback only.  After on_head, a failure means the
+     *  body was cut. */
+    void (*on_error)(petrel_call_t *call, int error, const char *reason, void *data);
+} petrel_call_cbs_t;
+
+/** What to send: petrel_call(). */
+typedef struct petrel_call_spec {
+    const char *method; /**< "GET", "POST"... */
+    const char *target; /**< "/path?query" */
+    /** The Host field; NULL: the address's host[:port] from its URL
+     *  ("localhost" for a unix: address). */
+    const char *authority;
+    /** Fields to send: Host, Content-Length, Transfer-Encoding and the
+     *  hop-by-hop fields (Connection, Keep-Alive, TE, Upgrade...) are set by
+     *  the client and must not be given. */
+    const petrel_header_t *headers;
+    size_t nheaders;
+    const void *body; /**< the whole request body (not copied: keep it) */
+    size_t body_len;
+    /** The request the call is made for: the call's memory is taken from its
+     *  arena and the call is cancelled when it is aborted.  NULL: `arena`. */
+    petrel_req_t *req;
+    /** With no `req`: an arena of the caller's for the call's memory. */
+    petrel_arena_t *arena;
+} petrel_call_spec_t;
+
+/**
+ * Call an upstream.
+ *
+ * Sends the request on an idle pooled connection, a new one, or when the
+ * worker is at max_conns, as soon as one is free (up to max_pending calls
+ * wait).  A call whose connection was reused and closed before any byte of
+ * its response arrived is sent again on another when it is idempotent
+ * (GET, HEAD, OPTIONS, PUT, DELETE, TRACE) or none of its bytes had been
+ * written, as are idempotent calls that failed to connect, within the
+ * retry budget (a breaker's probe is never sent again).  A POST is never
+ * sent twice.  The request is queued: nothing is sent, and no callback
+ * runs, before the end of the loop turn.
+ *
+ * Returns: the call, or NULL (nothing will be called back).
+ *
+ * Errors: NULL with errno EINVAL (no method or target, a method not in
+ * upper-case letters, a target with a space or control byte, a field the
+ * client sets or one not valid, no req nor arena, a req that may no
+ * longer be answered (petrel_req_waiting() is 0), or outside a worker),
+ * ENOMEM (the arena).  Failures of the call itself (refused, breaker open,
+ * pool full) are reported through on_error, from the loop.
+ *
+ * Lifetime: the call is valid until its last callback has returned or
+ * petrel_call_cancel(); `spec`, `cbs` and their strings are read during
+ * petrel_call() only, except `body`, which is read until the request is
+ * written.  `data` is the caller's.
+ */
+PETREL_API petrel_call_t *petrel_call(petrel_upstream_t *up, const petrel_call_spec_t *spec,
+                                      const petrel_call_cbs_t *cbs, void *data);
+
+/**
+ * Stop or resume reading a call's response.
+ *
+ * For backpressure: a caller that forwards the body to a slow client
+ * pauses while its output is full.  While paused no on_body runs and the upstream is not read (its
+ * connection is not watched); bytes read before the pause are handed on
+ * when it resumes.  May be called from the call's own callbacks.  The
+ * deadlines keep running: call_timeout_ms bounds a paused call too.
+ *
+ * Returns: nothing.
+ *
+ * Errors: none; a call that has ended is ignored.
+ *
+ * Lifetime: `call` must be valid.
+ */
+PETREL_API void petrel_call_pause(petrel_call_t *call, int paused);
+
+/**
+ * Cancel a call: none of its callbacks run again.  A call still waiting
+ * for a connection leaves the queue, one whose connection is being made
+ * leaves it to join the pool; once its request was sent (or in part), its
+ * connection is closed, since the response would arrive on it.  May be
+ * called from the call's own callbacks.  Calls made for a request are
+ * cancelled when it is aborted, and any call when the arena it lives in
+ * is reset.
+ *
+ * Returns: nothing.
+ *
+ * Errors: none; a call that has ended, or was cancelled, is ignored.
+ *
+ * Lifetime: `call` must not be used after (its memory stays in its arena).
+ */
+PETREL_API void petrel_call_cancel(petrel_call_t *call);
+
+/**
+ * The address a call went to ("10.0.0.1:8080", "unix:/run/app.sock"), for
+ * a log line.
+ *
+ * Returns: the address, or NULL before the call has one.
+ *
+ * Errors: none.
+ *
+ * Lifetime: the string is the upstream's, valid until exit.
+ */
+PETREL_API const char *petrel_call_address(const petrel_call_t *call);
+
+/**
+ * One line naming a PETREL_UPSTREAM_E* code.
+ *
+ * Returns: the line ("the upstream closed the connection"), or "unknown
+ * upstream error".
+ *
+ * Errors: none.
+ *
+ * Lifetime: static.
+ */
+PETREL_API const char *petrel_upstream_strerror(int error);
+
+/* ------------------------------------------------------------------------ */
 /* PostgreSQL connection pool (src/pg/pgsql.c)                                 */
 
 /*
