@@ -1,0 +1,1337 @@
+/*
+ * upstream.c -- calling other HTTP services (petrel_upstream_new,
+ * petrel_call): the declaration in the master, then per worker a pool of
+ * connections for each address, the calls waiting for one, the deadlines,
+ * the circuit breakers, the connection rate and the retry budget.  The
+ * wire (request head, response parsing) is http1-client.c's.
+ *
+ * Per worker: all that follows the `w_` fields of an upstream is made on
+ * its first call in the worker (the struct itself was copied by fork).
+ * Connections and their buffers come from a per-worker free list; a call
+ * and its parsed fields live in the arena of its request (or the caller's),
+ * so that a warm worker calls without touching the heap.
+ *
+ * Everything a call reports runs from the loop: petrel_call() only queues
+ * the call and asks for the upstream's dispatch at the end of the turn.
+ */
+#include "protocols/http1-client.h"
+#include "runtime/arena.h"
+#include "runtime/list.h"
+#include "runtime/log.h"
+#include "runtime/loop.h"
+#include "petrel.h"
+
+#include <errno.h>
+#include <netdb.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <arpa/inet.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/epoll.h>
+#include <sys/socket.h>
+#include <sys/uio.h>
+#include <sys/un.h>
+#include <unistd.h>
+
+#define RBUF_SIZE 16384
+#define BUDGET_SECS 10
+#define KICK_MS 20
+
+/* The breaker of an address. */
+enum { BR_CLOSED, BR_OPEN, BR_PROBE };
+
+typedef struct uaddr {
+    struct sockaddr_storage sa;
+    socklen_t salen;
+    char label[128]; /* "10.0.0.1:8080", "unix:/run/app.sock" */
+    char host[512];  /* the Host field: the URL's host[:port] */
+    /* per worker */
+    petrel__list_t idle; /* uconn_t, most recently used last */
+    unsigned nconns, nidle, inflight;
+    unsigned fails; /* in a row */
+    int breaker;
+    uint64_t open_until;
+    double tokens; /* connects_per_sec's bucket */
+    uint64_t tokens_ms;
+} uaddr_t;
+
+typedef struct uconn uconn_t;
+
+/* The counts an upstream keeps per worker (and /metrics shows). */
+typedef struct ustats {
+    uint64_t calls[10]; /* by result: see result_names */
+    uint64_t connects, reuses, retries;
+} ustats_t;
+
+enum { R_2XX, R_1XX_3XX, R_4XX, R_5XX, R_TIMEOUT, R_REFUSED, R_BREAKER, R_FULL, R_PROTO, R_CLOSED };
+
+struct petrel_upstream {
+    petrel_upstream_opts_t o;
+    char name[33];
+    uaddr_t *addrs;
+    unsigned naddrs;
+    struct petrel_upstream *next; /* all upstreams, for /metrics */
+    /* per worker */
+    bool w_ready;
+    unsigned rr;
+    petrel__list_t pending; /* petrel_call_t waiting for a connection */
+    unsigned npending;
+    petrel__list_t failed; /* petrel_call_t failed at once, told at the end of the turn */
+    petrel__pending_t dispatch;
+    petrel__timer_t kick; /* a dispatch later: tokens, breaker pauses */
+    uint32_t budget_calls[BUDGET_SECS], budget_retries[BUDGET_SECS];
+    uint64_t budget_sec;
+    ustats_t st;
+};
+
+/* A call's state. */
+enum { C_QUEUED, C_FAILED, C_CONNECTING, C_SENDING, C_WAITING, C_BODY, C_DONE };
+
+struct petrel_call {
+    petrel_upstream_t *up;
+    petrel_arena_t *arena;
+    petrel_req_t *req;
+    petrel_call_cbs_t cbs;
+    void *data;
+    const char *method, *target, *authority;
+    petrel_header_t *fields;
+    size_t nfields;
+    const void *body;
+    size_t body_len;
+    bool idempotent, head, post_like;
+    int state;
+    bool paused;
+    bool headed;       /* on_head ran */
+    bool wrote;        /* some byte of the request was written */
+    bool reused;       /* its connection was reused */
+    bool probe;        /* it is its address's breaker probe */
+    bool cancelled;
+    int fail_code;
+    const char *fail_reason;
+    petrel__list_t node; /* up->pending or up->failed */
+    uconn_t *conn;
+    uaddr_t *addr;
+    petrel__timer_t timer; /* call_timeout_ms */
+    petrel_abort_cb prev_cb;
+    void *prev_data;
+};
+
+/* A connection's state. */
+enum { K_CONNECTING, K_IDLE, K_BUSY };
+
+struct uconn {
+    petrel__io_t io;
+    petrel__timer_t timer; /* connect, header or idle deadline */
+    petrel__list_t node;   /* addr->idle, or the free list */
+    petrel_upstream_t *up;
+    uaddr_t *addr;
+    int state;
+    unsigned nreq;
+    petrel_call_t *call;
+    bool in_feed; /* its parser is calling back */
+    bool doomed;  /* close it once the feed returns */
+    char *rbuf;
+    size_t rlen, roff;
+    char *wbuf;
+    size_t wcap, wlen, woff, boff; /* head bytes, then body bytes written */
+    void *parser;
+};
+
+static petrel_upstream_t *all_upstreams;
+static petrel__list_t free_conns = {&free_conns, &free_conns};
+static char reason_buf[256];
+
+/* The timer queues: one per kind and timeout, shared by the upstreams
+ * with the same settings. */
+enum { Q_CONNECT, Q_HEADER, Q_IDLE, Q_CALL, Q_KICK, Q_KINDS };
+typedef struct uq {
+    petrel__tq_t q;
+    int kind;
+    uint64_t ms;
+} uq_t;
+#define MAX_UQ 24
+static uq_t queues[MAX_UQ];
+static int nqueues;
+
+static void on_connect_expire(petrel__timer_t *t);
+static void on_header_expire(petrel__timer_t *t);
+static void on_idle_expire(petrel__timer_t *t);
+static void on_call_expire(petrel__timer_t *t);
+static void on_kick_expire(petrel__timer_t *t);
+static void dispatch(petrel_upstream_t *up);
+static void conn_close(uconn_t *c);
+
+static petrel__tq_t *queue(int kind, uint64_t ms)
+{
+    static void (*const fns[Q_KINDS])(petrel__timer_t *) = {
+        on_connect_expire, on_header_expire, on_idle_expire, on_call_expire, on_kick_expire};
+    for (int i = 0; i < nqueues; i++)
+        if (queues[i].kind == kind && queues[i].ms == ms)
+            return &queues[i].q;
+    if (nqueues == MAX_UQ || petrel__loop == NULL)
+        return NULL;
+    uq_t *u = &queues[nqueues];
+    if (petrel__tq_init(petrel__loop, &u->q, ms, fns[kind]) < 0)
+        return NULL;
+    u->kind = kind;
+    u->ms = ms;
+    nqueues++;
+    return &u->q;
+}
+
+static bool arm(petrel__timer_t *t, int kind, uint64_t ms)
+{
+    petrel__timer_disarm(t);
+    petrel__tq_t *q = queue(kind, ms);
+    if (q == NULL)
+        return false;
+    petrel__timer_arm(petrel__loop, t, q);
+    return true;
+}
+
+/* ---- declaration (the master) ------------------------------------------ */
+
+void petrel_upstream_opts_init(petrel_upstream_opts_t *o)
+{
+    memset(o, 0, sizeof(*o));
+    o->max_conns = 64;
+    o->max_pending = 1024;
+    o->connect_timeout_ms = 1000;
+    o->header_timeout_ms = 10000;
+    o->call_timeout_ms = 30000;
+    o->idle_timeout_ms = 30000;
+    o->max_requests = 10000;
+    o->retry_budget_pct = 20;
+    o->breaker_failures = 5;
+    o->breaker_pause_ms = 5000;
+    o->connects_per_sec = 100;
+    o->balance = PETREL_BALANCE_ROUND_ROBIN;
+}
+
+static void say(char *err, size_t errlen, const char *fmt, ...)
+{
+    if (err == NULL || errlen == 0)
+        return;
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(err, errlen, fmt, ap);
+    va_end(ap);
+}
+
+static int add_addr(petrel_upstream_t *up, const struct sockaddr *sa, socklen_t len,
+                    const char *label, const char *host)
+{
+    uaddr_t *a = realloc(up->addrs, (up->naddrs + 1) * sizeof(*a));
+    if (a == NULL)
+        return -1;
+    up->addrs = a;
+    a += up->naddrs++;
+    memset(a, 0, sizeof(*a));
+    memcpy(&a->sa, sa, len);
+    a->salen = len;
+    snprintf(a->label, sizeof(a->label), "%s", label);
+    snprintf(a->host, sizeof(a->host), "%s", host);
+    return 0;
+}
+
+/* One URL of `urls`: [s, s + n). */
+static int parse_url(petrel_upstream_t *up, const char *s, size_t n, char *err, size_t errlen)
+{
+    char url[512];
+    if (n == 0 || n >= sizeof(url)) {
+        say(err, errlen, "upstream '%s': empty or too long URL", up->name);
+        return -1;
+    }
+    memcpy(url, s, n);
+    url[n] = '\0';
+    if (strncmp(url, "unix:", 5) == 0) {
+        struct sockaddr_un sun = {.sun_family = AF_UNIX};
+        const char *path = url + 5;
+        if (*path == '\0' || strlen(path) >= sizeof(sun.sun_path)) {
+            say(err, errlen, "upstream '%s': bad socket path in '%s'", up->name, url);
+            return -1;
+        }
+        strcpy(sun.sun_path, path);
+        return add_addr(up, (struct sockaddr *)&sun, sizeof(sun), url, "localhost");
+    }
+    if (strncmp(url, "http://", 7) != 0) {
+        const char *colon = strstr(url, "://");
+        say(err, errlen, "upstream '%s': unsupported scheme '%.*s' in '%s'", up->name,
+            colon ? (int)(colon - url) : (int)n, url, url);
+        return -1;
+    }
+    char *host = url + 7, *end = host + strcspn(host, "/?#");
+    if (*end != '\0' && strcmp(end, "/") != 0) {
+        say(err, errlen, "upstream '%s': a path in '%s' (give the host and port only)", up->name,
+            url);
+        return -1;
+    }
+    *end = '\0';
+    char authority[512];
+    snprintf(authority, sizeof(authority), "%s", host);
+    const char *port = "80";
+    if (*host == '[') {
+        char *close = strchr(host, ']');
+        if (close == NULL) {
+            say(err, errlen, "upstream '%s': bad address in '%s'", up->name, url);
+            return -1;
+        }
+        *close = '\0';
+        host++;
+        if (close[1] == ':')
+            port = close + 2;
+        else if (close[1] != '\0') {
+            say(err, errlen, "upstream '%s': bad address in '%s'", up->name, url);
+            return -1;
+        }
+    } else {
+        char *colon = strrchr(host, ':');
+        if (colon) {
+            *colon = '\0';
+            port = colon + 1;
+        }
+    }
+    if (*host == '\0' || *port == '\0' || strspn(port, "0123456789") != strlen(port)) {
+        say(err, errlen, "upstream '%s': bad host or port in '%s'", up->name, url);
+        return -1;
+    }
+    struct addrinfo hints = {.ai_socktype = SOCK_STREAM, .ai_flags = AI_NUMERICSERV}, *res;
+    int rc = getaddrinfo(host, port, &hints, &res);
+    if (rc != 0) {
+        say(err, errlen, "upstream '%s': %s: %s", up->name, host, gai_strerror(rc));
+        return -1;
+    }
+    for (struct addrinfo *ai = res; ai; ai = ai->ai_next) {
+        char ip[INET6_ADDRSTRLEN], label[128];
+        const void *in = ai->ai_family == AF_INET6
+                             ? (const void *)&((struct sockaddr_in6 *)ai->ai_addr)->sin6_addr
+                             : (const void *)&((struct sockaddr_in *)ai->ai_addr)->sin_addr;
+        inet_ntop(ai->ai_family, in, ip, sizeof(ip));
+        snprintf(label, sizeof(label), ai->ai_family == AF_INET6 ? "[%s]:%s" : "%s:%s", ip, port);
+        if (add_addr(up, ai->ai_addr, ai->ai_addrlen, label, authority) < 0) {
+            freeaddrinfo(res);
+            say(err, errlen, "upstream '%s': out of memory", up->name);
+            return -1;
+        }
+    }
+    freeaddrinfo(res);
+    return 0;
+}
+
+petrel_upstream_t *petrel_upstream_new(petrel_server_t *srv, const petrel_upstream_opts_t *opts,
+                                       char *err, size_t errlen)
+{
+    (void)srv;
+    if (opts == NULL || opts->name == NULL || opts->urls == NULL) {
+        say(err, errlen, "upstream: no name or no URLs");
+        return NULL;
+    }
+    size_t nl = strlen(opts->name);
+    if (nl == 0 || nl > 32 || strspn(opts->name, "abcdefghijklmnopqrstuvwxyz0123456789_") != nl) {
+        say(err, errlen, "upstream '%s': a name is 1 to 32 of [a-z0-9_]", opts->name);
+        return NULL;
+    }
+    if (petrel__loop != NULL) {
+        say(err, errlen, "upstream '%s': declared from a worker (declare it in a module's init)",
+            opts->name);
+        return NULL;
+    }
+    petrel_upstream_t *up = calloc(1, sizeof(*up));
+    if (up == NULL) {
+        say(err, errlen, "upstream '%s': out of memory", opts->name);
+        return NULL;
+    }
+    up->o = *opts;
+    memcpy(up->name, opts->name, nl + 1);
+    up->o.name = up->name;
+    up->o.urls = NULL;
+    if (up->o.max_conns == 0)
+        up->o.max_conns = 1;
+    if (up->o.connects_per_sec == 0)
+        up->o.connects_per_sec = 1;
+    for (const char *s = opts->urls;;) {
+        while (*s == ' ')
+            s++;
+        size_t n = strcspn(s, ",");
+        size_t m = n;
+        while (m > 0 && s[m - 1] == ' ')
+            m--;
+        if (parse_url(up, s, m, err, errlen) < 0) {
+            free(up->addrs);
+            free(up);
+            return NULL;
+        }
+        if (s[n] == '\0')
+            break;
+        s += n + 1;
+    }
+    up->next = all_upstreams;
+    all_upstreams = up;
+    return up;
+}
+
+/* ---- per worker --------------------------------------------------------- */
+
+static void on_dispatch(petrel__pending_t *p)
+{
+    dispatch(container_of(p, petrel_upstream_t, dispatch));
+}
+
+static void worker_setup(petrel_upstream_t *up)
+{
+    if (up->w_ready)
+        return;
+    up->w_ready = true;
+    list_init(&up->pending);
+    list_init(&up->failed);
+    list_init(&up->dispatch.node);
+    up->dispatch.cb = on_dispatch;
+    up->kick.q = NULL;
+    for (unsigned i = 0; i < up->naddrs; i++) {
+        uaddr_t *a = &up->addrs[i];
+        list_init(&a->idle);
+        a->tokens = up->o.connects_per_sec;
+        a->tokens_ms = petrel__loop->now_ms;
+    }
+}
+
+static void want_dispatch(petrel_upstream_t *up)
+{
+    petrel__pending_add(petrel__loop, &up->dispatch);
+}
+
+/* The retry budget: retries of the last BUDGET_SECS seconds against the
+ * calls of the same seconds. */
+static void budget_roll(petrel_upstream_t *up)
+{
+    uint64_t sec = petrel__loop->now_ms / 1000;
+    if (sec - up->budget_sec >= BUDGET_SECS) {
+        memset(up->budget_calls, 0, sizeof(up->budget_calls));
+        memset(up->budget_retries, 0, sizeof(up->budget_retries));
+    } else {
+        for (uint64_t s = up->budget_sec + 1; s <= sec; s++) {
+            up->budget_calls[s % BUDGET_SECS] = 0;
+            up->budget_retries[s % BUDGET_SECS] = 0;
+        }
+    }
+    up->budget_sec = sec;
+}
+
+static bool budget_take(petrel_upstream_t *up)
+{
+    if (up->o.retry_budget_pct == 0)
+        return false;
+    budget_roll(up);
+    uint64_t calls = 0, retries = 0;
+    for (int i = 0; i < BUDGET_SECS; i++) {
+        calls += up->budget_calls[i];
+        retries += up->budget_retries[i];
+    }
+    uint64_t allowed = calls * up->o.retry_budget_pct / 100;
+    if (allowed < 3)
+        allowed = 3;
+    if (retries >= allowed)
+        return false;
+    up->budget_retries[up->budget_sec % BUDGET_SECS]++;
+    up->st.retries++;
+    return true;
+}
+
+static bool method_is(const char *m, const char *lit)
+{
+    return strcmp(m, lit) == 0;
+}
+
+/* ---- the end of a call -------------------------------------------------- */
+
+static int result_of_error(int code)
+{
+    switch (code) {
+    case PETREL_UPSTREAM_EREFUSED:
+    case PETREL_UPSTREAM_ECONNECT: return R_REFUSED;
+    case PETREL_UPSTREAM_EHEADER:
+    case PETREL_UPSTREAM_ETIMEOUT: return R_TIMEOUT;
+    case PETREL_UPSTREAM_EBREAKER: return R_BREAKER;
+    case PETREL_UPSTREAM_EFULL: return R_FULL;
+    case PETREL_UPSTREAM_EPROTO: return R_PROTO;
+    default: return R_CLOSED;
+    }
+}
+
+/* Whether the caller still expects to hear of `call`. */
+static bool listening(const petrel_call_t *call)
+{
+    return !call->cancelled && (call->req == NULL || petrel_req_held(call->req));
+}
+
+/* Detach `call` from its queue, connection and timer: it is over. */
+static void call_detach(petrel_call_t *call)
+{
+    petrel__timer_disarm(&call->timer);
+    if (call->state == C_QUEUED) {
+        list_unlink(&call->node);
+        call->up->npending--;
+    } else if (call->state == C_FAILED) {
+        list_unlink(&call->node);
+    }
+    if (call->addr && call->state >= C_CONNECTING && call->state < C_DONE)
+        call->addr->inflight--;
+    if (call->probe && call->addr && call->addr->breaker == BR_PROBE) {
+        /* the probe ended without an answer (cancelled, timed out) */
+        call->addr->breaker = BR_OPEN;
+        call->addr->open_until = petrel__loop->now_ms + call->up->o.breaker_pause_ms;
+    }
+    call->probe = false;
+    if (call->conn)
+        call->conn->call = NULL;
+    call->conn = NULL;
+    call->state = C_DONE;
+}
+
+static void call_fail(petrel_call_t *call, int code, const char *reason)
+{
+    if (call->state == C_DONE)
+        return;
+    call_detach(call);
+    call->up->st.calls[result_of_error(code)]++;
+    if (listening(call) && call->cbs.on_error)
+        call->cbs.on_error(call, code, reason, call->data);
+}
+
+static const char *fmt_reason(const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(reason_buf, sizeof(reason_buf), fmt, ap);
+    va_end(ap);
+    return reason_buf;
+}
+
+/* ---- breakers and tokens ------------------------------------------------ */
+
+static void addr_failed(petrel_upstream_t *up, uaddr_t *a)
+{
+    a->fails++;
+    if (up->o.breaker_failures == 0)
+        return;
+    if (a->breaker == BR_PROBE || a->fails >= up->o.breaker_failures) {
+        if (a->breaker != BR_OPEN)
+            petrel_log(PETREL_LOG_WARN, "upstream '%s': %s failed %u times in a row: out for %u ms",
+                       up->name, a->label, a->fails, up->o.breaker_pause_ms);
+        a->breaker = BR_OPEN;
+        a->open_until = petrel__loop->now_ms + up->o.breaker_pause_ms;
+    }
+}
+
+static void addr_ok(petrel_upstream_t *up, uaddr_t *a)
+{
+    if (a->breaker != BR_CLOSED)
+        petrel_log(PETREL_LOG_INFO, "upstream '%s': %s answers again", up->name, a->label);
+    a->fails = 0;
+    a->breaker = BR_CLOSED;
+}
+
+/* Whether `a` may take a call now (its breaker), and whether it would be
+ * the probe. */
+static bool addr_usable(uaddr_t *a, bool *probe)
+{
+    *probe = false;
+    if (a->breaker == BR_CLOSED)
+        return true;
+    if (a->breaker == BR_PROBE)
+        return false; /* one probe at a time */
+    if (petrel__loop->now_ms >= a->open_until) {
+        *probe = true;
+        return true;
+    }
+    return false;
+}
+
+static bool token_take(petrel_upstream_t *up, uaddr_t *a)
+{
+    uint64_t now = petrel__loop->now_ms;
+    double rate = up->o.connects_per_sec;
+    a->tokens += (double)(now - a->tokens_ms) * rate / 1000.0;
+    if (a->tokens > rate)
+        a->tokens = rate;
+    a->tokens_ms = now;
+    if (a->tokens < 1.0)
+        return false;
+    a->tokens -= 1.0;
+    return true;
+}
+
+/* ---- connections -------------------------------------------------------- */
+
+static void conn_io(petrel__io_t *io, uint32_t events);
+
+static uconn_t *conn_get(void)
+{
+    uconn_t *c;
+    if (!list_empty(&free_conns)) {
+        c = container_of(free_conns.next, uconn_t, node);
+        list_unlink(&c->node);
+    } else {
+        c = calloc(1, sizeof(*c));
+        if (c == NULL)
+            return NULL;
+        c->rbuf = malloc(RBUF_SIZE);
+        c->parser = malloc(petrel__h1c_size());
+        if (c->rbuf == NULL || c->parser == NULL) {
+            free(c->rbuf);
+            free(c->parser);
+            free(c);
+            return NULL;
+        }
+        list_init(&c->node);
+    }
+    c->io.fd = -1;
+    c->io.cb = conn_io;
+    c->timer.q = NULL;
+    c->call = NULL;
+    c->nreq = 0;
+    c->in_feed = c->doomed = false;
+    c->rlen = c->roff = 0;
+    return c;
+}
+
+static void conn_close(uconn_t *c)
+{
+    if (c->in_feed) {
+        c->doomed = true;
+        return;
+    }
+    uaddr_t *a = c->addr;
+    petrel__timer_disarm(&c->timer);
+    if (c->io.fd >= 0) {
+        petrel__io_del(petrel__loop, &c->io);
+        close(c->io.fd);
+        c->io.fd = -1;
+    }
+    if (c->state == K_IDLE) {
+        list_unlink(&c->node);
+        a->nidle--;
+    }
+    a->nconns--;
+    if (c->call)
+        c->call->conn = NULL;
+    c->call = NULL;
+    list_append(&free_conns, &c->node);
+    want_dispatch(c->up); /* room for a waiting call */
+}
+
+static void conn_idle(uconn_t *c)
+{
+    c->state = K_IDLE;
+    c->call = NULL;
+    c->rlen = c->roff = 0;
+    list_append(&c->addr->idle, &c->node);
+    c->addr->nidle++;
+    petrel__io_mod(petrel__loop, &c->io, EPOLLIN); /* a close by the peer is seen */
+    if (!arm(&c->timer, Q_IDLE, c->up->o.idle_timeout_ms))
+        conn_close(c);
+    want_dispatch(c->up);
+}
+
+static uconn_t *conn_open(petrel_upstream_t *up, uaddr_t *a, int *err)
+{
+    uconn_t *c = conn_get();
+    if (c == NULL) {
+        *err = ENOMEM;
+        return NULL;
+    }
+    int fd = socket(a->sa.ss_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+    if (fd < 0) {
+        *err = errno;
+        list_append(&free_conns, &c->node);
+        return NULL;
+    }
+    if (a->sa.ss_family != AF_UNIX) {
+        int one = 1;
+        setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
+    }
+    up->st.connects++;
+    if (connect(fd, (struct sockaddr *)&a->sa, a->salen) < 0 && errno != EINPROGRESS) {
+        *err = errno;
+        close(fd);
+        list_append(&free_conns, &c->node);
+        return NULL;
+    }
+    c->io.fd = fd;
+    c->up = up;
+    c->addr = a;
+    c->state = K_CONNECTING;
+    if (petrel__io_add(petrel__loop, &c->io, EPOLLOUT) < 0 ||
+        !arm(&c->timer, Q_CONNECT, up->o.connect_timeout_ms)) {
+        *err = EIO;
+        close(fd);
+        c->io.fd = -1;
+        list_append(&free_conns, &c->node);
+        return NULL;
+    }
+    a->nconns++;
+    return c;
+}
+
+/* ---- sending ------------------------------------------------------------ */
+
+static void call_send(petrel_call_t *call);
+
+/* A call whose connection failed before any byte of a response: sent
+ * again (on another connection) when that cannot do twice what the
+ * upstream did once, and the budget allows; else it fails. */
+static void call_retry_or_fail(petrel_call_t *call, int code, const char *reason, bool connect)
+{
+    bool may = connect ? call->idempotent : (call->idempotent || !call->wrote);
+    if (may && !call->probe && budget_take(call->up)) {
+        petrel_upstream_t *up = call->up;
+        if (call->addr)
+            call->addr->inflight--;
+        if (call->conn)
+            call->conn->call = NULL;
+        call->conn = NULL;
+        call->addr = NULL;
+        call->wrote = false;
+        call->state = C_QUEUED;
+        /* at the head of the queue: it waited already */
+        call->node.next = up->pending.next;
+        call->node.prev = &up->pending;
+        up->pending.next->prev = &call->node;
+        up->pending.next = &call->node;
+        up->npending++;
+        want_dispatch(up);
+        return;
+    }
+    call_fail(call, code, reason);
+}
+
+/* Write what is left of the request; 0, or -1 when the connection broke. */
+static int conn_write(uconn_t *c)
+{
+    petrel_call_t *call = c->call;
+    while (c->woff < c->wlen || c->boff < call->body_len) {
+        struct iovec iov[2];
+        int n = 0;
+        if (c->woff < c->wlen)
+            iov[n++] = (struct iovec){c->wbuf + c->woff, c->wlen - c->woff};
+        if (c->boff < call->body_len)
+            iov[n++] = (struct iovec){(char *)call->body + c->boff, call->body_len - c->boff};
+        struct msghdr mh = {.msg_iov = iov, .msg_iovlen = (size_t)n};
+        ssize_t w = sendmsg(c->io.fd, &mh, MSG_NOSIGNAL);
+        if (w < 0) {
+            if (errno == EAGAIN || errno == EWOULDBLOCK) {
+                petrel__io_mod(petrel__loop, &c->io, EPOLLIN | EPOLLOUT);
+                return 0;
+            }
+            if (errno == EINTR)
+                continue;
+            return -1;
+        }
+        call->wrote = true;
+        size_t h = c->wlen - c->woff;
+        if ((size_t)w <= h) {
+            c->woff += (size_t)w;
+        } else {
+            c->woff = c->wlen;
+            c->boff += (size_t)w - h;
+        }
+    }
+    /* all written: the header deadline runs */
+    call->state = C_WAITING;
+    petrel__io_mod(petrel__loop, &c->io, call->paused ? 0 : EPOLLIN);
+    if (!arm(&c->timer, Q_HEADER, c->up->o.header_timeout_ms))
+        return -1;
+    return 0;
+}
+
+static int h1_on_head(void *ctx, int status, int version, const petrel_header_t *f, size_t n,
+                      int64_t cl);
+static int h1_on_body(void *ctx, const char *p, size_t n);
+static int h1_on_end(void *ctx, const petrel_header_t *t, size_t n);
+static const petrel__h1c_cbs_t h1_cbs = {h1_on_head, h1_on_body, h1_on_end};
+
+/* Put `call` on connection `c` (connected) and start writing. */
+static void call_send(petrel_call_t *call)
+{
+    uconn_t *c = call->conn;
+    size_t need = petrel__h1c_head_size(call->method, call->target,
+                                        call->authority ? call->authority : c->addr->host,
+                                        call->fields, call->nfields);
+    if (need > c->wcap) {
+        char *b = realloc(c->wbuf, need);
+        if (b == NULL) {
+            conn_close(c);
+            call_fail(call, PETREL_UPSTREAM_ECLOSED, "out of memory");
+            return;
+        }
+        c->wbuf = b;
+        c->wcap = need;
+    }
+    long len = petrel__h1c_head(c->wbuf, c->wcap, call->method, call->target,
+                                call->authority ? call->authority : c->addr->host, call->fields,
+                                call->nfields, call->body_len,
+                                call->body_len > 0 || call->post_like);
+    c->wlen = (size_t)len;
+    c->woff = c->boff = 0;
+    c->nreq++;
+    call->state = C_SENDING;
+    petrel__h1c_start(c->parser, call->arena, call->head, &h1_cbs, call);
+    c->rlen = c->roff = 0;
+    if (conn_write(c) < 0) {
+        bool reused = call->reused;
+        conn_close(c);
+        if (reused)
+            call_retry_or_fail(call, PETREL_UPSTREAM_ECLOSED,
+                               fmt_reason("%s: the connection was closed", c->addr->label), false);
+        else
+            call_fail(call, PETREL_UPSTREAM_ECLOSED,
+                      fmt_reason("write to %s: %s", c->addr->label, strerror(errno)));
+    }
+}
+
+/* Give connection `c` (free: idle or just connected) to `call`. */
+static void attach(petrel_call_t *call, uconn_t *c, bool reused)
+{
+    if (call->state == C_QUEUED) {
+        list_unlink(&call->node);
+        call->up->npending--;
+    }
+    call->conn = c;
+    call->addr = c->addr;
+    call->reused = reused;
+    c->addr->inflight++;
+    c->call = call;
+    if (c->state == K_IDLE) {
+        list_unlink(&c->node);
+        c->addr->nidle--;
+        petrel__timer_disarm(&c->timer);
+        c->up->st.reuses++;
+    }
+    if (c->state == K_CONNECTING) {
+        call->state = C_CONNECTING;
+        return;
+    }
+    c->state = K_BUSY;
+    call_send(call);
+}
+
+/* ---- dispatch ----------------------------------------------------------- */
+
+/* Choose an address for the next call: NULL when every breaker is open
+ * (`*all_open`) or none can take it now. */
+static uaddr_t *pick(petrel_upstream_t *up, bool *all_open, bool *probe)
+{
+    uaddr_t *best = NULL;
+    bool best_probe = false;
+    *all_open = true;
+    for (unsigned k = 0; k < up->naddrs; k++) {
+        unsigned i = (up->rr + k) % up->naddrs;
+        uaddr_t *a = &up->addrs[i];
+        bool pr;
+        if (a->breaker == BR_CLOSED ||
+            (a->breaker == BR_OPEN && petrel__loop->now_ms >= a->open_until))
+            *all_open = false;
+        if (!addr_usable(a, &pr))
+            continue;
+        bool room = a->nidle > 0 || a->nconns < up->o.max_conns;
+        if (!room)
+            continue;
+        if (up->o.balance == PETREL_BALANCE_LEAST_PENDING) {
+            if (best == NULL || a->inflight < best->inflight) {
+                best = a;
+                best_probe = pr;
+            }
+        } else {
+            best = a;
+            best_probe = pr;
+            break;
+        }
+    }
+    if (best && up->o.balance != PETREL_BALANCE_LEAST_PENDING)
+        up->rr = (unsigned)(best - up->addrs + 1) % up->naddrs;
+    *probe = best_probe;
+    return best;
+}
+
+static void dispatch(petrel_upstream_t *up)
+{
+    /* the calls that failed in petrel_call(): told now */
+    while (!list_empty(&up->failed)) {
+        petrel_call_t *call = container_of(up->failed.next, petrel_call_t, node);
+        call_fail(call, call->fail_code, call->fail_reason);
+    }
+    bool wait_tokens = false, wait_breaker = false;
+    while (!list_empty(&up->pending)) {
+        petrel_call_t *call = container_of(up->pending.next, petrel_call_t, node);
+        bool all_open, probe;
+        uaddr_t *a = pick(up, &all_open, &probe);
+        if (a == NULL) {
+            if (all_open) {
+                call_fail(call, PETREL_UPSTREAM_EBREAKER,
+                          fmt_reason("upstream '%s': every address is out (circuit breaker)",
+                                     up->name));
+                continue;
+            }
+            wait_breaker = true;
+            break; /* at max_conns, or a probe is out: a connection will free up */
+        }
+        if (a->nidle > 0) {
+            /* the most recently used: the likeliest to be alive */
+            uconn_t *c = container_of(a->idle.prev, uconn_t, node);
+            attach(call, c, true);
+            continue;
+        }
+        if (!token_take(up, a)) {
+            wait_tokens = true;
+            break;
+        }
+        int err = 0;
+        uconn_t *c = conn_open(up, a, &err);
+        if (probe) {
+            a->breaker = BR_PROBE;
+            call->probe = true;
+        }
+        if (c == NULL) {
+            list_unlink(&call->node);
+            up->npending--;
+            call->state = C_CONNECTING; /* for call_retry_or_fail's bookkeeping */
+            call->addr = a;
+            a->inflight++;
+            addr_failed(up, a);
+            call_retry_or_fail(call, PETREL_UPSTREAM_EREFUSED,
+                               fmt_reason("connect to %s: %s", a->label, strerror(err)), true);
+            continue;
+        }
+        attach(call, c, false);
+    }
+    if ((wait_tokens || wait_breaker) && !list_empty(&up->pending) && up->kick.q == NULL)
+        arm(&up->kick, Q_KICK, KICK_MS);
+}
+
+static void on_kick_expire(petrel__timer_t *t)
+{
+    dispatch(container_of(t, petrel_upstream_t, kick));
+}
+
+/* ---- reading ------------------------------------------------------------ */
+
+static int h1_on_head(void *ctx, int status, int version, const petrel_header_t *f, size_t n,
+                      int64_t cl)
+{
+    petrel_call_t *call = ctx;
+    uconn_t *c = call->conn;
+    petrel__timer_disarm(&c->timer); /* the header came */
+    call->state = C_BODY;
+    call->headed = true;
+    if (call->probe || call->addr->breaker == BR_CLOSED)
+        addr_ok(call->up, call->addr);
+    call->addr->fails = 0;
+    call->probe = false;
+    int r = status < 200 ? R_1XX_3XX : status < 300 ? R_2XX : status < 400 ? R_1XX_3XX
+                                                        : status < 500 ? R_4XX : R_5XX;
+    call->up->st.calls[r]++;
+    if (listening(call) && call->cbs.on_head) {
+        petrel_upstream_head_t h = {status, version, f, n, cl};
+        call->cbs.on_head(call, &h, call->data);
+    }
+    if (call->cancelled || call->conn != c)
+        return -1;
+    return call->paused ? 1 : 0;
+}
+
+static int h1_on_body(void *ctx, const char *p, size_t n)
+{
+    petrel_call_t *call = ctx;
+    uconn_t *c = call->conn;
+    if (listening(call) && call->cbs.on_body)
+        call->cbs.on_body(call, p, n, call->data);
+    if (call->cancelled || call->conn != c)
+        return -1;
+    return call->paused ? 1 : 0;
+}
+
+static int h1_on_end(void *ctx, const petrel_header_t *t, size_t n)
+{
+    petrel_call_t *call = ctx;
+    call_detach(call);
+    if (listening(call) && call->cbs.on_end)
+        call->cbs.on_end(call, t, n, call->data);
+    return 0;
+}
+
+/* Feed the bytes in the read buffer; false when the connection is gone. */
+static bool conn_feed(uconn_t *c)
+{
+    while (c->roff < c->rlen) {
+        petrel_call_t *call = c->call;
+        if (call == NULL || call->paused)
+            return true;
+        bool done;
+        c->in_feed = true;
+        long used = petrel__h1c_feed(c->parser, c->rbuf + c->roff, c->rlen - c->roff, &done);
+        c->in_feed = false;
+        if (used < 0) {
+            if (call->state != C_DONE && !call->cancelled) {
+                addr_failed(c->up, c->addr);
+                call_fail(call, PETREL_UPSTREAM_EPROTO,
+                          fmt_reason("%s: a malformed response", c->addr->label));
+            }
+            c->doomed = false;
+            conn_close(c);
+            return false;
+        }
+        c->roff += (size_t)used;
+        if (c->doomed) {
+            c->doomed = false;
+            conn_close(c);
+            return false;
+        }
+        if (done) {
+            bool keep = petrel__h1c_keep_alive(c->parser) && c->roff == c->rlen &&
+                        (c->up->o.max_requests == 0 || c->nreq < c->up->o.max_requests);
+            if (keep)
+                conn_idle(c);
+            else
+                conn_close(c);
+            return keep;
+        }
+    }
+    c->rlen = c->roff = 0;
+    return true;
+}
+
+static void conn_eof(uconn_t *c, int err)
+{
+    petrel_call_t *call = c->call;
+    if (call == NULL) { /* idle: the peer closed it, nobody needs to know */
+        conn_close(c);
+        return;
+    }
+    bool started;
+    c->in_feed = true;
+    int rc = err ? PETREL_UPSTREAM_ECLOSED : petrel__h1c_eof(c->parser, &started);
+    c->in_feed = false;
+    if (err)
+        started = petrel__h1c_started(c->parser);
+    conn_close(c);
+    if (rc == 0 || call->state == C_DONE)
+        return; /* a body delimited by the close: on_end has run */
+    if (!started && call->reused) {
+        /* a kept-alive connection the upstream closed as we sent */
+        call_retry_or_fail(call, PETREL_UPSTREAM_ECLOSED,
+                           fmt_reason("%s: closed before any response", c->addr->label), false);
+        return;
+    }
+    addr_failed(c->up, c->addr);
+    call_fail(call, PETREL_UPSTREAM_ECLOSED,
+              fmt_reason(call->headed ? "%s: closed mid-body" : "%s: closed before the response",
+                         c->addr->label));
+}
+
+static void conn_readable(uconn_t *c)
+{
+    for (;;) {
+        if (c->call == NULL) {
+            /* idle: anything but the close is a protocol error */
+            char b[64];
+            ssize_t r = read(c->io.fd, b, sizeof(b));
+            if (r < 0 && (errno == EAGAIN || errno == EINTR))
+                return;
+            conn_close(c);
+            return;
+        }
+        if (c->call->paused)
+            return;
+        if (c->rlen == RBUF_SIZE)
+            return;
+        ssize_t r = read(c->io.fd, c->rbuf + c->rlen, RBUF_SIZE - c->rlen);
+        if (r < 0) {
+            if (errno == EAGAIN || errno == EWOULDBLOCK)
+                return;
+            if (errno == EINTR)
+                continue;
+            conn_eof(c, errno);
+            return;
+        }
+        if (r == 0) {
+            conn_eof(c, 0);
+            return;
+        }
+        c->rlen += (size_t)r;
+        if (!conn_feed(c))
+            return;
+        if (c->state != K_BUSY)
+            return;
+    }
+}
+
+static void conn_connected(uconn_t *c)
+{
+    int e = 0;
+    socklen_t len = sizeof(e);
+    petrel_call_t *call = c->call;
+    if (getsockopt(c->io.fd, SOL_SOCKET, SO_ERROR, &e, &len) < 0)
+        e = errno;
+    if (e) {
+        uaddr_t *a = c->addr;
+        conn_close(c);
+        addr_failed(c->up, a);
+        if (call)
+            call_retry_or_fail(call, PETREL_UPSTREAM_EREFUSED,
+                               fmt_reason("connect to %s: %s", a->label, strerror(e)), true);
+        return;
+    }
+    petrel__timer_disarm(&c->timer);
+    if (call == NULL) { /* its call went away meanwhile */
+        conn_idle(c);
+        return;
+    }
+    c->state = K_BUSY;
+    petrel__io_mod(petrel__loop, &c->io, EPOLLIN);
+    call_send(call);
+}
+
+static void conn_io(petrel__io_t *io, uint32_t events)
+{
+    uconn_t *c = container_of(io, uconn_t, io);
+    if (c->state == K_CONNECTING) {
+        conn_connected(c);
+        return;
+    }
+    if (c->call && c->call->state == C_SENDING && (events & (EPOLLOUT | EPOLLERR))) {
+        petrel_call_t *call = c->call;
+        if (conn_write(c) < 0) {
+            int e = errno;
+            bool reused = call->reused;
+            conn_close(c);
+            if (reused)
+                call_retry_or_fail(call, PETREL_UPSTREAM_ECLOSED,
+                                   fmt_reason("%s: the connection was closed", c->addr->label),
+                                   false);
+            else
+                call_fail(call, PETREL_UPSTREAM_ECLOSED,
+                          fmt_reason("write to %s: %s", c->addr->label, strerror(e)));
+            return;
+        }
+    }
+    if (events & (EPOLLIN | EPOLLHUP | EPOLLERR | EPOLLRDHUP))
+        conn_readable(c);
+}
+
+/* ---- deadlines ---------------------------------------------------------- */
+
+static void on_connect_expire(petrel__timer_t *t)
+{
+    uconn_t *c = container_of(t, uconn_t, timer);
+    petrel_call_t *call = c->call;
+    uaddr_t *a = c->addr;
+    conn_close(c);
+    addr_failed(c->up, a);
+    if (call)
+        call_retry_or_fail(call, PETREL_UPSTREAM_ECONNECT,
+                           fmt_reason("connect to %s: no answer in %u ms", a->label,
+                                      c->up->o.connect_timeout_ms),
+                           true);
+}
+
+static void on_header_expire(petrel__timer_t *t)
+{
+    uconn_t *c = container_of(t, uconn_t, timer);
+    petrel_call_t *call = c->call;
+    uaddr_t *a = c->addr;
+    conn_close(c);
+    addr_failed(c->up, a);
+    if (call)
+        call_fail(call, PETREL_UPSTREAM_EHEADER,
+                  fmt_reason("%s: no response header in %u ms", a->label,
+                             c->up->o.header_timeout_ms));
+}
+
+static void on_idle_expire(petrel__timer_t *t)
+{
+    conn_close(container_of(t, uconn_t, timer));
+}
+
+static void on_call_expire(petrel__timer_t *t)
+{
+    petrel_call_t *call = container_of(t, petrel_call_t, timer);
+    if (call->conn)
+        conn_close(call->conn); /* mid-request: the connection cannot be reused */
+    call_fail(call, PETREL_UPSTREAM_ETIMEOUT,
+              fmt_reason("upstream '%s': no complete response in %u ms", call->up->name,
+                         call->up->o.call_timeout_ms));
+}
+
+/* ---- calls -------------------------------------------------------------- */
+
+static void call_on_abort(petrel_req_t *req, void *data)
+{
+    petrel_call_t *call = data;
+    if (call->prev_cb)
+        call->prev_cb(req, call->prev_data);
+    petrel_call_cancel(call);
+}
+
+/* The arena of the call is going: nobody may be told any more. */
+static void call_gone(void *data)
+{
+    petrel_call_cancel(data);
+}
+
+petrel_call_t *petrel_call(petrel_upstream_t *up, const petrel_call_spec_t *spec,
+                           const petrel_call_cbs_t *cbs, void *data)
+{
+    if (up == NULL || spec == NULL || cbs == NULL || spec->method == NULL ||
+        spec->target == NULL || *spec->method == '\0' || *spec->target == '\0' ||
+        (spec->req == NULL && spec->arena == NULL) || petrel__loop == NULL ||
+        (spec->body_len > 0 && spec->body == NULL)) {
+        errno = EINVAL;
+        return NULL;
+    }
+    for (const char *m = spec->method; *m; m++)
+        if (*m < 'A' || *m > 'Z') {
+            errno = EINVAL;
+            return NULL;
+        }
+    for (const char *s = spec->target; *s; s++)
+        if ((unsigned char)*s <= ' ' || *s == 0x7f) {
+            errno = EINVAL;
+            return NULL;
+        }
+    if (spec->authority)
+        for (const char *s = spec->authority; *s; s++)
+            if ((unsigned char)*s <= ' ') {
+                errno = EINVAL;
+                return NULL;
+            }
+    for (size_t i = 0; i < spec->nheaders; i++)
+        if (!petrel__h1c_field_ok(&spec->headers[i])) {
+            errno = EINVAL;
+            return NULL;
+        }
+    worker_setup(up);
+    petrel_arena_t *arena = spec->req ? spec->req->arena : spec->arena;
+    petrel_call_t *call = petrel_arena_new(arena, petrel_call_t, 1);
+    petrel_header_t *f = spec->nheaders ? petrel_arena_new(arena, petrel_header_t, spec->nheaders)
+                                        : NULL;
+    if (call == NULL || (spec->nheaders && f == NULL)) {
+        errno = ENOMEM;
+        return NULL;
+    }
+    call->up = up;
+    call->arena = arena;
+    call->cbs = *cbs;
+    call->data = data;
+    call->method = petrel_arena_strndup(arena, spec->method, strlen(spec->method));
+    call->target = petrel_arena_strndup(arena, spec->target, strlen(spec->target));
+    call->authority =
+        spec->authority ? petrel_arena_strndup(arena, spec->authority, strlen(spec->authority))
+                        : NULL;
+    if (call->method == NULL || call->target == NULL || (spec->authority && !call->authority)) {
+        errno = ENOMEM;
+        return NULL;
+    }
+    for (size_t i = 0; i < spec->nheaders; i++) {
+        const petrel_header_t *h = &spec->headers[i];
+        f[i].name.ptr = petrel_arena_strndup(arena, h->name.ptr, h->name.len);
+        f[i].name.len = h->name.len;
+        f[i].value.ptr = petrel_arena_strndup(arena, h->value.ptr, h->value.len);
+        f[i].value.len = h->value.len;
+        if (f[i].name.ptr == NULL || f[i].value.ptr == NULL) {
+            errno = ENOMEM;
+            return NULL;
+        }
+    }
+    call->fields = f;
+    call->nfields = spec->nheaders;
+    call->body = spec->body;
+    call->body_len = spec->body_len;
+    const char *m = call->method;
+    call->head = method_is(m, "HEAD");
+    call->idempotent = method_is(m, "GET") || call->head || method_is(m, "OPTIONS") ||
+                       method_is(m, "PUT") || method_is(m, "DELETE") || method_is(m, "TRACE");
+    call->post_like = method_is(m, "POST") || method_is(m, "PUT") || method_is(m, "PATCH");
+    if (petrel_arena_defer(arena, call_gone, call) < 0) {
+        errno = ENOMEM;
+        return NULL;
+    }
+    if (spec->req) {
+        call->req = spec->req;
+        call->prev_cb = petrel_req_on_abort_get(spec->req, &call->prev_data);
+        petrel_req_on_abort(spec->req, call_on_abort, call);
+    }
+    list_init(&call->node);
+    budget_roll(up);
+    up->budget_calls[up->budget_sec % BUDGET_SECS]++;
+    if (up->npending >= up->o.max_pending) {
+        call->state = C_FAILED;
+        call->fail_code = PETREL_UPSTREAM_EFULL;
+        call->fail_reason = "too many calls wait for a connection (max_pending)";
+        list_append(&up->failed, &call->node);
+    } else {
+        call->state = C_QUEUED;
+        list_append(&up->pending, &call->node);
+        up->npending++;
+    }
+    arm(&call->timer, Q_CALL, up->o.call_timeout_ms);
+    want_dispatch(up);
+    return call;
+}
+
+void petrel_call_pause(petrel_call_t *call, int paused)
+{
+    if (call == NULL || call->state == C_DONE || call->paused == (paused != 0))
+        return;
+    call->paused = paused != 0;
+    uconn_t *c = call->conn;
+    if (c == NULL || c->state != K_BUSY || call->state == C_SENDING)
+        return;
+    if (call->paused) {
+        petrel__io_mod(petrel__loop, &c->io, 0);
+        return;
+    }
+    petrel__io_mod(petrel__loop, &c->io, EPOLLIN);
+    if (!c->in_feed && c->roff < c->rlen)
+        conn_feed(c); /* the bytes read before the pause */
+}
+
+void petrel_call_cancel(petrel_call_t *call)
+{
+    if (call == NULL || call->cancelled)
+        return;
+    call->cancelled = true;
+    if (call->state == C_DONE)
+        return;
+    uconn_t *c = call->conn;
+    int state = call->state;
+    call_detach(call);
+    if (c == NULL)
+        return;
+    if (state == C_CONNECTING)
+        return; /* nothing sent: the connection joins the pool once made */
+    conn_close(c); /* a response under way: the connection cannot be reused */
+}
+
+const char *petrel_call_address(const petrel_call_t *call)
+{
+    return call && call->addr ? call->addr->label : NULL;
+}
+
+const char *petrel_upstream_strerror(int error)
+{
+    switch (error) {
+    case PETREL_UPSTREAM_EREFUSED: return "no connection could be made to the upstream";
+    case PETREL_UPSTREAM_ECONNECT: return "connecting to the upstream timed out";
+    case PETREL_UPSTREAM_EHEADER: return "the upstream sent no response header in time";
+    case PETREL_UPSTREAM_ETIMEOUT: return "the call timed out";
+    case PETREL_UPSTREAM_ECLOSED: return "the upstream closed the connection";
+    case PETREL_UPSTREAM_EPROTO: return "the upstream's response is not valid HTTP";
+    case PETREL_UPSTREAM_EBREAKER: return "the upstream is out (circuit breaker open)";
+    case PETREL_UPSTREAM_EFULL: return "too many calls wait for the upstream";
+    case PETREL_UPSTREAM_ECANCELLED: return "the call was cancelled";
+    default: return "unknown upstream error";
+    }
+}
