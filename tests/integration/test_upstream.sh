@@ -1,0 +1,169 @@
+#!/usr/bin/env bash
+# test_upstream.sh -- the upstream client (petrel_upstream_new, petrel_call),
+# through the module upstream_mod.c (GET|POST /up/PATH calls the upstream
+# and answers what it got) against:
+#   1. petrel itself (hello, echo): a GET and a POST with its body;
+#   2. upstream_peer.py, a raw-socket upstream: chunked with trailers, 1xx
+#      skipped, a body delimited by the close, HTTP/1.0; every way of
+#      failing (closed mid-header, mid-body after on_head, garbage, CL+TE,
+#      two Content-Lengths, a bad chunk: EPROTO; no header: EHEADER);
+#      connections reused (100 calls, a handful of connections), not reused
+#      after Connection: close or an HTTP/1.0 response, an idle connection
+#      the upstream closed dropped without an error; a POST whose reused
+#      connection broke is not sent again while a GET is; a call cancelled;
+#      a full queue (EFULL); a closed port (EREFUSED);
+#   3. the circuit breaker: an upstream that resets every connection sees
+#      breaker_failures connections, then calls fail at once with EBREAKER,
+#      and after breaker_pause_ms one probe closes the breaker again.
+. "$(dirname "$0")/lib.sh"
+
+command -v cc >/dev/null || skip "no C compiler (cc)"
+T=$LIB_TMP
+cc -shared -fPIC -g -Wall -Wextra -Werror -I"$top_srcdir/include" -o "$T/upt.so" \
+    "$top_srcdir/tests/integration/upstream_mod.c" || fail "the test module does not build"
+
+# peer DIR: start upstream_peer.py with control directory DIR; sets PEER.
+peer() {
+    mkdir -p "$1"
+    "$PY" "$top_srcdir/tests/integration/upstream_peer.py" "$1/port" "$1" &
+    LIB_BG+=("$!") # killed at the end
+    wait_for "$(bound 10)" test -s "$1/port" || fail "upstream_peer.py did not start"
+    PEER=$(cat "$1/port")
+    wait_port "$PEER"
+}
+# stat PORT FIELD: a count of the peer's (its own /stats connection included).
+stat() {
+    curl_ "http://127.0.0.1:$1/stats" | awk -v k="$2" '{ for (i = 1; i < NF; i++) if ($i == k) print $(i + 1) }'
+}
+# call PATH [CURL-ARGS]: "CODE BODY" (newlines as |) of GET $BASE/up/PATH.
+call() {
+    local p=$1
+    shift
+    curl_ -o "$T/body" -w '%{http_code}' "$@" "$BASE/up/$p" >"$T/code" || true
+    printf '%s %s\n' "$(cat "$T/code")" "$(tr '\n' '|' <"$T/body")"
+}
+want() { # want PATH PATTERN [CURL-ARGS]
+    local p=$1 pat=$2
+    shift 2
+    local got
+    got=$(call "$p" "$@")
+    [[ $got == $pat ]] || fail "/up/$p: got '$got', want '$pat'"
+}
+
+# --- 1. petrel as the upstream ------------------------------------------------
+petrel_start --module hello --module echo
+UBASE=$BASE
+UPID=$PETREL_PID
+UPT_URLS=$UBASE petrel_start --module "$T/upt.so"
+want hello '200 status 200|x-test |body Hello World!|trailer |'
+want echo '200 status 200|x-test |body ping|trailer |' --data-binary ping
+ok "petrel as upstream: GET /hello and POST /echo with its body"
+petrel_stop
+petrel_stop "$UPID"
+
+# --- 2. the raw upstream ----------------------------------------------------------
+peer "$T/p1"
+P1=$PEER
+UPT_URLS=http://127.0.0.1:$P1 UPT_OPTS=header_timeout_ms=300,breaker_failures=1000 \
+    petrel_start --module "$T/upt.so" --workers 1
+want ok '200 status 200|x-test ok|body hello|trailer |'
+want chunked '200 status 200|x-test chunky|body hello|trailer yes|'
+want interim '200 status 200|x-test ok|body after interim|trailer |'
+want nolen '200 status 200|x-test nolen|body to the end|trailer |'
+want http10 '200 status 200|x-test old|body ok|trailer |'
+ok "chunked with trailers, 1xx skipped, a body to the close, HTTP/1.0"
+
+want close-head '502 error -105 *closed before the response|'
+want close-body '502 error -105 *closed mid-body after head|'
+want garbage '502 error -106 *'
+want cl-te '502 error -106 *'
+want two-cl '502 error -106 *'
+want bad-chunk '502 error -106 *after head|'
+want hang '504 error -103 *no response header in 300 ms|'
+ok "closed mid-header (ECLOSED), mid-body after on_head, garbage, CL+TE, two CLs, a bad chunk (EPROTO), no header (EHEADER)"
+
+c0=$(stat "$P1" conns)
+# many PATH N: the status codes of N calls of /up/PATH from one curl, counted
+many() {
+    local args=() i
+    for ((i = 0; i < $2; i++)); do args+=(-o /dev/null "$BASE/up/$1"); done
+    curl_ -w '%{http_code}\n' "${args[@]}" | sort | uniq -c | awk '{ printf "%s:%s ", $2, $1 }'
+}
+got=$(many ok 100)
+[[ $got == "200:100 " ]] || fail "100 calls: $got"
+c1=$(stat "$P1" conns)
+(( c1 - c0 <= 3 )) || fail "100 calls opened $((c1 - c0 - 1)) connections, want reuse"
+ok "100 calls on $((c1 - c0 - 1)) connection(s)"
+
+for i in 1 2 3 4 5; do want close '200 *body bye*'; done
+for i in 1 2 3; do want http10 '200 *body ok*'; done
+c2=$(stat "$P1" conns)
+# the first call takes the connection the calls before left in the pool
+(( c2 - c1 - 1 == 7 )) || fail "Connection: close / HTTP/1.0: $((c2 - c1 - 1)) connections for 8 calls, want 7"
+ok "no reuse after Connection: close nor HTTP/1.0 ($((c2 - c1 - 1)) connections for 8 calls)"
+
+for i in 1 2 3; do
+    want idle-close '200 *body soon closed*'
+    sleep 0.3 # the upstream closes the pooled connection meanwhile
+    want ok '200 *body hello*'
+done
+ok "an idle connection the upstream closed: no error on the next call"
+
+want ok '200 *'
+d0=$(stat "$P1" drops)
+want drop '502 error -105 *' --data-binary once
+d1=$(stat "$P1" drops)
+(( d1 - d0 == 1 )) || fail "a POST on a broken reused connection reached the upstream $((d1 - d0)) times"
+want ok '200 *'
+want drop '502 error -105 *'
+d2=$(stat "$P1" drops)
+(( d2 - d1 == 2 )) || fail "a GET on a broken reused connection was sent $((d2 - d1)) times, want 2 (a retry)"
+ok "a POST is not sent twice; a GET on a reused connection that broke is sent again once"
+
+curl_ -o "$T/b" "$BASE/cancel/hang" && [[ $(cat "$T/b") == cancelled ]] || fail "cancel: $(cat "$T/b")"
+want ok '200 *body hello*'
+ok "a cancelled call: the next one is answered"
+petrel_stop
+
+UPT_URLS=http://127.0.0.1:$P1 UPT_OPTS=header_timeout_ms=600,max_conns=1,max_pending=1 \
+    petrel_start --module "$T/upt.so" --workers 1
+for i in 1 2 3; do
+    curl_ -o "$T/full.$i" -w '%{http_code}\n' "$BASE/up/hang" >"$T/fullcode.$i" &
+    sleep 0.1
+done
+wait_for "$(bound 10)" bash -c "[[ -s $T/fullcode.1 && -s $T/fullcode.2 && -s $T/fullcode.3 ]]"
+grep -q 'error -108' "$T/full.3" || fail "a third call with max_conns 1, max_pending 1: $(cat "$T/full.3")"
+grep -q 'error -103' "$T/full.1" || fail "the first of them: $(cat "$T/full.1")"
+ok "max_conns 1, max_pending 1: the third call fails at once with EFULL"
+petrel_stop
+
+closed=$(free_port)
+UPT_URLS=http://127.0.0.1:$closed petrel_start --module "$T/upt.so" --workers 1
+want ok '502 error -101 *Connection refused*'
+ok "a closed port: EREFUSED"
+petrel_stop
+
+# --- 3. the circuit breaker ---------------------------------------------------------
+peer "$T/p2"
+P2=$PEER
+touch "$T/p2/rst"
+UPT_URLS=http://127.0.0.1:$P2 UPT_OPTS=breaker_failures=3,breaker_pause_ms=3000,retry_budget_pct=0 \
+    petrel_start --module "$T/upt.so" --workers 1
+rm "$T/p2/rst"
+b0=$(stat "$P2" conns)
+touch "$T/p2/rst"
+for i in 1 2 3; do want ok '502 error -10[15] *'; done # reset at connect or after
+t0=$(now)
+got=$(many ok 30)
+took=$(secs_since "$t0")
+[[ $got == "503:30 " ]] || fail "30 calls with the breaker open: $got"
+want ok '503 error -107 *every address is out*'
+rm "$T/p2/rst"
+b1=$(stat "$P2" conns)
+(( b1 - b0 - 1 == 3 )) || fail "breaker: the upstream saw $((b1 - b0 - 1)) connections for 34 calls, want 3"
+ok "breaker: 3 failures, then 31 calls failed at once (30 in ${took}s) with EBREAKER; 3 connections seen"
+sleep 3.1
+want ok '200 *body hello*'
+want ok '200 *body hello*'
+ok "breaker: after the pause a probe closes it"
+petrel_stop

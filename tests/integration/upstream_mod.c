@@ -1,0 +1,196 @@
+/*
+ * upstream_mod.c -- the module of test_upstream*.sh: GET or POST /up/PATH
+ * calls the upstream "t" (UPT_URLS, options in UPT_OPTS "name=value,...")
+ * with PATH and the query, and answers what it got:
+ *   200 "status S\nx-test V\nbody B\ntrailer T\n" (the upstream's status,
+ *       its X-Test field, its body, its X-Trailer trailer), or
+ *   502 (504 for the deadlines, 503 for the breaker and a full queue)
+ *       "error CODE NAME: REASON\n", and "after head" when the call failed
+ *       after on_head.
+ * GET /cancel/PATH makes a call and cancels it at once, then answers 200.
+ */
+#include <petrel.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+static petrel_upstream_t *up;
+
+typedef struct got {
+    petrel_req_t *req;
+    int status;
+    char xtest[64];
+    char trailer[64];
+    char *body;
+    size_t len, cap;
+} got_t;
+
+static void on_head(petrel_call_t *call, const petrel_upstream_head_t *h, void *data)
+{
+    (void)call;
+    got_t *g = data;
+    g->status = h->status;
+    for (size_t i = 0; i < h->nheaders; i++)
+        if (h->headers[i].name.len == 6 && strncasecmp(h->headers[i].name.ptr, "x-test", 6) == 0)
+            snprintf(g->xtest, sizeof(g->xtest), "%.*s", (int)h->headers[i].value.len,
+                     h->headers[i].value.ptr);
+}
+
+static void on_body(petrel_call_t *call, const void *p, size_t n, void *data)
+{
+    (void)call;
+    got_t *g = data;
+    if (g->len + n + 1 > g->cap) {
+        size_t cap = (g->len + n + 1) * 2;
+        char *b = petrel_arena_alloc(g->req->arena, cap, 1);
+        if (b == NULL)
+            return;
+        if (g->len)
+            memcpy(b, g->body, g->len);
+        g->body = b;
+        g->cap = cap;
+    }
+    memcpy(g->body + g->len, p, n);
+    g->len += n;
+    g->body[g->len] = '\0';
+}
+
+static void on_end(petrel_call_t *call, const petrel_header_t *t, size_t n, void *data)
+{
+    (void)call;
+    got_t *g = data;
+    for (size_t i = 0; i < n; i++)
+        if (t[i].name.len == 9 && strncasecmp(t[i].name.ptr, "x-trailer", 9) == 0)
+            snprintf(g->trailer, sizeof(g->trailer), "%.*s", (int)t[i].value.len, t[i].value.ptr);
+    char *out = petrel_arena_alloc(g->req->arena, g->len + 256, 1);
+    if (out == NULL) {
+        petrel_send_status(g->req, 500);
+        return;
+    }
+    int k = snprintf(out, g->len + 256, "status %d\nx-test %s\nbody %s\ntrailer %s\n", g->status,
+                     g->xtest, g->body ? g->body : "", g->trailer);
+    petrel_send(g->req, 200, "text/plain", out, (size_t)k);
+}
+
+static void on_error(petrel_call_t *call, int error, const char *reason, void *data)
+{
+    (void)call;
+    got_t *g = data;
+    char out[512];
+    int status = 502;
+    if (error == PETREL_UPSTREAM_EHEADER || error == PETREL_UPSTREAM_ETIMEOUT ||
+        error == PETREL_UPSTREAM_ECONNECT)
+        status = 504;
+    else if (error == PETREL_UPSTREAM_EBREAKER || error == PETREL_UPSTREAM_EFULL)
+        status = 503;
+    int k = snprintf(out, sizeof(out), "error %d %s: %s%s\n", error,
+                     petrel_upstream_strerror(error), reason, g->status ? " after head" : "");
+    char *copy = petrel_arena_alloc(g->req->arena, (size_t)k, 1);
+    if (copy == NULL) {
+        petrel_send_status(g->req, 500);
+        return;
+    }
+    memcpy(copy, out, (size_t)k);
+    petrel_send(g->req, status, "text/plain", copy, (size_t)k);
+}
+
+static const petrel_call_cbs_t cbs = {on_head, on_body, on_end, on_error};
+
+static char *target_of(petrel_req_t *req)
+{
+    const char *rest = petrel_req_param(req, "*");
+    size_t n = strlen(rest ? rest : "") + req->query.len + 3;
+    char *t = petrel_arena_alloc(req->arena, n, 1);
+    if (t)
+        snprintf(t, n, "/%s%s%.*s", rest ? rest : "", req->query.len ? "?" : "",
+                 (int)req->query.len, req->query.ptr);
+    return t;
+}
+
+static int call_it(petrel_req_t *req, void *data)
+{
+    (void)data;
+    got_t *g = petrel_arena_new(req->arena, got_t, 1);
+    char *target = target_of(req);
+    if (g == NULL || target == NULL)
+        return PETREL_ENOMEM;
+    g->req = req;
+    static const petrel_header_t fields[] = {{{"X-From", 6}, {"petrel", 6}}};
+    petrel_call_spec_t spec = {0};
+    spec.method = req->method == PETREL_POST ? "POST" : "GET";
+    spec.target = target;
+    spec.headers = fields;
+    spec.nheaders = 1;
+    spec.body = req->body.ptr;
+    spec.body_len = req->body.len;
+    spec.req = req;
+    if (petrel_call(up, &spec, &cbs, g) == NULL)
+        return 500;
+    return PETREL_LATER;
+}
+
+static int cancel_it(petrel_req_t *req, void *data)
+{
+    (void)data;
+    got_t *g = petrel_arena_new(req->arena, got_t, 1);
+    char *target = target_of(req);
+    if (g == NULL || target == NULL)
+        return PETREL_ENOMEM;
+    g->req = req;
+    petrel_call_spec_t spec = {0};
+    spec.method = "GET";
+    spec.target = target;
+    spec.req = req;
+    petrel_call_t *call = petrel_call(up, &spec, &cbs, g);
+    if (call == NULL)
+        return 500;
+    petrel_call_cancel(call);
+    return petrel_send(req, 200, "text/plain", "cancelled\n", 10);
+}
+
+static int init(petrel_server_t *srv, const char *args)
+{
+    (void)args;
+    petrel_upstream_opts_t o;
+    petrel_upstream_opts_init(&o);
+    o.name = "t";
+    o.urls = getenv("UPT_URLS");
+    const char *opts = getenv("UPT_OPTS");
+    char buf[512];
+    snprintf(buf, sizeof(buf), "%s", opts ? opts : "");
+    for (char *s = strtok(buf, ","); s; s = strtok(NULL, ",")) {
+        char *eq = strchr(s, '=');
+        if (eq == NULL)
+            continue;
+        *eq = '\0';
+        unsigned v = (unsigned)strtoul(eq + 1, NULL, 10);
+        if (!strcmp(s, "max_conns")) o.max_conns = v;
+        else if (!strcmp(s, "max_pending")) o.max_pending = v;
+        else if (!strcmp(s, "connect_timeout_ms")) o.connect_timeout_ms = v;
+        else if (!strcmp(s, "header_timeout_ms")) o.header_timeout_ms = v;
+        else if (!strcmp(s, "call_timeout_ms")) o.call_timeout_ms = v;
+        else if (!strcmp(s, "idle_timeout_ms")) o.idle_timeout_ms = v;
+        else if (!strcmp(s, "max_requests")) o.max_requests = v;
+        else if (!strcmp(s, "retry_budget_pct")) o.retry_budget_pct = v;
+        else if (!strcmp(s, "breaker_failures")) o.breaker_failures = v;
+        else if (!strcmp(s, "breaker_pause_ms")) o.breaker_pause_ms = v;
+        else if (!strcmp(s, "connects_per_sec")) o.connects_per_sec = v;
+        else if (!strcmp(s, "balance")) o.balance = (int)v;
+    }
+    char err[256];
+    up = petrel_upstream_new(srv, &o, err, sizeof(err));
+    if (up == NULL) {
+        petrel_log(PETREL_LOG_ERROR, "%s", err);
+        return PETREL_EINVAL;
+    }
+    return 0;
+}
+
+static const petrel_route_t routes[] = {
+    {PETREL_GET, "/up/*", call_it, NULL},
+    {PETREL_POST, "/up/*", call_it, NULL},
+    {PETREL_GET, "/cancel/*", cancel_it, NULL},
+    {0, NULL, NULL, NULL},
+};
+
+PETREL_MODULE(upt, routes, init, NULL, NULL)

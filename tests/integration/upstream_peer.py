@@ -1,0 +1,159 @@
+#!/usr/bin/env python3
+"""upstream_peer.py -- a controllable HTTP/1.1 upstream for test_upstream.sh.
+
+usage: upstream_peer.py PORTFILE [CONTROL_DIR]
+
+Listens on 127.0.0.1 (a port the kernel chooses, written to PORTFILE) and
+answers by the request's path:
+  /ok            200, X-Test: ok, "hello" (kept alive)
+  /hang          never answers
+  /close-head    part of a status line, then closes
+  /close-body    Content-Length 100, 10 bytes, then closes
+  /garbage       not HTTP
+  /cl-te         Content-Length and Transfer-Encoding: chunked
+  /two-cl        two different Content-Lengths
+  /bad-chunk     a chunk size that is not hex
+  /chunked       a chunked body with the trailer X-Trailer: yes
+  /interim       100 Continue and 103 Early Hints, then 200
+  /close         200 with Connection: close, then closes
+  /http10        HTTP/1.0 200 without keep-alive (the connection stays open)
+  /nolen         200 with no Content-Length: the body ends with the close
+  /drop          closes without answering (POST and GET are counted)
+  /idle-close    200, kept alive, and the connection closed 100 ms later
+  /stats         "conns N requests M drops D" of this process
+With CONTROL_DIR/rst present, every connection is accepted and reset at once
+(counted in conns): an upstream that is down but reachable.
+"""
+import os
+import socket
+import struct
+import sys
+import threading
+import time
+
+lock = threading.Lock()
+stats = {"conns": 0, "requests": 0, "drops": 0}
+
+
+def count(k):
+    with lock:
+        stats[k] += 1
+
+
+def resp(body, status="200 OK", extra=""):
+    return ("HTTP/1.1 %s\r\nContent-Length: %d\r\nX-Test: ok\r\n%s\r\n" %
+            (status, len(body), extra)).encode() + body
+
+
+def read_request(f):
+    line = f.readline()
+    if not line:
+        return None
+    head = []
+    while True:
+        h = f.readline()
+        if not h or h in (b"\r\n", b"\n"):
+            break
+        head.append(h)
+    n = 0
+    for h in head:
+        k, _, v = h.decode("latin-1").partition(":")
+        if k.strip().lower() == "content-length":
+            n = int(v.strip())
+    body = f.read(n) if n else b""
+    parts = line.decode("latin-1").split()
+    return parts[0], parts[1], body
+
+
+def serve(conn, control):
+    count("conns")
+    if control and os.path.exists(os.path.join(control, "rst")):
+        conn.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
+        conn.close()
+        return
+    f = conn.makefile("rb")
+    try:
+        while True:
+            r = read_request(f)
+            if r is None:
+                return
+            method, path, body = r
+            count("requests")
+            if path.startswith("/ok"):
+                conn.sendall(resp(b"hello"))
+            elif path.startswith("/echo"):
+                conn.sendall(resp(method.encode() + b" " + body))
+            elif path.startswith("/hang"):
+                time.sleep(30)
+                return
+            elif path.startswith("/close-head"):
+                conn.sendall(b"HTTP/1.1 200 OK\r\nContent-Le")
+                return
+            elif path.startswith("/close-body"):
+                conn.sendall(b"HTTP/1.1 200 OK\r\nX-Test: ok\r\nContent-Length: 100\r\n\r\n0123456789")
+                time.sleep(0.05)
+                return
+            elif path.startswith("/garbage"):
+                conn.sendall(b"GARBAGE GARBAGE\r\n\r\n")
+                return
+            elif path.startswith("/cl-te"):
+                conn.sendall(b"HTTP/1.1 200 OK\r\nContent-Length: 5\r\nTransfer-Encoding: chunked\r\n\r\n5\r\nhello\r\n0\r\n\r\n")
+            elif path.startswith("/two-cl"):
+                conn.sendall(b"HTTP/1.1 200 OK\r\nContent-Length: 5\r\nContent-Length: 6\r\n\r\nhello!")
+            elif path.startswith("/bad-chunk"):
+                conn.sendall(b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\nzz\r\nhello\r\n0\r\n\r\n")
+            elif path.startswith("/chunked"):
+                conn.sendall(b"HTTP/1.1 200 OK\r\nX-Test: chunky\r\nTransfer-Encoding: chunked\r\n\r\n"
+                             b"3\r\nhel\r\n2\r\nlo\r\n0\r\nX-Trailer: yes\r\n\r\n")
+            elif path.startswith("/interim"):
+                conn.sendall(b"HTTP/1.1 100 Continue\r\n\r\nHTTP/1.1 103 Early Hints\r\nLink: </a>\r\n\r\n")
+                conn.sendall(resp(b"after interim"))
+            elif path.startswith("/close"):
+                conn.sendall(resp(b"bye", extra="Connection: close\r\n"))
+                return
+            elif path.startswith("/http10"):
+                conn.sendall(b"HTTP/1.0 200 OK\r\nContent-Length: 2\r\nX-Test: old\r\n\r\nok")
+            elif path.startswith("/nolen"):
+                conn.sendall(b"HTTP/1.1 200 OK\r\nX-Test: nolen\r\nConnection: close\r\n\r\nto the end")
+                return
+            elif path.startswith("/drop"):
+                count("drops")
+                return
+            elif path.startswith("/idle-close"):
+                conn.sendall(resp(b"soon closed"))
+                time.sleep(0.1)
+                return
+            elif path.startswith("/stats"):
+                with lock:
+                    s = "conns %d requests %d drops %d" % (stats["conns"], stats["requests"], stats["drops"])
+                conn.sendall(resp(s.encode(), extra="Connection: close\r\n"))
+                return
+            else:
+                conn.sendall(resp(b"no such path", status="404 Not Found"))
+    except OSError:
+        pass
+    finally:
+        try:
+            f.close()
+            conn.close()
+        except OSError:
+            pass
+
+
+def main():
+    portfile = sys.argv[1]
+    control = sys.argv[2] if len(sys.argv) > 2 else None
+    ls = socket.socket()
+    ls.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    ls.bind(("127.0.0.1", 0))
+    ls.listen(128)
+    with open(portfile + ".tmp", "w") as f:
+        f.write(str(ls.getsockname()[1]))
+    os.rename(portfile + ".tmp", portfile)
+    while True:
+        conn, _ = ls.accept()
+        threading.Thread(target=serve, args=(conn, control), daemon=True).start()
+
+
+if __name__ == "__main__":
+    main()
