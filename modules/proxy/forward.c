@@ -385,7 +385,6 @@ static bool response_fields(fwd_t *st, const petrel_upstream_head_t *head)
 
 static void on_head(petrel_call_t *call, const petrel_upstream_head_t *head, void *data)
 {
-    (void)call;
     fwd_t *st = data;
     petrel_req_t *req = st->req;
     if (!response_fields(st, head)) {
@@ -393,6 +392,11 @@ static void on_head(petrel_call_t *call, const petrel_upstream_head_t *head, voi
         return;
     }
     st->status = head->status;
+    /* the upstream's address, for the request's line in the access log
+     * (matched by the request id) */
+    const char *addr = petrel_call_address(call);
+    petrel_req_log(req, PETREL_LOG_DEBUG, "proxy %s %s: upstream %s: %d", req->method_name.ptr,
+                   req->target.ptr, addr ? addr : "-", head->status);
     /* a small body of known length is gathered and sent whole, with its
      * Content-Length; the rest is streamed (chunked over HTTP/1.1) */
     bool has_body = req->method != PETREL_HEAD && head->status != 204 && head->status != 304;
