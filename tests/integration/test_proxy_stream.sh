@@ -4,7 +4,9 @@
 # the upstream is not read while --proxy-buffer bytes wait for the
 # client), the bytes whole at the end; the same over h2c; the trailers of
 # a chunked response forwarded (RFC 9110 §6.5, RFC 9112 §7.1.2); and
-# connections to the upstream reused (far fewer than the requests).
+# connections to the upstream reused (far fewer than the requests); a
+# client that leaves (waiting, or midway through the body) has its call
+# cancelled and the upstream connection closed.
 # Without backpressure the slow client's output would pass the
 # connection's budget and petrel would close it: the whole body arriving
 # is the proof, the RSS the measure.
@@ -89,6 +91,40 @@ assert body == n, "got %d bytes, want %d" % (body, n)
 assert peak - rss0 < 16 * 1024, "the worker grew by %d KiB for a slow client" % (peak - rss0)
 EOF
 ok "50 MB streamed to a slow reader, the worker's RSS bounded"
+
+# --- the client goes away: the call is cancelled, its connection closed -----------
+# up_conns: connections from petrel to the upstream (established)
+up_conns() { ss -Htn state established "( dport = :$UP_PORT )" | wc -l; }
+fewer_than() { (($(up_conns) < $1)); }
+n0=$(pyrun "$PORT" "$UP_PORT" <<'EOF'
+import socket, subprocess, sys, time
+s = socket.create_connection(("127.0.0.1", int(sys.argv[1])))
+s.sendall(b"GET /p/slow?ms=3000 HTTP/1.1\r\nHost: x\r\n\r\n")
+time.sleep(0.3)
+print(subprocess.run(["ss", "-Htn", "state", "established", "( dport = :%s )" % sys.argv[2]],
+                     capture_output=True, text=True).stdout.count("\n"))
+s.close()
+EOF
+)
+t0=$EPOCHREALTIME
+# the call's connection goes at once, long before the upstream answers
+wait_for "$(bound 2)" fewer_than "$n0"
+ok "a client that leaves while its request waits: the upstream connection closed in $(secs_since "$t0")s"
+n0=$(pyrun "$PORT" "$N" "$UP_PORT" <<'EOF'
+import socket, subprocess, sys, time
+s = socket.create_connection(("127.0.0.1", int(sys.argv[1])))
+s.sendall(b"GET /p/big?n=%d HTTP/1.1\r\nHost: x\r\n\r\n" % int(sys.argv[2]))
+got = 0
+while got < 1 << 20:
+    got += len(s.recv(65536))
+print(subprocess.run(["ss", "-Htn", "state", "established", "( dport = :%s )" % sys.argv[3]],
+                     capture_output=True, text=True).stdout.count("\n"))
+s.close()
+EOF
+)
+wait_for "$(bound 2)" fewer_than "$n0"
+ok "a client that leaves midway through 50 MB: the upstream connection closed"
+expect_eq "$(curl_ "$BASE/p/ok")" ok "after the clients left"
 
 got=$(curl_ --http2-prior-knowledge -o /dev/null -w '%{size_download} %{http_code}' "$BASE/p/big?n=$N")
 expect_eq "$got" "$N 200" "h2c: 50 MB through the proxy"
