@@ -12,7 +12,9 @@
 #     kept (default) or taken off (strip);
 #   - the body of a POST forwarded with its length; HEAD, 204, 304;
 #   - HTTP/2 (h2c) clients through the proxy to the HTTP/1.1 upstream,
-#     their Cookie fields joined into one (RFC 9113 §8.2.3).
+#     their Cookie fields joined into one (RFC 9113 §8.2.3);
+#   - behind --proxy-protocol, the PROXY header's client address;
+#   - petrel (hello, echo) as the upstream.
 . "$(dirname "$0")/lib.sh"
 . "$LIB_DIR/proxy_lib.sh"
 proxy_needs
@@ -125,10 +127,29 @@ tr -d '\r' <"$T/out" | grep -qi '^via: 2 petrel$' || fail "h2c: no 'Via: 2 petre
 tr -d '\r' <"$T/out" | grep -qi '^cookie: a=1; b=2$' || fail "h2c: the Cookie fields not joined"
 expect_eq "$(header_value "$T/h" via)" "1.1 upstream, 1.1 petrel" "h2c: Via back"
 ok "h2c client through the proxy to an HTTP/1.1 upstream"
+petrel_stop
+
+# --- behind a load balancer: the PROXY protocol's client address ----------------
+petrel_start --workers 1 --proxy-protocol --module "proxy:/p=$UP"
+pyrun "$PORT" <<'EOF'
+import socket, sys
+s = socket.create_connection(("127.0.0.1", int(sys.argv[1])))
+s.sendall(b"PROXY TCP4 203.0.113.7 127.0.0.1 40000 80\r\n"
+          b"GET /p/rec HTTP/1.1\r\nHost: front\r\nConnection: close\r\n\r\n")
+buf = b""
+while True:
+    d = s.recv(65536)
+    if not d:
+        break
+    buf += d
+up = buf.partition(b"\r\n\r\n")[2].decode("latin-1").lower()
+assert "\r\nx-forwarded-for: 203.0.113.7\r\n" in up, up
+assert '\r\nforwarded: for=203.0.113.7;proto=http;host="front"\r\n' in up, up
+EOF
+ok "with --proxy-protocol, the PROXY header's client address is forwarded"
+petrel_stop
 
 # --- petrel itself as the upstream (the echo module) -----------------------------
-UPPORT=$PORT
-UPPID=$PETREL_PID
 petrel_start --workers 1 --module echo --module hello
 ECHO=$BASE
 ECHOPID=$PETREL_PID
@@ -140,4 +161,3 @@ expect_eq "$(curl_ --http2-prior-knowledge --data-binary @"$T/body" "$BASE/echo"
 ok "petrel as the upstream (hello, echo)"
 petrel_stop
 petrel_stop "$ECHOPID"
-petrel_stop "$UPPID"
