@@ -21,6 +21,7 @@
 #endif
 #include "proxy.h"
 
+#include <stdint.h>
 #include <stdio.h>
 #include <string.h>
 #include <strings.h>
@@ -383,6 +384,28 @@ static bool response_fields(fwd_t *st, const petrel_upstream_head_t *head)
     return true;
 }
 
+/* The Content-Length of the response to a HEAD (that of the GET): -1 when
+ * it has none, or not one valid value. */
+static int64_t head_length(const petrel_upstream_head_t *head)
+{
+    int64_t len = -1;
+    for (size_t i = 0; i < head->nheaders; i++) {
+        if (!name_is(head->headers[i].name, "content-length"))
+            continue;
+        const char *v = head->headers[i].value.ptr;
+        int64_t n = 0;
+        if (*v == '\0' || len >= 0)
+            return -1;
+        for (; *v; v++) {
+            if (*v < '0' || *v > '9' || n > INT64_MAX / 10 - 10)
+                return -1;
+            n = n * 10 + (*v - '0');
+        }
+        len = n;
+    }
+    return len;
+}
+
 static void on_head(petrel_call_t *call, const petrel_upstream_head_t *head, void *data)
 {
     fwd_t *st = data;
@@ -399,9 +422,19 @@ static void on_head(petrel_call_t *call, const petrel_upstream_head_t *head, voi
                    req->target.ptr, addr ? addr : "-", head->status);
     /* a small body of known length is gathered and sent whole, with its
      * Content-Length; the rest is streamed (chunked over HTTP/1.1) */
-    bool has_body = req->method != PETREL_HEAD && head->status != 204 && head->status != 304;
-    if (has_body && head->content_length >= 0 &&
-        (uint64_t)head->content_length <= PETREL__PROXY_WHOLE) {
+    bool has_body = head->status != 204 && head->status != 304;
+    int64_t length = head->content_length;
+    if (req->method == PETREL_HEAD)
+        length = head_length(head); /* the client reports 0: no body follows */
+    if (has_body && length >= 0 && (uint64_t)length <= PETREL__PROXY_WHOLE) {
+        if (req->method == PETREL_HEAD) {
+            /* the Content-Length a GET would get: petrel sends the fields
+             * of a body of that length, and no body */
+            static const char none[PETREL__PROXY_WHOLE];
+            st->whole = (char *)none;
+            st->whole_len = (size_t)length;
+            return;
+        }
         st->whole = petrel_arena_alloc(req->arena, (size_t)head->content_length + 1, 1);
         if (st->whole) {
             st->whole_cap = (size_t)head->content_length;

@@ -110,6 +110,8 @@ ok "POST: the body forwarded with its length"
 code=$(curl_ -I -o "$T/h" -w '%{http_code}' "$BASE/p/rec")
 expect_eq "$code" 200 "HEAD"
 head -c 4 "$(up_last)" | grep -qx HEAD || fail "the upstream got no HEAD"
+curl_ -I -o "$T/h" "$BASE/p/big?n=1000"
+expect_eq "$(header_value "$T/h" Content-Length)" 1000 "RFC 9110 9.3.2: HEAD, the Content-Length of a GET"
 code=$(curl_ -D "$T/h" -o "$T/out" -w '%{http_code}' "$BASE/p/nobody204")
 expect_eq "$code" 204 "204 through the proxy"
 [[ ! -s $T/out ]] || fail "a 204 with a body"
