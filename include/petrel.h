@@ -2289,11 +2289,12 @@ typedef struct petrel_upstream_opts {
     /** Its name in /metrics and the log: [a-z0-9_], 1 to 32 bytes. */
     const char *name;
     /** One or more addresses, separated by commas: "http://10.0.0.1:8080",
-     *  "http://backend.internal" (port 80), "unix:/run/app.sock".  A host
-     *  name is resolved at start-up and at each reload (in the master): all
-     *  of its addresses are used. */
+     *  "http://backend.internal" (port 80), "http://[::1]:8080",
+     *  "unix:/run/app.sock"; no path.  A host name is resolved at start-up
+     *  and at each reload (in the master): all of its addresses are used. */
     const char *urls;
-    /** Connections each worker may have open to each address (default 64). */
+    /** Connections each worker may have open to each address (default 64;
+     *  0 is taken as 1). */
     unsigned max_conns;
     /** Calls each worker may have waiting for a connection (default 1024);
      *  past it a call fails at once with PETREL_UPSTREAM_EFULL. */
@@ -2314,23 +2315,33 @@ typedef struct petrel_upstream_opts {
     /** Retries allowed, as a percentage of the calls of the last 10 s
      *  (default 20; at least 3 per 10 s); 0: never retry. */
     unsigned retry_budget_pct;
-    /** Failures in a row that open an address's circuit breaker (default 5). */
+    /** Failures in a row that open an address's circuit breaker (default 5;
+     *  0: no breaker). */
     unsigned breaker_failures;
     /** Milliseconds an open breaker keeps its address out before one probe
-     *  call is let through (default 5000). */
+     *  call is let through (default 5000).  A failure is a connection that
+     *  could not be made, no header in time, a malformed response or one
+     *  cut; any response header is a success (5xx too). */
     unsigned breaker_pause_ms;
     /** New connections per second each worker may open to each address
-     *  (default 100); past it calls wait for a connection. */
+     *  (default 100; 0 is taken as 1); past it calls wait for a connection
+     *  (an idle one, or the next token). */
     unsigned connects_per_sec;
     /** PETREL_BALANCE_* (default round robin). */
     int balance;
 } petrel_upstream_opts_t;
 
 /**
- * Fill upstream settings with their defaults (those of the fields of
- * petrel_upstream_opts_t); `name` and `urls` are NULL.
+ * Fill upstream settings with their defaults.
  *
- * Returns: nothing.  Errors: none.  Lifetime: `opts` is the caller's.
+ * The defaults are those the fields of petrel_upstream_opts_t name;
+ * `name` and `urls` are NULL.
+ *
+ * Returns: nothing.
+ *
+ * Errors: none.
+ *
+ * Lifetime: `opts` is the caller's.
  */
 PETREL_API void petrel_upstream_opts_init(petrel_upstream_opts_t *opts);
 
@@ -2400,7 +2411,8 @@ typedef struct petrel_call_cbs {
 typedef struct petrel_call_spec {
     const char *method;  /**< "GET", "POST"... */
     const char *target;  /**< "/path?query" */
-    /** The Host field; NULL: the address's host[:port] from its URL. */
+    /** The Host field; NULL: the address's host[:port] from its URL
+     *  ("localhost" for a unix: address). */
     const char *authority;
     /** Fields to send: Host, Content-Length, Transfer-Encoding and the
      *  hop-by-hop fields (Connection, Keep-Alive, TE, Upgrade...) are set by
@@ -2429,9 +2441,11 @@ typedef struct petrel_call_spec {
  *
  * Returns: the call, or NULL (nothing will be called back).
  *
- * Errors: NULL with errno EINVAL (no method or target, a field the client
- * sets, no req nor arena), ENOMEM (the arena).  Failures of the call itself
- * (refused, breaker open, pool full) are reported through on_error.
+ * Errors: NULL with errno EINVAL (no method or target, a method not in
+ * upper-case letters, a target with a space or control byte, a field the
+ * client sets or one not valid, no req nor arena, or outside a worker),
+ * ENOMEM (the arena).  Failures of the call itself (refused, breaker open,
+ * pool full) are reported through on_error, from the loop.
  *
  * Lifetime: the call is valid until its last callback has returned or
  * petrel_call_cancel(); `spec`, `cbs` and their strings are read during
@@ -2442,30 +2456,61 @@ PETREL_API petrel_call_t *petrel_call(petrel_upstream_t *up, const petrel_call_s
                                       const petrel_call_cbs_t *cbs, void *data);
 
 /**
- * Stop or resume reading a call's response (backpressure: a caller that
- * forwards the body to a slow client pauses while its output is full).
- * While paused no on_body runs and the upstream is not read.
+ * Stop or resume reading a call's response.
  *
- * Returns: nothing.  Errors: none.  Lifetime: `call` must be valid.
+ * For backpressure: a caller that forwards the body to a slow client
+ * pauses while its output is full.  While paused no on_body runs and the upstream is not read (its
+ * connection is not watched); bytes read before the pause are handed on
+ * when it resumes.  May be called from the call's own callbacks.  The
+ * deadlines keep running: call_timeout_ms bounds a paused call too.
+ *
+ * Returns: nothing.
+ *
+ * Errors: none; a call that has ended is ignored.
+ *
+ * Lifetime: `call` must be valid.
  */
 PETREL_API void petrel_call_pause(petrel_call_t *call, int paused);
 
 /**
- * Cancel a call: none of its callbacks run again.  Its connection is closed
- * when the response was not complete.  Calls made for a request are
- * cancelled when it is aborted.
+ * Cancel a call: none of its callbacks run again.  A call still waiting
+ * for a connection leaves the queue, one whose connection is being made
+ * leaves it to join the pool; once its request was sent (or in part), its
+ * connection is closed, since the response would arrive on it.  May be
+ * called from the call's own callbacks.  Calls made for a request are
+ * cancelled when it is aborted, and any call when the arena it lives in
+ * is reset.
  *
- * Returns: nothing.  Errors: none.  Lifetime: `call` is invalid after.
+ * Returns: nothing.
+ *
+ * Errors: none; a call that has ended, or was cancelled, is ignored.
+ *
+ * Lifetime: `call` must not be used after (its memory stays in its arena).
  */
 PETREL_API void petrel_call_cancel(petrel_call_t *call);
 
 /**
  * The address a call went to ("10.0.0.1:8080", "unix:/run/app.sock"), for
- * a log line; NULL before it has one.
+ * a log line.
+ *
+ * Returns: the address, or NULL before the call has one.
+ *
+ * Errors: none.
+ *
+ * Lifetime: the string is the upstream's, valid until exit.
  */
 PETREL_API const char *petrel_call_address(const petrel_call_t *call);
 
-/** One line naming a PETREL_UPSTREAM_E* code. */
+/**
+ * One line naming a PETREL_UPSTREAM_E* code.
+ *
+ * Returns: the line ("the upstream closed the connection"), or "unknown
+ * upstream error".
+ *
+ * Errors: none.
+ *
+ * Lifetime: static.
+ */
 PETREL_API const char *petrel_upstream_strerror(int error);
 
 /* ------------------------------------------------------------------------ */
