@@ -223,6 +223,10 @@ static int mount_arg(petrel_server_t *srv, char *arg)
     m->buffer = conf.buffer ? conf.buffer : (size_t)256 << 10;
     petrel_upstream_opts_t o;
     petrel_upstream_opts_init(&o);
+    /* the whole exchange, the time the body takes to reach a slow client
+     * included (the client has no deadline between reads): longer than a
+     * call's default */
+    o.call_timeout_ms = 300000;
     char name[33];
     snprintf(name, sizeof(name), "proxy%u", nmounts);
     o.name = name;
