@@ -193,7 +193,8 @@ static petrel_header_t *request_fields(petrel_req_t *req, size_t *count)
         petrel_str_t name = h[i].name;
         if (name.len == 0 || name.ptr[0] == ':' || hop_by_hop(name, tok, ntok) ||
             name_is(name, "host") || name_is(name, "via") || name_is(name, "x-forwarded-for") ||
-            name_is(name, "x-forwarded-proto") || name_is(name, "forwarded"))
+            name_is(name, "x-forwarded-proto") || name_is(name, "forwarded") ||
+            name_is(name, "expect")) /* petrel answered it: the body is here */
             continue;
         if (name_is(name, "cookie")) {
             if (cookie)

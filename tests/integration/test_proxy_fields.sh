@@ -101,11 +101,12 @@ ok "hop-by-hop fields removed both ways, Via, X-Forwarded-For/Proto, Forwarded; 
 
 # --- a body, HEAD, 204, 304 -------------------------------------------------------
 printf 'a body of 23 bytes\nxyz\n' >"$T/body"
-curl_ -o "$T/out" --data-binary @"$T/body" "$BASE/p/rec"
+curl_ -o "$T/out" -H 'Expect: 100-continue' --data-binary @"$T/body" "$BASE/p/rec"
+! tr -d '\r' <"$T/out" | grep -qi '^expect:' || fail "Expect forwarded (petrel answered it)"
 tr -d '\r' <"$T/out" | grep -qi '^content-length: 23$' || fail "no Content-Length: 23 upstream: $(cat "$T/out")"
 tail -c 23 "$T/out" | cmp - "$T/body" || fail "the body did not reach the upstream whole"
 grep -c 'HTTP/1.1' "$T/out" | grep -qx 1 || fail "more than one request line upstream"
-ok "POST: the body forwarded with its length"
+ok "POST: the body forwarded with its length, Expect not"
 
 code=$(curl_ -I -o "$T/h" -w '%{http_code}' "$BASE/p/rec")
 expect_eq "$code" 200 "HEAD"
