@@ -19,6 +19,7 @@
 #include "runtime/list.h"
 #include "runtime/log.h"
 #include "runtime/loop.h"
+#include "runtime/metrics.h"
 #include "petrel.h"
 
 #include <errno.h>
@@ -56,16 +57,12 @@ typedef struct uaddr {
     uint64_t open_until;
     double tokens; /* connects_per_sec's bucket */
     uint64_t tokens_ms;
+    int mslot; /* its counts in /metrics */
 } uaddr_t;
 
 typedef struct uconn uconn_t;
 
-/* The counts an upstream keeps per worker (and /metrics shows). */
-typedef struct ustats {
-    uint64_t calls[10]; /* by result: see result_names */
-    uint64_t connects, reuses, retries;
-} ustats_t;
-
+/* Results of calls, in the order of petrel_upstream_calls_total's (metrics.c). */
 enum { R_2XX, R_1XX_3XX, R_4XX, R_5XX, R_TIMEOUT, R_REFUSED, R_BREAKER, R_FULL, R_PROTO, R_CLOSED };
 
 struct petrel_upstream {
@@ -73,7 +70,6 @@ struct petrel_upstream {
     char name[33];
     uaddr_t *addrs;
     unsigned naddrs;
-    struct petrel_upstream *next; /* all upstreams, for /metrics */
     /* per worker */
     bool w_ready;
     unsigned rr;
@@ -84,7 +80,7 @@ struct petrel_upstream {
     petrel__timer_t kick; /* a dispatch later: tokens, breaker pauses */
     uint32_t budget_calls[BUDGET_SECS], budget_retries[BUDGET_SECS];
     uint64_t budget_sec;
-    ustats_t st;
+    int mslot; /* its counts in /metrics */
 };
 
 /* A call's state. */
@@ -140,7 +136,6 @@ struct uconn {
     void *parser;
 };
 
-static petrel_upstream_t *all_upstreams;
 static petrel__list_t free_conns = {&free_conns, &free_conns};
 static char reason_buf[256];
 
@@ -368,8 +363,9 @@ petrel_upstream_t *petrel_upstream_new(petrel_server_t *srv, const petrel_upstre
             break;
         s += n + 1;
     }
-    up->next = all_upstreams;
-    all_upstreams = up;
+    up->mslot = petrel__metrics_upstream_slot(up->name, NULL);
+    for (unsigned i = 0; i < up->naddrs; i++)
+        up->addrs[i].mslot = petrel__metrics_upstream_slot(up->name, up->addrs[i].label);
     return up;
 }
 
@@ -436,7 +432,7 @@ static bool budget_take(petrel_upstream_t *up)
     if (retries >= allowed)
         return false;
     up->budget_retries[up->budget_sec % BUDGET_SECS]++;
-    up->st.retries++;
+    petrel__metrics_up(up->mslot)->retries++;
     return true;
 }
 
@@ -474,6 +470,7 @@ static void call_detach(petrel_call_t *call)
     if (call->state == C_QUEUED) {
         list_unlink(&call->node);
         call->up->npending--;
+        want_dispatch(call->up);
     } else if (call->state == C_FAILED) {
         list_unlink(&call->node);
     }
@@ -496,7 +493,7 @@ static void call_fail(petrel_call_t *call, int code, const char *reason)
     if (call->state == C_DONE)
         return;
     call_detach(call);
-    call->up->st.calls[result_of_error(code)]++;
+    petrel__metrics_up(call->up->mslot)->calls[result_of_error(code)]++;
     if (listening(call) && call->cbs.on_error)
         call->cbs.on_error(call, code, reason, call->data);
 }
@@ -653,7 +650,7 @@ static uconn_t *conn_open(petrel_upstream_t *up, uaddr_t *a, int *err)
         int one = 1;
         setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
     }
-    up->st.connects++;
+    petrel__metrics_up(a->mslot)->connects++;
     if (connect(fd, (struct sockaddr *)&a->sa, a->salen) < 0 && errno != EINPROGRESS) {
         *err = errno;
         close(fd);
@@ -808,7 +805,7 @@ static void attach(petrel_call_t *call, uconn_t *c, bool reused)
         list_unlink(&c->node);
         c->addr->nidle--;
         petrel__timer_disarm(&c->timer);
-        c->up->st.reuses++;
+        petrel__metrics_up(c->addr->mslot)->reuses++;
     }
     if (c->state == K_CONNECTING) {
         call->state = C_CONNECTING;
@@ -909,6 +906,15 @@ static void dispatch(petrel_upstream_t *up)
     }
     if ((wait_tokens || wait_breaker) && !list_empty(&up->pending) && up->kick.q == NULL)
         arm(&up->kick, Q_KICK, KICK_MS);
+    /* the gauges of /metrics: every change is followed by a dispatch */
+    petrel__metrics_up(up->mslot)->pending = up->npending;
+    for (unsigned i = 0; i < up->naddrs; i++) {
+        uaddr_t *a = &up->addrs[i];
+        petrel__up_stats_t *m = petrel__metrics_up(a->mslot);
+        m->open = a->nconns;
+        m->idle = a->nidle;
+        m->breaker_open = a->breaker != BR_CLOSED;
+    }
 }
 
 static void on_kick_expire(petrel__timer_t *t)
@@ -932,7 +938,7 @@ static int h1_on_head(void *ctx, int status, int version, const petrel_header_t 
     call->probe = false;
     int r = status < 200 ? R_1XX_3XX : status < 300 ? R_2XX : status < 400 ? R_1XX_3XX
                                                         : status < 500 ? R_4XX : R_5XX;
-    call->up->st.calls[r]++;
+    petrel__metrics_up(call->up->mslot)->calls[r]++;
     if (listening(call) && call->cbs.on_head) {
         petrel_upstream_head_t h = {status, version, f, n, cl};
         call->cbs.on_head(call, &h, call->data);

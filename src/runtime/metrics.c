@@ -38,9 +38,16 @@ typedef struct umetric {
     uint8_t gauge;
 } umetric_t;
 
+typedef struct upslot {
+    char name[33];
+    char address[128]; /* "" for the upstream's own slot */
+} upslot_t;
+
 typedef struct registry {
     uint32_t n; /* entries published (written by the master, before forking) */
     umetric_t m[PETREL__M_USER_MAX];
+    uint32_t nup; /* upstream slots published */
+    upslot_t up[PETREL__M_UP_SLOTS];
 } registry_t;
 
 typedef struct slot {
@@ -132,6 +139,21 @@ static void add_stats(petrel__stats_t *to, const petrel__stats_t *from, bool gau
     if (gauges)
         for (unsigned i = 0; i < PETREL__G_N; i++)
             to->g[i] += __atomic_load_n(&from->g[i], __ATOMIC_RELAXED);
+    for (unsigned i = 0; i < PETREL__M_UP_SLOTS; i++) {
+        petrel__up_stats_t *t = &to->up[i];
+        const petrel__up_stats_t *f = &from->up[i];
+        for (unsigned k = 0; k < PETREL__M_UP_RESULTS; k++)
+            t->calls[k] += __atomic_load_n(&f->calls[k], __ATOMIC_RELAXED);
+        t->retries += __atomic_load_n(&f->retries, __ATOMIC_RELAXED);
+        t->connects += __atomic_load_n(&f->connects, __ATOMIC_RELAXED);
+        t->reuses += __atomic_load_n(&f->reuses, __ATOMIC_RELAXED);
+        if (gauges) {
+            t->pending += __atomic_load_n(&f->pending, __ATOMIC_RELAXED);
+            t->open += __atomic_load_n(&f->open, __ATOMIC_RELAXED);
+            t->idle += __atomic_load_n(&f->idle, __ATOMIC_RELAXED);
+            t->breaker_open += __atomic_load_n(&f->breaker_open, __ATOMIC_RELAXED);
+        }
+    }
 }
 
 static void slot_free(slot_t *s, bool fold)
@@ -274,6 +296,31 @@ static petrel_metric_t *metric_new(const char *name, const char *help, bool gaug
     /* published: a reader in a worker sees the entry whole */
     __atomic_store_n(&r->n, r->n + 1, __ATOMIC_RELEASE);
     return &handles[r->n - 1];
+}
+
+int petrel__metrics_upstream_slot(const char *name, const char *address)
+{
+    if (shm && in_worker)
+        return -1;
+    registry_t *r = reg();
+    if (address == NULL)
+        address = "";
+    for (uint32_t i = 0; i < r->nup; i++)
+        if (strcmp(r->up[i].name, name) == 0 && strcmp(r->up[i].address, address) == 0)
+            return (int)i;
+    if (r->nup == PETREL__M_UP_SLOTS)
+        return -1;
+    upslot_t *u = &r->up[r->nup];
+    snprintf(u->name, sizeof(u->name), "%s", name);
+    snprintf(u->address, sizeof(u->address), "%s", address);
+    __atomic_store_n(&r->nup, r->nup + 1, __ATOMIC_RELEASE);
+    return (int)r->nup - 1;
+}
+
+petrel__up_stats_t *petrel__metrics_up(int i)
+{
+    static petrel__up_stats_t scratch;
+    return i >= 0 && i < PETREL__M_UP_SLOTS ? &petrel__stats->up[i] : &scratch;
 }
 
 petrel_metric_t *petrel_metric_counter(petrel_server_t *srv, const char *name, const char *help)
@@ -473,6 +520,62 @@ static const char *const proto_names[PETREL__M_PROTOS] = {"HTTP/1.0", "HTTP/1.1"
 static const char *const method_names[PETREL__M_METHODS] = {"GET",    "HEAD",  "POST",    "PUT",
                                                             "DELETE", "PATCH", "OPTIONS", "other"};
 
+/* The upstream client's families, labelled by upstream (and address). */
+static void format_upstreams(out_t *o, const petrel__stats_t *s)
+{
+    static const char *const results[PETREL__M_UP_RESULTS] = {
+        "2xx", "1xx_3xx", "4xx", "5xx", "timeout", "refused", "breaker", "full", "protocol", "closed"};
+    const registry_t *r = reg();
+    uint32_t n = __atomic_load_n(&r->nup, __ATOMIC_ACQUIRE);
+    if (n > PETREL__M_UP_SLOTS)
+        n = PETREL__M_UP_SLOTS;
+    if (n == 0)
+        return;
+    family(o, "petrel_upstream_calls_total", "counter",
+           "Calls to an upstream, by result: the status class of the response, or why it failed.");
+    for (uint32_t i = 0; i < n; i++)
+        if (r->up[i].address[0] == '\0')
+            for (int k = 0; k < PETREL__M_UP_RESULTS; k++)
+                put(o, "petrel_upstream_calls_total{upstream=\"%s\",result=\"%s\"} %llu\n",
+                    r->up[i].name, results[k], (unsigned long long)s->up[i].calls[k]);
+    family(o, "petrel_upstream_retries_total", "counter",
+           "Calls sent again on another connection (within the retry budget).");
+    for (uint32_t i = 0; i < n; i++)
+        if (r->up[i].address[0] == '\0')
+            put(o, "petrel_upstream_retries_total{upstream=\"%s\"} %llu\n", r->up[i].name,
+                (unsigned long long)s->up[i].retries);
+    family(o, "petrel_upstream_pending_calls", "gauge", "Calls waiting for a connection now.");
+    for (uint32_t i = 0; i < n; i++)
+        if (r->up[i].address[0] == '\0')
+            put(o, "petrel_upstream_pending_calls{upstream=\"%s\"} %lld\n", r->up[i].name,
+                (long long)s->up[i].pending);
+    static const struct {
+        const char *name, *type, *help;
+    } per_addr[] = {
+        {"petrel_upstream_connects_total", "counter", "Connections opened to an upstream address."},
+        {"petrel_upstream_reuses_total", "counter", "Calls sent on a pooled connection."},
+        {"petrel_upstream_connections", "gauge", "Connections open to an upstream address now."},
+        {"petrel_upstream_idle_connections", "gauge", "Pooled connections unused now."},
+        {"petrel_upstream_breaker_open", "gauge",
+         "Workers whose circuit breaker keeps the address out now."},
+    };
+    for (size_t f = 0; f < sizeof(per_addr) / sizeof(per_addr[0]); f++) {
+        family(o, per_addr[f].name, per_addr[f].type, per_addr[f].help);
+        for (uint32_t i = 0; i < n; i++) {
+            if (r->up[i].address[0] == '\0')
+                continue;
+            const petrel__up_stats_t *u = &s->up[i];
+            long long v = f == 0   ? (long long)u->connects
+                          : f == 1 ? (long long)u->reuses
+                          : f == 2 ? u->open
+                          : f == 3 ? u->idle
+                                   : u->breaker_open;
+            put(o, "%s{upstream=\"%s\",address=\"%s\"} %lld\n", per_addr[f].name, r->up[i].name,
+                r->up[i].address, v);
+        }
+    }
+}
+
 static void format(out_t *o, const petrel__stats_t *s, uint32_t nuser)
 {
     const uint64_t *c = s->c;
@@ -603,6 +706,8 @@ static void format(out_t *o, const petrel__stats_t *s, uint32_t nuser)
     family(o, "petrel_cache_entries", "gauge", "Cache entries holding a value now, in all caches.");
     sample(o, "petrel_cache_entries",
            (uint64_t)(s->g[PETREL__G_CACHE_ENTRIES] > 0 ? s->g[PETREL__G_CACHE_ENTRIES] : 0));
+
+    format_upstreams(o, s);
 
     const registry_t *r = reg();
     for (uint32_t i = 0; i < nuser; i++) {

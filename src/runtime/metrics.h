@@ -99,8 +99,22 @@ enum {
     PETREL__G_N
 };
 
+/* The upstream client's counts (framework/upstream.c): one slot per
+ * upstream (its calls) and one per address of it (its connections),
+ * registered in the master by petrel__metrics_upstream_slot(). */
+#define PETREL__M_UP_SLOTS 48
+#define PETREL__M_UP_RESULTS 10 /* see petrel__metrics_up_results in metrics.c */
+typedef struct petrel__up_stats {
+    uint64_t calls[PETREL__M_UP_RESULTS]; /* the upstream's slot: by result */
+    uint64_t retries;                     /* the upstream's slot */
+    uint64_t connects, reuses;            /* an address's slot */
+    int64_t pending;                      /* gauge, the upstream's slot */
+    int64_t open, idle, breaker_open;     /* gauges, an address's slot */
+} petrel__up_stats_t;
+
 typedef struct petrel__stats {
     uint64_t c[PETREL__C_N];
+    petrel__up_stats_t up[PETREL__M_UP_SLOTS];
     int64_t g[PETREL__G_N];
     int64_t user[PETREL__M_USER_MAX];
     /* not counts: checks its modules report down */
@@ -201,6 +215,14 @@ uint64_t petrel__metrics_instance_get(unsigned what);
 
 /* The Prometheus text exposition (format 0.0.4) of the whole instance,
  * in `a`; NULL when out of memory. */
+/* In the master: the slot of the counts of upstream `name` (`address`
+ * NULL: the upstream's own), the same one when asked again (a reload);
+ * -1 when all are taken (then nothing is counted). */
+int petrel__metrics_upstream_slot(const char *name, const char *address);
+/* The counts of slot `i` of this process (never NULL: a slot of -1 counts
+ * into a scratch entry). */
+petrel__up_stats_t *petrel__metrics_up(int i);
+
 char *petrel__metrics_text(petrel_arena_t *a, size_t *len);
 /* Whether the instance is ready: not draining, and no worker reports a
  * check down.  Otherwise false, with the reason (NUL-terminated) in `why`. */

@@ -10,11 +10,16 @@
 #      connections reused (100 calls, a handful of connections), not reused
 #      after Connection: close or an HTTP/1.0 response, an idle connection
 #      the upstream closed dropped without an error; a POST whose reused
-#      connection broke is not sent again while a GET is; a call cancelled;
-#      a full queue (EFULL); a closed port (EREFUSED);
+#      connection broke is not sent again while a GET is; a response
+#      paused from on_head and resumed; a call cancelled; a full queue
+#      (EFULL); a closed port (EREFUSED);
 #   3. the circuit breaker: an upstream that resets every connection sees
 #      breaker_failures connections, then calls fail at once with EBREAKER,
-#      and after breaker_pause_ms one probe closes the breaker again.
+#      and after breaker_pause_ms one probe closes the breaker again; what
+#      /metrics says of it; a request aborted by its client cancels its call
+#      and closes the call's connection;
+#   4. two addresses: round robin, and one of them down (retried on the
+#      other, taken out by its breaker).
 . "$(dirname "$0")/lib.sh"
 
 command -v cc >/dev/null || skip "no C compiler (cc)"
@@ -120,6 +125,14 @@ d2=$(stat "$P1" drops)
 (( d2 - d1 == 2 )) || fail "a GET on a broken reused connection was sent $((d2 - d1)) times, want 2 (a retry)"
 ok "a POST is not sent twice; a GET on a reused connection that broke is sent again once"
 
+for p in chunked nolen close-body; do
+    curl_ -o "$T/b" "$BASE/pause/$p" || true
+    cmp -s "$T/b" <(curl_ "$BASE/up/$p") || fail "paused /up/$p: $(cat "$T/b")"
+done
+[[ $(curl_ "$BASE/pause/chunked") == $'status 200\nx-test chunky\nbody hello\ntrailer yes' ]] ||
+    fail "paused /up/chunked: $(curl_ "$BASE/pause/chunked")"
+ok "a response paused from on_head for 100 ms: the same as unpaused (chunked, to the close, cut)"
+
 curl_ -o "$T/b" "$BASE/cancel/hang" && [[ $(cat "$T/b") == cancelled ]] || fail "cancel: $(cat "$T/b")"
 want ok '200 *body hello*'
 ok "a cancelled call: the next one is answered"
@@ -143,12 +156,39 @@ want ok '502 error -101 *Connection refused*'
 ok "a closed port: EREFUSED"
 petrel_stop
 
+# two addresses: round robin over both; one of them down: its calls are
+# sent again to the other (GET, within the budget) and its breaker takes it out
+peer "$T/p3"
+P3=$PEER
+r1=$(stat "$P1" requests)
+r3=$(stat "$P3" requests)
+UPT_URLS="http://127.0.0.1:$P1, http://127.0.0.1:$P3" petrel_start --module "$T/upt.so" --workers 1
+got=$(many ok 20)
+[[ $got == "200:20 " ]] || fail "20 calls over two addresses: $got"
+n1=$(($(stat "$P1" requests) - r1 - 1))
+n3=$(($(stat "$P3" requests) - r3 - 1))
+(( n1 == 10 && n3 == 10 )) || fail "round robin: $n1 and $n3 requests, want 10 and 10"
+ok "round robin over two addresses: 10 calls each"
+petrel_stop
+UPT_URLS="http://127.0.0.1:$P1,http://127.0.0.1:$closed" UPT_OPTS=breaker_failures=2 \
+    petrel_start --module "$T/upt.so" --workers 1
+got=$(many ok 20)
+[[ $got == "200:20 " ]] || fail "20 calls, one address down: $got"
+grep -q "127.0.0.1:$closed failed 2 times in a row" "$PETREL_ERR" || fail "no breaker line: $(cat "$PETREL_ERR")"
+ok "one address down: 20 calls answered (retried on the other), its breaker open"
+petrel_stop
+
 # --- 3. the circuit breaker ---------------------------------------------------------
 peer "$T/p2"
 P2=$PEER
 touch "$T/p2/rst"
 UPT_URLS=http://127.0.0.1:$P2 UPT_OPTS=breaker_failures=3,breaker_pause_ms=3000,retry_budget_pct=0 \
-    petrel_start --module "$T/upt.so" --workers 1
+    petrel_start --module "$T/upt.so" --workers 1 --admin-listen 127.0.0.1:0
+ADMIN=http://127.0.0.1:$(petrel_admin_port)
+# metric NAME{LABELS}: its value in /metrics
+metric() {
+    curl_ "$ADMIN/metrics" | awk -v k="$1" '$1 == k { print $2 }'
+}
 rm "$T/p2/rst"
 b0=$(stat "$P2" conns)
 touch "$T/p2/rst"
@@ -162,8 +202,31 @@ rm "$T/p2/rst"
 b1=$(stat "$P2" conns)
 (( b1 - b0 - 1 == 3 )) || fail "breaker: the upstream saw $((b1 - b0 - 1)) connections for 34 calls, want 3"
 ok "breaker: 3 failures, then 31 calls failed at once (30 in ${took}s) with EBREAKER; 3 connections seen"
+A='upstream="t",address="127.0.0.1:'$P2'"'
+[[ $(metric "petrel_upstream_breaker_open{$A}") == 1 ]] || fail "breaker_open: $(curl_ "$ADMIN/metrics" | grep upstream)"
+[[ $(metric 'petrel_upstream_calls_total{upstream="t",result="breaker"}') == 31 ]] ||
+    fail "calls by result: $(curl_ "$ADMIN/metrics" | grep upstream_calls)"
+[[ $(metric "petrel_upstream_connects_total{$A}") == 3 ]] || fail "connects: $(curl_ "$ADMIN/metrics" | grep upstream)"
+ok "/metrics: 31 calls failed by the breaker, 3 connects, the breaker open"
 sleep 3.1
 want ok '200 *body hello*'
 want ok '200 *body hello*'
-ok "breaker: after the pause a probe closes it"
+[[ $(metric "petrel_upstream_breaker_open{$A}") == 0 ]] || fail "breaker_open after the probe: $(curl_ "$ADMIN/metrics" | grep upstream)"
+[[ $(metric 'petrel_upstream_calls_total{upstream="t",result="2xx"}') == 2 ]] || fail "2xx: $(curl_ "$ADMIN/metrics" | grep upstream_calls)"
+[[ $(metric "petrel_upstream_reuses_total{$A}") == 1 ]] || fail "reuses: $(curl_ "$ADMIN/metrics" | grep upstream)"
+[[ $(metric "petrel_upstream_idle_connections{$A}") == 1 ]] || fail "idle: $(curl_ "$ADMIN/metrics" | grep upstream)"
+ok "breaker: after the pause a probe closes it (/metrics: breaker closed, 2 calls 2xx, 1 reuse, 1 idle connection)"
+
+# the client leaves while the call waits: the call is cancelled, its
+# connection (taken from the pool) closed, and no result is counted
+curl_ "$ADMIN/metrics" | grep '^petrel_upstream_calls_total' >"$T/calls.before"
+rc=0
+curl -q -sS --noproxy '*' --max-time 0.5 -o /dev/null "$BASE/up/hang" 2>/dev/null || rc=$?
+[[ $rc -eq 28 ]] || fail "curl --max-time 0.5 /up/hang: status $rc, want 28 (timed out)"
+no_conns() { [[ $(metric "petrel_upstream_connections{$A}") == 0 ]]; }
+wait_for "$(bound 5)" no_conns ||
+    fail "connections after the abort: $(curl_ "$ADMIN/metrics" | grep upstream_connections)"
+curl_ "$ADMIN/metrics" | grep '^petrel_upstream_calls_total' >"$T/calls.after"
+cmp -s "$T/calls.before" "$T/calls.after" || fail "an aborted call was counted: $(diff "$T/calls.before" "$T/calls.after")"
+ok "the request aborted: its call cancelled, its connection closed"
 petrel_stop

@@ -8,6 +8,8 @@
  *       "error CODE NAME: REASON\n", and "after head" when the call failed
  *       after on_head.
  * GET /cancel/PATH makes a call and cancels it at once, then answers 200.
+ * GET /pause/PATH is /up/PATH with the response paused from on_head to
+ * 100 ms later.
  */
 #include <petrel.h>
 #include <stdio.h>
@@ -18,6 +20,8 @@ static petrel_upstream_t *up;
 
 typedef struct got {
     petrel_req_t *req;
+    petrel_call_t *call;
+    int pause;
     int status;
     char xtest[64];
     char trailer[64];
@@ -25,10 +29,17 @@ typedef struct got {
     size_t len, cap;
 } got_t;
 
+static void resume(void *data)
+{
+    got_t *g = data;
+    petrel_call_pause(g->call, 0);
+}
+
 static void on_head(petrel_call_t *call, const petrel_upstream_head_t *h, void *data)
 {
-    (void)call;
     got_t *g = data;
+    if (g->pause && petrel_timer_start(100, resume, g) != NULL)
+        petrel_call_pause(call, 1);
     g->status = h->status;
     for (size_t i = 0; i < h->nheaders; i++)
         if (h->headers[i].name.len == 6 && strncasecmp(h->headers[i].name.ptr, "x-test", 6) == 0)
@@ -109,7 +120,6 @@ static char *target_of(petrel_req_t *req)
 
 static int call_it(petrel_req_t *req, void *data)
 {
-    (void)data;
     got_t *g = petrel_arena_new(req->arena, got_t, 1);
     char *target = target_of(req);
     if (g == NULL || target == NULL)
@@ -124,7 +134,9 @@ static int call_it(petrel_req_t *req, void *data)
     spec.body = req->body.ptr;
     spec.body_len = req->body.len;
     spec.req = req;
-    if (petrel_call(up, &spec, &cbs, g) == NULL)
+    g->pause = data != NULL;
+    g->call = petrel_call(up, &spec, &cbs, g);
+    if (g->call == NULL)
         return 500;
     return PETREL_LATER;
 }
@@ -190,6 +202,7 @@ static const petrel_route_t routes[] = {
     {PETREL_GET, "/up/*", call_it, NULL},
     {PETREL_POST, "/up/*", call_it, NULL},
     {PETREL_GET, "/cancel/*", cancel_it, NULL},
+    {PETREL_GET, "/pause/*", call_it, "pause"},
     {0, NULL, NULL, NULL},
 };
 
