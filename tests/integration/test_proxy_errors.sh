@@ -6,7 +6,8 @@
 # within header-timeout -> 504; every breaker open -> 503 with Retry-After
 # (RFC 9110 §10.2.3); the pool full -> 503; a body cut midway -> the
 # client's response is cut (HTTP/1.1: the connection closes before the
-# end, curl says so; HTTP/2: the stream is reset).
+# end, curl says so; HTTP/2: the stream is reset); a bad argument stops
+# petrel at start-up with a message that says why.
 . "$(dirname "$0")/lib.sh"
 . "$LIB_DIR/proxy_lib.sh"
 proxy_needs
@@ -74,3 +75,19 @@ ok "h2c: a cut body resets the stream (curl: $(head -n 1 "$T/err"))"
 # and the server goes on
 expect_eq "$(code "$BASE/p/ok")" 200 "after the cuts"
 petrel_stop
+
+# --- a bad argument stops petrel at start-up, saying why --------------------------
+refused() { # ARG WORDS: petrel --module ARG exits 1 and says WORDS
+    local rc=0
+    timeout "$(bound 10)" "$PETREL" --listen 127.0.0.1:0 --module "$1" >"$T/bad" 2>&1 || rc=$?
+    expect_eq "$rc" 1 "--module '$1': exit status"
+    grep -qF "$2" "$T/bad" || fail "--module '$1': no '$2' in $(cat "$T/bad")"
+}
+refused "proxy" "expected --module proxy:PREFIX=URL"
+refused "proxy:/x" "expected PREFIX=URL"
+refused "proxy:/x=ftp://a" "unsupported scheme 'ftp'"
+refused "proxy:/x=$UP,bogus=1" "option 'bogus=1': expected strip"
+refused "proxy:/x=$UP,host=maybe" "option 'host=maybe'"
+refused "proxy:/a/:b=$UP" "not a plain path prefix"
+refused "proxy:/x=$UP,max-conns=many" "option 'max-conns=many'"
+ok "bad arguments refused at start-up"
