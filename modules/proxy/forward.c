@@ -38,12 +38,12 @@ enum { END_NONE, END_STREAM, END_CUT, END_STATUS, END_WHOLE };
 typedef struct fwd {
     petrel_req_t *req;
     const mount_t *m;
-    petrel_call_t *call; /* NULL once its last callback ran, or cancelled */
+    petrel_call_t *call;       /* NULL once its last callback ran, or cancelled */
     petrel_abort_cb lib_abort; /* the upstream client's, called from ours */
     void *lib_abort_data;
     petrel_turn_work_t finish;
-    int end;     /* END_*, set once */
-    int status;  /* END_STATUS: what to answer */
+    int end;    /* END_*, set once */
+    int status; /* END_STATUS: what to answer */
     unsigned retry_after;
     bool started; /* the streamed response has begun */
     bool paused;
@@ -108,8 +108,8 @@ static petrel_str_t *connection_tokens(petrel_arena_t *arena, const petrel_heade
 static bool hop_by_hop(petrel_str_t n, const petrel_str_t *tok, size_t ntok)
 {
     static const char *const fixed[] = {
-        "connection", "keep-alive",   "proxy-connection", "te", "transfer-encoding",
-        "upgrade",    "content-length", "http2-settings", NULL,
+        "connection", "keep-alive",     "proxy-connection", "te", "transfer-encoding",
+        "upgrade",    "content-length", "http2-settings",   NULL,
     };
     for (const char *const *f = fixed; *f; f++)
         if (name_is(n, *f))
@@ -360,12 +360,12 @@ static bool response_fields(fwd_t *st, const petrel_upstream_head_t *head)
         return false;
     for (size_t i = 0; i < head->nheaders; i++) {
         const petrel_header_t *h = &head->headers[i];
-        if (hop_by_hop(h->name, tok, ntok) || name_is(h->name, "via") ||
-            name_is(h->name, "date") || name_is(h->name, "server"))
+        if (hop_by_hop(h->name, tok, ntok) || name_is(h->name, "via") || name_is(h->name, "date") ||
+            name_is(h->name, "server"))
             continue;
         if (name_is(h->name, "content-type")) {
-            if (st->type == NULL && (st->type = petrel_arena_strndup(a, h->value.ptr,
-                                                                     h->value.len)) == NULL)
+            if (st->type == NULL &&
+                (st->type = petrel_arena_strndup(a, h->value.ptr, h->value.len)) == NULL)
                 return false;
             continue;
         }

@@ -109,8 +109,7 @@ static bool onoff(const char *v, bool has, bool *out)
 }
 
 /* One OPTION of a mount. */
-static bool option(const char *name, const char *v, bool has, mount_t *m,
-                   petrel_upstream_opts_t *o)
+static bool option(const char *name, const char *v, bool has, mount_t *m, petrel_upstream_opts_t *o)
 {
     bool ok = has;
     if (strcmp(name, "strip") == 0)
@@ -192,8 +191,10 @@ static int mount_arg(petrel_server_t *srv, char *arg)
 {
     char *eq = strchr(arg, '=');
     if (eq == NULL || eq == arg) {
-        petrel_log(PETREL_LOG_ERROR, "module 'proxy': '%s': expected PREFIX=URL[,URL...]"
-                                     "[,OPTION...]", arg);
+        petrel_log(PETREL_LOG_ERROR,
+                   "module 'proxy': '%s': expected PREFIX=URL[,URL...]"
+                   "[,OPTION...]",
+                   arg);
         return PETREL_EINVAL;
     }
     *eq = '\0';

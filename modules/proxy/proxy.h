@@ -14,11 +14,11 @@
 /* A prefix forwarded to an upstream.  Made in the module's init (the
  * master), kept for the process's life, read by the workers. */
 typedef struct petrel__proxy_mount {
-    char *prefix;    /* "/api" (no trailing slash); "" for "/" */
+    char *prefix; /* "/api" (no trailing slash); "" for "/" */
     size_t plen;
-    bool strip;      /* the prefix is taken off the target */
-    bool host_rewrite; /* Host: the upstream's, not the client's */
-    size_t buffer;   /* bytes waiting for the client that pause the upstream */
+    bool strip;           /* the prefix is taken off the target */
+    bool host_rewrite;    /* Host: the upstream's, not the client's */
+    size_t buffer;        /* bytes waiting for the client that pause the upstream */
     unsigned retry_after; /* seconds, of a 503 when every breaker is open */
     petrel_upstream_t *up;
 } petrel__proxy_mount_t;
