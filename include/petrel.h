@@ -825,6 +825,29 @@ PETREL_API int petrel_stream_write(petrel_req_t *req, const void *data, size_t l
 PETREL_API int petrel_stream_end(petrel_req_t *req);
 
 /**
+ * Cut a streamed response short: the client sees it incomplete.
+ *
+ * For a producer whose source failed midway (an upstream that closed
+ * mid-body): over HTTP/1.1 the connection is closed without the last
+ * chunk (or, for a body delimited by the close, before its end), over
+ * HTTP/2 the stream is reset (RST_STREAM, INTERNAL_ERROR); trailers are
+ * not sent.  It ends the stream as petrel_stream_end() does: call one of
+ * the two, once.
+ *
+ * Returns: 0, or a negative PETREL_E* code.
+ *
+ * Errors:
+ *   PETREL_EINVAL  `req` is NULL
+ *   PETREL_ESTATE  no stream was started, or it has ended already
+ *   PETREL_EIO     the client went away; the request is released all the
+ *                  same
+ *
+ * Lifetime: after the call `req`, its arena and everything in it may be
+ * gone at any moment: do not touch them.
+ */
+PETREL_API int petrel_stream_abort(petrel_req_t *req);
+
+/**
  * Bytes of a streamed response that wait to be written to the client.
  *
  * Over HTTP/1.1: the bytes queued on the connection and not written yet,

@@ -932,6 +932,33 @@ START_TEST(stream_drain)
 }
 END_TEST
 
+/* petrel_stream_abort() from outside the handler: RST_STREAM
+ * (INTERNAL_ERROR, RFC 9113 §8.1), no trailers, the other streams and the
+ * connection untouched. */
+START_TEST(stream_abort_resets)
+{
+    client_t *cl = client_new(NULL, 0);
+    resp_t *r = request(cl, "GET", "/stream", NULL, 0);
+    pump(cl, 5);
+    ck_assert_ptr_nonnull(held);
+    ck_assert_str_eq(r->body, "part1;");
+    ck_assert_int_eq(petrel_resp_trailer(held, "X-Sum", "42"), 0);
+    ck_assert_int_eq(petrel_stream_abort(held), 0);
+    held = NULL;
+    pump(cl, 5);
+    ck_assert_int_eq(cl->rst_recv, 1);
+    ck_assert_uint_eq(cl->rst_error, NGHTTP2_INTERNAL_ERROR);
+    ck_assert_ptr_null(strstr(r->trailers, "x-sum"));
+    resp_t *h = request(cl, "GET", "/hello", NULL, 0);
+    pump_all(cl);
+    ck_assert_int_eq(h->status, 200);
+    petrel__h2_stats_t st;
+    petrel__h2_stats(&st);
+    ck_assert_uint_eq(st.streams, 0);
+    client_free(cl);
+}
+END_TEST
+
 START_TEST(rst_stream_mid_response)
 {
     client_t *cl = client_new(NULL, 0);
@@ -2905,6 +2932,7 @@ static Suite *suite(void)
     tcase_add_test(t, streamed_and_trailers);
     tcase_add_test(t, stream_drain);
     tcase_add_test(t, rst_stream_mid_response);
+    tcase_add_test(t, stream_abort_resets);
     tcase_add_test(t, client_goaway);
     tcase_add_test(t, server_drain);
     tcase_add_test(t, idle_timeout);

@@ -1646,6 +1646,39 @@ START_TEST(test_stream_slower_than_header_timeout)
 }
 END_TEST
 
+/* petrel_stream_abort() from outside the handler (a source that failed
+ * midway): the client gets the head and what was written, then the
+ * connection closes without the last chunk (RFC 9112 §7.1: the message is
+ * incomplete); the calls after it say the stream is over. */
+START_TEST(test_stream_abort)
+{
+    client_t *c = client_open();
+    client_send(c, "GET /later HTTP/1.1\r\nHost: x\r\n\r\n");
+    for (int i = 0; i < 20; i++)
+        turn(0);
+    ck_assert_ptr_nonnull(held);
+    ck_assert_int_eq(petrel_stream_abort(NULL), PETREL_EINVAL);
+    ck_assert_int_eq(petrel_stream_write(held, "part", 4), 0);
+    ck_assert_int_eq(petrel_stream_abort(held), 0);
+    held = NULL;
+    char all[4096];
+    size_t n = 0;
+    for (int i = 0; i < 100000 && !c->eof; i++) {
+        ssize_t k = read(c->fd, all + n, sizeof(all) - 1 - n);
+        if (k > 0)
+            n += (size_t)k;
+        else if (k == 0)
+            c->eof = true;
+        turn(0);
+    }
+    all[n] = '\0';
+    ck_assert_msg(c->eof, "the connection stays open after an aborted stream");
+    ck_assert_ptr_nonnull(strstr(all, "HTTP/1.1 200"));
+    ck_assert_ptr_nonnull(strstr(all, "4\r\npart\r\n"));
+    ck_assert_ptr_null(strstr(all, "\r\n0\r\n"));
+}
+END_TEST
+
 /* Backpressure (petrel_stream_buffered, petrel_stream_on_drain): a
  * producer waits for a client that reads slowly; its callback runs once
  * the queue is at the mark (before it is empty), and not after the end. */
@@ -2348,6 +2381,7 @@ static Suite *http1_suite(void)
     tcase_add_test(tc, test_stream_later);
     tcase_add_test(tc, test_stream_slower_than_header_timeout);
     tcase_add_test(tc, test_stream_drain);
+    tcase_add_test(tc, test_stream_abort);
     tcase_add_test(tc, test_byte_by_byte);
 
     tc = tcase(s, "timeouts", 10);

@@ -218,6 +218,27 @@ int petrel_stream_end(petrel_req_t *req)
     return rc;
 }
 
+int petrel_stream_abort(petrel_req_t *req)
+{
+    if (req == NULL)
+        return PETREL_EINVAL;
+    petrel_resp_t *r = req->_resp;
+    if (r->abandoned)
+        return gone(req);
+    if (!r->sent || r->ended || r->body_kind != PETREL__BODY_STREAM)
+        return PETREL_ESTATE;
+    /* as a handler that fails after starting its stream (request.c): the
+     * protocol cuts it, so that the client never takes it for whole */
+    petrel__resp_drain_off(r);
+    r->ended = true;
+    r->holds = r->timed_out;
+    uint64_t outer = petrel__log_req;
+    petrel__log_req = req->id;
+    req->_proto->broken(req);
+    petrel__log_req = outer;
+    return 0;
+}
+
 /* Backpressure (petrel.h: petrel_stream_on_drain) */
 
 static bool streaming(const petrel_resp_t *r)
