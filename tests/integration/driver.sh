@@ -10,7 +10,8 @@
 # Exit status of a test: 0 pass, 77 skip (the test must print why, on a line
 # "skip: REASON" or "SKIP: REASON", as lib.sh's skip does: a skip without a
 # reason is an error), 99 hard error, anything else fail; past the time
-# limit (INTEGRATION_TIMEOUT seconds, default 120, tripled when
+# limit (INTEGRATION_TIMEOUT seconds, default 120 or the test's own line
+# "# driver: time limit SECSs", tripled when
 # PETREL_SANITIZERS=yes) the test and everything it started are killed and
 # it fails.
 #
@@ -45,7 +46,10 @@ if [[ -z $name || -z $log || -z $trs || $# -eq 0 ]]; then
     exit 2
 fi
 
-limit=${INTEGRATION_TIMEOUT:-120}
+# A test that needs longer says so in a line of its own, e.g.
+# "# driver: time limit 900s" (test_deb.sh builds packages).
+own_limit=$(sed -n 's/^# driver: time limit \([0-9][0-9]*\)s.*/\1/p' "${!#}" 2>/dev/null | head -n 1)
+limit=${INTEGRATION_TIMEOUT:-${own_limit:-120}}
 [[ ${PETREL_SANITIZERS:-no} == yes ]] && limit=$((limit * 3))
 
 # make interrupted: leave no half-written result behind
