@@ -67,3 +67,17 @@ if [[ $pgsql == yes ]]; then
     grep -q '^Requires:.*libpq' "$pgpc" || fail "petrel-pg.pc does not require libpq: $(cat "$pgpc")"
 fi
 ok "petrel.pc requires no libpq; petrel-pg.pc requires $(sed -n 's/^Requires: //p' "$pgpc")"
+
+# the Debian package's symbols file lists exactly what libpetrel.so.0
+# exports (the package build checks it too, at dpkg-gensymbols' level 4,
+# but only test_deb builds packages): a new call of the API goes there
+symfile=$top_srcdir/debian/libpetrel0.symbols
+if [[ -f $symfile ]]; then
+    exported=$(nm -D --defined-only "$lib" | awk '{ print $3 }' | grep -v '^_' | sort)
+    listed=$(sed -n 's/^ \([^@]*\)@Base .*/\1/p' "$symfile" | sort)
+    missing=$(comm -23 <(echo "$exported") <(echo "$listed") | tr '\n' ' ')
+    extra=$(comm -13 <(echo "$exported") <(echo "$listed") | tr '\n' ' ')
+    [[ -z $missing && -z $extra ]] ||
+        fail "debian/libpetrel0.symbols: exported but not listed: ${missing:-none}; listed but not exported: ${extra:-none} (add them with the version that brings them)"
+    ok "debian/libpetrel0.symbols lists the $(wc -l <<<"$exported") symbols libpetrel.so.0 exports"
+fi
