@@ -3,13 +3,18 @@
 # every code block of the guide in order, in an empty directory, on a free
 # port instead of 8080 (the conventions are in the comment at the top of
 # the guide): C files are written and compiled with -Werror, commands run,
-# servers started and stopped, console transcripts compared exactly.
+# servers started and stopped (by their --pid-file, never pkill), console
+# transcripts compared exactly.
 . "$(dirname "$0")/lib.sh"
 . "$(dirname "$0")/mod_lib.sh"
 . "$(dirname "$0")/pg_lib.sh"
 
 guide=$top_srcdir/doc/guide.md
 [[ -f $guide ]] || fail "no $guide"
+# its servers are signalled by their --pid-file: a pkill by command line
+# can end another petrel on a shared machine
+! grep -n 'pkill' "$guide" ||
+    fail "doc/guide.md signals a server with pkill (use --pid-file and kill \"\$(cat petrel.pid)\")"
 mod_install
 command -v curl >/dev/null || skip "no curl"
 "$PY" -c 'import websockets' 2>/dev/null ||
