@@ -125,8 +125,9 @@ struct petrel_call {
     void *prev_data;
 };
 
-/* A connection's state. */
-enum { K_CONNECTING, K_IDLE, K_BUSY };
+/* A connection's state.  K_FREE: closed, on the free list; an event the
+ * loop took for it before it closed, later in the same batch, is ignored. */
+enum { K_CONNECTING, K_IDLE, K_BUSY, K_FREE };
 
 struct uconn {
     petrel__io_t io;
@@ -618,6 +619,8 @@ static uconn_t *conn_get(void)
 
 static void conn_close(uconn_t *c)
 {
+    if (c->state == K_FREE)
+        return; /* closed already */
     if (c->in_feed) {
         c->doomed = true;
         return;
@@ -637,6 +640,7 @@ static void conn_close(uconn_t *c)
     if (c->call)
         c->call->conn = NULL;
     c->call = NULL;
+    c->state = K_FREE;
     list_append(&free_conns, &c->node);
     want_dispatch(c->up); /* room for a waiting call */
 }
@@ -664,6 +668,7 @@ static uconn_t *conn_open(petrel_upstream_t *up, uaddr_t *a, int *err)
     int fd = socket(a->sa.ss_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
     if (fd < 0) {
         *err = errno;
+        c->state = K_FREE;
         list_append(&free_conns, &c->node);
         return NULL;
     }
@@ -675,6 +680,7 @@ static uconn_t *conn_open(petrel_upstream_t *up, uaddr_t *a, int *err)
     if (connect(fd, (struct sockaddr *)&a->sa, a->salen) < 0 && errno != EINPROGRESS) {
         *err = errno;
         close(fd);
+        c->state = K_FREE;
         list_append(&free_conns, &c->node);
         return NULL;
     }
@@ -687,6 +693,7 @@ static uconn_t *conn_open(petrel_upstream_t *up, uaddr_t *a, int *err)
         *err = EIO;
         close(fd);
         c->io.fd = -1;
+        c->state = K_FREE;
         list_append(&free_conns, &c->node);
         return NULL;
     }
@@ -1127,6 +1134,8 @@ static void conn_connected(uconn_t *c)
 static void conn_io(petrel__io_t *io, uint32_t events)
 {
     uconn_t *c = container_of(io, uconn_t, io);
+    if (c->state == K_FREE)
+        return; /* closed by what an earlier event of this loop turn did */
     if (c->state == K_CONNECTING) {
         conn_connected(c);
         return;
