@@ -35,6 +35,11 @@ struct petrel__listener {
 static petrel__timer_t accept_retry;
 static petrel__tq_t accept_retry_q;
 static unsigned accept_failures; /* EMFILE and the like since the last accept */
+static bool accept_said;         /* this episode's warning was logged */
+static uint64_t accept_said_ms;  /* when a warning was last logged */
+/* Episodes of running out follow each other as fast as connections close
+ * (each close lets one accept through): a warning at most this often. */
+#define ACCEPT_WARN_MS 1000
 static petrel_server_t *retry_srv;
 
 /* Stop polling the listeners of one kind (public or admin). */
@@ -85,12 +90,18 @@ static void on_accept(petrel__io_t *io, uint32_t events)
             if (errno == EMFILE || errno == ENFILE || errno == ENOBUFS || errno == ENOMEM) {
                 /* Out of descriptors: stop polling the listener for a moment,
                  * keep serving the connections we have (no busy loop).  Said
-                 * once per episode, not at every retry. */
-                if (accept_failures++ == 0)
+                 * once per episode, not at every retry, and not again for
+                 * an episode within ACCEPT_WARN_MS of the last warning. */
+                uint64_t now = petrel__loop->now_ms;
+                if (accept_failures++ == 0 &&
+                    (accept_said_ms == 0 || now - accept_said_ms >= ACCEPT_WARN_MS)) {
                     petrel_log(PETREL_LOG_WARN,
                                "accept: %s; pausing accepts, retrying every %d ms and "
                                "whenever a connection closes",
                                strerror(errno), PETREL__ACCEPT_RETRY_MS);
+                    accept_said = true;
+                    accept_said_ms = now;
+                }
                 pause_accepts(srv, l->admin);
                 petrel__timer_arm(petrel__loop, &accept_retry, &accept_retry_q);
                 return;
@@ -99,9 +110,11 @@ static void on_accept(petrel__io_t *io, uint32_t events)
             return;
         }
         if (accept_failures) {
-            petrel_log(PETREL_LOG_INFO, "accept: resumed after %u failed attempts",
-                       accept_failures);
+            if (accept_said)
+                petrel_log(PETREL_LOG_INFO, "accept: resumed after %u failed attempts",
+                           accept_failures);
             accept_failures = 0;
+            accept_said = false;
         }
         /* TCP_NODELAY is inherited from the listening socket; a connection
          * that cannot get its struct is closed (out of memory) */
