@@ -778,6 +778,25 @@ static int h1_on_body(void *ctx, const char *p, size_t n);
 static int h1_on_end(void *ctx, const petrel_header_t *t, size_t n);
 static const petrel__h1c_cbs_t h1_cbs = {h1_on_head, h1_on_body, h1_on_end};
 
+/* The request could not be written on `c` (error `e`): a kept-alive
+ * connection the upstream closed meanwhile is no failure of the address
+ * (the call is sent again where that is safe); a new connection that
+ * breaks under the first write is one, as a refused connect is, and
+ * counts toward the address's breaker. */
+static void write_failed(petrel_call_t *call, uconn_t *c, int e)
+{
+    bool reused = call->reused;
+    uaddr_t *a = c->addr;
+    conn_close(c);
+    if (reused) {
+        call_retry_or_fail(call, PETREL_UPSTREAM_ECLOSED,
+                           fmt_reason("%s: the connection was closed", a->label), false);
+        return;
+    }
+    addr_failed(c->up, a);
+    call_fail(call, PETREL_UPSTREAM_ECLOSED, fmt_reason("write to %s: %s", a->label, strerror(e)));
+}
+
 /* Put `call` on connection `c` (connected) and start writing. */
 static void call_send(petrel_call_t *call)
 {
@@ -805,16 +824,8 @@ static void call_send(petrel_call_t *call)
     call->state = C_SENDING;
     petrel__h1c_start(c->parser, call->arena, call->head, &h1_cbs, call);
     c->rlen = c->roff = 0;
-    if (conn_write(c) < 0) {
-        bool reused = call->reused;
-        conn_close(c);
-        if (reused)
-            call_retry_or_fail(call, PETREL_UPSTREAM_ECLOSED,
-                               fmt_reason("%s: the connection was closed", c->addr->label), false);
-        else
-            call_fail(call, PETREL_UPSTREAM_ECLOSED,
-                      fmt_reason("write to %s: %s", c->addr->label, strerror(errno)));
-    }
+    if (conn_write(c) < 0)
+        write_failed(call, c, errno);
 }
 
 /* Give connection `c` (free: idle or just connected) to `call`. */
@@ -1143,16 +1154,7 @@ static void conn_io(petrel__io_t *io, uint32_t events)
     if (c->call && c->call->state == C_SENDING && (events & (EPOLLOUT | EPOLLERR))) {
         petrel_call_t *call = c->call;
         if (conn_write(c) < 0) {
-            int e = errno;
-            bool reused = call->reused;
-            conn_close(c);
-            if (reused)
-                call_retry_or_fail(call, PETREL_UPSTREAM_ECLOSED,
-                                   fmt_reason("%s: the connection was closed", c->addr->label),
-                                   false);
-            else
-                call_fail(call, PETREL_UPSTREAM_ECLOSED,
-                          fmt_reason("write to %s: %s", c->addr->label, strerror(e)));
+            write_failed(call, c, errno);
             return;
         }
     }

@@ -188,7 +188,10 @@ petrel_stop
 peer "$T/p2"
 P2=$PEER
 touch "$T/p2/rst"
-UPT_URLS=http://127.0.0.1:$P2 UPT_OPTS=breaker_failures=3,breaker_pause_ms=3000,retry_budget_pct=0 \
+# the pause is long enough for the 30 calls and the checks below on a slow
+# (sanitizer) build; the probe is sent once it has passed, however long they
+# took (a pause of 3 s once ended before the 30th call under ASan)
+UPT_URLS=http://127.0.0.1:$P2 UPT_OPTS=breaker_failures=3,breaker_pause_ms=8000,retry_budget_pct=0 \
     petrel_start --module "$T/upt.so" --workers 1 --admin-listen 127.0.0.1:0
 ADMIN=http://127.0.0.1:$(petrel_admin_port)
 # metric NAME{LABELS}: its value in /metrics
@@ -199,6 +202,7 @@ rm "$T/p2/rst"
 b0=$(stat "$P2" conns)
 touch "$T/p2/rst"
 for i in 1 2 3; do want ok '502 error -10[15] *'; done # reset at connect or after
+t_open=$(now) # the breaker opened (at the third failure): out for 8 s
 t0=$(now)
 got=$(many ok 30)
 took=$(secs_since "$t0")
@@ -214,7 +218,9 @@ A='upstream="t",address="127.0.0.1:'$P2'"'
     fail "calls by result: $(curl_ "$ADMIN/metrics" | grep upstream_calls)"
 [[ $(metric "petrel_upstream_connects_total{$A}") == 3 ]] || fail "connects: $(curl_ "$ADMIN/metrics" | grep upstream)"
 ok "/metrics: 31 calls failed by the breaker, 3 connects, the breaker open"
-sleep 3.1
+fcmp "$(secs_since "$t_open") < 7.5" ||
+    fail "the calls and checks with the breaker open took $(secs_since "$t_open") s, near its 8 s pause"
+sleep "$(awk -v s="$(secs_since "$t_open")" 'BEGIN { printf "%.2f", 8.1 - s }')"
 want ok '200 *body hello*'
 want ok '200 *body hello*'
 [[ $(metric "petrel_upstream_breaker_open{$A}") == 0 ]] || fail "breaker_open after the probe: $(curl_ "$ADMIN/metrics" | grep upstream)"
