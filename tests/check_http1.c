@@ -1364,6 +1364,24 @@ START_TEST(test_obs_fold)
 }
 END_TEST
 
+/* RFC 9112 §5.2: an obs-fold right after the colon, the whole value on the
+ * next line, is refused like any other fold -- also for a field that frames
+ * the message, where one reading of it would differ from another's. */
+START_TEST(test_obs_fold_empty_first_line)
+{
+    client_t *c = client_open();
+    client_send(c, "POST /echo HTTP/1.1\r\nHost: x\r\nContent-Length:\r\n 3\r\n\r\nabc");
+    check_error_response(c, "Content-Length:CRLF SP 3", 400, 0);
+    c = client_open();
+    client_send(c, "GET /info HTTP/1.1\r\nHost: x\r\nX-Fold: \r\n\tb\r\n\r\n");
+    check_error_response(c, "X-Fold: CRLF HTAB b", 400, 0);
+    /* an empty value that is not folded stays a field with an empty value */
+    c = client_open();
+    roundtrip(c, "GET /info HTTP/1.1\r\nHost: x\r\nX-Empty:\r\nX-B: 1\r\n\r\n");
+    ck_assert_int_eq(R[0].status, 200);
+}
+END_TEST
+
 /* ------------------------------------------------------------------------ */
 /* Limits                                                                   */
 
@@ -2362,6 +2380,7 @@ static Suite *http1_suite(void)
     tcase_add_loop_test(tc, test_bad_request_after_good, 0, nbad);
     tcase_add_test(tc, test_request_line_two_spaces);
     tcase_add_test(tc, test_obs_fold);
+    tcase_add_test(tc, test_obs_fold_empty_first_line);
 
     tc = tcase(s, "limits", 10);
     tcase_add_test(tc, test_header_too_large);
