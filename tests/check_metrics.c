@@ -199,6 +199,27 @@ START_TEST(test_module_metrics)
 }
 END_TEST
 
+/* Label values in the text format: a backslash, a double quote and a line
+ * feed escaped as \\, \" and \n; nothing can end a label early. */
+START_TEST(test_label_escape)
+{
+    int s = petrel__metrics_upstream_slot("app", "unix:/run/a\"b\\c\nd.sock");
+    ck_assert_int_ge(s, 0);
+    ck_assert_int_eq(petrel__metrics_upstream_slot("app", "unix:/run/a\"b\\c\nd.sock"), s);
+    ck_assert_int_ge(petrel__metrics_upstream_slot("app", NULL), 0);
+    petrel__metrics_up(s)->connects = 5;
+    petrel_arena_t a;
+    petrel__arena_init(&a, &petrel__pool, 0);
+    size_t len;
+    char *t = petrel__metrics_text(&a, &len);
+    ck_assert_ptr_nonnull(t);
+    ck_assert_msg(strstr(t, "petrel_upstream_connects_total{upstream=\"app\","
+                            "address=\"unix:/run/a\\\"b\\\\c\\nd.sock\"} 5\n") != NULL,
+                  "%s", t);
+    petrel__arena_clear(&a);
+}
+END_TEST
+
 /* Blocks in shared memory: a gone worker's counts join the retired ones,
  * once; its block is given out again zeroed; readiness. */
 START_TEST(test_fold)
@@ -266,6 +287,7 @@ int main(void)
     tcase_add_test(tc, test_duration_buckets);
     tcase_add_test(tc, test_arena_buckets);
     tcase_add_test(tc, test_request_labels);
+    tcase_add_test(tc, test_label_escape);
     tcase_add_test(tc, test_text);
     tcase_add_test(tc, test_module_metrics);
     suite_add_tcase(s, tc);

@@ -40,7 +40,7 @@ typedef struct umetric {
 
 typedef struct upslot {
     char name[33];
-    char address[128]; /* "" for the upstream's own slot */
+    char address[256]; /* "" for the upstream's own slot; escaped (label_copy) */
 } upslot_t;
 
 typedef struct registry {
@@ -221,16 +221,33 @@ void petrel__metrics_instance_add(unsigned what, uint64_t n)
         __atomic_store_n(&shm->inst[what], shm->inst[what] + n, __ATOMIC_RELAXED);
 }
 
+/* A label value as the text format writes it: backslash, double quote and
+ * line feed escaped, other control characters as '_'; cut at a whole
+ * character when it does not fit. */
+static void label_copy(char *dst, size_t size, const char *src)
+{
+    size_t k = 0;
+    for (const char *p = src; *p; p++) {
+        char e = *p == '\\' ? '\\' : *p == '"' ? '"' : *p == '\n' ? 'n' : 0;
+        size_t need = e ? 2 : 1;
+        if (k + need >= size)
+            break;
+        if (e) {
+            dst[k++] = '\\';
+            dst[k++] = e;
+        } else {
+            dst[k++] = (unsigned char)*p < 0x20 || *p == 0x7f ? '_' : *p;
+        }
+    }
+    dst[k] = '\0';
+}
+
 void petrel__metrics_fault(const char *module, bool watchdog)
 {
     if (shm == NULL)
         return;
-    /* a label value: no quote, backslash or control character */
     char name[sizeof(shm->fault_mods[0].name)];
-    size_t k = 0;
-    for (const char *p = module ? module : ""; *p && k + 1 < sizeof(name); p++)
-        name[k++] = (*p == '"' || *p == '\\' || (unsigned char)*p < 0x20) ? '_' : *p;
-    name[k] = '\0';
+    label_copy(name, sizeof(name), module ? module : "");
     uint32_t n = shm->nfault_mods, i = 0;
     while (i < n && strcmp(shm->fault_mods[i].name, name) != 0)
         i++;
@@ -303,16 +320,17 @@ int petrel__metrics_upstream_slot(const char *name, const char *address)
     if (shm && in_worker)
         return -1;
     registry_t *r = reg();
-    if (address == NULL)
-        address = "";
+    upslot_t want;
+    label_copy(want.name, sizeof(want.name), name);
+    label_copy(want.address, sizeof(want.address), address ? address : "");
     for (uint32_t i = 0; i < r->nup; i++)
-        if (strcmp(r->up[i].name, name) == 0 && strcmp(r->up[i].address, address) == 0)
+        if (strcmp(r->up[i].name, want.name) == 0 && strcmp(r->up[i].address, want.address) == 0)
             return (int)i;
     if (r->nup == PETREL__M_UP_SLOTS)
         return -1;
     upslot_t *u = &r->up[r->nup];
-    snprintf(u->name, sizeof(u->name), "%s", name);
-    snprintf(u->address, sizeof(u->address), "%s", address);
+    memcpy(u->name, want.name, sizeof(u->name));
+    memcpy(u->address, want.address, sizeof(u->address));
     __atomic_store_n(&r->nup, r->nup + 1, __ATOMIC_RELEASE);
     return (int)r->nup - 1;
 }
