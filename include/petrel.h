@@ -378,9 +378,17 @@ typedef struct petrel_str {
 /**
  * Request methods, as bit flags.
  *
- * A route names a set of them (`PETREL_GET | PETREL_HEAD`, or `PETREL_ANY`);
- * `req->method` is one of them, or 0 for a method outside the set (read its
- * name in `req->method_name`).  A GET route also answers HEAD.
+ * A route names a set of them (`PETREL_GET | PETREL_HEAD`, or `PETREL_ANY`
+ * for these seven); `req->method` is one of them.  A GET route also answers
+ * HEAD.
+ *
+ * PETREL_OTHER stands for every other method (TRACE, PROPFIND, MKCOL, LOCK
+ * ... over HTTP/1.1 those the parser knows, over HTTP/2 any token; read the
+ * name in `req->method_name`).  Only a route that names it gets such a
+ * request (`PETREL_ANY | PETREL_OTHER` takes every method, as a proxy
+ * does); where no route names it, the answer is 501 (RFC 9110 §9.1), and
+ * where the path's routes do not, 405.  CONNECT, a tunnel to a host, is
+ * always 501 (RFC 9110 §9.3.6).
  */
 enum {
     PETREL_GET = 1 << 0,
@@ -390,7 +398,8 @@ enum {
     PETREL_DELETE = 1 << 4,
     PETREL_PATCH = 1 << 5,
     PETREL_OPTIONS = 1 << 6,
-    PETREL_ANY = 0x7f
+    PETREL_ANY = 0x7f,
+    PETREL_OTHER = 1 << 8
 };
 
 /**

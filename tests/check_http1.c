@@ -1242,7 +1242,6 @@ static const bad_t bad_requests[] = {
     /* RFC 9110 §9.1: a method we do not implement -> 501 */
     {"unknown method", "FOO /x HTTP/1.1\r\nHost: x\r\n\r\n", 501, 0},
     {"unknown method like GET", "GETX /hello HTTP/1.1\r\nHost: x\r\n\r\n", 501, 0},
-    {"PROPFIND", "PROPFIND /x HTTP/1.1\r\nHost: x\r\n\r\n", 501, 0},
     {"CONNECT", "CONNECT example.com:443 HTTP/1.1\r\nHost: example.com:443\r\n\r\n", 501, 400},
     {"method not a token", "G(T /hello HTTP/1.1\r\nHost: x\r\n\r\n", 400, 0},
     {"NUL in the method", "GE\0T /hello HTTP/1.1\r\nHost: x\r\n\r\n", 400, 0},
@@ -1379,6 +1378,42 @@ START_TEST(test_obs_fold_empty_first_line)
     c = client_open();
     roundtrip(c, "GET /info HTTP/1.1\r\nHost: x\r\nX-Empty:\r\nX-B: 1\r\n\r\n");
     ck_assert_int_eq(R[0].status, 200);
+}
+END_TEST
+
+/* RFC 9110 §9.1: a method outside the seven reaches a route that names
+ * PETREL_OTHER (its name in method_name); where no route names it, 501,
+ * and the connection goes on (the request was well framed); where the
+ * path's routes do not, 405.  CONNECT stays 501 (§9.3.6). */
+START_TEST(test_other_methods)
+{
+    client_t *c = client_open();
+    roundtrip(c, "PROPFIND /info HTTP/1.1\r\nHost: x\r\nContent-Length: 0\r\n\r\n");
+    ck_assert_int_eq(R[0].status, 501);
+    roundtrip(c, "GET /hello HTTP/1.1\r\nHost: x\r\n\r\n");
+    ck_assert_int_eq(R[0].status, 200);
+}
+END_TEST
+
+START_TEST(test_other_methods_routed)
+{
+    ck_assert_int_eq(petrel_route_add(srv, PETREL_GET | PETREL_OTHER, "/dav", h_info, NULL), 0);
+    ck_assert_int_eq(petrel_route_add(srv, 1 << 7, "/x", h_info, NULL), PETREL_EINVAL);
+    client_t *c = client_open();
+    roundtrip(c, "PROPFIND /dav HTTP/1.1\r\nHost: x\r\nDepth: 1\r\nContent-Length: 0\r\n\r\n");
+    ck_assert_int_eq(R[0].status, 200);
+    ck_assert_msg(strncmp(body_str(0), "method=PROPFIND path=/dav ", 26) == 0, "%s", body_str(0));
+    roundtrip(c, "MKCOL /dav HTTP/1.1\r\nHost: x\r\n\r\n");
+    ck_assert_int_eq(R[0].status, 200);
+    ck_assert_msg(strncmp(body_str(0), "method=MKCOL ", 13) == 0, "%s", body_str(0));
+    roundtrip(c, "PROPFIND /info HTTP/1.1\r\nHost: x\r\n\r\n");
+    ck_assert_int_eq(R[0].status, 405);
+    check_header(&R[0], "Allow", "GET, HEAD, POST");
+    roundtrip(c, "DELETE /dav HTTP/1.1\r\nHost: x\r\n\r\n");
+    ck_assert_int_eq(R[0].status, 405); /* PETREL_OTHER is not the seven */
+    c = client_open();
+    client_send(c, "CONNECT x:443 HTTP/1.1\r\nHost: x:443\r\n\r\n");
+    check_error_response(c, "CONNECT to a route of PETREL_OTHER", 501, 400);
 }
 END_TEST
 
@@ -2381,6 +2416,8 @@ static Suite *http1_suite(void)
     tcase_add_test(tc, test_request_line_two_spaces);
     tcase_add_test(tc, test_obs_fold);
     tcase_add_test(tc, test_obs_fold_empty_first_line);
+    tcase_add_test(tc, test_other_methods);
+    tcase_add_test(tc, test_other_methods_routed);
 
     tc = tcase(s, "limits", 10);
     tcase_add_test(tc, test_header_too_large);

@@ -451,13 +451,29 @@ START_TEST(test_invalid)
     ck_assert_int_eq(petrel__router_add(R, PETREL_GET, "/a", NULL, NULL), PETREL_EINVAL);
     ck_assert_int_eq(petrel__router_add(R, 0, "/a", h_a, NULL), PETREL_EINVAL);
     /* 1 << 7 is PETREL__CONNECT (WebSocket routes, RFC 8441): the router's
-     * own; petrel_route_add() refuses it */
-    ck_assert_int_eq(petrel__router_add(R, 1 << 8, "/a", h_a, NULL), PETREL_EINVAL);
-    ck_assert_int_eq(petrel__router_add(R, PETREL_GET | (1 << 9), "/a", h_a, NULL), PETREL_EINVAL);
+     * own; petrel_route_add() refuses it; 1 << 8 is PETREL_OTHER */
+    ck_assert_int_eq(petrel__router_add(R, 1 << 9, "/a", h_a, NULL), PETREL_EINVAL);
+    ck_assert_int_eq(petrel__router_add(R, PETREL_GET | (1 << 10), "/a", h_a, NULL), PETREL_EINVAL);
     /* nothing was registered by the refused patterns */
     ck_assert_int_eq(match(PETREL_GET, "/a"), 404);
     ck_assert_int_eq(match(PETREL_GET, "/a/x/b"), 404);
     ck_assert_int_eq(match(PETREL_GET, "/x"), 404);
+}
+END_TEST
+
+/* PETREL_OTHER: 501 while no route names it (RFC 9110 §9.1), then the
+ * route that names it, 405 on paths whose routes do not. */
+START_TEST(test_other)
+{
+    ck_assert_int_eq(petrel__router_add(R, PETREL_GET, "/a", h_a, NULL), 0);
+    ck_assert_int_eq(match(PETREL_OTHER, "/a"), 501);
+    ck_assert_int_eq(match(PETREL_OTHER, "/nowhere"), 501);
+    ck_assert_int_eq(petrel__router_add(R, PETREL_ANY | PETREL_OTHER, "/p/*", h_b, NULL), 0);
+    ck_assert_int_eq(match(PETREL_OTHER, "/p/x"), 0);
+    ck_assert_int_eq(match(PETREL_DELETE, "/p/x"), 0);
+    ck_assert_int_eq(match(PETREL_OTHER, "/a"), 405);
+    ck_assert_int_eq(match(PETREL_OTHER, "/nowhere"), 404);
+    ck_assert_int_eq(petrel__router_add(R, PETREL_OTHER, "/p/*", h_a, NULL), PETREL_ESTATE);
 }
 END_TEST
 
@@ -490,6 +506,7 @@ static Suite *router_suite(void)
     tcase_add_test(tc, test_methods_per_route);
     tcase_add_test(tc, test_duplicate);
     tcase_add_test(tc, test_invalid);
+    tcase_add_test(tc, test_other);
     suite_add_tcase(s, tc);
     return s;
 }

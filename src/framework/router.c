@@ -13,7 +13,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#define NMETHODS 8 /* PETREL_ANY's 7, and PETREL__CONNECT */
+#define NMETHODS 9 /* PETREL_ANY's 7, PETREL__CONNECT and PETREL_OTHER */
 #define MAX_PARAMS 16
 
 typedef struct node {
@@ -39,6 +39,7 @@ typedef struct owned {
 struct petrel__router {
     node_t root;
     owned_t *owned; /* route data the router frees */
+    int methods;    /* of all its routes */
 };
 
 const char *petrel__router_module;
@@ -131,7 +132,7 @@ int petrel__router_add(petrel__router_t *r, int methods, const char *pattern,
                        petrel_handler_t handler, void *data)
 {
     if (pattern == NULL || pattern[0] != '/' || handler == NULL || methods == 0 ||
-        (methods & ~(PETREL_ANY | PETREL__CONNECT)))
+        (methods & ~(PETREL_ANY | PETREL__CONNECT | PETREL_OTHER)))
         return PETREL_EINVAL;
     node_t *n = &r->root;
     const char *p = pattern + 1;
@@ -189,6 +190,7 @@ leaf:
         n->info[i].module = petrel__router_module ? strdup(petrel__router_module) : NULL;
     }
     n->methods |= methods;
+    r->methods |= methods;
     return 0;
 }
 
@@ -306,6 +308,16 @@ int petrel__router_match(const petrel__router_t *r, int method, const char *path
                          petrel_arena_t *a, petrel__match_t *m)
 {
     int hi = -1;
+    if (method == PETREL_OTHER && !(r->methods & PETREL_OTHER)) {
+        /* a method no route of the server takes (RFC 9110 §9.1) */
+        m->handler = NULL;
+        m->info = NULL;
+        m->data = NULL;
+        m->params = NULL;
+        m->nparams = 0;
+        m->allowed = 0;
+        return 501;
+    }
     search_t s;
     s.method = method;
     s.allowed = 0;

@@ -36,7 +36,8 @@ int petrel__router_add(petrel__router_t *r, int methods, const char *pattern,
                        petrel_handler_t handler, void *data);
 /*
  * Match a normalised path.  Returns 0 with m->handler set, 404 when no route
- * has the path, 405 with m->allowed when the path exists for other methods.
+ * has the path, 405 with m->allowed when the path exists for other methods,
+ * 501 for PETREL_OTHER when no route of the router names it.
  * Parameters are allocated from `a`.  HEAD falls back to GET.
  */
 int petrel__router_match(const petrel__router_t *r, int method, const char *path, size_t len,

@@ -424,10 +424,8 @@ void petrel__h2_head_done(h2conn_t *h, h2stream_t *s, bool end_stream)
     } else {
         r->method = petrel__method_from_name(r->method_name.ptr, r->method_name.len);
     }
-    if (r->method == 0) {
-        s->err = 501; /* RFC 9110 §9.1 */
-        return;
-    }
+    if (r->method == 0)
+        r->method = PETREL_OTHER; /* the router decides: 501 where no route takes it */
     if (r->authority.ptr == NULL && s->host) {
         r->authority.ptr = s->host; /* RFC 9113 §8.3.1: Host stands in for :authority */
         r->authority.len = strlen(s->host);

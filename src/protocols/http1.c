@@ -595,8 +595,11 @@ static int on_headers_complete(llhttp_t *p)
         return fail(h1, 505);
     r->version = p->http_minor == 0 ? 10 : 11;
     r->method = petrel__method_from_name(r->method_name.ptr, r->method_name.len);
-    if (r->method == 0)
-        return fail(h1, 501); /* RFC 9110 §9.1 */
+    if (r->method == 0) {
+        if (p->method == HTTP_CONNECT)
+            return fail(h1, 501); /* a tunnel to a host (RFC 9110 §9.3.6) */
+        r->method = PETREL_OTHER; /* the router decides: 501 where no route takes it */
+    }
     /* RFC 9112 §3.2: exactly one valid Host in HTTP/1.1 (any number of
      * invalid ones were refused above); never two. */
     if (h1->host_count > 1 || (h1->host_count == 0 && r->version == 11))

@@ -193,7 +193,7 @@ void petrel__server_free(petrel_server_t *srv)
 int petrel_route_add(petrel_server_t *srv, int methods, const char *pattern,
                      petrel_handler_t handler, void *data)
 {
-    if (methods & ~PETREL_ANY)
+    if (methods & ~(PETREL_ANY | PETREL_OTHER))
         return PETREL_EINVAL; /* PETREL__CONNECT is WebSocket's own */
     return petrel__router_add(srv->router, methods, pattern, handler, data);
 }

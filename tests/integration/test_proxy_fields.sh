@@ -121,6 +121,20 @@ expect_eq "$code" 304 "304 through the proxy"
 expect_eq "$(header_value "$T/h" ETag)" '"v1"' "the 304's ETag"
 ok "HEAD, 204 and 304"
 
+# --- methods beyond the seven (RFC 9110 §9.1: WebDAV's, over HTTP/1.1 and h2c) -----
+code=$(curl_ -X PROPFIND -H 'Depth: 1' --data-binary '<propfind/>' -o "$T/out" -w '%{http_code}' \
+    "$BASE/p/rec")
+expect_eq "$code" 200 "PROPFIND through the proxy"
+head -n 1 "$T/out" | grep -q '^PROPFIND /p/rec HTTP/1.1' || fail "PROPFIND: upstream got $(head -n 1 "$T/out")"
+tr -d '\r' <"$T/out" | grep -qi '^depth: 1$' || fail "PROPFIND: Depth not forwarded"
+tail -c 11 "$T/out" | grep -qx '<propfind/>' || fail "PROPFIND: the body not forwarded"
+code=$(curl_ --http2-prior-knowledge -X REPORT -o "$T/out" -w '%{http_code}' "$BASE/p/rec")
+expect_eq "$code" 200 "REPORT from an h2c client"
+head -n 1 "$T/out" | grep -q '^REPORT /p/rec HTTP/1.1' || fail "REPORT: upstream got $(head -n 1 "$T/out")"
+code=$(curl_ -X PROPFIND -o /dev/null -w '%{http_code}' "$BASE/elsewhere")
+expect_eq "$code" 404 "PROPFIND outside the proxy's prefix"
+ok "PROPFIND and REPORT forwarded; 404 outside the prefix"
+
 # --- h2c clients to the HTTP/1.1 upstream -----------------------------------------
 code=$(curl_ --http2-prior-knowledge -H 'Cookie: a=1' -H 'Cookie: b=2' -D "$T/h" -o "$T/out" \
     -w '%{http_code} %{http_version}' "$BASE/p/rec")
