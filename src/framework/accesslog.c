@@ -37,8 +37,12 @@ static void flush_soon(void *data)
 #define TARGET_MAX 2048
 #define REFERER_MAX 640
 #define AGENT_MAX 640
-#define FIXED_MAX 320 /* separators and names, time, version, status, figures, newline */
-_Static_assert(PEER_MAX + METHOD_MAX + TARGET_MAX + REFERER_MAX + AGENT_MAX + FIXED_MAX <= LINE_MAX,
+#define FIXED_MAX 320     /* separators and names, time, version, status, figures, newline */
+#define UPSTREAM_MAX 64   /* the upstream's address (a long unix: path is cut) */
+#define UPSTREAM_FIXED 48 /* its names and its time */
+_Static_assert(PEER_MAX + METHOD_MAX + TARGET_MAX + REFERER_MAX + AGENT_MAX + FIXED_MAX +
+                       UPSTREAM_MAX + UPSTREAM_FIXED <=
+                   LINE_MAX,
                "the fields of an access log line fit its buffer");
 
 /* Copy a field into [*p, *p + cap), escaping '"', '\\' and control bytes so
@@ -220,6 +224,13 @@ static void json(petrel_req_t *req, uint64_t bytes, uint64_t dur_ns, uint64_t ar
     p = json_cstr(p, AGENT_MAX, petrel_req_header(req, "user-agent"));
     p = LIT(p, ",\"referer\":");
     p = json_cstr(p, REFERER_MAX, petrel_req_header(req, "referer"));
+    if (req->_resp->upstream) {
+        /* the last call made for the request (upstream.c) */
+        p = LIT(p, ",\"upstream\":");
+        p = json_cstr(p, UPSTREAM_MAX, req->_resp->upstream);
+        p = fmt(p, UPSTREAM_FIXED, ",\"upstream_us\":%llu",
+                (unsigned long long)(req->_resp->upstream_ns / 1000));
+    }
     *p++ = '}';
     *p++ = '\n';
     *end = p;

@@ -24,6 +24,7 @@
  * connections, sending, dispatch, reading, deadlines, calls.
  */
 #include "protocols/http1-client.h"
+#include "protocols/proto.h"
 #include "runtime/arena.h"
 #include "runtime/list.h"
 #include "runtime/log.h"
@@ -121,6 +122,7 @@ struct petrel_call {
     uconn_t *conn;
     uaddr_t *addr;
     petrel__timer_t timer; /* call_timeout_ms */
+    uint64_t t0_ns;        /* the loop's time of petrel_call() */
     petrel_abort_cb prev_cb;
     void *prev_data;
 };
@@ -485,10 +487,15 @@ static bool listening(const petrel_call_t *call)
     return !call->cancelled && (call->req == NULL || petrel_req_held(call->req));
 }
 
-/* Detach `call` from its queue, connection and timer: it is over. */
+/* Detach `call` from its queue, connection and timer: it is over.  Its
+ * request's access log line names the address and the call's time. */
 static void call_detach(petrel_call_t *call)
 {
     petrel__timer_disarm(&call->timer);
+    if (call->addr && listening(call) && call->req) {
+        call->req->_resp->upstream = call->addr->label;
+        call->req->_resp->upstream_ns = petrel__loop->now_ns - call->t0_ns;
+    }
     if (call->state == C_QUEUED) {
         list_unlink(&call->node);
         call->up->npending--;
@@ -1309,6 +1316,7 @@ petrel_call_t *petrel_call(petrel_upstream_t *up, const petrel_call_spec_t *spec
         petrel_req_on_abort(spec->req, call_on_abort, call);
     }
     list_init(&call->node);
+    call->t0_ns = petrel__loop->now_ns;
     budget_roll(up);
     up->budget_calls[up->budget_sec % BUDGET_SECS]++;
     if (up->npending >= up->o.max_pending) {

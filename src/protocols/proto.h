@@ -67,6 +67,9 @@ struct petrel_resp {
     void *drain_data;
     size_t drain_mark;
     petrel__pending_t drain_pending; /* the callback runs from the loop */
+    /* the last upstream call made for it (upstream.c), for the access log */
+    const char *upstream; /* its address's label: static while the worker runs */
+    uint64_t upstream_ns; /* from the call to its end or failure */
 };
 
 /* Reset a response before its request is dispatched. */
@@ -78,6 +81,8 @@ static inline void petrel__resp_init(petrel_resp_t *r, petrel_req_t *req)
     r->body_kind = PETREL__BODY_NONE;
     r->sent = r->ended = false;
     r->holds = r->abandoned = r->timed_out = false;
+    r->upstream = NULL;
+    r->upstream_ns = 0;
     r->on_abort = NULL;
     r->headers = r->trailers = NULL;
     r->headers_tail = &r->headers;

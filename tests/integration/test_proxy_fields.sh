@@ -170,7 +170,7 @@ petrel_stop
 petrel_start --workers 1 --module echo --module hello
 ECHO=$BASE
 ECHOPID=$PETREL_PID
-petrel_start --workers 1 --module "proxy:/=$ECHO"
+petrel_start --workers 1 --module "proxy:/=$ECHO" --access-log "$T/alog" --access-log-format json
 expect_eq "$(curl_ "$BASE/hello")" "Hello World!" "petrel behind petrel: /hello"
 expect_eq "$(curl_ --data-binary @"$T/body" "$BASE/echo")" "$(cat "$T/body")" "petrel behind petrel: /echo"
 expect_eq "$(curl_ --http2-prior-knowledge --data-binary @"$T/body" "$BASE/echo")" \
@@ -178,3 +178,14 @@ expect_eq "$(curl_ --http2-prior-knowledge --data-binary @"$T/body" "$BASE/echo"
 ok "petrel as the upstream (hello, echo)"
 petrel_stop
 petrel_stop "$ECHOPID"
+# the access log line of a proxied request names the upstream's address and
+# the call's time (JSON format)
+pyrun "$T/alog" "${ECHO#http://}" <<'EOF'
+import json, sys
+lines = [json.loads(l) for l in open(sys.argv[1])]
+assert len(lines) == 3, lines
+for l in lines:
+    assert l.get("upstream") == sys.argv[2], l
+    assert isinstance(l.get("upstream_us"), int) and 0 <= l["upstream_us"] < 10000000, l
+EOF
+ok "the access log names the upstream and the call's time"
