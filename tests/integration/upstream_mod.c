@@ -8,7 +8,9 @@
  *       "error CODE NAME: REASON\n", and "after head" when the call failed
  *       after on_head.
  * GET /cancel/PATH makes a call and cancels it at once, then answers 200.
- * GET /pause/PATH is /up/PATH with the response paused from on_head to
+ * GET /cancel-later/PATH makes a call, cancels it 100 ms later (its request
+ * sent by then) and answers 200 "cancelled".
+ * GET or POST /pause/PATH is /up/PATH with the response paused from on_head to
  * 100 ms later.
  */
 #include <petrel.h>
@@ -160,6 +162,31 @@ static int cancel_it(petrel_req_t *req, void *data)
     return petrel_send(req, 200, "text/plain", "cancelled\n", 10);
 }
 
+static void cancel_now(void *data)
+{
+    got_t *g = data;
+    petrel_call_cancel(g->call);
+    petrel_send(g->req, 200, "text/plain", "cancelled\n", 10);
+}
+
+static int cancel_later(petrel_req_t *req, void *data)
+{
+    (void)data;
+    got_t *g = petrel_arena_new(req->arena, got_t, 1);
+    char *target = target_of(req);
+    if (g == NULL || target == NULL)
+        return PETREL_ENOMEM;
+    g->req = req;
+    petrel_call_spec_t spec = {0};
+    spec.method = "GET";
+    spec.target = target;
+    spec.req = req;
+    g->call = petrel_call(up, &spec, &cbs, g);
+    if (g->call == NULL || petrel_timer_start(100, cancel_now, g) == NULL)
+        return 500;
+    return PETREL_LATER;
+}
+
 static int init(petrel_server_t *srv, const char *args)
 {
     (void)args;
@@ -214,7 +241,9 @@ static const petrel_route_t routes[] = {
     {PETREL_GET, "/up/*", call_it, NULL},
     {PETREL_POST, "/up/*", call_it, NULL},
     {PETREL_GET, "/cancel/*", cancel_it, NULL},
+    {PETREL_GET, "/cancel-later/*", cancel_later, NULL},
     {PETREL_GET, "/pause/*", call_it, "pause"},
+    {PETREL_POST, "/pause/*", call_it, "pause"},
     {0, NULL, NULL, NULL},
 };
 
