@@ -18,6 +18,7 @@ request's :path:
   /refuse-once    the first time: RST_STREAM REFUSED_STREAM; after: 200
   /reset          RST_STREAM INTERNAL_ERROR after the header (a cut body)
   /conn-field     200 with a Connection field (malformed, RFC 9113 §8.2.2)
+  /headers        200 with the request's fields, one "name: value" a line
   /stats          "conns N streams S resets R maxopen M" of this process
                   (resets: RST_STREAM received; maxopen: most streams open
                   at once on one connection)
@@ -110,6 +111,9 @@ def serve(sock):
                 if isinstance(ev, h2.events.RequestReceived):
                     h = dict(ev.headers)
                     reqs[ev.stream_id] = [h.get(":path", ""), b""]
+                    if h.get(":path") == "/headers":
+                        reqs[ev.stream_id][1] = "".join(
+                            "%s: %s\n" % (k, v) for k, v in ev.headers).encode()
                     open_.add(ev.stream_id)
                     with lock:
                         stats["streams"] += 1
@@ -131,7 +135,7 @@ def serve(sock):
                         answer(sid, b"hello")
                     elif path == "/trailers":
                         answer(sid, b"hello", trailers=[("x-trailer", "yes")])
-                    elif path == "/echo":
+                    elif path in ("/echo", "/headers"):
                         answer(sid, body)
                     elif path == "/slow":
                         later.append((time.time() + 0.3, sid))
