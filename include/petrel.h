@@ -2459,7 +2459,8 @@ typedef struct petrel_call_spec {
     const char *authority;
     /** Fields to send: Host, Content-Length, Transfer-Encoding and the
      *  hop-by-hop fields (Connection, Keep-Alive, TE, Upgrade...) are set by
-     *  the client and must not be given. */
+     *  the client and must not be given, but `TE: trailers` (what gRPC
+     *  sends): it goes to an h2c address, not to an HTTP/1.1 one. */
     const petrel_header_t *headers;
     size_t nheaders;
     const void *body; /**< the whole request body (not copied: keep it) */

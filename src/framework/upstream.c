@@ -116,6 +116,7 @@ struct petrel_call {
     const void *body;
     size_t body_len;
     bool idempotent, head, post_like;
+    bool te_trailers; /* `te: trailers` given: sent to an h2c upstream */
     int state;
     bool paused;
     bool headed; /* on_head ran */
@@ -1075,15 +1076,14 @@ static void h2_attach(petrel_call_t *call, uconn_t *c)
     call->state = C_WAITING;
     int rc = petrel__h2c_submit(c->h2, &call->st, call, call->arena, call->method,
                                 call->authority ? call->authority : c->addr->host, call->target,
-                                call->fields, call->nfields, call->body, call->body_len,
-                                call->body_len > 0 || call->post_like, call->head);
+                                call->fields, call->nfields, call->te_trailers, call->body,
+                                call->body_len, call->body_len > 0 || call->post_like, call->head);
     if (rc < 0) {
         call_fail(call, PETREL_UPSTREAM_ECLOSED,
                   rc == PETREL_ENOMEM ? "out of memory" : "the connection takes no more streams");
         return;
     }
     call->st.paused = call->paused;
-    arm(&call->htimer, Q_SHEADER, up->o.header_timeout_ms);
     h2_flush(c);
 }
 
@@ -1211,7 +1211,17 @@ static void h2_on_close(void *ctx, int how, uint32_t code)
                   fmt_reason("%s: the stream was reset (HTTP/2 error %u)", label, code));
 }
 
-static const petrel__h2c_cbs_t h2_cbs = {h2_on_head, h2_on_body, h2_on_end, h2_on_close};
+/* The whole request is written: the header deadline runs (as over
+ * HTTP/1.1), for this stream only. */
+static void h2_on_sent(void *ctx)
+{
+    petrel_call_t *call = ctx;
+    if (!call->headed)
+        arm(&call->htimer, Q_SHEADER, call->up->o.header_timeout_ms);
+}
+
+static const petrel__h2c_cbs_t h2_cbs = {h2_on_head, h2_on_body, h2_on_end, h2_on_close,
+                                         h2_on_sent};
 
 /* ---- dispatch ----------------------------------------------------------- */
 
@@ -1619,6 +1629,14 @@ static void call_on_abort(petrel_req_t *req, void *data)
     petrel_call_cancel(call);
 }
 
+/* `te: trailers`, the one TE a caller may give (gRPC sends it): it goes to
+ * an h2c upstream (RFC 9113 §8.2.2 allows it), not to HTTP/1.1 ones. */
+static bool te_trailers(const petrel_header_t *h)
+{
+    return h->name.len == 2 && strncasecmp(h->name.ptr, "te", 2) == 0 && h->value.len == 8 &&
+           strncasecmp(h->value.ptr, "trailers", 8) == 0;
+}
+
 /* The arena of the call is going: nobody may be told any more. */
 static void call_gone(void *data)
 {
@@ -1651,11 +1669,17 @@ petrel_call_t *petrel_call(petrel_upstream_t *up, const petrel_call_spec_t *spec
                 errno = EINVAL;
                 return NULL;
             }
-    for (size_t i = 0; i < spec->nheaders; i++)
+    size_t nte = 0;
+    for (size_t i = 0; i < spec->nheaders; i++) {
+        if (te_trailers(&spec->headers[i])) {
+            nte++;
+            continue;
+        }
         if (!petrel__h1c_field_ok(&spec->headers[i])) {
             errno = EINVAL;
             return NULL;
         }
+    }
     if (spec->req && !petrel_req_waiting(spec->req)) {
         errno = EINVAL; /* answered or aborted already: nobody to tell */
         return NULL;
@@ -1682,19 +1706,25 @@ petrel_call_t *petrel_call(petrel_upstream_t *up, const petrel_call_spec_t *spec
         errno = ENOMEM;
         return NULL;
     }
+    size_t k = 0;
     for (size_t i = 0; i < spec->nheaders; i++) {
         const petrel_header_t *h = &spec->headers[i];
-        f[i].name.ptr = petrel_arena_strndup(arena, h->name.ptr, h->name.len);
-        f[i].name.len = h->name.len;
-        f[i].value.ptr = petrel_arena_strndup(arena, h->value.ptr, h->value.len);
-        f[i].value.len = h->value.len;
-        if (f[i].name.ptr == NULL || f[i].value.ptr == NULL) {
+        if (te_trailers(h)) {
+            call->te_trailers = true;
+            continue;
+        }
+        size_t j = k++;
+        f[j].name.ptr = petrel_arena_strndup(arena, h->name.ptr, h->name.len);
+        f[j].name.len = h->name.len;
+        f[j].value.ptr = petrel_arena_strndup(arena, h->value.ptr, h->value.len);
+        f[j].value.len = h->value.len;
+        if (f[j].name.ptr == NULL || f[j].value.ptr == NULL) {
             errno = ENOMEM;
             return NULL;
         }
     }
     call->fields = f;
-    call->nfields = spec->nheaders;
+    call->nfields = spec->nheaders - nte;
     call->body = spec->body;
     call->body_len = spec->body_len;
     const char *m = call->method;

@@ -149,8 +149,10 @@ static void deliver_end(nghttp2_session *s, petrel__h2c_t *h, petrel__h2c_stream
     h->cbs->on_end(ctx, t, n);
 }
 
-/* A HEADERS frame of the response has all its fields. */
-static void headers_done(nghttp2_session *s, petrel__h2c_t *h, petrel__h2c_stream_t *st)
+/* A HEADERS frame of the response has all its fields; `end`: it ended the
+ * stream (a response without a body: a gRPC "trailers-only" answer says
+ * so, content-length 0 for the caller). */
+static void headers_done(nghttp2_session *s, petrel__h2c_t *h, petrel__h2c_stream_t *st, bool end)
 {
     if (st->headed)
         return; /* trailers: kept for the end */
@@ -162,7 +164,7 @@ static void headers_done(nghttp2_session *s, petrel__h2c_t *h, petrel__h2c_strea
     st->headed = true;
     int status = st->status;
     int64_t cl = st->content_length;
-    if (st->head_request || status == 204 || status == 304)
+    if (st->head_request || status == 204 || status == 304 || end)
         cl = 0;
     petrel_header_t *f = st->fields;
     size_t n = st->n;
@@ -181,7 +183,7 @@ static int on_frame_recv(nghttp2_session *s, const nghttp2_frame *frame, void *u
     if (st == NULL)
         return 0;
     if (frame->hd.type == NGHTTP2_HEADERS) {
-        headers_done(s, h, st);
+        headers_done(s, h, st, frame->hd.flags & NGHTTP2_FLAG_END_STREAM);
         st = stream_of(s, frame->hd.stream_id); /* on_head may forget it */
         if (st == NULL)
             return 0;
@@ -247,12 +249,15 @@ static int on_stream_close(nghttp2_session *s, int32_t id, uint32_t code, void *
 
 static int on_frame_send(nghttp2_session *s, const nghttp2_frame *frame, void *ud)
 {
-    (void)ud;
-    if (frame->hd.type == NGHTTP2_HEADERS) {
-        petrel__h2c_stream_t *st = stream_of(s, frame->hd.stream_id);
-        if (st)
-            st->sent = true;
-    }
+    petrel__h2c_t *h = ud;
+    if (frame->hd.type != NGHTTP2_HEADERS && frame->hd.type != NGHTTP2_DATA)
+        return 0;
+    petrel__h2c_stream_t *st = stream_of(s, frame->hd.stream_id);
+    if (st == NULL)
+        return 0;
+    st->sent = true;
+    if (frame->hd.flags & NGHTTP2_FLAG_END_STREAM)
+        h->cbs->on_sent(st->ctx);
     return 0;
 }
 
@@ -364,8 +369,8 @@ static char *lower(petrel_arena_t *a, const petrel_str_t *s)
 
 int petrel__h2c_submit(petrel__h2c_t *h, petrel__h2c_stream_t *st, void *ctx, petrel_arena_t *arena,
                        const char *method, const char *authority, const char *path,
-                       const petrel_header_t *fields, size_t n, const void *body, size_t body_len,
-                       bool send_length, bool head_request)
+                       const petrel_header_t *fields, size_t n, bool te_trailers, const void *body,
+                       size_t body_len, bool send_length, bool head_request)
 {
     if (h->broken || !nghttp2_session_check_request_allowed(h->ngh))
         return PETREL_EIO;
@@ -376,7 +381,7 @@ int petrel__h2c_submit(petrel__h2c_t *h, petrel__h2c_stream_t *st, void *ctx, pe
     st->content_length = -1;
     st->body = body;
     st->body_len = body_len;
-    nghttp2_nv *nv = petrel_arena_new(arena, nghttp2_nv, n + 5);
+    nghttp2_nv *nv = petrel_arena_new(arena, nghttp2_nv, n + 6);
     char *len = petrel_arena_alloc(arena, 24, 1);
     if (nv == NULL || len == NULL)
         return PETREL_ENOMEM;
@@ -392,6 +397,8 @@ int petrel__h2c_submit(petrel__h2c_t *h, petrel__h2c_stream_t *st, void *ctx, pe
         nv[k++] = (nghttp2_nv){(uint8_t *)name, (uint8_t *)fields[i].value.ptr, fields[i].name.len,
                                fields[i].value.len, NGHTTP2_NV_FLAG_NONE};
     }
+    if (te_trailers)
+        nv[k++] = NV("te", 2, "trailers", 8);
     if (body_len > 0 || send_length) {
         int l = snprintf(len, 24, "%zu", body_len);
         nv[k++] = NV("content-length", 14, len, (size_t)l);

@@ -38,6 +38,8 @@ typedef struct petrel__h2c_cbs {
     void (*on_body)(void *ctx, const char *p, size_t n);
     void (*on_end)(void *ctx, const petrel_header_t *trailers, size_t n);
     void (*on_close)(void *ctx, int how, uint32_t error_code);
+    /* The whole request went out (its END_STREAM). */
+    void (*on_sent)(void *ctx);
 } petrel__h2c_cbs_t;
 
 typedef struct petrel__h2c petrel__h2c_t;
@@ -70,14 +72,15 @@ petrel__h2c_t *petrel__h2c_new(const petrel__h2c_cbs_t *cbs);
 void petrel__h2c_free(petrel__h2c_t *h);
 
 /* Submit a request: the stream `st` (the caller's storage, its fields and
- * names copied into `arena`), lower-cased fields, a content-length when
+ * names copied into `arena`), lower-cased fields, `te: trailers` when
+ * `te_trailers`, a content-length when
  * `body_len` or `send_length`, the body (not copied: kept until the
  * stream ends).  0; PETREL_ENOMEM; PETREL_EIO (the session takes no more
  * streams). */
 int petrel__h2c_submit(petrel__h2c_t *h, petrel__h2c_stream_t *st, void *ctx, petrel_arena_t *arena,
                        const char *method, const char *authority, const char *path,
-                       const petrel_header_t *fields, size_t n, const void *body, size_t body_len,
-                       bool send_length, bool head_request);
+                       const petrel_header_t *fields, size_t n, bool te_trailers, const void *body,
+                       size_t body_len, bool send_length, bool head_request);
 
 /* The stream is no longer the caller's concern: unlinked, no more
  * callbacks; RST_STREAM (CANCEL) unless both sides had ended it. */

@@ -9,7 +9,11 @@
 #     Keep-Alive, Proxy-Connection, TE but "trailers", Transfer-Encoding,
 #     Upgrade), nor Host (its :authority): what upstream_h2_peer.py (the
 #     h2 library, which refuses such a request) received;
-#   - an h2c+unix: upstream.
+#   - an h2c+unix: upstream;
+#   - gRPC (a grpcio client) through the proxy to grpcecho and to a grpcio
+#     server: the message, the trailers, an error (trailers-only), 300 kB;
+#     the client's te: trailers reaches the upstream (grpcio's server wants
+#     it; RFC 9113 §8.2.2 lets it cross).
 . "$(dirname "$0")/lib.sh"
 . "$LIB_DIR/proxy_lib.sh"
 proxy_needs
@@ -53,10 +57,81 @@ curl_ -o "$T/h" -H 'Connection: keep-alive, X-Hop' -H 'X-Hop: 1' -H 'Keep-Alive:
     -H 'X-End: 2' "$BASE/headers"
 grep -q '^x-end: 2$' "$T/h" || fail "the upstream did not get X-End: $(cat "$T/h")"
 grep -q '^:authority: 127.0.0.1:' "$T/h" || fail "no :authority: $(cat "$T/h")"
-if grep -Eiq '^(connection|x-hop|keep-alive|proxy-connection|te|upgrade|transfer-encoding|host):' "$T/h"; then
-    fail "connection-specific fields reached the h2c upstream: $(cat "$T/h")"
+# TE crosses as "trailers" only (RFC 9113 §8.2.2)
+grep -q '^te: trailers$' "$T/h" || fail "TE: trailers, deflate did not reach the upstream as te: trailers: $(cat "$T/h")"
+if grep -v '^te: trailers$' "$T/h" |
+    grep -Eiq '^(connection|x-hop|keep-alive|proxy-connection|te|upgrade|transfer-encoding|host):'; then
+    fail "connection-specific fields reached the h2c upstream: $(tr '\n' '|' <"$T/h")"
 fi
 ok "the h2c request carries no connection-specific field nor Host (RFC 9113 §8.2.2)"
 [[ $(curl_ "$BASE/u/ok") == hello ]] || fail "h2c+unix: upstream: $(curl_ "$BASE/u/ok")"
 ok "an h2c+unix: upstream through the proxy"
 petrel_stop
+
+# --- gRPC through the proxy -------------------------------------------------------
+"$PY" -c 'import grpc' 2>/dev/null || skip "no python3-grpcio for $PY (the gRPC part)"
+cat >"$T/gs.py" <<'PYEOF'
+import os
+import sys
+from concurrent import futures
+import grpc
+
+def echo(req, ctx):
+    ctx.set_trailing_metadata((("x-trailer", "yes"),))
+    return req
+
+h = grpc.method_handlers_generic_handler(
+    "petrel.bench.Echo", {"Echo": grpc.unary_unary_rpc_method_handler(echo)})
+s = grpc.server(futures.ThreadPoolExecutor(4))
+s.add_generic_rpc_handlers((h,))
+port = s.add_insecure_port("127.0.0.1:0")
+with open(sys.argv[1] + ".tmp", "w") as f:
+    f.write("%d\n" % port)
+os.rename(sys.argv[1] + ".tmp", sys.argv[1])
+s.start()
+s.wait_for_termination()
+PYEOF
+"$PY" "$T/gs.py" "$T/gsport" &
+LIB_BG+=("$!")
+wait_for "$(bound 10)" test -s "$T/gsport" || fail "the Python gRPC server did not start"
+petrel_start --module grpcecho --workers 1
+GPID=$PETREL_PID
+petrel_start --workers 1 --module "proxy:/petrel.bench.Echo/=h2c://127.0.0.1:$PORT;/py/=h2c://127.0.0.1:$(cat "$T/gsport"),strip"
+# a gRPC client (grpcio, C-core) through the proxy: a unary call answered with
+# its message and its trailers (grpc-status, and the grpcio server's
+# x-trailer), an error as a trailers-only answer, a message of 300 kB
+pyrun "$PORT" <<'PYEOF' || fail "gRPC through the proxy"
+import sys
+import grpc
+
+def msg(rid, payload):
+    def varint(v):
+        b = bytearray()
+        while True:
+            x, v = v & 0x7f, v >> 7
+            b.append(x | (0x80 if v else 0))
+            if not v:
+                return bytes(b)
+    p = payload.encode()
+    return b"\x08" + varint(rid) + b"\x12" + varint(len(p)) + p
+
+ch = grpc.insecure_channel("127.0.0.1:" + sys.argv[1])
+for prefix, want in (("", msg(7, "hi") + b"\x18\x02"), ("/py", msg(7, "hi"))):
+    echo = ch.unary_unary(prefix + "/petrel.bench.Echo/Echo")
+    got, call = echo.with_call(msg(7, "hi"), timeout=10)
+    assert got == want, (prefix, got)
+    assert call.code() == grpc.StatusCode.OK, (prefix, call.code())
+    if prefix:
+        assert ("x-trailer", "yes") in tuple(call.trailing_metadata()), call.trailing_metadata()
+    big = echo(msg(9, "x" * 300000), timeout=10)
+    assert len(big) >= 300000, (prefix, len(big))
+    try:
+        ch.unary_unary(prefix + "/petrel.bench.Echo/Nope")(msg(1, "x"), timeout=10)
+        raise SystemExit("%s: Nope answered" % prefix)
+    except grpc.RpcError as e:
+        assert e.code() == grpc.StatusCode.UNIMPLEMENTED, (prefix, e.code(), e.details())
+print("ok")
+PYEOF
+ok "gRPC through the proxy to grpcecho and to a grpcio server: message, trailers, UNIMPLEMENTED, 300 kB"
+petrel_stop
+petrel_stop "$GPID"

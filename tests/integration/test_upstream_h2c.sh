@@ -15,7 +15,10 @@
 #      connection-specific field (malformed, RFC 9113 §8.2.2), 20 slow
 #      calls at once on one connection, a POST of 1 MB, an h2c+unix:
 #      address, max_requests;
-#   3. a dead upstream: its breaker opens; a URL with a path is refused.
+#   3. a dead upstream: its breaker opens; a URL with a path is refused;
+#   4. gRPC unary calls (content-type application/grpc, te: trailers, the
+#      5-byte message prefix; grpc-status from the trailers or a
+#      trailers-only answer) to grpcecho and to a grpcio server.
 . "$(dirname "$0")/lib.sh"
 
 command -v cc >/dev/null || skip "no C compiler (cc)"
@@ -182,3 +185,55 @@ UPT_URLS=h2c://127.0.0.1:$closed/path timeout 10 "$PETREL" --listen 127.0.0.1:0 
 (( rc != 0 )) && grep -q "a path in 'h2c://127.0.0.1:$closed/path'" "$T/bad.out" ||
     fail "an h2c URL with a path: status $rc, $(cat "$T/bad.out")"
 ok "an h2c URL with a path is refused at start-up"
+
+# --- 4. gRPC unary over h2c ---------------------------------------------------------
+# POST /grpc/PATH: content-type application/grpc, te: trailers, the body as
+# given (the 5-byte prefix: not compressed, length 6; then EchoMessage
+# {request_id 7, payload "hi"}); grpc-status from the trailers, or from the
+# header of a trailers-only answer (gRPC over HTTP/2, "Responses")
+printf '\x00\x00\x00\x00\x06\x08\x07\x12\x02hi' >"$T/msg"
+petrel_start --module grpcecho --workers 1
+GPID=$PETREL_PID
+UPT_URLS=h2c://127.0.0.1:$PORT petrel_start --module "$T/upt.so" --workers 1
+want grpc/petrel.bench.Echo/Echo '200 status 200|x-test |body 00000000080807120268691802|trailer |grpc-status 0|' \
+    --data-binary "@$T/msg"
+want grpc/petrel.bench.Echo/Nope '200 status 200|x-test |body |trailer |grpc-status 12|' --data-binary "@$T/msg"
+ok "gRPC to grpcecho: the echo (request_id, payload, payload_bytes) and grpc-status 0; UNIMPLEMENTED (12) trailers-only"
+petrel_stop
+petrel_stop "$GPID"
+
+if "$PY" -c 'import grpc' 2>/dev/null; then
+    cat >"$T/gs.py" <<'PYEOF'
+import sys
+from concurrent import futures
+import grpc
+
+def echo(req, ctx):
+    ctx.set_trailing_metadata((("x-trailer", "yes"),))
+    return req
+
+h = grpc.method_handlers_generic_handler(
+    "petrel.bench.Echo", {"Echo": grpc.unary_unary_rpc_method_handler(echo)})
+s = grpc.server(futures.ThreadPoolExecutor(4))
+s.add_generic_rpc_handlers((h,))
+port = s.add_insecure_port("127.0.0.1:0")
+with open(sys.argv[1] + ".tmp", "w") as f:
+    f.write("%d\n" % port)
+import os
+os.rename(sys.argv[1] + ".tmp", sys.argv[1])
+s.start()
+s.wait_for_termination()
+PYEOF
+    "$PY" "$T/gs.py" "$T/gsport" &
+    LIB_BG+=("$!")
+    wait_for "$(bound 10)" test -s "$T/gsport" || fail "the Python gRPC server did not start"
+    UPT_URLS=h2c://127.0.0.1:$(cat "$T/gsport") petrel_start --module "$T/upt.so" --workers 1
+    # grpcio's server refuses a call without te: trailers ("Missing :te header")
+    want grpc/petrel.bench.Echo/Echo '200 status 200|x-test |body 0000000006080712026869|trailer yes|grpc-status 0|' \
+        --data-binary "@$T/msg"
+    want grpc/petrel.bench.Echo/Nope '200 status 200|x-test |body |trailer |grpc-status 12|' --data-binary "@$T/msg"
+    ok "gRPC to a grpcio server: the echo with its trailers (x-trailer, grpc-status 0); UNIMPLEMENTED (12)"
+    petrel_stop
+else
+    echo "# SKIP part: no python3-grpcio for $PY"
+fi
