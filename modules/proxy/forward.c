@@ -397,7 +397,7 @@ static bool response_fields(fwd_t *st, const petrel_upstream_head_t *head)
         if (f->name.ptr == NULL || f->value.ptr == NULL)
             return false;
     }
-    char *via = petrel_arena_printf(a, "%s petrel", head->version == 10 ? "1.0" : "1.1");
+    char *via = petrel_arena_printf(a, "%s petrel", via_version(head->version));
     const char *v = via ? joined(a, head->headers, head->nheaders, "via", ", ", via) : NULL;
     if (v == NULL)
         return false;

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # The proxy module with an h2c upstream (--module proxy:PREFIX=h2c://...):
 #   - an HTTP/1.1 client and an h2c client through the proxy reach petrel
-#     serving h2c (hello, echo): a GET, a POST of 1 MB both ways;
+#     serving h2c (hello, echo): a GET, a POST of 1 MB both ways; the
+#     response's Via says "2 petrel" (RFC 9110 §7.6.3);
 #   - 200 requests at once through the proxy are multiplexed on 2
 #     connections to the upstream (100 streams each);
 #   - RFC 9113 §8.2.2: the request the proxy makes carries no
@@ -25,7 +26,9 @@ UPORT=$PORT
 UPID=$PETREL_PID
 petrel_start --workers 1 --module "proxy:/=h2c://127.0.0.1:$UPORT" --admin-listen 127.0.0.1:0
 ADMIN=http://127.0.0.1:$(petrel_admin_port)
-[[ $(curl_ "$BASE/hello") == "Hello World!" ]] || fail "HTTP/1.1 client: $(curl_ "$BASE/hello")"
+[[ $(curl_ -D "$T/head" "$BASE/hello") == "Hello World!" ]] || fail "HTTP/1.1 client: $(curl_ "$BASE/hello")"
+# RFC 9110 §7.6.3: the Via of the response names the protocol it came in
+[[ $(header_value "$T/head" via) == "2 petrel" ]] || fail "Via of an h2c upstream's response: $(cat "$T/head")"
 [[ $(curl_ --http2-prior-knowledge "$BASE/hello") == "Hello World!" ]] ||
     fail "h2c client: $(curl_ --http2-prior-knowledge "$BASE/hello")"
 awk 'BEGIN { for (i = 0; i < 62500; i++) print "0123456789abcdef" }' >"$T/big"

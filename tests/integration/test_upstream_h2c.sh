@@ -19,6 +19,7 @@
 #   4. gRPC unary calls (content-type application/grpc, te: trailers, the
 #      5-byte message prefix; grpc-status from the trailers or a
 #      trailers-only answer) to grpcecho and to a grpcio server.
+# driver: time limit 300s (about 40 s; several times that under valgrind)
 . "$(dirname "$0")/lib.sh"
 
 command -v cc >/dev/null || skip "no C compiler (cc)"
