@@ -2327,7 +2327,15 @@ typedef struct petrel_upstream_opts {
     /** One or more addresses, separated by commas: "http://10.0.0.1:8080",
      *  "http://backend.internal" (port 80), "http://[::1]:8080",
      *  "unix:/run/app.sock"; no path.  A host name is resolved at start-up
-     *  and at each reload (in the master): all of its addresses are used. */
+     *  and at each reload (in the master): all of its addresses are used.
+     *  "h2c://HOST[:PORT]" and "h2c+unix:/run/app.sock" speak HTTP/2 with
+     *  prior knowledge (RFC 9113 §3.3): a connection then carries up to 100
+     *  calls at once (fewer if the upstream's SETTINGS_MAX_CONCURRENT_STREAMS
+     *  says so), so max_conns bounds connections, not calls in flight;
+     *  max_requests counts streams; a call's deadline or cancel resets its
+     *  stream only; a stream the upstream did not process (REFUSED_STREAM,
+     *  or above the last stream id of its GOAWAY) is sent again whatever
+     *  its method. */
     const char *urls;
     /** Connections each worker may have open to each address (default 64;
      *  0 is taken as 1). */
@@ -2418,12 +2426,12 @@ enum {
 /** The response's header, for on_head. */
 typedef struct petrel_upstream_head {
     int status;  /**< 100..599 (interim 1xx responses are not reported) */
-    int version; /**< 10 or 11 */
+    int version; /**< 10 or 11; 20 from an h2c upstream */
     const petrel_header_t *headers;
     size_t nheaders;
-    /** -1 when the body is chunked or delimited by the close; 0 when the
-     *  response has none (to HEAD, 204, 304: its Content-Length field, if
-     *  any, is in `headers`) */
+    /** -1 when the body is chunked or delimited by the close (or, over
+     *  h2c, has no content-length); 0 when the response has none (to HEAD,
+     *  204, 304: its Content-Length field, if any, is in `headers`) */
     int64_t content_length;
 } petrel_upstream_head_t;
 
@@ -2460,7 +2468,8 @@ typedef struct petrel_call_spec {
     const char *authority;
     /** Fields to send: Host, Content-Length, Transfer-Encoding and the
      *  hop-by-hop fields (Connection, Keep-Alive, TE, Upgrade...) are set by
-     *  the client and must not be given. */
+     *  the client and must not be given, but `TE: trailers` (what gRPC
+     *  sends): it goes to an h2c address, not to an HTTP/1.1 one. */
     const petrel_header_t *headers;
     size_t nheaders;
     const void *body; /**< the whole request body (not copied: keep it) */
@@ -2508,7 +2517,10 @@ PETREL_API petrel_call_t *petrel_call(petrel_upstream_t *up, const petrel_call_s
  * For backpressure: a caller that forwards the body to a slow client
  * pauses while its output is full.  While paused no on_body runs and the upstream is not read (its
  * connection is not watched); bytes read before the pause are handed on
- * when it resumes.  May be called from the call's own callbacks.  The
+ * when it resumes.  Over h2c the connection is read on for its other
+ * calls: the paused call's stream window is not given back, so the
+ * upstream stops sending on that stream once it is used (64 KiB, held in
+ * the call's arena).  May be called from the call's own callbacks.  The
  * deadlines keep running: call_timeout_ms bounds a paused call too.
  *
  * Returns: nothing.
@@ -2523,8 +2535,9 @@ PETREL_API void petrel_call_pause(petrel_call_t *call, int paused);
  * Cancel a call: none of its callbacks run again.  A call still waiting
  * for a connection leaves the queue, one whose connection is being made
  * leaves it to join the pool; once its request was sent (or in part), its
- * connection is closed, since the response would arrive on it.  May be
- * called from the call's own callbacks.  Calls made for a request are
+ * connection is closed, since the response would arrive on it (over h2c
+ * only its stream is reset, RST_STREAM CANCEL).  May be called from the
+ * call's own callbacks.  Calls made for a request are
  * cancelled when it is aborted, and any call when the arena it lives in
  * is reset.
  *

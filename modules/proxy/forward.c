@@ -168,6 +168,17 @@ static char *quoted(petrel_arena_t *a, const char *s)
     return q;
 }
 
+/* Whether a TE field's value lists "trailers". */
+static bool has_trailers(petrel_str_t v)
+{
+    for (size_t i = 0; i + 8 <= v.len; i++)
+        if (strncasecmp(v.ptr + i, "trailers", 8) == 0 &&
+            (i == 0 || strchr(" ,\t", v.ptr[i - 1])) &&
+            (i + 8 == v.len || strchr(" ,;\t", v.ptr[i + 8])))
+            return true;
+    return false;
+}
+
 static petrel_header_t field(const char *name, const char *value)
 {
     return (petrel_header_t){{(char *)name, strlen(name)}, {(char *)value, strlen(value)}};
@@ -188,9 +199,18 @@ static petrel_header_t *request_fields(petrel_req_t *req, size_t *count)
     if (out == NULL || peer == NULL)
         return NULL;
     size_t n = 0;
-    bool cookie = false;
+    bool cookie = false, te = false;
     for (size_t i = 0; i < nh; i++) {
         petrel_str_t name = h[i].name;
+        if (name_is(name, "te")) {
+            /* the one TE that crosses: "trailers" (gRPC clients send it, gRPC
+             * servers want it); the upstream client passes it on to an h2c
+             * upstream only (RFC 9113 §8.2.2 allows it there) */
+            if (!te && has_trailers(h[i].value))
+                out[n++] = field("TE", "trailers");
+            te = true;
+            continue;
+        }
         if (name.len == 0 || name.ptr[0] == ':' || hop_by_hop(name, tok, ntok) ||
             name_is(name, "host") || name_is(name, "via") || name_is(name, "x-forwarded-for") ||
             name_is(name, "x-forwarded-proto") || name_is(name, "forwarded") ||
@@ -377,7 +397,7 @@ static bool response_fields(fwd_t *st, const petrel_upstream_head_t *head)
         if (f->name.ptr == NULL || f->value.ptr == NULL)
             return false;
     }
-    char *via = petrel_arena_printf(a, "%s petrel", head->version == 10 ? "1.0" : "1.1");
+    char *via = petrel_arena_printf(a, "%s petrel", via_version(head->version));
     const char *v = via ? joined(a, head->headers, head->nheaders, "via", ", ", via) : NULL;
     if (v == NULL)
         return false;

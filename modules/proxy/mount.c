@@ -183,7 +183,8 @@ static bool prefix_ok(const char *p)
 
 static bool is_url(const char *s)
 {
-    return strstr(s, "://") != NULL || strncmp(s, "unix:", 5) == 0;
+    return strstr(s, "://") != NULL || strncmp(s, "unix:", 5) == 0 ||
+           strncmp(s, "h2c+unix:", 9) == 0;
 }
 
 /* One MOUNT, in place: PREFIX=URL[,URL...][,OPTION...]. */

@@ -3,7 +3,9 @@
  * petrel_call): the declaration in the master, then per worker a pool of
  * connections for each address, the calls waiting for one, the deadlines,
  * the circuit breakers, the connection rate and the retry budget.  The
- * wire (request head, response parsing) is http1-client.c's.
+ * wire (request head, response parsing) is http1-client.c's, or for an
+ * h2c address h2-client.c's (a connection carries many calls as streams:
+ * "HTTP/2 connections" below).
  *
  * Per worker: all that follows the `w_` fields of an upstream is made on
  * its first call in the worker (the struct itself was copied by fork).
@@ -23,6 +25,7 @@
  * (the master), per worker, the end of a call, breakers and tokens,
  * connections, sending, dispatch, reading, deadlines, calls.
  */
+#include "protocols/h2-client.h"
 #include "protocols/http1-client.h"
 #include "protocols/proto.h"
 #include "runtime/arena.h"
@@ -50,6 +53,9 @@
 #define RBUF_SIZE 16384
 #define BUDGET_SECS 10
 #define KICK_MS 20
+#define H2_WBUF 32768
+#define H2_MAX_STREAMS 100 /* per connection, below the peer's own limit */
+#define H2_REFUSALS 3      /* a call not processed, sent again at most so often */
 
 /* The breaker of an address. */
 enum { BR_CLOSED, BR_OPEN, BR_PROBE };
@@ -59,8 +65,10 @@ typedef struct uaddr {
     socklen_t salen;
     char label[128]; /* "10.0.0.1:8080", "unix:/run/app.sock" */
     char host[512];  /* the Host field: the URL's host[:port] */
+    bool h2;         /* h2c:// or h2c+unix: (HTTP/2 with prior knowledge) */
     /* per worker */
     petrel__list_t idle; /* uconn_t, most recently used last */
+    petrel__list_t live; /* h2: every connection (uconn_t), in the order opened */
     unsigned nconns, nidle, inflight;
     unsigned fails; /* in a row */
     int breaker;
@@ -109,6 +117,7 @@ struct petrel_call {
     const void *body;
     size_t body_len;
     bool idempotent, head, post_like;
+    bool te_trailers; /* `te: trailers` given: sent to an h2c upstream */
     int state;
     bool paused;
     bool headed; /* on_head ran */
@@ -125,6 +134,10 @@ struct petrel_call {
     uint64_t t0_ns;        /* the loop's time of petrel_call() */
     petrel_abort_cb prev_cb;
     void *prev_data;
+    /* h2 */
+    petrel__h2c_stream_t st;
+    petrel__timer_t htimer; /* header_timeout_ms of its stream */
+    unsigned refusals;      /* times it was not processed */
 };
 
 /* A connection's state.  K_FREE: closed, on the free list; an event the
@@ -147,6 +160,10 @@ struct uconn {
     char *wbuf;
     size_t wcap, wlen, woff, boff; /* head bytes, then body bytes written */
     void *parser;
+    /* h2: the session, its streams (calls), whether it is ending them */
+    petrel__h2c_t *h2;
+    unsigned nstreams;
+    bool closing;
 };
 
 /* Every upstream declared: they live until exit (a reload declares its
@@ -157,7 +174,7 @@ static char reason_buf[256];
 
 /* The timer queues: one per kind and timeout, shared by the upstreams
  * with the same settings. */
-enum { Q_CONNECT, Q_HEADER, Q_IDLE, Q_CALL, Q_KICK, Q_KINDS };
+enum { Q_CONNECT, Q_HEADER, Q_IDLE, Q_CALL, Q_KICK, Q_SHEADER, Q_KINDS };
 typedef struct uq {
     petrel__tq_t q;
     int kind;
@@ -172,13 +189,22 @@ static void on_header_expire(petrel__timer_t *t);
 static void on_idle_expire(petrel__timer_t *t);
 static void on_call_expire(petrel__timer_t *t);
 static void on_kick_expire(petrel__timer_t *t);
+static void on_stream_header_expire(petrel__timer_t *t);
 static void dispatch(petrel_upstream_t *up);
 static void conn_close(uconn_t *c);
+static uconn_t *h2_room(petrel_upstream_t *up, uaddr_t *a);
+static void h2_attach(petrel_call_t *call, uconn_t *c);
+static void h2_io(uconn_t *c, uint32_t events);
+static void h2_conn_end(uconn_t *c, int code, const char *reason, bool connect);
+static void h2_settle(uconn_t *c);
+static void h2_flush(uconn_t *c);
+static const petrel__h2c_cbs_t h2_cbs;
 
 static petrel__tq_t *queue(int kind, uint64_t ms)
 {
     static void (*const fns[Q_KINDS])(petrel__timer_t *) = {
-        on_connect_expire, on_header_expire, on_idle_expire, on_call_expire, on_kick_expire};
+        on_connect_expire, on_header_expire, on_idle_expire,
+        on_call_expire,    on_kick_expire,   on_stream_header_expire};
     for (int i = 0; i < nqueues; i++)
         if (queues[i].kind == kind && queues[i].ms == ms)
             return &queues[i].q;
@@ -233,7 +259,7 @@ static void say(char *err, size_t errlen, const char *fmt, ...)
 }
 
 static int add_addr(petrel_upstream_t *up, const struct sockaddr *sa, socklen_t len,
-                    const char *label, const char *host)
+                    const char *label, const char *host, bool h2)
 {
     uaddr_t *a = realloc(up->addrs, (up->naddrs + 1) * sizeof(*a));
     if (a == NULL)
@@ -245,6 +271,7 @@ static int add_addr(petrel_upstream_t *up, const struct sockaddr *sa, socklen_t 
     a->salen = len;
     snprintf(a->label, sizeof(a->label), "%s", label);
     snprintf(a->host, sizeof(a->host), "%s", host);
+    a->h2 = h2;
     return 0;
 }
 
@@ -258,23 +285,24 @@ static int parse_url(petrel_upstream_t *up, const char *s, size_t n, char *err, 
     }
     memcpy(url, s, n);
     url[n] = '\0';
-    if (strncmp(url, "unix:", 5) == 0) {
+    bool h2 = strncmp(url, "h2c+unix:", 9) == 0 || strncmp(url, "h2c://", 6) == 0;
+    if (strncmp(url, "unix:", 5) == 0 || strncmp(url, "h2c+unix:", 9) == 0) {
         struct sockaddr_un sun = {.sun_family = AF_UNIX};
-        const char *path = url + 5;
+        const char *path = strchr(url, ':') + 1;
         if (*path == '\0' || strlen(path) >= sizeof(sun.sun_path)) {
             say(err, errlen, "upstream '%s': bad socket path in '%s'", up->name, url);
             return -1;
         }
         strcpy(sun.sun_path, path);
-        return add_addr(up, (struct sockaddr *)&sun, sizeof(sun), url, "localhost");
+        return add_addr(up, (struct sockaddr *)&sun, sizeof(sun), url, "localhost", h2);
     }
-    if (strncmp(url, "http://", 7) != 0) {
+    if (strncmp(url, "http://", 7) != 0 && !h2) {
         const char *colon = strstr(url, "://");
         say(err, errlen, "upstream '%s': unsupported scheme '%.*s' in '%s'", up->name,
             colon ? (int)(colon - url) : (int)n, url, url);
         return -1;
     }
-    char *host = url + 7, *end = host + strcspn(host, "/?#");
+    char *host = strstr(url, "://") + 3, *end = host + strcspn(host, "/?#");
     if (*end != '\0' && strcmp(end, "/") != 0) {
         say(err, errlen, "upstream '%s': a path in '%s' (give the host and port only)", up->name,
             url);
@@ -322,7 +350,7 @@ static int parse_url(petrel_upstream_t *up, const char *s, size_t n, char *err, 
                              : (const void *)&((struct sockaddr_in *)ai->ai_addr)->sin_addr;
         inet_ntop(ai->ai_family, in, ip, sizeof(ip));
         snprintf(label, sizeof(label), ai->ai_family == AF_INET6 ? "[%s]:%s" : "%s:%s", ip, port);
-        if (add_addr(up, ai->ai_addr, ai->ai_addrlen, label, authority) < 0) {
+        if (add_addr(up, ai->ai_addr, ai->ai_addrlen, label, authority, h2) < 0) {
             freeaddrinfo(res);
             say(err, errlen, "upstream '%s': out of memory", up->name);
             return -1;
@@ -407,6 +435,7 @@ static void worker_setup(petrel_upstream_t *up)
     for (unsigned i = 0; i < up->naddrs; i++) {
         uaddr_t *a = &up->addrs[i];
         list_init(&a->idle);
+        list_init(&a->live);
         a->tokens = up->o.connects_per_sec;
         a->tokens_ms = petrel__loop->now_ms;
     }
@@ -487,6 +516,21 @@ static bool listening(const petrel_call_t *call)
     return !call->cancelled && (call->req == NULL || petrel_req_held(call->req));
 }
 
+static void h2_unbind(petrel_call_t *call);
+
+/* Take `call` off its connection (an h2 stream is reset unless it ended). */
+static void call_unbind(petrel_call_t *call)
+{
+    petrel__timer_disarm(&call->htimer);
+    if (call->conn && call->conn->h2) {
+        h2_unbind(call);
+        return;
+    }
+    if (call->conn)
+        call->conn->call = NULL;
+    call->conn = NULL;
+}
+
 /* Detach `call` from its queue, connection and timer: it is over.  Its
  * request's access log line names the address and the call's time. */
 static void call_detach(petrel_call_t *call)
@@ -511,9 +555,7 @@ static void call_detach(petrel_call_t *call)
         call->addr->open_until = petrel__loop->now_ms + call->up->o.breaker_pause_ms;
     }
     call->probe = false;
-    if (call->conn)
-        call->conn->call = NULL;
-    call->conn = NULL;
+    call_unbind(call);
     call->state = C_DONE;
 }
 
@@ -621,6 +663,10 @@ static uconn_t *conn_get(void)
     c->nreq = 0;
     c->in_feed = c->doomed = false;
     c->rlen = c->roff = 0;
+    c->h2 = NULL;
+    c->nstreams = 0;
+    c->closing = false;
+    c->wlen = c->woff = 0;
     return c;
 }
 
@@ -633,6 +679,19 @@ static void conn_close(uconn_t *c)
         return;
     }
     uaddr_t *a = c->addr;
+    if (c->h2) {
+        /* streams left (a connection given up): their calls fail */
+        c->closing = true;
+        for (petrel__h2c_stream_t *st; (st = petrel__h2c_first(c->h2)) != NULL;)
+            call_fail(st->ctx, PETREL_UPSTREAM_ECLOSED,
+                      fmt_reason("%s: the connection was closed", a->label));
+        petrel__h2c_free(c->h2);
+        c->h2 = NULL;
+        list_unlink(&c->node); /* a->live */
+        if (c->state == K_IDLE)
+            a->nidle--;
+        c->state = K_BUSY;
+    }
     petrel__timer_disarm(&c->timer);
     if (c->io.fd >= 0) {
         petrel__io_del(petrel__loop, &c->io);
@@ -683,10 +742,34 @@ static uconn_t *conn_open(petrel_upstream_t *up, uaddr_t *a, int *err)
         int one = 1;
         setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
     }
+    if (a->h2) {
+        if (c->wcap < H2_WBUF) {
+            char *b = realloc(c->wbuf, H2_WBUF);
+            if (b == NULL) {
+                *err = ENOMEM;
+                close(fd);
+                c->state = K_FREE;
+                list_append(&free_conns, &c->node);
+                return NULL;
+            }
+            c->wbuf = b;
+            c->wcap = H2_WBUF;
+        }
+        c->h2 = petrel__h2c_new(&h2_cbs);
+        if (c->h2 == NULL) {
+            *err = ENOMEM;
+            close(fd);
+            c->state = K_FREE;
+            list_append(&free_conns, &c->node);
+            return NULL;
+        }
+    }
     petrel__metrics_up(a->mslot)->connects++;
     if (connect(fd, (struct sockaddr *)&a->sa, a->salen) < 0 && errno != EINPROGRESS) {
         *err = errno;
         close(fd);
+        petrel__h2c_free(c->h2);
+        c->h2 = NULL;
         c->state = K_FREE;
         list_append(&free_conns, &c->node);
         return NULL;
@@ -700,11 +783,15 @@ static uconn_t *conn_open(petrel_upstream_t *up, uaddr_t *a, int *err)
         *err = EIO;
         close(fd);
         c->io.fd = -1;
+        petrel__h2c_free(c->h2);
+        c->h2 = NULL;
         c->state = K_FREE;
         list_append(&free_conns, &c->node);
         return NULL;
     }
     a->nconns++;
+    if (c->h2)
+        list_append(&a->live, &c->node);
     return c;
 }
 
@@ -715,16 +802,13 @@ static void call_send(petrel_call_t *call);
 /* A call whose connection failed before any byte of a response: sent
  * again (on another connection) when that cannot do twice what the
  * upstream did once, and the budget allows; else it fails. */
-static void call_retry_or_fail(petrel_call_t *call, int code, const char *reason, bool connect)
+static void call_requeue(petrel_call_t *call)
 {
-    bool may = connect ? call->idempotent : (call->idempotent || !call->wrote);
-    if (may && !call->probe && budget_take(call->up)) {
+    {
         petrel_upstream_t *up = call->up;
         if (call->addr)
             call->addr->inflight--;
-        if (call->conn)
-            call->conn->call = NULL;
-        call->conn = NULL;
+        call_unbind(call);
         call->addr = NULL;
         call->wrote = false;
         call->state = C_QUEUED;
@@ -735,6 +819,14 @@ static void call_retry_or_fail(petrel_call_t *call, int code, const char *reason
         up->pending.next = &call->node;
         up->npending++;
         want_dispatch(up);
+    }
+}
+
+static void call_retry_or_fail(petrel_call_t *call, int code, const char *reason, bool connect)
+{
+    bool may = connect ? call->idempotent : (call->idempotent || !call->wrote);
+    if (may && !call->probe && budget_take(call->up)) {
+        call_requeue(call);
         return;
     }
     call_fail(call, code, reason);
@@ -861,6 +953,283 @@ static void attach(petrel_call_t *call, uconn_t *c, bool reused)
     call_send(call);
 }
 
+/* ---- HTTP/2 connections --------------------------------------------------
+ *
+ * An h2c address's connections are all on its `live` list; each carries
+ * up to H2_MAX_STREAMS calls at once (fewer if the peer's
+ * SETTINGS_MAX_CONCURRENT_STREAMS says so), and a new one is opened only
+ * when every open one is full.  A connection with no stream is idle (its
+ * idle deadline runs); one that had a GOAWAY, or max_requests streams,
+ * takes no new stream and closes when its last one ends.  A call's stream
+ * is its own: its header deadline is the call's (htimer), a cancel or a
+ * deadline resets the stream only.  A stream the upstream did not process
+ * (REFUSED_STREAM, above a GOAWAY's last stream id, never sent: RFC 9113
+ * §8.7) is sent again whatever its method, up to H2_REFUSALS times. */
+
+/* A connection of `a` that may take a stream now, or NULL. */
+static uconn_t *h2_room(petrel_upstream_t *up, uaddr_t *a)
+{
+    for (petrel__list_t *n = a->live.next; n != &a->live; n = n->next) {
+        uconn_t *c = container_of(n, uconn_t, node);
+        if (c->doomed || (up->o.max_requests && c->nreq >= up->o.max_requests))
+            continue;
+        if (petrel__h2c_room(c->h2, H2_MAX_STREAMS))
+            return c;
+    }
+    return NULL;
+}
+
+/* Write what the session has framed; on a broken socket, its calls are
+ * retried or fail. */
+static void h2_flush(uconn_t *c)
+{
+    if (c->state == K_FREE || c->state == K_CONNECTING || c->in_feed || c->closing)
+        return;
+    for (;;) {
+        if (c->woff == c->wlen) {
+            c->in_feed = true; /* framing may end streams: their calls are told */
+            long n = petrel__h2c_out(c->h2, c->wbuf, c->wcap);
+            c->in_feed = false;
+            if (c->doomed) {
+                c->doomed = false;
+                conn_close(c);
+                return;
+            }
+            if (n < 0) {
+                h2_conn_end(c, PETREL_UPSTREAM_EPROTO,
+                            fmt_reason("%s: HTTP/2 session failed", c->addr->label), false);
+                return;
+            }
+            c->wlen = (size_t)n;
+            c->woff = 0;
+            if (n == 0)
+                break;
+        }
+        ssize_t w = send(c->io.fd, c->wbuf + c->woff, c->wlen - c->woff, MSG_NOSIGNAL);
+        if (w < 0) {
+            if (errno == EAGAIN || errno == EWOULDBLOCK) {
+                petrel__io_mod(petrel__loop, &c->io, EPOLLIN | EPOLLOUT);
+                return;
+            }
+            if (errno == EINTR)
+                continue;
+            h2_conn_end(c, PETREL_UPSTREAM_ECLOSED,
+                        fmt_reason("write to %s: %s", c->addr->label, strerror(errno)), false);
+            return;
+        }
+        c->woff += (size_t)w;
+    }
+    petrel__io_mod(petrel__loop, &c->io, EPOLLIN);
+    if (!petrel__h2c_alive(c->h2) && c->nstreams == 0)
+        conn_close(c); /* the session ended (a GOAWAY sent or taken, nothing left) */
+}
+
+/* A stream of `c` is over: the connection idles, or closes once it takes
+ * no more streams; what the session queued (RST_STREAM, WINDOW_UPDATE) is
+ * written. */
+static void h2_settle(uconn_t *c)
+{
+    if (c->state == K_FREE || c->closing)
+        return;
+    if (c->nstreams == 0 && c->state != K_CONNECTING) {
+        petrel_upstream_t *up = c->up;
+        if (petrel__h2c_goaway(c->h2) || (up->o.max_requests && c->nreq >= up->o.max_requests)) {
+            conn_close(c);
+            return;
+        }
+        if (c->state != K_IDLE) {
+            c->state = K_IDLE;
+            c->addr->nidle++;
+            if (!arm(&c->timer, Q_IDLE, up->o.idle_timeout_ms)) {
+                conn_close(c);
+                return;
+            }
+        }
+    }
+    h2_flush(c);
+    want_dispatch(c->up);
+}
+
+static void h2_unbind(petrel_call_t *call)
+{
+    uconn_t *c = call->conn;
+    call->conn = NULL;
+    petrel__h2c_forget(c->h2, &call->st);
+    c->nstreams--;
+    h2_settle(c);
+}
+
+/* Open `call`'s stream on `c` (connected or being connected). */
+static void h2_attach(petrel_call_t *call, uconn_t *c)
+{
+    petrel_upstream_t *up = call->up;
+    if (call->state == C_QUEUED) {
+        list_unlink(&call->node);
+        up->npending--;
+    }
+    call->conn = c;
+    call->addr = c->addr;
+    call->reused = c->nreq > 0;
+    c->addr->inflight++;
+    if (c->state == K_IDLE) {
+        c->state = K_BUSY;
+        c->addr->nidle--;
+        petrel__timer_disarm(&c->timer);
+    }
+    if (call->reused)
+        petrel__metrics_up(c->addr->mslot)->reuses++;
+    c->nstreams++;
+    c->nreq++;
+    call->state = C_WAITING;
+    int rc = petrel__h2c_submit(c->h2, &call->st, call, call->arena, call->method,
+                                call->authority ? call->authority : c->addr->host, call->target,
+                                call->fields, call->nfields, call->te_trailers, call->body,
+                                call->body_len, call->body_len > 0 || call->post_like, call->head);
+    if (rc < 0) {
+        call_fail(call, PETREL_UPSTREAM_ECLOSED,
+                  rc == PETREL_ENOMEM ? "out of memory" : "the connection takes no more streams");
+        return;
+    }
+    call->st.paused = call->paused;
+    h2_flush(c);
+}
+
+/* The connection is gone (or could not be made): each of its calls is sent
+ * again where that is safe (as a broken HTTP/1.1 connection's would be),
+ * or fails. */
+static void h2_conn_end(uconn_t *c, int code, const char *reason, bool connect)
+{
+    c->closing = true;
+    for (petrel__h2c_stream_t *st; (st = petrel__h2c_first(c->h2)) != NULL;) {
+        petrel_call_t *call = st->ctx;
+        call->wrote = st->sent;
+        if (!call->headed)
+            call_retry_or_fail(call, code, reason, connect);
+        else
+            call_fail(call, PETREL_UPSTREAM_ECLOSED,
+                      fmt_reason("%s: closed mid-body", c->addr->label));
+    }
+    c->closing = false;
+    conn_close(c);
+}
+
+static void h2_readable(uconn_t *c)
+{
+    for (;;) {
+        ssize_t r = read(c->io.fd, c->rbuf, RBUF_SIZE);
+        if (r < 0) {
+            if (errno == EAGAIN || errno == EWOULDBLOCK)
+                break;
+            if (errno == EINTR)
+                continue;
+            h2_conn_end(c, PETREL_UPSTREAM_ECLOSED,
+                        fmt_reason("%s: %s", c->addr->label, strerror(errno)), false);
+            return;
+        }
+        if (r == 0) {
+            h2_conn_end(c, PETREL_UPSTREAM_ECLOSED,
+                        fmt_reason("%s: closed before the response", c->addr->label), false);
+            return;
+        }
+        c->in_feed = true;
+        int rc = petrel__h2c_recv(c->h2, c->rbuf, (size_t)r);
+        c->in_feed = false;
+        if (c->doomed) {
+            c->doomed = false;
+            conn_close(c);
+            return;
+        }
+        if (rc < 0) {
+            addr_failed(c->up, c->addr);
+            h2_conn_end(c, PETREL_UPSTREAM_EPROTO,
+                        fmt_reason("%s: not a valid HTTP/2 peer", c->addr->label), false);
+            return;
+        }
+        if ((size_t)r < RBUF_SIZE)
+            break;
+    }
+    h2_flush(c);
+}
+
+static void h2_io(uconn_t *c, uint32_t events)
+{
+    if (events & EPOLLOUT)
+        h2_flush(c);
+    if (c->state != K_FREE && (events & (EPOLLIN | EPOLLHUP | EPOLLERR | EPOLLRDHUP)))
+        h2_readable(c);
+}
+
+static void h2_on_head(void *ctx, int status, const petrel_header_t *f, size_t n, int64_t cl)
+{
+    petrel_call_t *call = ctx;
+    petrel__timer_disarm(&call->htimer); /* the header came */
+    call->state = C_BODY;
+    call->headed = true;
+    if (call->probe || call->addr->breaker == BR_CLOSED)
+        addr_ok(call->up, call->addr);
+    call->addr->fails = 0;
+    call->probe = false;
+    int r = status < 200   ? R_1XX_3XX
+            : status < 300 ? R_2XX
+            : status < 400 ? R_1XX_3XX
+            : status < 500 ? R_4XX
+                           : R_5XX;
+    petrel__metrics_up(call->up->mslot)->calls[r]++;
+    if (listening(call) && call->cbs.on_head) {
+        petrel_upstream_head_t h = {status, 20, f, n, cl};
+        call->cbs.on_head(call, &h, call->data);
+    }
+}
+
+static void h2_on_body(void *ctx, const char *p, size_t n)
+{
+    petrel_call_t *call = ctx;
+    if (listening(call) && call->cbs.on_body)
+        call->cbs.on_body(call, p, n, call->data);
+}
+
+static void h2_on_end(void *ctx, const petrel_header_t *t, size_t n)
+{
+    petrel_call_t *call = ctx;
+    call_detach(call);
+    if (listening(call) && call->cbs.on_end)
+        call->cbs.on_end(call, t, n, call->data);
+}
+
+static void h2_on_close(void *ctx, int how, uint32_t code)
+{
+    petrel_call_t *call = ctx;
+    const char *label = call->addr->label;
+    if (how == PETREL__H2C_REFUSED && !call->headed) {
+        if (call->refusals++ < H2_REFUSALS && !call->probe) {
+            petrel__metrics_up(call->up->mslot)->retries++;
+            call_requeue(call); /* not processed: safe to send again (RFC 9113 §8.7) */
+            return;
+        }
+        call_fail(call, PETREL_UPSTREAM_ECLOSED,
+                  fmt_reason("%s: the stream was refused %u times", label, call->refusals));
+        return;
+    }
+    addr_failed(call->up, call->addr);
+    if (how == PETREL__H2C_MALFORMED)
+        call_fail(call, PETREL_UPSTREAM_EPROTO, fmt_reason("%s: a malformed response", label));
+    else
+        call_fail(call, PETREL_UPSTREAM_ECLOSED,
+                  fmt_reason("%s: the stream was reset (HTTP/2 error %u)", label, code));
+}
+
+/* The whole request is written: the header deadline runs (as over
+ * HTTP/1.1), for this stream only. */
+static void h2_on_sent(void *ctx)
+{
+    petrel_call_t *call = ctx;
+    if (!call->headed)
+        arm(&call->htimer, Q_SHEADER, call->up->o.header_timeout_ms);
+}
+
+static const petrel__h2c_cbs_t h2_cbs = {h2_on_head, h2_on_body, h2_on_end, h2_on_close,
+                                         h2_on_sent};
+
 /* ---- dispatch ----------------------------------------------------------- */
 
 /* Choose an address for the next call: NULL when every breaker is open
@@ -879,7 +1248,8 @@ static uaddr_t *pick(petrel_upstream_t *up, bool *all_open, bool *probe)
             *all_open = false;
         if (!addr_usable(a, &pr))
             continue;
-        bool room = a->nidle > 0 || a->nconns < up->o.max_conns;
+        bool room = a->h2 ? h2_room(up, a) != NULL || a->nconns < up->o.max_conns
+                          : a->nidle > 0 || a->nconns < up->o.max_conns;
         if (!room)
             continue;
         if (up->o.balance == PETREL_BALANCE_LEAST_PENDING) {
@@ -921,7 +1291,13 @@ static void dispatch(petrel_upstream_t *up)
             wait_breaker = true;
             break; /* at max_conns, or a probe is out: a connection will free up */
         }
-        if (a->nidle > 0) {
+        if (a->h2) {
+            uconn_t *c = h2_room(up, a);
+            if (c) {
+                h2_attach(call, c);
+                continue;
+            }
+        } else if (a->nidle > 0) {
             /* the most recently used: the likeliest to be alive */
             uconn_t *c = container_of(a->idle.prev, uconn_t, node);
             attach(call, c, true);
@@ -948,7 +1324,10 @@ static void dispatch(petrel_upstream_t *up)
                                fmt_reason("connect to %s: %s", a->label, strerror(err)), true);
             continue;
         }
-        attach(call, c, false);
+        if (a->h2)
+            h2_attach(call, c);
+        else
+            attach(call, c, false);
     }
     if ((wait_tokens || wait_breaker) && !list_empty(&up->pending) && up->kick.q == NULL)
         arm(&up->kick, Q_KICK, KICK_MS);
@@ -1130,6 +1509,12 @@ static void conn_connected(uconn_t *c)
     petrel_call_t *call = c->call;
     if (getsockopt(c->io.fd, SOL_SOCKET, SO_ERROR, &e, &len) < 0)
         e = errno;
+    if (e && c->h2) {
+        addr_failed(c->up, c->addr);
+        h2_conn_end(c, PETREL_UPSTREAM_EREFUSED,
+                    fmt_reason("connect to %s: %s", c->addr->label, strerror(e)), true);
+        return;
+    }
     if (e) {
         uaddr_t *a = c->addr;
         conn_close(c);
@@ -1140,6 +1525,12 @@ static void conn_connected(uconn_t *c)
         return;
     }
     petrel__timer_disarm(&c->timer);
+    if (c->h2) {
+        c->state = K_BUSY;
+        petrel__io_mod(petrel__loop, &c->io, EPOLLIN);
+        h2_settle(c); /* idle if its calls went away meanwhile; writes what is queued */
+        return;
+    }
     if (call == NULL) { /* its call went away meanwhile */
         conn_idle(c);
         return;
@@ -1156,6 +1547,10 @@ static void conn_io(petrel__io_t *io, uint32_t events)
         return; /* closed by what an earlier event of this loop turn did */
     if (c->state == K_CONNECTING) {
         conn_connected(c);
+        return;
+    }
+    if (c->h2) {
+        h2_io(c, events);
         return;
     }
     if (c->call && c->call->state == C_SENDING && (events & (EPOLLOUT | EPOLLERR))) {
@@ -1176,6 +1571,14 @@ static void on_connect_expire(petrel__timer_t *t)
     uconn_t *c = container_of(t, uconn_t, timer);
     petrel_call_t *call = c->call;
     uaddr_t *a = c->addr;
+    if (c->h2) {
+        addr_failed(c->up, a);
+        h2_conn_end(
+            c, PETREL_UPSTREAM_ECONNECT,
+            fmt_reason("connect to %s: no answer in %u ms", a->label, c->up->o.connect_timeout_ms),
+            true);
+        return;
+    }
     conn_close(c);
     addr_failed(c->up, a);
     if (call)
@@ -1198,6 +1601,16 @@ static void on_header_expire(petrel__timer_t *t)
             fmt_reason("%s: no response header in %u ms", a->label, c->up->o.header_timeout_ms));
 }
 
+static void on_stream_header_expire(petrel__timer_t *t)
+{
+    petrel_call_t *call = container_of(t, petrel_call_t, htimer);
+    uaddr_t *a = call->addr;
+    addr_failed(call->up, a);
+    call_fail(
+        call, PETREL_UPSTREAM_EHEADER,
+        fmt_reason("%s: no response header in %u ms", a->label, call->up->o.header_timeout_ms));
+}
+
 static void on_idle_expire(petrel__timer_t *t)
 {
     conn_close(container_of(t, uconn_t, timer));
@@ -1206,7 +1619,7 @@ static void on_idle_expire(petrel__timer_t *t)
 static void on_call_expire(petrel__timer_t *t)
 {
     petrel_call_t *call = container_of(t, petrel_call_t, timer);
-    if (call->conn)
+    if (call->conn && !call->conn->h2)
         conn_close(call->conn); /* mid-request: the connection cannot be reused */
     call_fail(call, PETREL_UPSTREAM_ETIMEOUT,
               fmt_reason("upstream '%s': no complete response in %u ms", call->up->name,
@@ -1221,6 +1634,14 @@ static void call_on_abort(petrel_req_t *req, void *data)
     if (call->prev_cb)
         call->prev_cb(req, call->prev_data);
     petrel_call_cancel(call);
+}
+
+/* `te: trailers`, the one TE a caller may give (gRPC sends it): it goes to
+ * an h2c upstream (RFC 9113 §8.2.2 allows it), not to HTTP/1.1 ones. */
+static bool te_trailers(const petrel_header_t *h)
+{
+    return h->name.len == 2 && strncasecmp(h->name.ptr, "te", 2) == 0 && h->value.len == 8 &&
+           strncasecmp(h->value.ptr, "trailers", 8) == 0;
 }
 
 /* The arena of the call is going: nobody may be told any more. */
@@ -1255,11 +1676,17 @@ petrel_call_t *petrel_call(petrel_upstream_t *up, const petrel_call_spec_t *spec
                 errno = EINVAL;
                 return NULL;
             }
-    for (size_t i = 0; i < spec->nheaders; i++)
+    size_t nte = 0;
+    for (size_t i = 0; i < spec->nheaders; i++) {
+        if (te_trailers(&spec->headers[i])) {
+            nte++;
+            continue;
+        }
         if (!petrel__h1c_field_ok(&spec->headers[i])) {
             errno = EINVAL;
             return NULL;
         }
+    }
     if (spec->req && !petrel_req_waiting(spec->req)) {
         errno = EINVAL; /* answered or aborted already: nobody to tell */
         return NULL;
@@ -1286,19 +1713,25 @@ petrel_call_t *petrel_call(petrel_upstream_t *up, const petrel_call_spec_t *spec
         errno = ENOMEM;
         return NULL;
     }
+    size_t k = 0;
     for (size_t i = 0; i < spec->nheaders; i++) {
         const petrel_header_t *h = &spec->headers[i];
-        f[i].name.ptr = petrel_arena_strndup(arena, h->name.ptr, h->name.len);
-        f[i].name.len = h->name.len;
-        f[i].value.ptr = petrel_arena_strndup(arena, h->value.ptr, h->value.len);
-        f[i].value.len = h->value.len;
-        if (f[i].name.ptr == NULL || f[i].value.ptr == NULL) {
+        if (te_trailers(h)) {
+            call->te_trailers = true;
+            continue;
+        }
+        size_t j = k++;
+        f[j].name.ptr = petrel_arena_strndup(arena, h->name.ptr, h->name.len);
+        f[j].name.len = h->name.len;
+        f[j].value.ptr = petrel_arena_strndup(arena, h->value.ptr, h->value.len);
+        f[j].value.len = h->value.len;
+        if (f[j].name.ptr == NULL || f[j].value.ptr == NULL) {
             errno = ENOMEM;
             return NULL;
         }
     }
     call->fields = f;
-    call->nfields = spec->nheaders;
+    call->nfields = spec->nheaders - nte;
     call->body = spec->body;
     call->body_len = spec->body_len;
     const char *m = call->method;
@@ -1340,6 +1773,12 @@ void petrel_call_pause(petrel_call_t *call, int paused)
         return;
     call->paused = paused != 0;
     uconn_t *c = call->conn;
+    if (c && c->h2) { /* its stream's window is the backpressure */
+        petrel__h2c_pause(c->h2, &call->st, call->paused);
+        if (c->state != K_FREE && c->h2 && !c->in_feed)
+            h2_flush(c);
+        return;
+    }
     if (c == NULL || c->state != K_BUSY || call->state == C_SENDING)
         return;
     if (call->paused) {
@@ -1360,8 +1799,9 @@ void petrel_call_cancel(petrel_call_t *call)
         return;
     uconn_t *c = call->conn;
     int state = call->state;
-    call_detach(call);
-    if (c == NULL)
+    bool h2 = c && c->h2;
+    call_detach(call); /* an h2 stream is reset: its connection goes on */
+    if (c == NULL || h2)
         return;
     if (state == C_CONNECTING)
         return;    /* nothing sent: the connection joins the pool once made */

@@ -8,10 +8,17 @@
  *       "error CODE NAME: REASON\n", and "after head" when the call failed
  *       after on_head.
  * GET /cancel/PATH makes a call and cancels it at once, then answers 200.
- * GET /pause/PATH is /up/PATH with the response paused from on_head to
+ * GET /cancel-later/PATH makes a call, cancels it 100 ms later (its request
+ * sent by then) and answers 200 "cancelled".
+ * POST /grpc/PATH is /up/PATH as a gRPC call: content-type application/grpc
+ * and te: trailers sent, the body as given (the 5-byte prefix and the
+ * message), and a last line "grpc-status S" (from the trailers, or from the
+ * header of a trailers-only answer).
+ * GET or POST /pause/PATH is /up/PATH with the response paused from on_head to
  * 100 ms later.
  */
 #include <petrel.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -22,7 +29,9 @@ typedef struct got {
     petrel_req_t *req;
     petrel_call_t *call;
     int pause;
+    bool grpc;
     int status;
+    char grpc_status[16];
     char xtest[64];
     char trailer[64];
     char *body;
@@ -41,10 +50,15 @@ static void on_head(petrel_call_t *call, const petrel_upstream_head_t *h, void *
     if (g->pause && petrel_timer_start(100, resume, g) != NULL)
         petrel_call_pause(call, 1);
     g->status = h->status;
-    for (size_t i = 0; i < h->nheaders; i++)
+    for (size_t i = 0; i < h->nheaders; i++) {
+        if (h->headers[i].name.len == 11 &&
+            strncasecmp(h->headers[i].name.ptr, "grpc-status", 11) == 0)
+            snprintf(g->grpc_status, sizeof(g->grpc_status), "%.*s", (int)h->headers[i].value.len,
+                     h->headers[i].value.ptr);
         if (h->headers[i].name.len == 6 && strncasecmp(h->headers[i].name.ptr, "x-test", 6) == 0)
             snprintf(g->xtest, sizeof(g->xtest), "%.*s", (int)h->headers[i].value.len,
                      h->headers[i].value.ptr);
+    }
 }
 
 static void on_body(petrel_call_t *call, const void *p, size_t n, void *data)
@@ -70,16 +84,34 @@ static void on_end(petrel_call_t *call, const petrel_header_t *t, size_t n, void
 {
     (void)call;
     got_t *g = data;
-    for (size_t i = 0; i < n; i++)
+    for (size_t i = 0; i < n; i++) {
         if (t[i].name.len == 9 && strncasecmp(t[i].name.ptr, "x-trailer", 9) == 0)
             snprintf(g->trailer, sizeof(g->trailer), "%.*s", (int)t[i].value.len, t[i].value.ptr);
-    char *out = petrel_arena_alloc(g->req->arena, g->len + 256, 1);
+        if (t[i].name.len == 11 && strncasecmp(t[i].name.ptr, "grpc-status", 11) == 0)
+            snprintf(g->grpc_status, sizeof(g->grpc_status), "%.*s", (int)t[i].value.len,
+                     t[i].value.ptr);
+    }
+    if (g->grpc && g->body) { /* binary: in hex */
+        char *hex = petrel_arena_alloc(g->req->arena, 2 * g->len + 1, 1);
+        if (hex == NULL) {
+            petrel_send_status(g->req, 500);
+            return;
+        }
+        for (size_t i = 0; i < g->len; i++)
+            sprintf(hex + 2 * i, "%02x", (unsigned char)g->body[i]);
+        g->body = hex;
+        g->len *= 2;
+    }
+    size_t cap = g->len + 256;
+    char *out = petrel_arena_alloc(g->req->arena, cap, 1);
     if (out == NULL) {
         petrel_send_status(g->req, 500);
         return;
     }
-    int k = snprintf(out, g->len + 256, "status %d\nx-test %s\nbody %s\ntrailer %s\n", g->status,
-                     g->xtest, g->body ? g->body : "", g->trailer);
+    int k = snprintf(out, cap, "status %d\nx-test %s\nbody %s\ntrailer %s\n", g->status, g->xtest,
+                     g->body ? g->body : "", g->trailer);
+    if (g->grpc)
+        k += snprintf(out + k, cap - (size_t)k, "grpc-status %s\n", g->grpc_status);
     petrel_send(g->req, 200, "text/plain", out, (size_t)k);
 }
 
@@ -126,15 +158,20 @@ static int call_it(petrel_req_t *req, void *data)
         return PETREL_ENOMEM;
     g->req = req;
     static const petrel_header_t fields[] = {{{"X-From", 6}, {"petrel", 6}}};
+    static const petrel_header_t grpc_fields[] = {
+        {{"content-type", 12}, {"application/grpc", 16}},
+        {{"te", 2}, {"trailers", 8}},
+    };
     petrel_call_spec_t spec = {0};
     spec.method = req->method == PETREL_POST ? "POST" : "GET";
     spec.target = target;
-    spec.headers = fields;
-    spec.nheaders = 1;
+    g->grpc = data != NULL && strcmp(data, "grpc") == 0;
+    spec.headers = g->grpc ? grpc_fields : fields;
+    spec.nheaders = g->grpc ? 2 : 1;
     spec.body = req->body.ptr;
     spec.body_len = req->body.len;
     spec.req = req;
-    g->pause = data != NULL;
+    g->pause = data != NULL && strcmp(data, "pause") == 0;
     g->call = petrel_call(up, &spec, &cbs, g);
     if (g->call == NULL)
         return 500;
@@ -158,6 +195,31 @@ static int cancel_it(petrel_req_t *req, void *data)
         return 500;
     petrel_call_cancel(call);
     return petrel_send(req, 200, "text/plain", "cancelled\n", 10);
+}
+
+static void cancel_now(void *data)
+{
+    got_t *g = data;
+    petrel_call_cancel(g->call);
+    petrel_send(g->req, 200, "text/plain", "cancelled\n", 10);
+}
+
+static int cancel_later(petrel_req_t *req, void *data)
+{
+    (void)data;
+    got_t *g = petrel_arena_new(req->arena, got_t, 1);
+    char *target = target_of(req);
+    if (g == NULL || target == NULL)
+        return PETREL_ENOMEM;
+    g->req = req;
+    petrel_call_spec_t spec = {0};
+    spec.method = "GET";
+    spec.target = target;
+    spec.req = req;
+    g->call = petrel_call(up, &spec, &cbs, g);
+    if (g->call == NULL || petrel_timer_start(100, cancel_now, g) == NULL)
+        return 500;
+    return PETREL_LATER;
 }
 
 static int init(petrel_server_t *srv, const char *args)
@@ -211,11 +273,10 @@ static int init(petrel_server_t *srv, const char *args)
 }
 
 static const petrel_route_t routes[] = {
-    {PETREL_GET, "/up/*", call_it, NULL},
-    {PETREL_POST, "/up/*", call_it, NULL},
-    {PETREL_GET, "/cancel/*", cancel_it, NULL},
-    {PETREL_GET, "/pause/*", call_it, "pause"},
-    {0, NULL, NULL, NULL},
+    {PETREL_GET, "/up/*", call_it, NULL},       {PETREL_POST, "/up/*", call_it, NULL},
+    {PETREL_GET, "/cancel/*", cancel_it, NULL}, {PETREL_GET, "/cancel-later/*", cancel_later, NULL},
+    {PETREL_GET, "/pause/*", call_it, "pause"}, {PETREL_POST, "/pause/*", call_it, "pause"},
+    {PETREL_POST, "/grpc/*", call_it, "grpc"},  {0, NULL, NULL, NULL},
 };
 
 PETREL_MODULE(upt, routes, init, NULL, NULL)
