@@ -196,8 +196,14 @@ static bool hop_by_hop(petrel_str_t n, int kind, const petrel_str_t *tok, size_t
     return false;
 }
 
+static char *put(char *p, const char *s, size_t n)
+{
+    memcpy(p, s, n);
+    return p + n;
+}
+
 /* "a, b" + ", " + add; the fields `name` of h in their order, then `add`
- * (of length alen). */
+ * (of length alen; with none, a trailing `sep` the caller takes off). */
 static char *joined(petrel_arena_t *a, const petrel_header_t *h, size_t nh, const char *name,
                     const char *sep, const char *add, size_t alen)
 {
@@ -211,12 +217,8 @@ static char *joined(petrel_arena_t *a, const petrel_header_t *h, size_t nh, cons
     for (size_t i = 0; i < nh; i++) {
         if (!name_is(h[i].name, name) || h[i].value.len == 0)
             continue;
-        memcpy(p, h[i].value.ptr, h[i].value.len);
-        p += h[i].value.len;
-        if (alen) {
-            memcpy(p, sep, slen);
-            p += slen;
-        }
+        p = put(p, h[i].value.ptr, h[i].value.len);
+        p = put(p, sep, slen);
     }
     memcpy(p, add, alen + 1);
     return out;
@@ -244,12 +246,6 @@ static petrel_str_t via_value(int version)
     if (version == 10)
         return (petrel_str_t){"1.0 petrel", 10};
     return (petrel_str_t){"1.1 petrel", 10};
-}
-
-static char *put(char *p, const char *s, size_t n)
-{
-    memcpy(p, s, n);
-    return p + n;
 }
 
 /* The Forwarded element of this hop (RFC 7239 §4): for= the client's
