@@ -281,12 +281,10 @@ bool petrel__h1c_field_ok(const petrel_header_t *f)
 {
     if (!petrel__all_of(f->name.ptr, f->name.len, PETREL__CC_TCHAR) || hop_by_hop(&f->name))
         return false;
-    for (size_t i = 0; i < f->value.len; i++) {
-        unsigned char ch = (unsigned char)f->value.ptr[i];
-        if (ch == '\r' || ch == '\n' || ch == '\0')
-            return false;
-    }
-    return true;
+    /* three memchr() (vector code) cost less than a test of each byte */
+    const char *v = f->value.ptr;
+    size_t n = f->value.len;
+    return !memchr(v, '\r', n) && !memchr(v, '\n', n) && !memchr(v, '\0', n);
 }
 
 size_t petrel__h1c_head_size(const char *method, const char *target, const char *host,
