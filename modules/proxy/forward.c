@@ -59,16 +59,27 @@ typedef struct fwd {
 /* ------------------------------------------------------------------------ */
 /* Fields                                                                    */
 
-/* Does n equal the lowercase `lit` of length l, in any case? */
+/* Does n equal `lit` of length l, in any case?  `lit` is a field name in
+ * lowercase: letters, digits and '-', each with bit 0x20 set, so setting
+ * that bit in n's bytes lowercases its letters and leaves the others; of
+ * what it could confuse, only control bytes, which no field name has
+ * (the protocols refuse them), would compare equal: eight bytes at a
+ * time. */
 static bool name_eq(petrel_str_t n, const char *lit, size_t l)
 {
     if (n.len != l)
         return false;
-    for (size_t i = 0; i < l; i++) {
-        unsigned char c = (unsigned char)n.ptr[i];
-        if ((c >= 'A' && c <= 'Z' ? c + 32 : c) != (unsigned char)lit[i])
+    size_t i = 0;
+    for (; i + 8 <= l; i += 8) {
+        uint64_t a, b;
+        memcpy(&a, n.ptr + i, 8);
+        memcpy(&b, lit + i, 8);
+        if ((a | UINT64_C(0x2020202020202020)) != b)
             return false;
     }
+    for (; i < l; i++)
+        if (((unsigned char)n.ptr[i] | 0x20) != (unsigned char)lit[i])
+            return false;
     return true;
 }
 
