@@ -1116,6 +1116,74 @@ typedef struct petrel_option {
 } petrel_option_t;
 
 /**
+ * Parse a size given as digits and an optional k, m or g suffix.
+ *
+ * A suffix, in any case, multiplies by 1024, 1024^2 or 1024^3; the size is
+ * at most 1t (2^40).  The syntax of PETREL_OPTION_SIZE, for a module that
+ * reads sizes from its own argument ("cache-size=64m"): "0", "4096", "64k",
+ * "1G".  Nothing else is taken: no sign, no space, no fraction, no other
+ * suffix.
+ *
+ * Returns: 0 with the size in *out; PETREL_EINVAL otherwise (*out is left
+ * as it was).
+ *
+ * Errors: PETREL_EINVAL  `s` or `out` is NULL, `s` is empty, has no digits
+ * or anything but them and one suffix ("-1", "1.5k", "8x", "k"), or is
+ * over 2^40 bytes (as is a number that overflows).
+ *
+ * Lifetime: nothing is kept; `s` is the caller's.
+ *
+ * Example:
+ *   static size_t limit = 1 << 20;
+ *
+ *   static int limit_arg(const char *v)
+ *   {
+ *       size_t n;
+ *       if (petrel_parse_size(v, &n) < 0 || n < 4096) {
+ *           petrel_log(PETREL_LOG_ERROR, "limit=%s: expected a size from 4k", v);
+ *           return PETREL_EINVAL;
+ *       }
+ *       limit = n;
+ *       return 0;
+ *   }
+ */
+PETREL_API int petrel_parse_size(const char *s, size_t *out);
+
+/**
+ * Parse a duration in seconds, a decimal fraction allowed, into milliseconds.
+ *
+ * "30" is 30000, "0.5" 500, "0" 0; at most a year.  The syntax of
+ * PETREL_OPTION_SECS, for a module that reads durations from its own
+ * argument ("timeout=2.5").  The milliseconds are rounded to the nearest,
+ * and are at least 1 for a duration above 0 ("0.0001" is 1): a caller
+ * that refuses 0 tests *ms.
+ *
+ * Returns: 0 with the milliseconds in *ms; PETREL_EINVAL otherwise (*ms is
+ * left as it was).
+ *
+ * Errors: PETREL_EINVAL  `s` or `ms` is NULL, `s` is empty or anything but
+ * digits with at most one '.' among or after them ("-1", "1e3", "5s",
+ * " 5", "."), or is over a year (31,536,000 seconds).
+ *
+ * Lifetime: nothing is kept; `s` is the caller's.
+ *
+ * Example:
+ *   static uint64_t timeout_ms = 5000;
+ *
+ *   static int timeout_arg(const char *v)
+ *   {
+ *       uint64_t ms;
+ *       if (petrel_parse_duration(v, &ms) < 0 || ms == 0 || ms > 60000) {
+ *           petrel_log(PETREL_LOG_ERROR, "timeout=%s: expected seconds, up to 60", v);
+ *           return PETREL_EINVAL;
+ *       }
+ *       timeout_ms = ms;
+ *       return 0;
+ *   }
+ */
+PETREL_API int petrel_parse_duration(const char *s, uint64_t *ms);
+
+/**
  * A module descriptor, made by PETREL_MODULE(): one per module file.
  *
  * The routes of `routes` are added first; then `init` runs in the master

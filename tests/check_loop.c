@@ -1,7 +1,9 @@
 /*
  * check_loop.c -- unit tests of src/runtime/loop.c: watched descriptors
- * (petrel_watch_*) and timers, in a loop of their own.
+ * (petrel_watch_*) and timers, in a loop of their own; and of the
+ * transport's text of a peer's address (src/runtime/conn.c).
  */
+#include "runtime/conn.h"
 #include "runtime/loop.h"
 #include "petrel.h"
 
@@ -13,6 +15,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <stddef.h>
+#include <arpa/inet.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
@@ -238,6 +241,32 @@ START_TEST(test_turn_work)
 }
 END_TEST
 
+/* An IPv4 peer in the text inet_ntop() gives, written without it. */
+START_TEST(test_peer_text)
+{
+    petrel__conn_t c;
+    memset(&c, 0, sizeof(c));
+    c.peer.in.sin_family = AF_INET;
+    char buf[64], want[INET_ADDRSTRLEN];
+    uint32_t fixed[] = {0, 0xffffffffu, 0x7f000001u, 0x0a006409u, 0x011403c7u, 0x09630a64u};
+    uint32_t x = 2463534242u;
+    for (int i = 0; i < 100000; i++) {
+        uint32_t a = i < (int)(sizeof(fixed) / sizeof(fixed[0]))
+                         ? fixed[i]
+                         : (x ^= x << 13, x ^= x >> 17, x ^= x << 5);
+        c.peer.in.sin_addr.s_addr = htonl(a);
+        ck_assert_ptr_nonnull(inet_ntop(AF_INET, &c.peer.in.sin_addr, want, sizeof(want)));
+        ck_assert_str_eq(petrel__conn_peer_text(&c, buf, sizeof(buf)), want);
+    }
+    ck_assert_str_eq(petrel__conn_peer_text(&c, buf, INET_ADDRSTRLEN - 1), "-");
+    c.peer.in6.sin6_family = AF_INET6;
+    ck_assert_int_eq(inet_pton(AF_INET6, "2001:db8::7", &c.peer.in6.sin6_addr), 1);
+    ck_assert_str_eq(petrel__conn_peer_text(&c, buf, sizeof(buf)), "2001:db8::7");
+    c.peer.sa.sa_family = AF_UNIX;
+    ck_assert_str_eq(petrel__conn_peer_text(&c, buf, sizeof(buf)), "unix");
+}
+END_TEST
+
 int main(void)
 {
     Suite *s = suite_create("loop");
@@ -250,6 +279,7 @@ int main(void)
     tcase_add_test(tc, test_watch_refused);
     tcase_add_test(tc, test_tq_limit);
     tcase_add_test(tc, test_turn_work);
+    tcase_add_test(tc, test_peer_text);
     suite_add_tcase(s, tc);
     return ck_run(s);
 }

@@ -3,7 +3,9 @@
  * server/options.c): each row is well formed, the defaults petrel applies
  * are the ones its --help text gives, and every range is enforced at both
  * ends: petrel's own rows and a module's (petrel_option_t, here those of
- * the built-in module static), which options.c turns into rows of petrel's.
+ * the built-in module static), which options.c turns into rows of petrel's;
+ * and the parsers of a size and a duration every option and module shares
+ * (petrel_parse_size(), petrel_parse_duration()).
  */
 #include "server/options.h"
 #include "server/server.h"
@@ -121,9 +123,9 @@ START_TEST(test_defaults)
         uint64_t want;
         size_t sz;
         if (o->kind == PETREL__OPT_SECS)
-            ck_assert(petrel__parse_secs(v, true, &want));
+            ck_assert_int_eq(petrel_parse_duration(v, &want), 0);
         else {
-            ck_assert(petrel__parse_size(v, &sz));
+            ck_assert_int_eq(petrel_parse_size(v, &sz), 0);
             want = sz;
         }
         ck_assert_msg(want == o->def, "--%s: --help says %s, the table %llu", o->name, v,
@@ -299,6 +301,115 @@ START_TEST(test_module_rows)
 }
 END_TEST
 
+START_TEST(test_parse_size)
+{
+    static const struct {
+        const char *s;
+        size_t v;
+    } good[] = {
+        {"0", 0},
+        {"4096", 4096},
+        {"64k", 64 << 10},
+        {"64K", 64 << 10},
+        {"3m", (size_t)3 << 20},
+        {"1G", (size_t)1 << 30},
+        {"1024g", (size_t)1 << 40},
+        {"1099511627776", (size_t)1 << 40},
+        {"007", 7},
+    };
+    for (size_t i = 0; i < sizeof(good) / sizeof(good[0]); i++) {
+        size_t v = 1;
+        ck_assert_msg(petrel_parse_size(good[i].s, &v) == 0, "'%s' refused", good[i].s);
+        ck_assert_msg(v == good[i].v, "'%s': %zu", good[i].s, v);
+    }
+    static const char *const bad[] = {
+        "",
+        "k",
+        "-1",
+        "-0",
+        "+1",
+        " 1",
+        "1 ",
+        "1.5k",
+        "8x",
+        "1kb",
+        "1t",
+        "0x10",
+        "1025g",
+        "1099511627777",
+        "1048577m",
+        "99999999999999999999999", /* overflows 64 bits */
+        "18446744073709551616k",
+    };
+    for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+        size_t v = 12345;
+        ck_assert_msg(petrel_parse_size(bad[i], &v) == PETREL_EINVAL, "'%s' taken", bad[i]);
+        ck_assert_uint_eq(v, 12345); /* left as it was */
+    }
+    size_t v;
+    ck_assert_int_eq(petrel_parse_size(NULL, &v), PETREL_EINVAL);
+    ck_assert_int_eq(petrel_parse_size("1", NULL), PETREL_EINVAL);
+}
+END_TEST
+
+START_TEST(test_parse_duration)
+{
+    static const struct {
+        const char *s;
+        uint64_t ms;
+    } good[] = {
+        {"0", 0},
+        {"0.0", 0},
+        {"30", 30000},
+        {"0.5", 500},
+        {".5", 500},
+        {"5.", 5000},
+        {"1.2345", 1235},
+        {"1.2344", 1234},
+        {"0.0001", 1},
+        {"0.0004", 1},
+        {"0.0005", 1},
+        {"0.9999", 1000},
+        {"2.00000001", 2000},
+        {"86400", 86400000},
+        {"31536000", UINT64_C(31536000000)},
+        {"31536000.000", UINT64_C(31536000000)},
+    };
+    for (size_t i = 0; i < sizeof(good) / sizeof(good[0]); i++) {
+        uint64_t v = 1;
+        ck_assert_msg(petrel_parse_duration(good[i].s, &v) == 0, "'%s' refused", good[i].s);
+        ck_assert_msg(v == good[i].ms, "'%s': %llu", good[i].s, (unsigned long long)v);
+    }
+    static const char *const bad[] = {
+        "",
+        ".",
+        "-1",
+        "-0",
+        "+1",
+        " 1",
+        "1 ",
+        "1e3",
+        "5s",
+        "1..2",
+        "1.2.3",
+        "inf",
+        "nan",
+        "0x10",
+        "31536000.001",
+        "31536001",
+        "99999999999999999999999",
+    };
+    for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+        uint64_t v = 12345;
+        ck_assert_msg(petrel_parse_duration(bad[i], &v) == PETREL_EINVAL, "'%s' taken", bad[i]);
+        ck_assert_uint_eq(v, 12345);
+    }
+    uint64_t v;
+    ck_assert_int_eq(petrel_parse_duration(NULL, &v), PETREL_EINVAL);
+    ck_assert_int_eq(petrel_parse_duration("1", NULL), PETREL_EINVAL);
+}
+END_TEST
+
 int main(void)
 {
     tables_init();
@@ -308,6 +419,8 @@ int main(void)
     tcase_add_test(tc, test_defaults);
     tcase_add_test(tc, test_ranges);
     tcase_add_test(tc, test_module_rows);
+    tcase_add_test(tc, test_parse_size);
+    tcase_add_test(tc, test_parse_duration);
     suite_add_tcase(s, tc);
     return ck_run(s);
 }

@@ -59,10 +59,102 @@ typedef struct fwd {
 /* ------------------------------------------------------------------------ */
 /* Fields                                                                    */
 
+/* Does n equal `lit` of length l, in any case?  `lit` is a field name in
+ * lowercase: letters, digits and '-', each with bit 0x20 set, so setting
+ * that bit in n's bytes lowercases its letters and leaves the others; of
+ * what it could confuse, only control bytes, which no field name has
+ * (the protocols refuse them), would compare equal: eight bytes at a
+ * time. */
+static bool name_eq(petrel_str_t n, const char *lit, size_t l)
+{
+    if (n.len != l)
+        return false;
+    size_t i = 0;
+    for (; i + 8 <= l; i += 8) {
+        uint64_t a, b;
+        memcpy(&a, n.ptr + i, 8);
+        memcpy(&b, lit + i, 8);
+        if ((a | UINT64_C(0x2020202020202020)) != b)
+            return false;
+    }
+    for (; i < l; i++)
+        if (((unsigned char)n.ptr[i] | 0x20) != (unsigned char)lit[i])
+            return false;
+    return true;
+}
+
+#define NAME_IS(n, lit) name_eq(n, lit, sizeof(lit) - 1)
+
 static bool name_is(petrel_str_t n, const char *lit)
 {
-    size_t l = strlen(lit);
-    return n.len == l && strncasecmp(n.ptr, lit, l) == 0;
+    return name_eq(n, lit, strlen(lit));
+}
+
+/* The fields the proxy treats apart, by name: one test of the length, then
+ * at most two comparisons, rather than a comparison with each name. */
+enum {
+    F_OTHER,
+    /* RFC 9110 §7.6.1: hop-by-hop, or written by petrel on the next hop */
+    F_CONNECTION,
+    F_KEEP_ALIVE,
+    F_PROXY_CONNECTION,
+    F_TE,
+    F_TRANSFER_ENCODING,
+    F_UPGRADE,
+    F_CONTENT_LENGTH,
+    F_HTTP2_SETTINGS,
+    F_HOP_LAST = F_HTTP2_SETTINGS,
+    /* end-to-end, each with a rule of its own */
+    F_HOST,
+    F_VIA,
+    F_X_FORWARDED_FOR,
+    F_X_FORWARDED_PROTO,
+    F_FORWARDED,
+    F_EXPECT,
+    F_COOKIE,
+    F_DATE,
+    F_SERVER,
+    F_CONTENT_TYPE,
+};
+
+static int field_kind(petrel_str_t n)
+{
+    switch (n.len) {
+    case 2:
+        return NAME_IS(n, "te") ? F_TE : F_OTHER;
+    case 3:
+        return NAME_IS(n, "via") ? F_VIA : F_OTHER;
+    case 4:
+        return NAME_IS(n, "host") ? F_HOST : NAME_IS(n, "date") ? F_DATE : F_OTHER;
+    case 6:
+        return NAME_IS(n, "cookie")   ? F_COOKIE
+               : NAME_IS(n, "expect") ? F_EXPECT
+               : NAME_IS(n, "server") ? F_SERVER
+                                      : F_OTHER;
+    case 7:
+        return NAME_IS(n, "upgrade") ? F_UPGRADE : F_OTHER;
+    case 9:
+        return NAME_IS(n, "forwarded") ? F_FORWARDED : F_OTHER;
+    case 10:
+        return NAME_IS(n, "connection")   ? F_CONNECTION
+               : NAME_IS(n, "keep-alive") ? F_KEEP_ALIVE
+                                          : F_OTHER;
+    case 12:
+        return NAME_IS(n, "content-type") ? F_CONTENT_TYPE : F_OTHER;
+    case 14:
+        return NAME_IS(n, "content-length")   ? F_CONTENT_LENGTH
+               : NAME_IS(n, "http2-settings") ? F_HTTP2_SETTINGS
+                                              : F_OTHER;
+    case 15:
+        return NAME_IS(n, "x-forwarded-for") ? F_X_FORWARDED_FOR : F_OTHER;
+    case 16:
+        return NAME_IS(n, "proxy-connection") ? F_PROXY_CONNECTION : F_OTHER;
+    case 17:
+        return NAME_IS(n, "x-forwarded-proto")   ? F_X_FORWARDED_PROTO
+               : NAME_IS(n, "transfer-encoding") ? F_TRANSFER_ENCODING
+                                                 : F_OTHER;
+    }
+    return F_OTHER;
 }
 
 /* The tokens of the Connection fields of a list of fields (RFC 9110 §7.6.1):
@@ -72,11 +164,11 @@ static petrel_str_t *connection_tokens(petrel_arena_t *arena, const petrel_heade
 {
     size_t cap = 0;
     for (size_t i = 0; i < nh; i++)
-        if (name_is(h[i].name, "connection"))
+        if (NAME_IS(h[i].name, "connection")) {
+            cap++;
             for (const char *p = h[i].value.ptr; *p; p++)
                 cap += *p == ',';
-    for (size_t i = 0; i < nh; i++)
-        cap += name_is(h[i].name, "connection");
+        }
     *n = 0;
     if (cap == 0)
         return NULL;
@@ -84,7 +176,7 @@ static petrel_str_t *connection_tokens(petrel_arena_t *arena, const petrel_heade
     if (t == NULL)
         return NULL;
     for (size_t i = 0; i < nh; i++) {
-        if (!name_is(h[i].name, "connection"))
+        if (!NAME_IS(h[i].name, "connection"))
             continue;
         const char *p = h[i].value.ptr;
         while (*p) {
@@ -104,68 +196,57 @@ static petrel_str_t *connection_tokens(petrel_arena_t *arena, const petrel_heade
 }
 
 /* A field that does not cross a proxy (RFC 9110 §7.6.1), or that petrel
- * writes itself on the next hop. */
-static bool hop_by_hop(petrel_str_t n, const petrel_str_t *tok, size_t ntok)
+ * writes itself on the next hop; `kind` is field_kind(n). */
+static bool hop_by_hop(petrel_str_t n, int kind, const petrel_str_t *tok, size_t ntok)
 {
-    static const char *const fixed[] = {
-        "connection", "keep-alive",     "proxy-connection", "te", "transfer-encoding",
-        "upgrade",    "content-length", "http2-settings",   NULL,
-    };
-    for (const char *const *f = fixed; *f; f++)
-        if (name_is(n, *f))
-            return true;
+    if (kind != F_OTHER && kind <= F_HOP_LAST)
+        return true;
     for (size_t i = 0; i < ntok; i++)
         if (n.len == tok[i].len && strncasecmp(n.ptr, tok[i].ptr, n.len) == 0)
             return true;
     return false;
 }
 
-/* "a, b" + ", " + add; the fields `name` of h in their order, then `add`. */
-static char *joined(petrel_arena_t *a, const petrel_header_t *h, size_t nh, const char *name,
-                    const char *sep, const char *add)
+static char *put(char *p, const char *s, size_t n)
 {
-    size_t len = strlen(add) + 1;
+    memcpy(p, s, n);
+    return p + n;
+}
+
+/* "a, b" + ", " + add; the fields `name` of h in their order, then `add`
+ * (of length alen; with none, a trailing `sep` the caller takes off). */
+static char *joined(petrel_arena_t *a, const petrel_header_t *h, size_t nh, const char *name,
+                    const char *sep, const char *add, size_t alen)
+{
+    size_t len = alen + 1, slen = strlen(sep);
     for (size_t i = 0; i < nh; i++)
         if (name_is(h[i].name, name))
-            len += h[i].value.len + strlen(sep);
+            len += h[i].value.len + slen;
     char *out = petrel_arena_alloc(a, len, 1), *p = out;
     if (out == NULL)
         return NULL;
     for (size_t i = 0; i < nh; i++) {
         if (!name_is(h[i].name, name) || h[i].value.len == 0)
             continue;
-        memcpy(p, h[i].value.ptr, h[i].value.len);
-        p += h[i].value.len;
-        if (*add) {
-            memcpy(p, sep, strlen(sep));
-            p += strlen(sep);
-        }
+        p = put(p, h[i].value.ptr, h[i].value.len);
+        p = put(p, sep, slen);
     }
-    strcpy(p, add);
+    memcpy(p, add, alen + 1);
     return out;
 }
 
-static const char *via_version(int version)
+/* The value of a field (its name a literal) appended to by petrel: the
+ * received ones joined before `add` when there are any, else `add`. */
+static petrel_header_t appended(petrel_arena_t *a, const petrel_header_t *h, size_t nh,
+                                bool received, const char *name, const char *lname, const char *add,
+                                size_t alen)
 {
-    return version == 20 ? "2" : version == 10 ? "1.0" : "1.1";
-}
-
-/* A quoted-string of RFC 9110 §5.6.4. */
-static char *quoted(petrel_arena_t *a, const char *s)
-{
-    size_t n = strlen(s);
-    char *q = petrel_arena_alloc(a, 2 * n + 3, 1), *p = q;
-    if (q == NULL)
-        return NULL;
-    *p++ = '"';
-    for (; *s; s++) {
-        if (*s == '"' || *s == '\\')
-            *p++ = '\\';
-        *p++ = *s;
+    petrel_header_t f = {{(char *)name, strlen(name)}, {(char *)add, alen}};
+    if (received) {
+        f.value.ptr = joined(a, h, nh, lname, ", ", add, alen);
+        f.value.len = f.value.ptr ? strlen(f.value.ptr) : 0;
     }
-    *p++ = '"';
-    *p = '\0';
-    return q;
+    return f;
 }
 
 /* Whether a TE field's value lists "trailers". */
@@ -179,15 +260,55 @@ static bool has_trailers(petrel_str_t v)
     return false;
 }
 
-static petrel_header_t field(const char *name, const char *value)
+/* RFC 9110 §7.6.3: the protocol of the hop received, and petrel. */
+static petrel_str_t via_value(int version)
 {
-    return (petrel_header_t){{(char *)name, strlen(name)}, {(char *)value, strlen(value)}};
+    if (version == 20)
+        return (petrel_str_t){"2 petrel", 8};
+    if (version == 10)
+        return (petrel_str_t){"1.0 petrel", 10};
+    return (petrel_str_t){"1.1 petrel", 10};
+}
+
+/* The Forwarded element of this hop (RFC 7239 §4): for= the client's
+ * address (§6: an IPv6 address in brackets, quoted; not an IP: unknown),
+ * proto=, and host= the request's authority as a quoted-string (RFC 9110
+ * §5.6.4) when it has one.  In `a`; *len its length. */
+static char *forwarded(petrel_arena_t *a, const char *peer, size_t plen, bool ip, bool v6,
+                       petrel_str_t host, size_t *len)
+{
+    char *out = petrel_arena_alloc(
+        a, sizeof("for=\"[]\";proto=http;host=\"\"") + plen + 2 * host.len + sizeof("unknown"), 1);
+    if (out == NULL)
+        return NULL;
+    char *p = put(out, "for=", 4);
+    if (!ip)
+        p = put(p, "unknown", 7);
+    else if (v6) {
+        p = put(p, "\"[", 2);
+        p = put(p, peer, plen);
+        p = put(p, "]\"", 2);
+    } else
+        p = put(p, peer, plen);
+    p = put(p, ";proto=http", 11);
+    if (host.len) {
+        p = put(p, ";host=\"", 7);
+        for (size_t i = 0; i < host.len; i++) {
+            if (host.ptr[i] == '"' || host.ptr[i] == '\\')
+                *p++ = '\\';
+            *p++ = host.ptr[i];
+        }
+        *p++ = '"';
+    }
+    *p = '\0';
+    *len = (size_t)(p - out);
+    return out;
 }
 
 /* The fields of the upstream request: the client's but the hop-by-hop ones
  * (and Host, which the call sets), the Cookie fields of HTTP/2 joined into
  * one (RFC 9113 §8.2.3), then Via, X-Forwarded-For, X-Forwarded-Proto and
- * Forwarded with the client's address. */
+ * Forwarded with the client's address, each after the ones received. */
 static petrel_header_t *request_fields(petrel_req_t *req, size_t *count)
 {
     petrel_arena_t *a = req->arena;
@@ -199,59 +320,55 @@ static petrel_header_t *request_fields(petrel_req_t *req, size_t *count)
     if (out == NULL || peer == NULL)
         return NULL;
     size_t n = 0;
-    bool cookie = false, te = false;
+    bool cookie = false, via = false, xff = false, fwd = false, te = false;
     for (size_t i = 0; i < nh; i++) {
         petrel_str_t name = h[i].name;
-        if (name_is(name, "te")) {
+        int kind = field_kind(name);
+        if (kind == F_TE) {
             /* the one TE that crosses: "trailers" (gRPC clients send it, gRPC
              * servers want it); the upstream client passes it on to an h2c
              * upstream only (RFC 9113 §8.2.2 allows it there) */
             if (!te && has_trailers(h[i].value))
-                out[n++] = field("TE", "trailers");
+                out[n++] = (petrel_header_t){{(char *)"TE", 2}, {(char *)"trailers", 8}};
             te = true;
             continue;
         }
-        if (name.len == 0 || name.ptr[0] == ':' || hop_by_hop(name, tok, ntok) ||
-            name_is(name, "host") || name_is(name, "via") || name_is(name, "x-forwarded-for") ||
-            name_is(name, "x-forwarded-proto") || name_is(name, "forwarded") ||
-            name_is(name, "expect")) /* petrel answered it: the body is here */
+        via |= kind == F_VIA;
+        xff |= kind == F_X_FORWARDED_FOR;
+        fwd |= kind == F_FORWARDED;
+        if (name.len == 0 || name.ptr[0] == ':' || hop_by_hop(name, kind, tok, ntok) ||
+            kind == F_HOST || kind == F_VIA || kind == F_X_FORWARDED_FOR ||
+            kind == F_X_FORWARDED_PROTO || kind == F_FORWARDED ||
+            kind == F_EXPECT) /* petrel answered it: the body is here */
             continue;
-        if (name_is(name, "cookie")) {
+        if (kind == F_COOKIE) {
             if (cookie)
                 continue;
             cookie = true;
-            char *c = joined(a, h, nh, "cookie", "; ", "");
+            char *c = joined(a, h, nh, "cookie", "; ", "", 0);
             if (c == NULL)
                 return NULL;
             size_t cl = strlen(c);
             while (cl >= 2 && c[cl - 2] == ';' && c[cl - 1] == ' ')
                 c[cl -= 2] = '\0';
-            out[n++] = field("Cookie", c);
+            out[n++] = (petrel_header_t){{"Cookie", 6}, {c, cl}};
             continue;
         }
         out[n++] = h[i];
     }
-    /* RFC 9110 §7.6.3 */
-    char *via = petrel_arena_printf(a, "%s petrel", via_version(req->version));
-    /* RFC 7239 §6: an IPv6 address in brackets, quoted; not an IP: unknown */
-    bool v6 = strchr(peer, ':') != NULL, ip = strcmp(peer, "unix") != 0;
-    char *node = !ip ? "unknown" : v6 ? petrel_arena_printf(a, "\"[%s]\"", peer) : (char *)peer;
-    char *host = req->authority.len ? quoted(a, req->authority.ptr) : NULL;
-    char *fwd = node ? petrel_arena_printf(a, "for=%s;proto=http%s%s", node, host ? ";host=" : "",
-                                           host ? host : "")
-                     : NULL;
-    if (via == NULL || fwd == NULL)
+    size_t plen = strlen(peer), flen = 0;
+    bool ip = strcmp(peer, "unix") != 0, v6 = memchr(peer, ':', plen) != NULL;
+    char *f = forwarded(a, peer, plen, ip, v6, req->authority, &flen);
+    petrel_str_t v = via_value(req->version);
+    out[n] = appended(a, h, nh, via, "Via", "via", v.ptr, v.len);
+    out[n + 1] = appended(a, h, nh, xff, "X-Forwarded-For", "x-forwarded-for",
+                          ip ? peer : "unknown", ip ? plen : 7);
+    out[n + 2] = (petrel_header_t){{"X-Forwarded-Proto", 17}, {"http", 4}};
+    out[n + 3] = appended(a, h, nh, fwd, "Forwarded", "forwarded", f ? f : "", flen);
+    if (f == NULL || out[n].value.ptr == NULL || out[n + 1].value.ptr == NULL ||
+        out[n + 3].value.ptr == NULL)
         return NULL;
-    const char *v = joined(a, h, nh, "via", ", ", via);
-    const char *x = joined(a, h, nh, "x-forwarded-for", ", ", ip ? peer : "unknown");
-    const char *f = joined(a, h, nh, "forwarded", ", ", fwd);
-    if (v == NULL || x == NULL || f == NULL)
-        return NULL;
-    out[n++] = field("Via", v);
-    out[n++] = field("X-Forwarded-For", x);
-    out[n++] = field("X-Forwarded-Proto", "http");
-    out[n++] = field("Forwarded", f);
-    *count = n;
+    *count = n + 4;
     return out;
 }
 
@@ -366,9 +483,9 @@ static void on_abort(petrel_req_t *req, void *data)
 /* ------------------------------------------------------------------------ */
 /* The response                                                              */
 
-/* The response's fields for the client, copied into the request's arena:
- * the hop-by-hop ones left out, and petrel's own (Date, Server), Via
- * appended to (RFC 9110 §7.6.3). */
+/* The response's fields for the client: the hop-by-hop ones left out, and
+ * petrel's own (Date, Server), Via appended to (RFC 9110 §7.6.3).  The
+ * fields are the call's, in the request's arena: not copied. */
 static bool response_fields(fwd_t *st, const petrel_upstream_head_t *head)
 {
     petrel_req_t *req = st->req;
@@ -378,31 +495,25 @@ static bool response_fields(fwd_t *st, const petrel_upstream_head_t *head)
     st->fields = petrel_arena_new(a, petrel_header_t, head->nheaders + 1);
     if (st->fields == NULL)
         return false;
+    bool via = false;
     for (size_t i = 0; i < head->nheaders; i++) {
         const petrel_header_t *h = &head->headers[i];
-        if (hop_by_hop(h->name, tok, ntok) || name_is(h->name, "via") || name_is(h->name, "date") ||
-            name_is(h->name, "server"))
+        int kind = field_kind(h->name);
+        via |= kind == F_VIA;
+        if (hop_by_hop(h->name, kind, tok, ntok) || kind == F_VIA || kind == F_DATE ||
+            kind == F_SERVER)
             continue;
-        if (name_is(h->name, "content-type")) {
-            if (st->type == NULL &&
-                (st->type = petrel_arena_strndup(a, h->value.ptr, h->value.len)) == NULL)
-                return false;
+        if (kind == F_CONTENT_TYPE) {
+            if (st->type == NULL)
+                st->type = h->value.ptr;
             continue;
         }
-        petrel_header_t *f = &st->fields[st->nfields++];
-        f->name.ptr = petrel_arena_strndup(a, h->name.ptr, h->name.len);
-        f->value.ptr = petrel_arena_strndup(a, h->value.ptr, h->value.len);
-        f->name.len = h->name.len;
-        f->value.len = h->value.len;
-        if (f->name.ptr == NULL || f->value.ptr == NULL)
-            return false;
+        st->fields[st->nfields++] = *h;
     }
-    char *via = petrel_arena_printf(a, "%s petrel", via_version(head->version));
-    const char *v = via ? joined(a, head->headers, head->nheaders, "via", ", ", via) : NULL;
-    if (v == NULL)
-        return false;
-    st->fields[st->nfields++] = field("Via", v);
-    return true;
+    petrel_str_t v = via_value(head->version);
+    petrel_header_t *f = &st->fields[st->nfields++];
+    *f = appended(a, head->headers, head->nheaders, via, "Via", "via", v.ptr, v.len);
+    return f->value.ptr != NULL;
 }
 
 /* The Content-Length of the response to a HEAD (that of the GET): -1 when
@@ -411,7 +522,7 @@ static int64_t head_length(const petrel_upstream_head_t *head)
 {
     int64_t len = -1;
     for (size_t i = 0; i < head->nheaders; i++) {
-        if (!name_is(head->headers[i].name, "content-length"))
+        if (!NAME_IS(head->headers[i].name, "content-length"))
             continue;
         const char *v = head->headers[i].value.ptr;
         int64_t n = 0;
@@ -528,7 +639,7 @@ static void on_end(petrel_call_t *call, const petrel_header_t *trailers, size_t 
     size_t ntok;
     petrel_str_t *tok = connection_tokens(st->req->arena, trailers, ntrailers, &ntok);
     for (size_t i = 0; i < ntrailers; i++)
-        if (!hop_by_hop(trailers[i].name, tok, ntok))
+        if (!hop_by_hop(trailers[i].name, field_kind(trailers[i].name), tok, ntok))
             petrel_resp_trailer(st->req, trailers[i].name.ptr, trailers[i].value.ptr);
     finish(st, END_STREAM, 0);
 }

@@ -67,34 +67,25 @@ static bool uint_arg(const char *s, uint64_t max, unsigned *out)
     return true;
 }
 
-/* Seconds, a fraction allowed ("0.5"), into milliseconds (at least 1). */
+/* Seconds, a fraction allowed ("0.5"), up to a day, into milliseconds (at
+ * least 1). */
 static bool secs_arg(const char *s, unsigned *ms)
 {
-    char *end;
-    errno = 0;
-    double v = strtod(s, &end);
-    if (end == s || *end || errno || !(v > 0) || v > 86400)
+    uint64_t v;
+    if (petrel_parse_duration(s, &v) < 0 || v == 0 || v > 86400000)
         return false;
-    *ms = (unsigned)(v * 1000 + 0.5);
-    if (*ms == 0)
-        *ms = 1;
+    *ms = (unsigned)v;
     return true;
 }
 
+/* A size from 4k to 64m. */
 static bool size_arg(const char *s, size_t *out)
 {
-    char *end;
-    errno = 0;
-    unsigned long long v = strtoull(s, &end, 10);
-    unsigned shift = 0;
-    if (*end == 'k' || *end == 'K')
-        shift = 10, end++;
-    else if (*end == 'm' || *end == 'M')
-        shift = 20, end++;
-    if (end == s || *s == '-' || *end || errno || v > ((uint64_t)64 << 20) >> shift)
+    size_t v;
+    if (petrel_parse_size(s, &v) < 0 || v < 4096 || v > ((size_t)64 << 20))
         return false;
-    *out = (size_t)(v << shift);
-    return *out >= 4096;
+    *out = v;
+    return true;
 }
 
 static bool onoff(const char *v, bool has, bool *out)

@@ -20,7 +20,6 @@
 #endif
 #include "static.h"
 
-#include <errno.h>
 #include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -269,25 +268,6 @@ static char *word(char **pp, const char *stops, char *out)
     return out;
 }
 
-/* A size with an optional k, m or g suffix (as petrel's own flags). */
-static bool size_arg(const char *s, size_t *out)
-{
-    char *end;
-    errno = 0;
-    unsigned long long v = strtoull(s, &end, 10);
-    unsigned shift = 0;
-    if (*end == 'k' || *end == 'K')
-        shift = 10, end++;
-    else if (*end == 'm' || *end == 'M')
-        shift = 20, end++;
-    else if (*end == 'g' || *end == 'G')
-        shift = 30, end++;
-    if (end == s || *s == '-' || *end != '\0' || errno || v > (UINT64_C(1) << 40) >> shift)
-        return false;
-    *out = (size_t)(v << shift);
-    return true;
-}
-
 static bool bool_arg(const char *s, int *out)
 {
     if (*s == '\0' || strcmp(s, "on") == 0 || strcmp(s, "1") == 0 || strcmp(s, "yes") == 0)
@@ -314,13 +294,15 @@ static bool option(char *name, char *value, bool has_value, petrel_static_opts_t
         o->cache_control = value;
     else if (strcmp(name, "default-type") == 0 && has_value && strchr(value, '/'))
         o->default_type = value;
-    else if (strcmp(name, "cache-size") == 0 && size_arg(value, &v))
+    else if (strcmp(name, "cache-size") == 0 && petrel_parse_size(value, &v) == 0)
         o->cache_size = v;
-    else if (strcmp(name, "max-file-in-memory") == 0 && size_arg(value, &v))
+    else if (strcmp(name, "max-file-in-memory") == 0 && petrel_parse_size(value, &v) == 0)
         o->max_file_in_memory = v;
-    else if (strcmp(name, "max-open-files") == 0 && size_arg(value, &v) && v <= 1000000)
+    else if (strcmp(name, "max-open-files") == 0 && petrel_parse_size(value, &v) == 0 &&
+             v <= 1000000)
         o->max_open_files = v;
-    else if (strcmp(name, "revalidate-ms") == 0 && size_arg(value, &v) && v <= 86400000)
+    else if (strcmp(name, "revalidate-ms") == 0 && petrel_parse_size(value, &v) == 0 &&
+             v <= 86400000)
         o->revalidate_ms = (unsigned)v;
     else {
         petrel_log(PETREL_LOG_ERROR,

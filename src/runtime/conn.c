@@ -761,11 +761,32 @@ int petrel__conn_adopt(petrel__conns_t *cs, int fd)
     return petrel__conn_open(cs, fd, &sa, sizeof(sa));
 }
 
+/* An IPv4 address in dotted decimal, as inet_ntop() writes it (which
+ * formats with sprintf: a tenth of a proxied request's instructions). */
+static const char *ipv4_text(const struct in_addr *in, char *buf, size_t len)
+{
+    if (len < INET_ADDRSTRLEN)
+        return NULL;
+    const unsigned char *b = (const unsigned char *)&in->s_addr;
+    char *p = buf;
+    for (int i = 0; i < 4; i++) {
+        unsigned v = b[i];
+        if (v >= 100)
+            *p++ = (char)('0' + v / 100);
+        if (v >= 10)
+            *p++ = (char)('0' + v / 10 % 10);
+        *p++ = (char)('0' + v % 10);
+        *p++ = '.';
+    }
+    p[-1] = '\0';
+    return buf;
+}
+
 const char *petrel__conn_peer_text(const petrel__conn_t *c, char *buf, size_t len)
 {
     const char *s = NULL;
     if (c->peer.sa.sa_family == AF_INET)
-        s = inet_ntop(AF_INET, &c->peer.in.sin_addr, buf, (socklen_t)len);
+        s = ipv4_text(&c->peer.in.sin_addr, buf, len);
     else if (c->peer.sa.sa_family == AF_INET6)
         s = inet_ntop(AF_INET6, &c->peer.in6.sin6_addr, buf, (socklen_t)len);
     else if (c->peer.sa.sa_family == AF_UNIX)

@@ -11,7 +11,6 @@
 
 #include "petrel.h"
 
-#include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -54,49 +53,68 @@ void petrel__options_defaults(petrel__config_t *cfg, const petrel__option_table_
                 store(field(cfg, o), o->width, o->def);
 }
 
-bool petrel__parse_size(const char *s, size_t *out)
+/* The largest size petrel_parse_size() takes: 1t. */
+#define SIZE_LIMIT (UINT64_C(1) << 40)
+/* The longest duration petrel_parse_duration() takes: a year, in seconds. */
+#define SECS_LIMIT (UINT64_C(86400) * 365)
+
+int petrel_parse_size(const char *s, size_t *out)
 {
-    char *end;
-    errno = 0;
-    unsigned long long v = strtoull(s, &end, 10);
-    if (end == s || errno || *s == '-')
-        return false;
-    unsigned long long mul = 1;
-    switch (*end) {
+    if (s == NULL || out == NULL)
+        return PETREL_EINVAL;
+    uint64_t v = 0;
+    const char *p = s;
+    for (; *p >= '0' && *p <= '9'; p++)
+        if ((v = v * 10 + (uint64_t)(*p - '0')) > SIZE_LIMIT)
+            return PETREL_EINVAL; /* and before it could overflow */
+    if (p == s)
+        return PETREL_EINVAL;
+    unsigned shift = 0;
+    switch (*p) {
     case 'k':
     case 'K':
-        mul = 1ull << 10;
-        end++;
+        shift = 10, p++;
         break;
     case 'm':
     case 'M':
-        mul = 1ull << 20;
-        end++;
+        shift = 20, p++;
         break;
     case 'g':
     case 'G':
-        mul = 1ull << 30;
-        end++;
+        shift = 30, p++;
         break;
     }
-    if (*end != '\0' || v > (unsigned long long)SIZE_MAX / mul || v * mul > (1ull << 40))
-        return false;
-    *out = (size_t)(v * mul);
-    return true;
+    if (*p != '\0' || v > SIZE_LIMIT >> shift)
+        return PETREL_EINVAL;
+    *out = (size_t)(v << shift);
+    return 0;
 }
 
-bool petrel__parse_secs(const char *s, bool zero_ok, uint64_t *ms)
+int petrel_parse_duration(const char *s, uint64_t *ms)
 {
-    char *end;
-    errno = 0;
-    double v = strtod(s, &end);
-    if (end == s || *end != '\0' || errno || !(v >= 0 && v <= 86400.0 * 365) ||
-        (v == 0 && !zero_ok))
-        return false;
-    *ms = (uint64_t)(v * 1000.0 + 0.5);
-    if (*ms == 0 && v > 0)
-        *ms = 1;
-    return true;
+    if (s == NULL || ms == NULL)
+        return PETREL_EINVAL;
+    uint64_t secs = 0;
+    unsigned tenths = 0; /* of a millisecond: the fraction's first four digits */
+    int ndigits = 0, nfrac = 0;
+    bool frac_nonzero = false;
+    const char *p = s;
+    for (; *p >= '0' && *p <= '9'; p++, ndigits++)
+        if ((secs = secs * 10 + (uint64_t)(*p - '0')) > SECS_LIMIT)
+            return PETREL_EINVAL; /* and before it could overflow */
+    if (*p == '.')
+        for (p++; *p >= '0' && *p <= '9'; p++, ndigits++, nfrac++) {
+            if (nfrac < 4)
+                tenths = tenths * 10 + (unsigned)(*p - '0');
+            frac_nonzero |= *p != '0';
+        }
+    if (ndigits == 0 || *p != '\0' || (secs == SECS_LIMIT && frac_nonzero))
+        return PETREL_EINVAL;
+    for (int n = nfrac; n < 4; n++)
+        tenths *= 10;
+    uint64_t v = secs * 1000 + (tenths + 5) / 10; /* to the nearest millisecond */
+    *ms = v == 0 && frac_nonzero ? 1 : v;
+    return 0;
 }
 
 static int set_value(petrel__config_t *cfg, const petrel__option_t *o, const char *flag,
@@ -109,7 +127,7 @@ static int set_value(petrel__config_t *cfg, const petrel__option_t *o, const cha
         return 0;
     case PETREL__OPT_SIZE: {
         size_t v;
-        if (!petrel__parse_size(value, &v) || v < o->min || v > o->max ||
+        if (petrel_parse_size(value, &v) < 0 || v < o->min || v > o->max ||
             (o->pow2 && (v & (v - 1))))
             return PETREL_EINVAL;
         store(f, o->width, v);
@@ -117,7 +135,7 @@ static int set_value(petrel__config_t *cfg, const petrel__option_t *o, const cha
     }
     case PETREL__OPT_SECS: {
         uint64_t ms;
-        if (!petrel__parse_secs(value, o->min == 0, &ms))
+        if (petrel_parse_duration(value, &ms) < 0 || (ms == 0 && o->min != 0))
             return PETREL_EINVAL;
         store(f, o->width, ms);
         return 0;
@@ -233,7 +251,7 @@ void petrel__option_from_module(const petrel_module_t *m, const petrel_option_t 
     case PETREL_OPTION_SIZE:
         o->kind = PETREL__OPT_SIZE, o->width = sizeof(size_t);
         if (o->max == 0)
-            o->max = UINT64_C(1) << 40; /* what petrel__parse_size takes */
+            o->max = SIZE_LIMIT; /* what petrel_parse_size takes */
         break;
     case PETREL_OPTION_SECS:
         o->kind = PETREL__OPT_SECS, o->width = sizeof(uint64_t);

@@ -63,9 +63,4 @@ typedef struct petrel__cli_tables {
 
 /* (module.c makes them: petrel__cli_tables_make.) */
 
-/* A size (k, m, g suffixes; at most 1t) and a number of seconds (a
- * fraction allowed, at most a year; 0 only when `zero_ok`) into ms. */
-bool petrel__parse_size(const char *s, size_t *out);
-bool petrel__parse_secs(const char *s, bool zero_ok, uint64_t *ms);
-
 #endif /* PETREL_SERVER_OPTIONS_H */

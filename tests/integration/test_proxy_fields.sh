@@ -144,6 +144,11 @@ tr -d '\r' <"$T/out" | grep -qi '^via: 2 petrel$' || fail "h2c: no 'Via: 2 petre
 tr -d '\r' <"$T/out" | grep -qi '^cookie: a=1; b=2$' || fail "h2c: the Cookie fields not joined"
 expect_eq "$(header_value "$T/h" via)" "1.1 upstream, 1.1 petrel" "h2c: Via back"
 ok "h2c client through the proxy to an HTTP/1.1 upstream"
+code=$(curl_ -H 'Cookie: a=1' -H 'Cookie: b=2' -o "$T/out" -w '%{http_code}' "$BASE/p/rec")
+expect_eq "$code" 200 "two Cookie fields through the proxy"
+tr -d '\r' <"$T/out" | grep -qi '^cookie: a=1; b=2$' ||
+    fail "HTTP/1.1: two Cookie fields not joined with '; ': $(grep -i '^cookie' "$T/out")"
+ok "HTTP/1.1 client's two Cookie fields joined into one"
 petrel_stop
 
 # --- behind a load balancer: the PROXY protocol's client address ----------------
