@@ -27,6 +27,7 @@
 
 #include "tfb-json.h"
 
+#include <arpa/inet.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
@@ -116,15 +117,16 @@ static int send_worlds(petrel_req_t *req, const world_t *w, int n)
     return petrel_send(req, 200, json_type, b, (size_t)(p - b));
 }
 
-/* A result row (id, randomnumber) as a world: 0, or -1 when it is not one. */
+/* A result row (id, randomnumber) as a world, binary (world_by_id) or
+ * text (the cache's fill): 0, or -1 when it is not one. */
 static int world_of(const petrel_pg_result_t *res, int row, world_t *w)
 {
-    int64_t id, rn;
-    if (petrel_pg_value_int(res, row, 0, &id) < 0 || petrel_pg_value_int(res, row, 1, &rn) < 0 ||
-        id < 1 || id > WORLD_ROWS || rn < 0 || rn > INT32_MAX)
+    int32_t id, rn;
+    if (petrel_pg_value_int4(res, row, 0, &id) < 0 || petrel_pg_value_int4(res, row, 1, &rn) < 0 ||
+        id < 1 || id > WORLD_ROWS || rn < 0)
         return -1;
-    w->id = (int32_t)id;
-    w->random_number = (int32_t)rn;
+    w->id = id;
+    w->random_number = rn;
     return 0;
 }
 
@@ -158,12 +160,13 @@ static int plaintext(petrel_req_t *req, void *data)
 /* ------------------------------------------------------------------------ */
 /* /db, /queries                                                            */
 
+/* World's id goes as a binary int4 (4 bytes, network order), and the row
+ * comes back binary: the database neither parses nor prints a number. */
 static int query_world(petrel_req_t *req, int32_t id, petrel_pg_cb cb, void *data)
 {
-    char buf[12];
-    *put_int(buf, id) = '\0';
-    const char *params[1] = {buf};
-    return petrel_pg_exec(db, req, world_by_id, 1, params, cb, data);
+    uint32_t be = htonl((uint32_t)id);
+    petrel_str_t params[1] = {{(const char *)&be, sizeof(be)}};
+    return petrel_pg_exec_bin(db, req, world_by_id, 1, params, cb, data);
 }
 
 static void db_done(const petrel_pg_result_t *res, void *data)
@@ -668,7 +671,8 @@ static int worker_init(petrel_server_t *srv)
     db = petrel_pg_open(&opts);
     if (db == NULL)
         return PETREL_EINVAL;
-    world_by_id = petrel_pg_prepare(db, "SELECT id, randomnumber FROM world WHERE id = $1");
+    world_by_id = petrel_pg_prepare_ex(db, "SELECT id, randomnumber FROM world WHERE id = $1",
+                                       PETREL_PG_BINARY_RESULTS);
     all_fortunes = petrel_pg_prepare(db, "SELECT id, message FROM fortune");
     update_worlds = petrel_pg_prepare(db, "UPDATE world SET randomnumber = v.r "
                                           "FROM unnest($1::int[], $2::int[]) AS v(id, r) "
