@@ -250,10 +250,11 @@ static void q_put(petrel_pg_t *p, pgq_t *q)
 static int q_room(pgq_t *q, size_t need, int n)
 {
     if (need > q->cap) {
-        /* a power of two, 256 at least: a query that reuses q needs a
+        /* a power of two, 512 at least: a query that reuses q needs a
          * bigger buffer seldom (the free list hands out queries of every
-         * kind: an UPDATE's arrays after many small SELECTs) */
-        size_t cap = 256;
+         * kind: an UPDATE's arrays after many small SELECTs; two int4[]
+         * of 20 in binary are 360 bytes) */
+        size_t cap = 512;
         while (cap < need)
             cap *= 2;
         char *b = realloc(q->buf, cap);
