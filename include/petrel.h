@@ -2912,6 +2912,50 @@ PETREL_API void petrel_pg_close(petrel_pg_t *pg);
 PETREL_API petrel_pg_stmt_t *petrel_pg_prepare(petrel_pg_t *pg, const char *sql);
 
 /**
+ * Flags of a prepared statement, for petrel_pg_prepare_ex().
+ *
+ * PETREL_PG_BINARY_RESULTS: the server sends the statement's results in
+ * binary format (each column in its type's binary form: an int4 is 4
+ * bytes in network byte order, text its characters) instead of text.
+ * The server then skips the conversion of each value to text, and
+ * integers are read without parsing (petrel_pg_value_int(),
+ * petrel_pg_value_int4()).
+ */
+enum { PETREL_PG_BINARY_RESULTS = 1 };
+
+/**
+ * Declare a prepared statement, with flags.
+ *
+ * As petrel_pg_prepare(), with `flags` 0 or PETREL_PG_BINARY_RESULTS:
+ * every query of the statement asks for its results in binary format.
+ * Read its integer columns (int2, int4, int8) with petrel_pg_value_int()
+ * or petrel_pg_value_int4(), its text columns with petrel_pg_value() (the
+ * characters, as in text format); the bytes of other types are their
+ * binary form (PostgreSQL's send functions).  Its parameters are text
+ * with petrel_pg_exec(), binary with petrel_pg_exec_bin(): the two are
+ * independent.
+ *
+ * Returns: the statement, or NULL.
+ *
+ * Errors: NULL when out of memory, when `pg` or `sql` is NULL, or with an
+ * unknown flag.
+ *
+ * Lifetime: `sql` is copied; the statement lives as long as the pool.
+ *
+ * Example:
+ *   static petrel_pg_t *db;
+ *   static petrel_pg_stmt_t *by_id;
+ *
+ *   static int stmts(void) // in worker_init, after petrel_pg_open()
+ *   {
+ *       by_id = petrel_pg_prepare_ex(db, "SELECT id, qty FROM item WHERE id = $1",
+ *                                    PETREL_PG_BINARY_RESULTS);
+ *       return by_id ? 0 : PETREL_ENOMEM;
+ *   }
+ */
+PETREL_API petrel_pg_stmt_t *petrel_pg_prepare_ex(petrel_pg_t *pg, const char *sql, unsigned flags);
+
+/**
  * Run a prepared statement with parameters; its callback gets the result.
  *
  * `params` holds `nparams` values in text form ("42", "2024-01-31"), NULL
@@ -2978,6 +3022,51 @@ PETREL_API petrel_pg_stmt_t *petrel_pg_prepare(petrel_pg_t *pg, const char *sql)
  */
 PETREL_API int petrel_pg_exec(petrel_pg_t *pg, petrel_req_t *req, const petrel_pg_stmt_t *stmt,
                               int nparams, const char *const *params, petrel_pg_cb cb, void *data);
+
+/**
+ * Run a prepared statement with binary parameters.
+ *
+ * As petrel_pg_exec(), with each of the `nparams` values of `params` in
+ * the binary format of its parameter's type, as the server knows it from
+ * the statement (`$1::int4`, or a comparison with an int4 column): an
+ * int4 is 4 bytes in network byte order (htonl()), an int8 8 bytes, a
+ * text its characters (no NUL needed: the length counts), an int4[] the
+ * array format of PostgreSQL's array_send().  {NULL, 0} is SQL NULL; a
+ * value of length 0 with a non-NULL `ptr` is an empty value.  The server
+ * checks each value: one of the wrong length for its type fails the query
+ * with PETREL_PG_ESQL, SQLSTATE 08P01 when it is too short (3 bytes for an
+ * int4: "insufficient data left in message") or 22P03 when it is too long
+ * ("incorrect binary data format"); the connection stays up, and
+ * petrel_pg_send_error() answers 500.  The format of the results is the
+ * statement's (petrel_pg_prepare_ex()).
+ *
+ * Returns: 0 when the query was taken (`cb` will run), or a negative error
+ * code (then `cb` will not run).
+ *
+ * Errors: those of petrel_pg_exec(); PETREL_EINVAL also when `params` is
+ * NULL with nparams > 0, or a value is longer than 2^31 - 1 bytes.
+ *
+ * Lifetime: `params` and their bytes are read during the call only (sent,
+ * or copied while the query waits).
+ *
+ * Example:
+ *   #include <arpa/inet.h>
+ *
+ *   static petrel_pg_t *db;
+ *   static petrel_pg_stmt_t *by_id; // SELECT qty FROM item WHERE id = $1 (id int4)
+ *   void item_done(const petrel_pg_result_t *res, void *data);
+ *
+ *   static int item(petrel_req_t *req, int32_t id)
+ *   {
+ *       uint32_t be = htonl((uint32_t)id);
+ *       petrel_str_t params[1] = {{(const char *)&be, sizeof(be)}};
+ *       int rc = petrel_pg_exec_bin(db, req, by_id, 1, params, item_done, req);
+ *       return rc < 0 ? petrel_pg_send_refused(db, req, rc) : PETREL_LATER;
+ *   }
+ */
+PETREL_API int petrel_pg_exec_bin(petrel_pg_t *pg, petrel_req_t *req, const petrel_pg_stmt_t *stmt,
+                                  int nparams, const petrel_str_t *params, petrel_pg_cb cb,
+                                  void *data);
 
 /**
  * Run one SQL statement given as text, with parameters.
@@ -3163,9 +3252,13 @@ PETREL_API const char *petrel_pg_colname(const petrel_pg_result_t *res, int col)
  *
  * The text form of the value at `row`, `col` (counted from 0), as the
  * server sent it: "42", "t", "2024-01-31", a string in the connection's
- * client encoding.  Nothing is copied.
+ * client encoding.  Nothing is copied.  In the results of a statement of
+ * PETREL_PG_BINARY_RESULTS, the binary form of its type: a text value's
+ * characters still, an int4 4 bytes in network byte order (read integers
+ * with petrel_pg_value_int()).
  *
- * Returns: the bytes and their length; NUL-terminated.  {NULL, 0} for SQL
+ * Returns: the bytes and their length; NUL-terminated (a NUL follows the
+ * last byte in binary format too).  {NULL, 0} for SQL
  * NULL or when `row` or `col` is out of range.
  *
  * Errors: none ({NULL, 0}).
@@ -3179,17 +3272,39 @@ PETREL_API petrel_str_t petrel_pg_value(const petrel_pg_result_t *res, int row, 
 /**
  * A value of a result, as an integer.
  *
- * Reads the value at `row`, `col` as a decimal integer into `*out`.
+ * Reads the value at `row`, `col` as a decimal integer into `*out`; in a
+ * binary result (PETREL_PG_BINARY_RESULTS), a column of type int2, int4
+ * or int8, from its 2, 4 or 8 bytes in network byte order.
  *
  * Returns: 0, or a negative error code (then `*out` is left alone).
  *
  * Errors:
  *   PETREL_EINVAL  SQL NULL, out of range, or not a decimal integer that
- *                  fits in 64 bits
+ *                  fits in 64 bits; in binary format, a column of another
+ *                  type (a domain, numeric, float4 ...: read its bytes
+ *                  with petrel_pg_value()), or a value whose length is
+ *                  not its type's
  *
  * Lifetime: nothing is kept.
  */
 PETREL_API int petrel_pg_value_int(const petrel_pg_result_t *res, int row, int col, int64_t *out);
+
+/**
+ * A value of a result, as a 32-bit integer.
+ *
+ * As petrel_pg_value_int(), text or binary format, for a value that must
+ * fit in an int32_t (an int4 column; an int8 or a text one whose value
+ * fits).
+ *
+ * Returns: 0, or a negative error code (then `*out` is left alone).
+ *
+ * Errors:
+ *   PETREL_EINVAL  those of petrel_pg_value_int(), or a value below
+ *                  INT32_MIN or above INT32_MAX
+ *
+ * Lifetime: nothing is kept.
+ */
+PETREL_API int petrel_pg_value_int4(const petrel_pg_result_t *res, int row, int col, int32_t *out);
 
 /**
  * The number of rows a statement changed.
@@ -3209,7 +3324,9 @@ PETREL_API uint64_t petrel_pg_affected(const petrel_pg_result_t *res);
  *
  * Sends 503 with Retry-After (the pool's retry_after) when the database is
  * unavailable (PETREL_PG_EUNAVAILABLE, or an SQLSTATE of class 08, 53 or
- * 57P0: connection, resources, shutdown), else 500.  The pool has logged
+ * 57P0: connection, resources, shutdown), else 500 (also for 08P01 with
+ * PETREL_PG_ESQL: the server refused the query's message, such as a
+ * binary parameter too short for its type, and the connection is up).  The pool has logged
  * the query's SQLSTATE and message with the request's id already.
  *
  * Returns: what petrel_send() returns: 0, or PETREL_EIO for a request that

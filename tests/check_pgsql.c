@@ -238,6 +238,22 @@ START_TEST(test_exec_args)
     ck_assert_int_eq(petrel_pg_query(pg, NULL, NULL, 0, NULL, on_result, &g), PETREL_EINVAL);
     ck_assert_ptr_null(petrel_pg_prepare(pg, NULL));
     ck_assert_ptr_null(petrel_pg_prepare(NULL, "SELECT 1"));
+    /* binary parameters and results: the same checks, and their own */
+    ck_assert_ptr_null(petrel_pg_prepare_ex(pg, "SELECT 1", 2));
+    ck_assert_ptr_null(petrel_pg_prepare_ex(pg, NULL, PETREL_PG_BINARY_RESULTS));
+    petrel_pg_stmt_t *bst = petrel_pg_prepare_ex(pg, "SELECT $1::int4", PETREL_PG_BINARY_RESULTS);
+    ck_assert_ptr_nonnull(bst);
+    petrel_str_t bp[1] = {{"\0\0\0\1", 4}};
+    ck_assert_int_eq(petrel_pg_exec_bin(NULL, NULL, bst, 1, bp, on_result, &g), PETREL_EINVAL);
+    ck_assert_int_eq(petrel_pg_exec_bin(pg, NULL, NULL, 1, bp, on_result, &g), PETREL_EINVAL);
+    ck_assert_int_eq(petrel_pg_exec_bin(pg, NULL, bst, 1, bp, NULL, &g), PETREL_EINVAL);
+    ck_assert_int_eq(petrel_pg_exec_bin(pg, NULL, bst, 1, NULL, on_result, &g), PETREL_EINVAL);
+    ck_assert_int_eq(petrel_pg_exec_bin(pg, NULL, bst, -1, bp, on_result, &g), PETREL_EINVAL);
+    petrel_str_t huge[1] = {{"x", (size_t)INT32_MAX + 1}};
+    ck_assert_int_eq(petrel_pg_exec_bin(pg, NULL, bst, 1, huge, on_result, &g), PETREL_EINVAL);
+    int32_t i4 = 7;
+    ck_assert_int_eq(petrel_pg_value_int4(NULL, 0, 0, &i4), PETREL_EINVAL);
+    ck_assert_int_eq(i4, 7);
     ck_assert_int_eq(petrel_pg_cancel(pg, NULL), 0);
     ck_assert_int_eq(g.calls, 0);
     petrel_pg_close(pg);
@@ -339,10 +355,14 @@ START_TEST(test_failing_allocations)
         ck_heap_arm(n, false);
         petrel_pg_t *pg = open_pool(silent, 2, 100);
         petrel_pg_stmt_t *st = pg ? petrel_pg_prepare(pg, "SELECT $1::int") : NULL;
+        petrel_pg_stmt_t *bs =
+            st ? petrel_pg_prepare_ex(pg, "SELECT $1::int4", PETREL_PG_BINARY_RESULTS) : NULL;
         int taken = 0;
-        for (int i = 0; st && i < 4; i++) {
+        for (int i = 0; bs && i < 4; i++) { /* text and binary parameters in turn */
             const char *p[1] = {"7"};
-            taken += petrel_pg_exec(pg, NULL, st, 1, p, on_result, &g) == 0;
+            petrel_str_t bp[1] = {{"\0\0\0\7", 4}};
+            taken += (i % 2 ? petrel_pg_exec_bin(pg, NULL, bs, 1, bp, on_result, &g)
+                            : petrel_pg_exec(pg, NULL, st, 1, p, on_result, &g)) == 0;
         }
         bool failed = ck_heap.failed > 0;
         ck_heap_disarm();

@@ -114,7 +114,9 @@ typedef struct pgq {
     PGresult *res; /* held until the batch's Sync */
     int nparams;
     bool prep; /* a Prepare of stmt goes before it on the wire */
+    bool bin;  /* its parameters are binary (petrel_pg_exec_bin): pl and pf say so */
     const char **pv;
+    int *pl, *pf; /* lengths and formats (1) of binary parameters */
     size_t pvcap;
     char *buf;
     size_t cap;
@@ -180,6 +182,7 @@ struct petrel_pg_stmt {
     char name[24];
     char *sql;
     unsigned idx;
+    int result_format; /* 1: PETREL_PG_BINARY_RESULTS */
 };
 
 struct petrel_pg {
@@ -229,6 +232,7 @@ static pgq_t *q_get(petrel_pg_t *p)
     q->next = NULL;
     q->res = NULL;
     q->prep = false;
+    q->bin = false;
     return q;
 }
 
@@ -242,18 +246,15 @@ static void q_put(petrel_pg_t *p, pgq_t *q)
     p->free_q = q;
 }
 
-/* Copy the SQL text (or NULL) and the parameters into q's buffers. */
-static int q_fill(pgq_t *q, const char *sql, int n, const char *const *params)
+/* Room in q for `need` bytes and n parameters (lengths and formats too). */
+static int q_room(pgq_t *q, size_t need, int n)
 {
-    size_t need = sql ? strlen(sql) + 1 : 0;
-    for (int i = 0; i < n; i++)
-        if (params[i])
-            need += strlen(params[i]) + 1;
     if (need > q->cap) {
-        /* a power of two, 256 at least: a query that reuses q needs a
+        /* a power of two, 512 at least: a query that reuses q needs a
          * bigger buffer seldom (the free list hands out queries of every
-         * kind: an UPDATE's arrays after many small SELECTs) */
-        size_t cap = 256;
+         * kind: an UPDATE's arrays after many small SELECTs; two int4[]
+         * of 20 in binary are 360 bytes) */
+        size_t cap = 512;
         while (cap < need)
             cap *= 2;
         char *b = realloc(q->buf, cap);
@@ -268,8 +269,28 @@ static int q_fill(pgq_t *q, const char *sql, int n, const char *const *params)
         if (pv == NULL)
             return PETREL_ENOMEM;
         q->pv = pv;
+        int *pl = realloc(q->pl, cap * sizeof(*pl));
+        if (pl == NULL)
+            return PETREL_ENOMEM;
+        q->pl = pl;
+        int *pf = realloc(q->pf, cap * sizeof(*pf));
+        if (pf == NULL)
+            return PETREL_ENOMEM;
+        q->pf = pf;
         q->pvcap = cap;
     }
+    return 0;
+}
+
+/* Copy the SQL text (or NULL) and the parameters into q's buffers. */
+static int q_fill(pgq_t *q, const char *sql, int n, const char *const *params)
+{
+    size_t need = sql ? strlen(sql) + 1 : 0;
+    for (int i = 0; i < n; i++)
+        if (params[i])
+            need += strlen(params[i]) + 1;
+    if (q_room(q, need, n) < 0)
+        return PETREL_ENOMEM;
     char *w = q->buf;
     q->sql = NULL;
     if (sql) {
@@ -289,6 +310,36 @@ static int q_fill(pgq_t *q, const char *sql, int n, const char *const *params)
         w += l;
     }
     q->nparams = n;
+    q->bin = false;
+    return 0;
+}
+
+/* Copy binary parameters (bytes and lengths; ptr NULL: SQL NULL) into q. */
+static int q_fill_bin(pgq_t *q, int n, const petrel_str_t *params)
+{
+    size_t need = 0;
+    for (int i = 0; i < n; i++)
+        if (params[i].ptr)
+            need += params[i].len;
+    if (q_room(q, need ? need : 1, n) < 0) /* a buffer: an empty value is not NULL */
+        return PETREL_ENOMEM;
+    char *w = q->buf;
+    q->sql = NULL;
+    for (int i = 0; i < n; i++) {
+        q->pf[i] = 1;
+        if (params[i].ptr == NULL) {
+            q->pv[i] = NULL;
+            q->pl[i] = 0;
+            continue;
+        }
+        if (params[i].len)
+            memcpy(w, params[i].ptr, params[i].len);
+        q->pv[i] = w;
+        q->pl[i] = (int)params[i].len;
+        w += params[i].len;
+    }
+    q->nparams = n;
+    q->bin = true;
     return 0;
 }
 
@@ -674,7 +725,8 @@ static void send_q(pgconn_t *c, pgq_t *q)
                 c->prepared[s->idx] = 1;
             q->prep = true;
         }
-        ok = PQsendQueryPrepared(c->pg, s->name, q->nparams, pv, NULL, NULL, 0);
+        ok = PQsendQueryPrepared(c->pg, s->name, q->nparams, pv, q->bin ? q->pl : NULL,
+                                 q->bin ? q->pf : NULL, s->result_format);
     } else {
         ok = PQsendQueryParams(c->pg, q->sql, q->nparams, NULL, pv, NULL, NULL, 0);
     }
@@ -1260,12 +1312,18 @@ static void tx_close(petrel_pg_t *p)
     batch_go(p, b);
 }
 
+/* A query: text parameters `params`, or binary ones `bparams` (with a
+ * statement only). */
 static int submit(petrel_pg_t *p, petrel_req_t *req, const petrel_pg_stmt_t *stmt, const char *sql,
-                  int n, const char *const *params, petrel_pg_cb cb, void *data)
+                  int n, const char *const *params, const petrel_str_t *bparams, petrel_pg_cb cb,
+                  void *data)
 {
     if (p == NULL || cb == NULL || (stmt == NULL && sql == NULL) || n < 0 || n > 65535 ||
-        (n > 0 && params == NULL))
+        (n > 0 && params == NULL && bparams == NULL))
         return PETREL_EINVAL;
+    for (int i = 0; bparams && i < n; i++)
+        if (bparams[i].ptr && bparams[i].len > (size_t)INT32_MAX)
+            return PETREL_EINVAL; /* libpq's lengths are ints */
     if (req && !petrel_req_waiting(req))
         return PETREL_ESTATE;
     if (p->down) {
@@ -1279,7 +1337,8 @@ static int submit(petrel_pg_t *p, petrel_req_t *req, const petrel_pg_stmt_t *stm
         return PETREL_ELIMIT;
     }
     pgq_t *q = q_get(p);
-    if (q == NULL || q_fill(q, stmt ? NULL : sql, n, params) < 0) {
+    if (q == NULL ||
+        (bparams ? q_fill_bin(q, n, bparams) : q_fill(q, stmt ? NULL : sql, n, params)) < 0) {
         if (q)
             q_put(p, q);
         return PETREL_ENOMEM;
@@ -1345,7 +1404,15 @@ int petrel_pg_exec(petrel_pg_t *pg, petrel_req_t *req, const petrel_pg_stmt_t *s
 {
     if (stmt == NULL)
         return PETREL_EINVAL;
-    return submit(pg, req, stmt, NULL, nparams, params, cb, data);
+    return submit(pg, req, stmt, NULL, nparams, params, NULL, cb, data);
+}
+
+int petrel_pg_exec_bin(petrel_pg_t *pg, petrel_req_t *req, const petrel_pg_stmt_t *stmt,
+                       int nparams, const petrel_str_t *params, petrel_pg_cb cb, void *data)
+{
+    if (stmt == NULL || (nparams > 0 && params == NULL))
+        return PETREL_EINVAL;
+    return submit(pg, req, stmt, NULL, nparams, NULL, params, cb, data);
 }
 
 int petrel_pg_query(petrel_pg_t *pg, petrel_req_t *req, const char *sql, int nparams,
@@ -1353,7 +1420,7 @@ int petrel_pg_query(petrel_pg_t *pg, petrel_req_t *req, const char *sql, int npa
 {
     if (sql == NULL)
         return PETREL_EINVAL;
-    return submit(pg, req, NULL, sql, nparams, params, cb, data);
+    return submit(pg, req, NULL, sql, nparams, params, NULL, cb, data);
 }
 
 int petrel_pg_cancel(petrel_pg_t *pg, petrel_req_t *req)
@@ -1365,7 +1432,12 @@ int petrel_pg_cancel(petrel_pg_t *pg, petrel_req_t *req)
 
 petrel_pg_stmt_t *petrel_pg_prepare(petrel_pg_t *pg, const char *sql)
 {
-    if (pg == NULL || sql == NULL)
+    return petrel_pg_prepare_ex(pg, sql, 0);
+}
+
+petrel_pg_stmt_t *petrel_pg_prepare_ex(petrel_pg_t *pg, const char *sql, unsigned flags)
+{
+    if (pg == NULL || sql == NULL || (flags & ~(unsigned)PETREL_PG_BINARY_RESULTS) != 0)
         return NULL;
     if (pg->nstmts == pg->capstmts) {
         unsigned cap = pg->capstmts ? pg->capstmts * 2 : 8;
@@ -1381,6 +1453,7 @@ petrel_pg_stmt_t *petrel_pg_prepare(petrel_pg_t *pg, const char *sql)
         return NULL;
     }
     s->idx = pg->nstmts;
+    s->result_format = (flags & PETREL_PG_BINARY_RESULTS) ? 1 : 0;
     snprintf(s->name, sizeof(s->name), "petrel_%u", s->idx);
     pg->stmts[pg->nstmts++] = s;
     return s;
@@ -1507,6 +1580,8 @@ void petrel_pg_close(petrel_pg_t *pg)
         pgq_t *q = p->free_q;
         p->free_q = q->next;
         free(q->pv);
+        free(q->pl);
+        free(q->pf);
         free(q->buf);
         free(q);
     }
@@ -1569,6 +1644,37 @@ petrel_str_t petrel_pg_value(const petrel_pg_result_t *res, int row, int col)
     return v;
 }
 
+/* The type OIDs of PostgreSQL's integers (pg_type.dat: fixed). */
+#define PG_INT8OID 20
+#define PG_INT2OID 21
+#define PG_INT4OID 23
+
+/* A value in binary format, read as an integer: 1 when the value is text
+ * (for the caller to parse), 0 with *out set, or PETREL_EINVAL (SQL NULL,
+ * out of range, a type that is not int2, int4 nor int8, or a length that
+ * is not the type's). */
+static int value_binary_int(const petrel_pg_result_t *res, int row, int col, int64_t *out)
+{
+    if (res == NULL || res->res == NULL || col < 0 || col >= PQnfields(res->res) ||
+        PQfformat(res->res, col) != 1)
+        return 1;
+    if (row < 0 || row >= PQntuples(res->res) || PQgetisnull(res->res, row, col))
+        return PETREL_EINVAL;
+    const unsigned char *b = (const unsigned char *)PQgetvalue(res->res, row, col);
+    int len = PQgetlength(res->res, row, col);
+    Oid t = PQftype(res->res, col);
+    int want = t == PG_INT2OID ? 2 : t == PG_INT4OID ? 4 : t == PG_INT8OID ? 8 : 0;
+    if (want == 0 || len != want)
+        return PETREL_EINVAL;
+    uint64_t u = 0;
+    for (int i = 0; i < len; i++)
+        u = u << 8 | b[i];
+    if (len < 8 && (u >> (len * 8 - 1)) & 1) /* negative: sign-extend */
+        u |= ~(uint64_t)0 << (len * 8);
+    *out = (int64_t)u;
+    return 0;
+}
+
 uint64_t petrel_pg_affected(const petrel_pg_result_t *res)
 {
     if (res == NULL || res->res == NULL)
@@ -1614,8 +1720,21 @@ petrel_pg_stmt_t *petrel_pg_prepare(petrel_pg_t *pg, const char *sql)
     return NULL;
 }
 
+petrel_pg_stmt_t *petrel_pg_prepare_ex(petrel_pg_t *pg, const char *sql, unsigned flags)
+{
+    (void)pg, (void)sql, (void)flags;
+    return NULL;
+}
+
 int petrel_pg_exec(petrel_pg_t *pg, petrel_req_t *req, const petrel_pg_stmt_t *stmt, int nparams,
                    const char *const *params, petrel_pg_cb cb, void *data)
+{
+    (void)pg, (void)req, (void)stmt, (void)nparams, (void)params, (void)cb, (void)data;
+    return PETREL_EINVAL;
+}
+
+int petrel_pg_exec_bin(petrel_pg_t *pg, petrel_req_t *req, const petrel_pg_stmt_t *stmt,
+                       int nparams, const petrel_str_t *params, petrel_pg_cb cb, void *data)
 {
     (void)pg, (void)req, (void)stmt, (void)nparams, (void)params, (void)cb, (void)data;
     return PETREL_EINVAL;
@@ -1687,6 +1806,12 @@ uint64_t petrel_pg_affected(const petrel_pg_result_t *res)
 {
     (void)res;
     return 0;
+}
+
+static int value_binary_int(const petrel_pg_result_t *res, int row, int col, int64_t *out)
+{
+    (void)res, (void)row, (void)col, (void)out;
+    return 1;
 }
 
 #endif /* HAVE_PGSQL */
@@ -1779,6 +1904,9 @@ const char *petrel_pg_message(const petrel_pg_result_t *res)
 
 int petrel_pg_value_int(const petrel_pg_result_t *res, int row, int col, int64_t *out)
 {
+    int rc = value_binary_int(res, row, col, out);
+    if (rc <= 0)
+        return rc;
     petrel_str_t v = petrel_pg_value(res, row, col);
     if (v.ptr == NULL || v.len == 0)
         return PETREL_EINVAL;
@@ -1803,6 +1931,15 @@ int petrel_pg_value_int(const petrel_pg_result_t *res, int row, int col, int64_t
     return 0;
 }
 
+int petrel_pg_value_int4(const petrel_pg_result_t *res, int row, int col, int32_t *out)
+{
+    int64_t v;
+    if (petrel_pg_value_int(res, row, col, &v) < 0 || v < INT32_MIN || v > INT32_MAX)
+        return PETREL_EINVAL;
+    *out = (int32_t)v;
+    return 0;
+}
+
 static unsigned retry_after_of(const petrel_pg_t *pg);
 
 /* 503 with Retry-After: the database, not the request, is the trouble. */
@@ -1819,9 +1956,13 @@ int petrel_pg_send_error(petrel_req_t *req, const petrel_pg_result_t *res)
     if (res == NULL)
         return PETREL_EINVAL;
     const char *s = petrel_pg_sqlstate(res);
+    /* 08P01 for a query the server refused (a binary value too short for
+     * its type) is the query's fault: the connection is fine */
+    bool refused = res->status == PETREL_PG_ESQL && strcmp(s, "08P01") == 0;
     bool unavailable = res->status == PETREL_PG_EUNAVAILABLE ||
-                       res->status == PETREL_PG_ECANCELED || strncmp(s, "08", 2) == 0 ||
-                       strncmp(s, "53", 2) == 0 || strncmp(s, "57P0", 4) == 0;
+                       res->status == PETREL_PG_ECANCELED ||
+                       (strncmp(s, "08", 2) == 0 && !refused) || strncmp(s, "53", 2) == 0 ||
+                       strncmp(s, "57P0", 4) == 0;
     if (unavailable)
         return send_503(req, retry_after_of(res->pool));
     return petrel_send_status(req, 500);
