@@ -27,6 +27,10 @@
 #       with connects_per_sec=1000000, N calls each (default 50000),
 #       interleaved three times; and once 2,000 calls with max_requests=1
 #       alone (the default connection rate limit, 100/s).
+#   tools/upstream-bench.sh pool N grpc   the same as gRPC unary calls over
+#       h2c: the handler wraps the body as an EchoMessage (request_id and
+#       the 512 bytes as its payload) and calls the grpcecho module's
+#       /petrel.bench.Echo/Echo.
 #   tools/upstream-bench.sh storm [SECONDS]   calls into an upstream that
 #       is down (a closed port), 16 callers for SECONDS (default 10): the
 #       breaker (default options) vs no breaker and a new connection per
@@ -287,7 +291,14 @@ caller() { # name UPT_URLS UPT_OPTS -> LAST
 }
 if [[ $mode == pool ]]; then
     n=${1:-50000}
-    start_upstream --module echo
+    proto=${2:-http}
+    case $proto in
+    http) umod=echo scheme=http path=/up/echo ;;
+    grpc) umod=grpcecho scheme=h2c path=/grpc-wrap/petrel.bench.Echo/Echo ;;
+    *) echo "upstream-bench.sh pool: http or grpc, not '$proto'" >&2; exit 2 ;;
+    esac
+    start_upstream --module "$umod"
+    echo "$proto calls"
     echo "load average: $(cut -d' ' -f1-3 /proc/loadavg)"
     printf '%-22s %5s %8s %9s %8s %8s %8s %8s %9s %7s\n' caller round total_ms req/s mean_ms \
         p50_ms p95_ms p99_ms upconns errors
@@ -301,13 +312,13 @@ if [[ $mode == pool ]]; then
             [[ $kind == per-call-100/s && $r -gt 1 ]] && continue
             m=$n
             [[ $kind == per-call-100/s ]] && m=2000
-            caller "${kind%%/*}" "http://127.0.0.1:$UPORT" "$opts"
+            caller "${kind%%/*}" "$scheme://127.0.0.1:$UPORT" "$opts"
             pid=$LAST
             taskset -c "$GEN_CPU" "$BENCH" -c 16 -n 1000 --body-size 512 --fail-on-error \
-                "http://127.0.0.1:$PPORT/up/echo" >/dev/null
+                "http://127.0.0.1:$PPORT$path" >/dev/null
             a0=$(accepted)
             out=$(taskset -c "$GEN_CPU" "$BENCH" -c 16 -n "$m" --body-size 512 --json \
-                "http://127.0.0.1:$PPORT/up/echo" 2>&1)
+                "http://127.0.0.1:$PPORT$path" 2>&1)
             a1=$(accepted)
             stop "$pid"
             python3 -c '

@@ -199,6 +199,11 @@ UPT_URLS=h2c://127.0.0.1:$PORT petrel_start --module "$T/upt.so" --workers 1
 want grpc/petrel.bench.Echo/Echo '200 status 200|x-test |body 00000000080807120268691802|trailer |grpc-status 0|' \
     --data-binary "@$T/msg"
 want grpc/petrel.bench.Echo/Nope '200 status 200|x-test |body |trailer |grpc-status 12|' --data-binary "@$T/msg"
+# the benchmark's wrapping (tools/upstream-bench.sh pool N grpc): a JSON body
+# of 30 bytes as the payload of EchoMessage {request_id 7}; the echo adds
+# payload_bytes 30 (0x18 0x1e)
+want grpc-wrap/petrel.bench.Echo/Echo '200 status 200|x-test |body 00000000240807121e*181e|trailer |grpc-status 0|' \
+    --data-binary '{"requestId":7,"payload":"hi"}'
 ok "gRPC to grpcecho: the echo (request_id, payload, payload_bytes) and grpc-status 0; UNIMPLEMENTED (12) trailers-only"
 petrel_stop
 petrel_stop "$GPID"

@@ -16,9 +16,14 @@
  * header of a trailers-only answer).
  * GET or POST /pause/PATH is /up/PATH with the response paused from on_head to
  * 100 ms later.
+ * POST /grpc-wrap/PATH is /grpc/PATH with the body wrapped as one gRPC
+ * message: an EchoMessage (modules/grpcecho.c) whose request_id is the
+ * body's "requestId" and whose payload is the body (petrel-bench's JSON
+ * POST bodies, for tools/upstream-bench.sh's gRPC rows).
  */
 #include <petrel.h>
 #include <stdbool.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -150,6 +155,42 @@ static char *target_of(petrel_req_t *req)
     return t;
 }
 
+static size_t varint(uint8_t *p, uint64_t v)
+{
+    size_t n = 0;
+    for (; v >= 0x80; v >>= 7)
+        p[n++] = (uint8_t)(v | 0x80);
+    p[n++] = (uint8_t)v;
+    return n;
+}
+
+/* The body as a length-prefixed EchoMessage {1: requestId, 2: the body}. */
+static petrel_str_t grpc_wrap(petrel_req_t *req)
+{
+    petrel_str_t out = {NULL, 0};
+    const char *b = req->body.ptr, *id = b ? strstr(b, "\"requestId\":") : NULL;
+    uint8_t *m = petrel_arena_alloc(req->arena, req->body.len + 32, 1);
+    if (m == NULL)
+        return out;
+    size_t n = 5;
+    m[n++] = 0x08;
+    n += varint(m + n, id ? strtoull(id + 12, NULL, 10) : 0);
+    m[n++] = 0x12;
+    n += varint(m + n, req->body.len);
+    if (req->body.len)
+        memcpy(m + n, b, req->body.len);
+    n += req->body.len;
+    uint32_t len = (uint32_t)(n - 5);
+    m[0] = 0;
+    m[1] = (uint8_t)(len >> 24);
+    m[2] = (uint8_t)(len >> 16);
+    m[3] = (uint8_t)(len >> 8);
+    m[4] = (uint8_t)len;
+    out.ptr = (const char *)m;
+    out.len = n;
+    return out;
+}
+
 static int call_it(petrel_req_t *req, void *data)
 {
     got_t *g = petrel_arena_new(req->arena, got_t, 1);
@@ -165,11 +206,19 @@ static int call_it(petrel_req_t *req, void *data)
     petrel_call_spec_t spec = {0};
     spec.method = req->method == PETREL_POST ? "POST" : "GET";
     spec.target = target;
-    g->grpc = data != NULL && strcmp(data, "grpc") == 0;
+    bool wrap = data != NULL && strcmp(data, "grpc-wrap") == 0;
+    g->grpc = wrap || (data != NULL && strcmp(data, "grpc") == 0);
     spec.headers = g->grpc ? grpc_fields : fields;
     spec.nheaders = g->grpc ? 2 : 1;
     spec.body = req->body.ptr;
     spec.body_len = req->body.len;
+    if (wrap) {
+        petrel_str_t m = grpc_wrap(req);
+        if (m.ptr == NULL)
+            return PETREL_ENOMEM;
+        spec.body = m.ptr;
+        spec.body_len = m.len;
+    }
     spec.req = req;
     g->pause = data != NULL && strcmp(data, "pause") == 0;
     g->call = petrel_call(up, &spec, &cbs, g);
@@ -276,7 +325,8 @@ static const petrel_route_t routes[] = {
     {PETREL_GET, "/up/*", call_it, NULL},       {PETREL_POST, "/up/*", call_it, NULL},
     {PETREL_GET, "/cancel/*", cancel_it, NULL}, {PETREL_GET, "/cancel-later/*", cancel_later, NULL},
     {PETREL_GET, "/pause/*", call_it, "pause"}, {PETREL_POST, "/pause/*", call_it, "pause"},
-    {PETREL_POST, "/grpc/*", call_it, "grpc"},  {0, NULL, NULL, NULL},
+    {PETREL_POST, "/grpc/*", call_it, "grpc"},  {PETREL_POST, "/grpc-wrap/*", call_it, "grpc-wrap"},
+    {0, NULL, NULL, NULL},
 };
 
 PETREL_MODULE(upt, routes, init, NULL, NULL)
