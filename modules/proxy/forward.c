@@ -177,13 +177,14 @@ static petrel_header_t field(const char *name, const char *value)
  * (and Host, which the call sets), the Cookie fields of HTTP/2 joined into
  * one (RFC 9113 §8.2.3), then Via, X-Forwarded-For, X-Forwarded-Proto and
  * Forwarded with the client's address. */
-static petrel_header_t *request_fields(petrel_req_t *req, size_t *count)
+static petrel_header_t *request_fields(petrel_req_t *req, size_t *count,
+                                       const petrel__proxy_upgrade_t *u)
 {
     petrel_arena_t *a = req->arena;
     const petrel_header_t *h = req->headers;
     size_t nh = req->nheaders, ntok;
     petrel_str_t *tok = connection_tokens(a, h, nh, &ntok);
-    petrel_header_t *out = petrel_arena_new(a, petrel_header_t, nh + 5);
+    petrel_header_t *out = petrel_arena_new(a, petrel_header_t, nh + 5 + (u ? u->nfields : 0));
     const char *peer = petrel_req_peer(req);
     if (out == NULL || peer == NULL)
         return NULL;
@@ -196,6 +197,9 @@ static petrel_header_t *request_fields(petrel_req_t *req, size_t *count)
             name_is(name, "x-forwarded-proto") || name_is(name, "forwarded") ||
             name_is(name, "expect")) /* petrel answered it: the body is here */
             continue;
+        if (u && (name_is(name, "sec-websocket-key") || name_is(name, "sec-websocket-version") ||
+                  name_is(name, "sec-websocket-extensions")))
+            continue; /* this hop's handshake: the upgrade's own fields */
         if (name_is(name, "cookie")) {
             if (cookie)
                 continue;
@@ -231,6 +235,8 @@ static petrel_header_t *request_fields(petrel_req_t *req, size_t *count)
     out[n++] = field("X-Forwarded-For", x);
     out[n++] = field("X-Forwarded-Proto", "http");
     out[n++] = field("Forwarded", f);
+    for (size_t i = 0; u && i < u->nfields; i++)
+        out[n++] = u->fields[i];
     *count = n;
     return out;
 }
@@ -548,11 +554,18 @@ static const petrel_call_cbs_t cbs = {on_head, on_body, on_end, on_error};
 int petrel__proxy_handle(petrel_req_t *req, void *data)
 {
     const mount_t *m = data;
+    if (petrel__proxy_ws_wanted(req))
+        return petrel__proxy_ws(req, m);
+    return petrel__proxy_forward(req, m, NULL);
+}
+
+int petrel__proxy_forward(petrel_req_t *req, const mount_t *m, const petrel__proxy_upgrade_t *u)
+{
     const char *target = upstream_target(req, m);
     if (target == NULL)
         return 400;
     size_t nfields = 0;
-    petrel_header_t *fields = request_fields(req, &nfields);
+    petrel_header_t *fields = request_fields(req, &nfields, u);
     fwd_t *st = petrel_arena_calloc(req->arena, 1, sizeof(*st));
     if (fields == NULL || st == NULL)
         return 503;
@@ -560,7 +573,7 @@ int petrel__proxy_handle(petrel_req_t *req, void *data)
     st->m = m;
     petrel_turn_work_init(&st->finish, finish_run);
     petrel_call_spec_t spec = {
-        .method = req->method_name.ptr,
+        .method = u ? "GET" : req->method_name.ptr, /* RFC 8441's CONNECT too */
         .target = target,
         .authority = m->host_rewrite || req->authority.len == 0 ? NULL : req->authority.ptr,
         .headers = fields,
@@ -569,7 +582,8 @@ int petrel__proxy_handle(petrel_req_t *req, void *data)
         .body_len = req->body.len,
         .req = req,
     };
-    st->call = petrel_call(m->up, &spec, &cbs, st);
+    st->call = u ? petrel_call_upgrade(m->up, &spec, u->protocol, &cbs, u->cb, u->data)
+                 : petrel_call(m->up, &spec, &cbs, st);
     if (st->call == NULL)
         return 503;
     /* the client library's abort callback (it cancels the call) runs from
