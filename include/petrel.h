@@ -390,7 +390,11 @@ enum {
     PETREL_DELETE = 1 << 4,
     PETREL_PATCH = 1 << 5,
     PETREL_OPTIONS = 1 << 6,
-    PETREL_ANY = 0x7f
+    PETREL_ANY = 0x7f,
+    /** An RFC 8441 Extended CONNECT with `:protocol websocket` over h2c
+     *  (not in PETREL_ANY): a route that takes it answers with
+     *  petrel_ws_accept(), as petrel_ws_route_add()'s routes do. */
+    PETREL_WS_CONNECT = 1 << 7
 };
 
 /**
@@ -1006,7 +1010,8 @@ typedef struct petrel_route {
  *                  name, the wildcard is not last, two patterns name the
  *                  same parameter position differently ("/a/:x" and
  *                  "/a/:y"), more than 16 parameters, `handler` is NULL or
- *                  `methods` is 0 or has other bits than PETREL_ANY's
+ *                  `methods` is 0 or has other bits than PETREL_ANY's and
+ *                  PETREL_WS_CONNECT
  *   PETREL_ESTATE  a method of `methods` is registered already for this
  *                  pattern (by this module or another)
  *   PETREL_ENOMEM  out of memory
@@ -3692,19 +3697,16 @@ PETREL_API int petrel_ws_client_key(char key[25]);
  * Run the client side of a WebSocket on a connected socket.
  *
  * After the server's answer to its opening handshake (an upstream's 101:
- * petrel_call_upgrade()'s on_upgrade).  `head` is that answer; it is checked as RFC 6455 §4.1 requires of a
- * client that sent Sec-WebSocket-Key `key` and offered no extension:
- * Upgrade: websocket, Connection: Upgrade, the Sec-WebSocket-Accept of
- * `key`, no Sec-WebSocket-Extensions (a Sec-WebSocket-Protocol is the
- * caller's to check against what it offered).  Then the socket joins the
- * worker's connections and is served by the engine of petrel's own
- * WebSocket endpoints in the client's role: every frame sent is masked
- * with a fresh key (§5.3), a masked frame received fails the connection
- * (§5.1).  The handler's on_message, on_close and max_message_size and
- * the --ws-* limits (idle ping, send limit) apply; on_open is not called.
- * `rest` (the bytes read past the 101) is the first input, read at the end
- * of the loop turn: no callback runs before this call returns.  Send,
- * close, pause and wait for drain with the petrel_ws_* calls.
+ * petrel_call_upgrade()'s on_upgrade).  `head` is that answer; it is checked as RFC 6455 §4.1
+ * requires of a client that sent Sec-WebSocket-Key `key` and offered no extension: Upgrade:
+ * websocket, Connection: Upgrade, the Sec-WebSocket-Accept of `key`, no Sec-WebSocket-Extensions (a
+ * Sec-WebSocket-Protocol is the caller's to check against what it offered).  Then the socket joins
+ * the worker's connections and is served by the engine of petrel's own WebSocket endpoints in the
+ * client's role: every frame sent is masked with a fresh key (§5.3), a masked frame received fails
+ * the connection (§5.1).  The handler's on_message, on_close and max_message_size and the --ws-*
+ * limits (idle ping, send limit) apply; on_open is not called. `rest` (the bytes read past the 101)
+ * is the first input, read at the end of the loop turn: no callback runs before this call returns.
+ * Send, close, pause and wait for drain with the petrel_ws_* calls.
  *
  * Returns: the WebSocket, or NULL with errno set.
  *
