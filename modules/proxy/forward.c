@@ -54,6 +54,9 @@ typedef struct fwd {
     /* a small body of known length, gathered whole: END_WHOLE */
     char *whole;
     size_t whole_cap, whole_len;
+    /* an upgrade (websocket.c): who takes a 101 */
+    petrel_upgrade_cb up_cb;
+    void *up_data;
 } fwd_t;
 
 /* ------------------------------------------------------------------------ */
@@ -549,6 +552,15 @@ static void on_error(petrel_call_t *call, int error, const char *reason, void *d
 
 static const petrel_call_cbs_t cbs = {on_head, on_body, on_end, on_error};
 
+/* A 101: the call's last callback; the request is the upgrade's now. */
+static void on_upgrade(petrel_call_t *call, const petrel_upstream_head_t *head, int fd,
+                       const void *rest, size_t rest_len, void *data)
+{
+    fwd_t *st = data;
+    st->call = NULL;
+    st->up_cb(call, head, fd, rest, rest_len, st->up_data);
+}
+
 /* ------------------------------------------------------------------------ */
 
 int petrel__proxy_handle(petrel_req_t *req, void *data)
@@ -582,7 +594,11 @@ int petrel__proxy_forward(petrel_req_t *req, const mount_t *m, const petrel__pro
         .body_len = req->body.len,
         .req = req,
     };
-    st->call = u ? petrel_call_upgrade(m->up, &spec, u->protocol, &cbs, u->cb, u->data)
+    if (u) {
+        st->up_cb = u->cb;
+        st->up_data = u->data;
+    }
+    st->call = u ? petrel_call_upgrade(m->up, &spec, u->protocol, &cbs, on_upgrade, st)
                  : petrel_call(m->up, &spec, &cbs, st);
     if (st->call == NULL)
         return 503;

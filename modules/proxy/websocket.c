@@ -87,7 +87,7 @@ static bool has_token(const char *v, const char *tok)
 
 bool petrel__proxy_ws_wanted(const petrel_req_t *req)
 {
-    if (strcmp(req->method_name.ptr, "CONNECT") == 0)
+    if (req->method == PETREL_WS_CONNECT)
         return true; /* RFC 8441: only :protocol websocket reaches a route */
     return req->method == PETREL_GET &&
            has_token(petrel_req_header((petrel_req_t *)req, "upgrade"), "websocket");
@@ -118,6 +118,7 @@ static void pass_close(petrel_ws_t *to, int code, const char *reason)
 {
     if (to == NULL)
         return;
+    petrel_ws_pause(to, 0); /* it may wait for the side that is gone: it reads the Close answer */
     if (code == 1005)
         petrel_ws_close(to, 0, NULL);
     else if (code == 1006 || petrel_ws_close(to, code, reason) < 0)
