@@ -3619,10 +3619,10 @@ PETREL_API int petrel_ws_on_drain(petrel_ws_t *ws, size_t mark, petrel_ws_drain_
  * For backpressure between two WebSockets (a relay): while paused, petrel
  * reads nothing more from the peer, so TCP (over HTTP/2, the stream's flow
  * control) pushes back on it; on_message may still run for the frames of
- * input already read (at most one read buffer).  Pings are answered and
- * the idle timer runs as before: a peer kept waiting by a pause longer
- * than --ws-idle-timeout is not taken for idle as long as it answers the
- * ping.
+ * input already read (at most one read buffer).  The idle timer runs as
+ * before and nothing is read meanwhile, pongs included: a WebSocket paused
+ * for more than twice --ws-idle-timeout with nothing written either is
+ * taken for idle and ends (1006).
  *
  * Returns: 0, or a negative PETREL_E* code.
  *
