@@ -399,6 +399,10 @@ enum {
     PETREL_PATCH = 1 << 5,
     PETREL_OPTIONS = 1 << 6,
     PETREL_ANY = 0x7f,
+    /** An RFC 8441 Extended CONNECT with `:protocol websocket` over h2c
+     *  (not in PETREL_ANY): a route that takes it answers with
+     *  petrel_ws_accept(), as petrel_ws_route_add()'s routes do. */
+    PETREL_WS_CONNECT = 1 << 7,
     PETREL_OTHER = 1 << 8
 };
 
@@ -1015,7 +1019,8 @@ typedef struct petrel_route {
  *                  name, the wildcard is not last, two patterns name the
  *                  same parameter position differently ("/a/:x" and
  *                  "/a/:y"), more than 16 parameters, `handler` is NULL or
- *                  `methods` is 0 or has other bits than PETREL_ANY's
+ *                  `methods` is 0 or has other bits than PETREL_ANY's and
+ *                  PETREL_WS_CONNECT
  *   PETREL_ESTATE  a method of `methods` is registered already for this
  *                  pattern (by this module or another)
  *   PETREL_ENOMEM  out of memory
@@ -2618,6 +2623,70 @@ PETREL_API void petrel_call_pause(petrel_call_t *call, int paused);
 PETREL_API void petrel_call_cancel(petrel_call_t *call);
 
 /**
+ * The callback of petrel_call_upgrade(): the upstream answered 101
+ * (Switching Protocols).
+ *
+ * `head` is the 101's status and fields (in the call's arena).  `fd` is
+ * the connected, non-blocking socket, now the callee's: the connection has
+ * left the pool for good (it never carries HTTP again) and nothing of
+ * petrel watches it; watch it with petrel_watch_start() or hand it to
+ * petrel_ws_client_new(), and close it when done.  `rest` holds the
+ * `rest_len` bytes read past the 101's empty line (the new protocol's
+ * first bytes), valid during the callback only.  The call is over: it is
+ * the call's last callback.
+ */
+typedef void (*petrel_upgrade_cb)(petrel_call_t *call, const petrel_upstream_head_t *head, int fd,
+                                  const void *rest, size_t rest_len, void *data);
+
+/**
+ * Call an upstream, asking it to switch the connection to another protocol.
+ *
+ * As petrel_call(), with the fields `Connection: Upgrade` and
+ * `Upgrade: protocol` added (RFC 9110 §7.8), usually on a GET (a WebSocket
+ * opening handshake: protocol "websocket", RFC 6455 §4.1; the caller gives
+ * the Sec-WebSocket-* fields in `spec`).  A 101 answer ends the call
+ * through `on_upgrade`, which takes the connection; any other answer is an
+ * ordinary response through `cbs` (on_head, on_body, on_end), after which
+ * the connection goes back to the pool as usual.  The pool's limits apply
+ * until the 101 (max_conns, max_pending, connects_per_sec, breakers,
+ * connect and header deadlines, call_timeout_ms up to the 101); a 101 is a
+ * success for the address's breaker.  After it, the connection no longer
+ * counts against max_conns.
+ *
+ * Returns: the call, or NULL (nothing will be called back).
+ *
+ * Errors: as petrel_call(), and NULL with errno EINVAL for a NULL
+ * `on_upgrade` or a `protocol` that is not a token (optionally with
+ * "/version").
+ *
+ * Lifetime: as petrel_call(); `protocol` is copied.
+ *
+ * Example:
+ *     #include <unistd.h>
+ *
+ *     static void switched(petrel_call_t *call, const petrel_upstream_head_t *head, int fd,
+ *                          const void *rest, size_t rest_len, void *data)
+ *     {
+ *         (void)call, (void)head, (void)rest, (void)rest_len, (void)data;
+ *         close(fd); // the caller's now
+ *     }
+ *
+ *     static const petrel_call_cbs_t cbs = {NULL, NULL, NULL, NULL};
+ *
+ *     static int upgrade(petrel_req_t *req, petrel_upstream_t *up)
+ *     {
+ *         petrel_call_spec_t spec = {.method = "GET", .target = "/chat", .req = req};
+ *         // (a real caller registers petrel_req_on_abort() and answers req in
+ *         // its callbacks; a WebSocket handshake adds Sec-WebSocket-Key and -Version)
+ *         return petrel_call_upgrade(up, &spec, "websocket", &cbs, switched, NULL) ? PETREL_LATER
+ *                                                                                  : 503;
+ *     }
+ */
+PETREL_API petrel_call_t *petrel_call_upgrade(petrel_upstream_t *up, const petrel_call_spec_t *spec,
+                                              const char *protocol, const petrel_call_cbs_t *cbs,
+                                              petrel_upgrade_cb on_upgrade, void *data);
+
+/**
  * The address a call went to ("10.0.0.1:8080", "unix:/run/app.sock"), for
  * a log line.
  *
@@ -3750,6 +3819,115 @@ typedef void (*petrel_ws_drain_cb)(petrel_ws_t *ws, void *data);
  *   }
  */
 PETREL_API int petrel_ws_on_drain(petrel_ws_t *ws, size_t mark, petrel_ws_drain_cb cb, void *data);
+
+/**
+ * Stop or resume reading from a WebSocket's peer.
+ *
+ * For backpressure between two WebSockets (a relay): while paused, petrel
+ * reads nothing more from the peer, so TCP (over HTTP/2, the stream's flow
+ * control) pushes back on it; on_message may still run for the frames of
+ * input already read (at most one read buffer).  The idle timer runs as
+ * before and nothing is read meanwhile, pongs included: a WebSocket paused
+ * for more than twice --ws-idle-timeout with nothing written either is
+ * taken for idle and ends (1006).
+ *
+ * Returns: 0, or a negative PETREL_E* code.
+ *
+ * Errors: PETREL_EINVAL (`ws` is NULL), PETREL_ESTATE (the connection is
+ * over).
+ *
+ * Lifetime: `ws` until its on_close returns.
+ */
+PETREL_API int petrel_ws_pause(petrel_ws_t *ws, int paused);
+
+/**
+ * Check a WebSocket opening handshake without answering it.
+ *
+ * The checks of petrel_ws_route_add()'s routes: over HTTP/1.1 a GET with
+ * Upgrade: websocket, Connection: Upgrade, one Sec-WebSocket-Key of 16
+ * bytes in base64 (RFC 6455 §4.2.1); over HTTP/2 an Extended CONNECT with
+ * :protocol websocket (RFC 8441 §4); Sec-WebSocket-Version: 13 either way.
+ * For a handler that decides later whether to accept (petrel_ws_accept()).
+ *
+ * Returns: 0 for a valid handshake; 400 (not one: the reason is logged at
+ * debug level); 426 for another version (the response's
+ * Sec-WebSocket-Version: 13 field is set: return 426 from the handler); or
+ * PETREL_EINVAL for a NULL `req`.
+ *
+ * Errors: as above.
+ *
+ * Lifetime: `req` must be valid.
+ */
+PETREL_API int petrel_ws_check(petrel_req_t *req);
+
+/**
+ * Accept a WebSocket opening handshake, now or for a waiting request.
+ *
+ * From a handler, or later for a request whose handler returned
+ * PETREL_LATER.  As a route of petrel_ws_route_add() would: the handshake is checked
+ * (petrel_ws_check()), the answer queued (101 with Sec-WebSocket-Accept
+ * over HTTP/1.1, 200 over HTTP/2, RFC 8441 §5) with `subprotocol` (NULL:
+ * none) in Sec-WebSocket-Protocol and permessage-deflate when the client
+ * offers it and `handler` allows it, then on_open runs.  From then on the
+ * request is over: `req` is not valid after a successful call from outside
+ * its handler.  `handler->check_origin` and `subprotocols` are not used
+ * (the caller decided).
+ *
+ * Returns: 0 when accepted; an HTTP status (400, 426, 503 when the server
+ * drains) when not: nothing is sent, answer it (petrel_send_status()); or a
+ * negative PETREL_E* code.
+ *
+ * Errors: PETREL_EINVAL (`req` or `handler` NULL, a request that may no
+ * longer be answered), PETREL_ESTATE (answered already), PETREL_ENOMEM.
+ *
+ * Lifetime: `handler` is copied; `subprotocol` must stay valid until
+ * on_close; `data` is the WebSocket's user data.
+ */
+PETREL_API int petrel_ws_accept(petrel_req_t *req, const petrel_ws_handler_t *handler, void *data,
+                                const char *subprotocol);
+
+/**
+ * Make a fresh Sec-WebSocket-Key for a client's opening handshake.
+ *
+ * 16 random bytes in base64 (RFC 6455 §4.1), for petrel_call_upgrade() and
+ * petrel_ws_client_new().
+ *
+ * Returns: 0, or PETREL_EIO (no entropy; PETREL_EIO for a NULL `key` too).
+ *
+ * Errors: as above.
+ *
+ * Lifetime: `key` (24 characters and a NUL) is the caller's.
+ */
+PETREL_API int petrel_ws_client_key(char key[25]);
+
+/**
+ * Run the client side of a WebSocket on a connected socket.
+ *
+ * After the server's answer to its opening handshake (an upstream's 101:
+ * petrel_call_upgrade()'s on_upgrade).  `head` is that answer; it is checked as RFC 6455 §4.1
+ * requires of a client that sent Sec-WebSocket-Key `key` and offered no extension: Upgrade:
+ * websocket, Connection: Upgrade, the Sec-WebSocket-Accept of `key`, no Sec-WebSocket-Extensions (a
+ * Sec-WebSocket-Protocol is the caller's to check against what it offered).  Then the socket joins
+ * the worker's connections and is served by the engine of petrel's own WebSocket endpoints in the
+ * client's role: every frame sent is masked with a fresh key (§5.3), a masked frame received fails
+ * the connection (§5.1).  The handler's on_message, on_close and max_message_size and the --ws-*
+ * limits (idle ping, send limit) apply; on_open is not called. `rest` (the bytes read past the 101)
+ * is the first input, read at the end of the loop turn: no callback runs before this call returns.
+ * Send, close, pause and wait for drain with the petrel_ws_* calls.
+ *
+ * Returns: the WebSocket, or NULL with errno set.
+ *
+ * Errors: NULL with errno EPROTO (the answer is not a valid acceptance of
+ * the handshake), EINVAL (a NULL argument), ENOMEM (out of memory, no
+ * worker, or `rest_len` over 16 KiB); `fd` is closed then.
+ *
+ * Lifetime: `fd` is petrel's in every case (closed with the WebSocket);
+ * `head`, `key` and `rest` are read during the call, `handler` is copied;
+ * the WebSocket is valid until its on_close returns.
+ */
+PETREL_API petrel_ws_t *petrel_ws_client_new(int fd, const void *rest, size_t rest_len,
+                                             const petrel_upstream_head_t *head, const char *key,
+                                             const petrel_ws_handler_t *handler, void *data);
 
 /* WebSocket -- end                                                          */
 

@@ -2654,9 +2654,12 @@ START_TEST(ws_h2_bad_requests)
                       res.status, cases[i].status);
     }
     ck_assert_int_eq(wsr.opens, 0);
-    /* PETREL__CONNECT is WebSocket's: petrel_route_add() refuses it */
-    ck_assert_int_eq(petrel_route_add(srv, PETREL_GET | (1 << 7), "/x", head_info, NULL),
+    /* Extended CONNECT is PETREL_WS_CONNECT (a route that answers it with
+     * petrel_ws_accept()); no other bit outside PETREL_ANY is a method */
+    ck_assert_int_eq(petrel_route_add(srv, PETREL_GET | (1 << 8), "/x", head_info, NULL),
                      PETREL_EINVAL);
+    ck_assert_int_eq(petrel_route_add(srv, PETREL_GET | PETREL_WS_CONNECT, "/x", head_info, NULL),
+                     0);
 }
 END_TEST
 

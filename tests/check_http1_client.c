@@ -256,6 +256,48 @@ START_TEST(test_keep_alive_and_rest)
 }
 END_TEST
 
+/* RFC 9110 §15.2.2: a 101 to a request that asked for an upgrade ends the
+ * response after its empty line; the bytes after it are the new
+ * protocol's (the caller's).  Without the request asking, a 101 is
+ * malformed. */
+START_TEST(test_upgrade)
+{
+    petrel_arena_t a;
+    petrel__arena_init(&a, &petrel__pool, 0);
+    petrel__h1c_t *p = malloc(petrel__h1c_size());
+    seen_t s = {0};
+    const char *head = "HTTP/1.1 101 Switching Protocols\r\nUpgrade: websocket\r\n"
+                       "Connection: Upgrade\r\nSec-WebSocket-Accept: x\r\n\r\n";
+    char resp[256];
+    snprintf(resp, sizeof(resp), "%s\x81\x02hi", head);
+    petrel__h1c_start(p, &a, false, &cbs, &s);
+    petrel__h1c_upgrade(p);
+    bool done;
+    long used = petrel__h1c_feed(p, resp, strlen(resp), &done);
+    ck_assert(done);
+    ck_assert_int_eq(used, (long)strlen(head));
+    ck_assert_int_eq(s.status, 101);
+    ck_assert_int_eq(s.heads, 1);
+    ck_assert_int_eq(s.ends, 0);
+    ck_assert(strstr(s.fields, "Upgrade=websocket;") != NULL);
+    ck_assert(!petrel__h1c_keep_alive(p)); /* never HTTP again */
+    /* a 1xx before it is still skipped; a 101 not asked for is refused */
+    seen_t s2 = {0};
+    snprintf(resp, sizeof(resp), "HTTP/1.1 100 Continue\r\n\r\n%s", head);
+    petrel__h1c_start(p, &a, false, &cbs, &s2);
+    petrel__h1c_upgrade(p);
+    ck_assert_int_eq(petrel__h1c_feed(p, resp, strlen(resp), &done), (long)strlen(resp));
+    ck_assert(done);
+    ck_assert_int_eq(s2.status, 101);
+    seen_t s3 = {0};
+    petrel__h1c_start(p, &a, false, &cbs, &s3);
+    ck_assert_int_eq(petrel__h1c_feed(p, head, strlen(head), &done), PETREL_UPSTREAM_EPROTO);
+    ck_assert_int_eq(s3.heads, 0);
+    free(p);
+    petrel__arena_clear(&a);
+}
+END_TEST
+
 START_TEST(test_pause)
 {
     petrel_arena_t a;
@@ -318,6 +360,7 @@ int main(void)
     tcase_add_test(tc, test_ambiguous);
     tcase_add_test(tc, test_keep_alive_and_rest);
     tcase_add_test(tc, test_pause);
+    tcase_add_test(tc, test_upgrade);
     suite_add_tcase(s, tc);
     tc = tcase_create("request");
     tcase_add_test(tc, test_request_head);

@@ -54,6 +54,9 @@ typedef struct fwd {
     /* a small body of known length, gathered whole: END_WHOLE */
     char *whole;
     size_t whole_cap, whole_len;
+    /* an upgrade (websocket.c): who takes a 101 */
+    petrel_upgrade_cb up_cb;
+    void *up_data;
 } fwd_t;
 
 /* ------------------------------------------------------------------------ */
@@ -309,13 +312,14 @@ static char *forwarded(petrel_arena_t *a, const char *peer, size_t plen, bool ip
  * (and Host, which the call sets), the Cookie fields of HTTP/2 joined into
  * one (RFC 9113 §8.2.3), then Via, X-Forwarded-For, X-Forwarded-Proto and
  * Forwarded with the client's address, each after the ones received. */
-static petrel_header_t *request_fields(petrel_req_t *req, size_t *count)
+static petrel_header_t *request_fields(petrel_req_t *req, size_t *count,
+                                       const petrel__proxy_upgrade_t *u)
 {
     petrel_arena_t *a = req->arena;
     const petrel_header_t *h = req->headers;
     size_t nh = req->nheaders, ntok;
     petrel_str_t *tok = connection_tokens(a, h, nh, &ntok);
-    petrel_header_t *out = petrel_arena_new(a, petrel_header_t, nh + 5);
+    petrel_header_t *out = petrel_arena_new(a, petrel_header_t, nh + 5 + (u ? u->nfields : 0));
     const char *peer = petrel_req_peer(req);
     if (out == NULL || peer == NULL)
         return NULL;
@@ -341,6 +345,9 @@ static petrel_header_t *request_fields(petrel_req_t *req, size_t *count)
             kind == F_X_FORWARDED_PROTO || kind == F_FORWARDED ||
             kind == F_EXPECT) /* petrel answered it: the body is here */
             continue;
+        if (u && (name_is(name, "sec-websocket-key") || name_is(name, "sec-websocket-version") ||
+                  name_is(name, "sec-websocket-extensions")))
+            continue; /* this hop's handshake: the upgrade's own fields */
         if (kind == F_COOKIE) {
             if (cookie)
                 continue;
@@ -368,7 +375,10 @@ static petrel_header_t *request_fields(petrel_req_t *req, size_t *count)
     if (f == NULL || out[n].value.ptr == NULL || out[n + 1].value.ptr == NULL ||
         out[n + 3].value.ptr == NULL)
         return NULL;
-    *count = n + 4;
+    n += 4;
+    for (size_t i = 0; u && i < u->nfields; i++)
+        out[n++] = u->fields[i];
+    *count = n;
     return out;
 }
 
@@ -674,16 +684,32 @@ static void on_error(petrel_call_t *call, int error, const char *reason, void *d
 
 static const petrel_call_cbs_t cbs = {on_head, on_body, on_end, on_error};
 
+/* A 101: the call's last callback; the request is the upgrade's now. */
+static void on_upgrade(petrel_call_t *call, const petrel_upstream_head_t *head, int fd,
+                       const void *rest, size_t rest_len, void *data)
+{
+    fwd_t *st = data;
+    st->call = NULL;
+    st->up_cb(call, head, fd, rest, rest_len, st->up_data);
+}
+
 /* ------------------------------------------------------------------------ */
 
 int petrel__proxy_handle(petrel_req_t *req, void *data)
 {
     const mount_t *m = data;
+    if (petrel__proxy_ws_wanted(req))
+        return petrel__proxy_ws(req, m);
+    return petrel__proxy_forward(req, m, NULL);
+}
+
+int petrel__proxy_forward(petrel_req_t *req, const mount_t *m, const petrel__proxy_upgrade_t *u)
+{
     const char *target = upstream_target(req, m);
     if (target == NULL)
         return 400;
     size_t nfields = 0;
-    petrel_header_t *fields = request_fields(req, &nfields);
+    petrel_header_t *fields = request_fields(req, &nfields, u);
     fwd_t *st = petrel_arena_calloc(req->arena, 1, sizeof(*st));
     if (fields == NULL || st == NULL)
         return 503;
@@ -691,7 +717,7 @@ int petrel__proxy_handle(petrel_req_t *req, void *data)
     st->m = m;
     petrel_turn_work_init(&st->finish, finish_run);
     petrel_call_spec_t spec = {
-        .method = req->method_name.ptr,
+        .method = u ? "GET" : req->method_name.ptr, /* RFC 8441's CONNECT too */
         .target = target,
         .authority = m->host_rewrite || req->authority.len == 0 ? NULL : req->authority.ptr,
         .headers = fields,
@@ -700,7 +726,12 @@ int petrel__proxy_handle(petrel_req_t *req, void *data)
         .body_len = req->body.len,
         .req = req,
     };
-    st->call = petrel_call(m->up, &spec, &cbs, st);
+    if (u) {
+        st->up_cb = u->cb;
+        st->up_data = u->data;
+    }
+    st->call = u ? petrel_call_upgrade(m->up, &spec, u->protocol, &cbs, on_upgrade, st)
+                 : petrel_call(m->up, &spec, &cbs, st);
     if (st->call == NULL)
         return 503;
     /* the client library's abort callback (it cancels the call) runs from

@@ -110,6 +110,10 @@ static bool option(const char *name, const char *v, bool has, mount_t *m, petrel
         m->host_rewrite = has && strcmp(v, "rewrite") == 0;
     else if (strcmp(name, "buffer") == 0)
         ok = has && size_arg(v, &m->buffer);
+    else if (strcmp(name, "ws-max-message") == 0)
+        ok = has && size_arg(v, &m->ws_max_message);
+    else if (strcmp(name, "ws-max-tunnels") == 0)
+        ok = has && uint_arg(v, 1000000, &m->ws_max_tunnels) && m->ws_max_tunnels > 0;
     else if (strcmp(name, "name") == 0)
         o->name = v;
     else if (strcmp(name, "max-conns") == 0)
@@ -143,7 +147,8 @@ static bool option(const char *name, const char *v, bool has, mount_t *m, petrel
     if (!ok)
         petrel_log(PETREL_LOG_ERROR,
                    "module 'proxy': option '%s%s%s': expected strip[=on|off], host=keep|rewrite, "
-                   "buffer=BYTES, name=NAME, max-conns=N, max-pending=N, connect-timeout=SECS, "
+                   "buffer=BYTES, ws-max-message=BYTES, ws-max-tunnels=N, name=NAME, "
+                   "max-conns=N, max-pending=N, connect-timeout=SECS, "
                    "header-timeout=SECS, timeout=SECS, idle-timeout=SECS, max-requests=N, "
                    "retry-budget=PCT, breaker-failures=N, breaker-pause=SECS, "
                    "connects-per-sec=N or balance=round-robin|least-pending",
@@ -214,6 +219,8 @@ static int mount_arg(petrel_server_t *srv, char *arg)
     m->prefix = strdup(pl == 1 ? "" : prefix);
     m->plen = pl == 1 ? 0 : pl;
     m->buffer = conf.buffer ? conf.buffer : (size_t)256 << 10;
+    m->ws_max_message = 0; /* --ws-max-message-size */
+    m->ws_max_tunnels = 10000;
     petrel_upstream_opts_t o;
     petrel_upstream_opts_init(&o);
     /* the whole exchange, the time the body takes to reach a slow client
@@ -273,9 +280,11 @@ static int mount_arg(petrel_server_t *srv, char *arg)
     /* PREFIX and everything below it (for "/": the wildcard alone) */
     char pat[1040];
     snprintf(pat, sizeof(pat), "%s/*", m->prefix);
-    rc = petrel_route_add(srv, PETREL_ANY | PETREL_OTHER, pat, petrel__proxy_handle, m);
+    rc = petrel_route_add(srv, PETREL_ANY | PETREL_OTHER | PETREL_WS_CONNECT, pat,
+                          petrel__proxy_handle, m);
     if (rc == 0 && m->plen)
-        rc = petrel_route_add(srv, PETREL_ANY | PETREL_OTHER, m->prefix, petrel__proxy_handle, m);
+        rc = petrel_route_add(srv, PETREL_ANY | PETREL_OTHER | PETREL_WS_CONNECT, m->prefix,
+                              petrel__proxy_handle, m);
     if (rc < 0)
         petrel_log(PETREL_LOG_ERROR, "module 'proxy': cannot route '%s': %s", prefix,
                    rc == PETREL_ESTATE ? "another route serves that prefix already"

@@ -14,7 +14,7 @@ typedef struct petrel__router petrel__router_t;
 /* A method bit of petrel's own, outside PETREL_ANY: an HTTP/2 Extended
  * CONNECT with `:protocol websocket` (RFC 8441 §4).  Only WebSocket routes
  * have it (petrel_ws_route_add); petrel_route_add() refuses it. */
-#define PETREL__CONNECT (1 << 7)
+#define PETREL__CONNECT PETREL_WS_CONNECT
 
 
 typedef struct petrel__match {

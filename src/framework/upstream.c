@@ -138,6 +138,12 @@ struct petrel_call {
     petrel__h2c_stream_t st;
     petrel__timer_t htimer; /* header_timeout_ms of its stream */
     unsigned refusals;      /* times it was not processed */
+    /* petrel_call_upgrade(): the protocol asked for, who takes a 101's
+     * connection, and that head until the parser has stopped */
+    const char *upgrade;
+    petrel_upgrade_cb on_upgrade;
+    bool switched;
+    petrel_upstream_head_t head101;
 };
 
 /* A connection's state.  K_FREE: closed, on the free list; an event the
@@ -922,6 +928,8 @@ static void call_send(petrel_call_t *call)
     c->nreq++;
     call->state = C_SENDING;
     petrel__h1c_start(c->parser, call->arena, call->head, &h1_cbs, call);
+    if (call->upgrade)
+        petrel__h1c_upgrade(c->parser);
     c->rlen = c->roff = 0;
     if (conn_write(c) < 0)
         write_failed(call, c, errno);
@@ -1367,6 +1375,13 @@ static int h1_on_head(void *ctx, int status, int version, const petrel_header_t 
             : status < 500 ? R_4XX
                            : R_5XX;
     petrel__metrics_up(call->up->mslot)->calls[r]++;
+    if (status == 101) {
+        /* the parser stops after this head: conn_feed hands the
+         * connection over (conn_switched) */
+        call->switched = true;
+        call->head101 = (petrel_upstream_head_t){status, version, f, n, 0};
+        return 1;
+    }
     if (listening(call) && call->cbs.on_head) {
         petrel_upstream_head_t h = {status, version, f, n, cl};
         call->cbs.on_head(call, &h, call->data);
@@ -1396,6 +1411,23 @@ static int h1_on_end(void *ctx, const petrel_header_t *t, size_t n)
     return 0;
 }
 
+/* A 101 came for `call` on `c`: the connection leaves the pool for good,
+ * its descriptor and the bytes read past the head go to the caller. */
+static void conn_switched(uconn_t *c, petrel_call_t *call)
+{
+    int fd = c->io.fd;
+    petrel__io_del(petrel__loop, &c->io);
+    c->io.fd = -1;
+    petrel__timer_disarm(&c->timer);
+    call_detach(call);
+    if (listening(call))
+        call->on_upgrade(call, &call->head101, fd, c->rbuf + c->roff, c->rlen - c->roff,
+                         call->data);
+    else
+        close(fd);
+    conn_close(c); /* its descriptor is the caller's now: only the slot goes */
+}
+
 /* Feed the bytes in the read buffer; false when the connection is gone. */
 static bool conn_feed(uconn_t *c)
 {
@@ -1421,6 +1453,10 @@ static bool conn_feed(uconn_t *c)
         if (c->doomed) {
             c->doomed = false;
             conn_close(c);
+            return false;
+        }
+        if (done && call->switched) {
+            conn_switched(c, call);
             return false;
         }
         if (done) {
@@ -1650,8 +1686,8 @@ static void call_gone(void *data)
     petrel_call_cancel(data);
 }
 
-petrel_call_t *petrel_call(petrel_upstream_t *up, const petrel_call_spec_t *spec,
-                           const petrel_call_cbs_t *cbs, void *data)
+static petrel_call_t *call_new(petrel_upstream_t *up, const petrel_call_spec_t *spec,
+                               const petrel_call_cbs_t *cbs, void *data, const char *upgrade)
 {
     if (up == NULL || spec == NULL || cbs == NULL || spec->method == NULL || spec->target == NULL ||
         *spec->method == '\0' || *spec->target == '\0' ||
@@ -1676,12 +1712,9 @@ petrel_call_t *petrel_call(petrel_upstream_t *up, const petrel_call_spec_t *spec
                 errno = EINVAL;
                 return NULL;
             }
-    size_t nte = 0;
     for (size_t i = 0; i < spec->nheaders; i++) {
-        if (te_trailers(&spec->headers[i])) {
-            nte++;
+        if (te_trailers(&spec->headers[i]))
             continue;
-        }
         if (!petrel__h1c_field_ok(&spec->headers[i])) {
             errno = EINVAL;
             return NULL;
@@ -1694,9 +1727,9 @@ petrel_call_t *petrel_call(petrel_upstream_t *up, const petrel_call_spec_t *spec
     worker_setup(up);
     petrel_arena_t *arena = spec->req ? spec->req->arena : spec->arena;
     petrel_call_t *call = petrel_arena_new(arena, petrel_call_t, 1);
-    petrel_header_t *f =
-        spec->nheaders ? petrel_arena_new(arena, petrel_header_t, spec->nheaders) : NULL;
-    if (call == NULL || (spec->nheaders && f == NULL)) {
+    size_t nf = spec->nheaders + (upgrade ? 2 : 0);
+    petrel_header_t *f = nf ? petrel_arena_new(arena, petrel_header_t, nf) : NULL;
+    if (call == NULL || (nf && f == NULL)) {
         errno = ENOMEM;
         return NULL;
     }
@@ -1730,8 +1763,19 @@ petrel_call_t *petrel_call(petrel_upstream_t *up, const petrel_call_spec_t *spec
             return NULL;
         }
     }
+    if (upgrade) {
+        /* RFC 9110 §7.8: Upgrade is a hop-by-hop field, named in Connection */
+        char *u = petrel_arena_strndup(arena, upgrade, strlen(upgrade));
+        if (u == NULL) {
+            errno = ENOMEM;
+            return NULL;
+        }
+        f[k++] = (petrel_header_t){{"Connection", 10}, {"Upgrade", 7}};
+        f[k++] = (petrel_header_t){{"Upgrade", 7}, {u, strlen(u)}};
+        call->upgrade = u;
+    }
     call->fields = f;
-    call->nfields = spec->nheaders - nte;
+    call->nfields = k;
     call->body = spec->body;
     call->body_len = spec->body_len;
     const char *m = call->method;
@@ -1764,6 +1808,31 @@ petrel_call_t *petrel_call(petrel_upstream_t *up, const petrel_call_spec_t *spec
     }
     arm(&call->timer, Q_CALL, up->o.call_timeout_ms);
     want_dispatch(up);
+    return call;
+}
+
+petrel_call_t *petrel_call(petrel_upstream_t *up, const petrel_call_spec_t *spec,
+                           const petrel_call_cbs_t *cbs, void *data)
+{
+    return call_new(up, spec, cbs, data, NULL);
+}
+
+petrel_call_t *petrel_call_upgrade(petrel_upstream_t *up, const petrel_call_spec_t *spec,
+                                   const char *protocol, const petrel_call_cbs_t *cbs,
+                                   petrel_upgrade_cb on_upgrade, void *data)
+{
+    /* a protocol of RFC 9110 §7.8: a token, "/" and a version allowed */
+    bool ok = protocol && *protocol && on_upgrade;
+    for (const char *s = protocol; ok && *s; s++)
+        ok = (*s >= '0' && *s <= '9') || (*s >= 'a' && *s <= 'z') || (*s >= 'A' && *s <= 'Z') ||
+             strchr("!#$%&'*+-.^_`|~/", *s) != NULL;
+    if (!ok) {
+        errno = EINVAL;
+        return NULL;
+    }
+    petrel_call_t *call = call_new(up, spec, cbs, data, protocol);
+    if (call)
+        call->on_upgrade = on_upgrade;
     return call;
 }
 

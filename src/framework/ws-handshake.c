@@ -179,47 +179,52 @@ static int ws_opened(petrel_ws_t *ws, const petrel__ws_route_t *rt, petrel_req_t
     return 0;
 }
 
-static int ws_handshake(petrel_req_t *req, void *data)
+/* The checks of an opening handshake (RFC 6455 §4.2.1; RFC 8441 §4, §5:
+ * an Extended CONNECT with :protocol websocket -- h2-fields.c lets no
+ * other protocol reach a route -- without Upgrade, Connection nor
+ * Sec-WebSocket-Key).  0, 400 with `*why`, or 426. */
+static int handshake_check(petrel_req_t *req, const char **why)
 {
-    const petrel__ws_route_t *rt = data;
-    /* HTTP/2: an Extended CONNECT with :protocol websocket (RFC 8441 §4;
-     * h2-fields.c lets no other protocol reach a route).  §5: no Upgrade,
-     * Connection nor Sec-WebSocket-Key/-Accept there. */
     bool h2 = req->method == PETREL__CONNECT;
     petrel__conn_t *c = h2 ? req->_conn : petrel__http1_conn(req);
-    const char *key = NULL;
     if (!h2) {
+        *why = NULL;
         if (req->version != 11 || c == NULL)
-            return bad_request(req, req->version == 20
-                                        ? "WebSocket over HTTP/2 is an Extended CONNECT (RFC 8441)"
-                                        : "WebSocket needs HTTP/1.1");
-        if (req->method != PETREL_GET)
-            return bad_request(req, "the handshake is a GET");
-        if (!header_has_token(req, "upgrade", "websocket"))
-            return bad_request(req, "no Upgrade: websocket");
-        if (!header_has_token(req, "connection", "upgrade"))
-            return bad_request(req, "no Connection: Upgrade");
-        key = petrel_req_header(req, "sec-websocket-key");
+            *why = req->version == 20 ? "WebSocket over HTTP/2 is an Extended CONNECT (RFC 8441)"
+                                      : "WebSocket needs HTTP/1.1";
+        else if (req->method != PETREL_GET)
+            *why = "the handshake is a GET";
+        else if (!header_has_token(req, "upgrade", "websocket"))
+            *why = "no Upgrade: websocket";
+        else if (!header_has_token(req, "connection", "upgrade"))
+            *why = "no Connection: Upgrade";
+        if (*why)
+            return 400;
+        const char *key = petrel_req_header(req, "sec-websocket-key");
         uint8_t raw[18];
         if (key == NULL || header_count(req, "sec-websocket-key") != 1 ||
-            petrel__base64_decode(key, strlen(key), raw, sizeof(raw)) != 16)
-            return bad_request(req, "Sec-WebSocket-Key is not 16 bytes in base64");
+            petrel__base64_decode(key, strlen(key), raw, sizeof(raw)) != 16) {
+            *why = "Sec-WebSocket-Key is not 16 bytes in base64";
+            return 400;
+        }
     }
     const char *ver = petrel_req_header(req, "sec-websocket-version");
     if (ver == NULL || strcmp(ver, "13") != 0 || header_count(req, "sec-websocket-version") != 1) {
         /* §4.2.2: the versions we speak */
         petrel_resp_header(req, "Sec-WebSocket-Version", "13");
-        return petrel_send_text(req, 426, "text/plain",
-                                "426 Upgrade Required: Sec-WebSocket-Version 13\n");
+        return 426;
     }
-    if (c->cs->draining)
-        return 503;
-    if (rt->h.check_origin) {
-        int st = rt->h.check_origin(req, petrel_req_header(req, "origin"), rt->data);
-        if (st)
-            return st >= 400 && st <= 599 ? st : 403;
-    }
-    const char *sub = pick_subprotocol(req, rt->h.subprotocols);
+    return 0;
+}
+
+/* Accept a checked handshake for endpoint `rt` with subprotocol `sub`: the
+ * engine on the request's carrier, the answer queued, on_open.  0, or an
+ * HTTP status or PETREL_E* code (nothing sent). */
+static int handshake_accept(petrel_req_t *req, const petrel__ws_route_t *rt, const char *sub)
+{
+    bool h2 = req->method == PETREL__CONNECT;
+    petrel__conn_t *c = h2 ? req->_conn : petrel__http1_conn(req);
+    const char *key = h2 ? NULL : petrel_req_header(req, "sec-websocket-key");
     char ext[160];
     int bits = rt->h.no_compression ? 0 : negotiate_deflate(req, ext, sizeof(ext));
     if (h2) {
@@ -258,7 +263,60 @@ static int ws_handshake(petrel_req_t *req, void *data)
         petrel__ws_free(ws);
         return rc;
     }
-    return ws_opened(ws, rt, req, false);
+    ws_opened(ws, rt, req, false);
+    petrel__http1_upgraded(req); /* from a callback: the switch, now */
+    return 0;
+}
+
+static int ws_handshake(petrel_req_t *req, void *data)
+{
+    const petrel__ws_route_t *rt = data;
+    const char *why = NULL;
+    int st = handshake_check(req, &why);
+    if (st == 400)
+        return bad_request(req, why);
+    if (st == 426)
+        return petrel_send_text(req, 426, "text/plain",
+                                "426 Upgrade Required: Sec-WebSocket-Version 13\n");
+    bool h2 = req->method == PETREL__CONNECT;
+    petrel__conn_t *c = h2 ? req->_conn : petrel__http1_conn(req);
+    if (c->cs->draining)
+        return 503;
+    if (rt->h.check_origin) {
+        st = rt->h.check_origin(req, petrel_req_header(req, "origin"), rt->data);
+        if (st)
+            return st >= 400 && st <= 599 ? st : 403;
+    }
+    return handshake_accept(req, rt, pick_subprotocol(req, rt->h.subprotocols));
+}
+
+int petrel_ws_check(petrel_req_t *req)
+{
+    const char *why = NULL;
+    if (req == NULL)
+        return PETREL_EINVAL;
+    int st = handshake_check(req, &why);
+    if (why)
+        petrel_log(PETREL_LOG_DEBUG, "request %llu: websocket handshake refused: %s",
+                   (unsigned long long)req->id, why);
+    return st;
+}
+
+int petrel_ws_accept(petrel_req_t *req, const petrel_ws_handler_t *handler, void *data,
+                     const char *subprotocol)
+{
+    if (req == NULL || handler == NULL || !petrel_req_waiting(req))
+        return PETREL_EINVAL;
+    const char *why = NULL;
+    int st = handshake_check(req, &why);
+    if (st)
+        return st;
+    bool h2 = req->method == PETREL__CONNECT;
+    petrel__conn_t *c = h2 ? req->_conn : petrel__http1_conn(req);
+    if (c->cs->draining)
+        return 503;
+    petrel__ws_route_t rt = {*handler, data}; /* copied by the engine */
+    return handshake_accept(req, &rt, subprotocol);
 }
 
 /* ------------------------------------------------------------------------ */

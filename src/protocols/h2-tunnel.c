@@ -240,6 +240,15 @@ size_t petrel__h2_tunnel_queued(petrel_req_t *req)
     return s ? s->sb_bytes : 0;
 }
 
+void petrel__h2_tunnel_resume(petrel_req_t *req)
+{
+    h2stream_t *s = tunnel_of(req);
+    if (s == NULL)
+        return;
+    tunnel_mark(s->h, s);
+    petrel__h2_schedule(s->h);
+}
+
 void petrel__h2_tunnel_end(petrel_req_t *req)
 {
     h2stream_t *s = tunnel_of(req);

@@ -81,6 +81,9 @@ size_t petrel__h2_tunnel_queued(petrel_req_t *req);
 /* End our side: END_STREAM after what is queued.  `gone` follows once the
  * peer has ended its side too (or reset the stream). */
 void petrel__h2_tunnel_end(petrel_req_t *req);
+/* The carrier takes input again (it refused some): the tunnel gives it
+ * what it holds, from the loop. */
+void petrel__h2_tunnel_resume(petrel_req_t *req);
 /* Give up at once: RST_STREAM (CANCEL).  No more calls to the ops (not
  * even `gone`). */
 void petrel__h2_tunnel_reset(petrel_req_t *req);

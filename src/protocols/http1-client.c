@@ -27,6 +27,8 @@ struct petrel__h1c {
     bool in_value;     /* the last span was a value's */
     bool head_request; /* the request was HEAD */
     bool interim;      /* the message being parsed is a 1xx */
+    bool upgrade;      /* the request asked for an upgrade: a 101 ends the response */
+    bool switched;     /* a 101 came: the connection is no longer HTTP */
     bool headed;       /* on_head ran */
     bool ended;
     bool started;
@@ -142,9 +144,19 @@ static int on_headers_complete(llhttp_t *p)
 {
     petrel__h1c_t *c = of(p);
     int status = p->status_code;
-    if (status < 100 || status > 599 || status == 101) {
+    if (status < 100 || status > 599 || (status == 101 && !c->upgrade)) {
         c->err = PETREL_UPSTREAM_EPROTO;
         return -1;
+    }
+    if (status == 101) {
+        /* RFC 9110 §15.2.2: the connection speaks the new protocol right
+         * after the empty line; the parser stops there, its bytes are the
+         * caller's */
+        c->headed = c->ended = c->switched = true;
+        int version = p->http_major * 10 + p->http_minor;
+        if (c->cbs->on_head(c->ctx, status, version == 10 ? 10 : 11, c->fields, c->n, 0) < 0)
+            return -1;
+        return HPE_PAUSED;
     }
     if (status < 200) {
         c->interim = true; /* skipped: the response follows */
@@ -246,7 +258,12 @@ int petrel__h1c_eof(petrel__h1c_t *c, bool *started)
 
 bool petrel__h1c_keep_alive(const petrel__h1c_t *c)
 {
-    return c->ended && llhttp_should_keep_alive(&c->parser);
+    return c->ended && !c->switched && llhttp_should_keep_alive(&c->parser);
+}
+
+void petrel__h1c_upgrade(petrel__h1c_t *c)
+{
+    c->upgrade = true;
 }
 
 bool petrel__h1c_started(const petrel__h1c_t *c)

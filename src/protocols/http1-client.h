@@ -34,6 +34,12 @@ size_t petrel__h1c_size(void);
 void petrel__h1c_start(petrel__h1c_t *p, petrel_arena_t *arena, bool head_request,
                        const petrel__h1c_cbs_t *cbs, void *ctx);
 
+/* The request asks for an upgrade (after petrel__h1c_start): a 101 is
+ * reported to on_head (content length 0) and ends the response, the parser
+ * stopping after its empty line; the bytes after it belong to the new
+ * protocol.  Without it a 101 is malformed. */
+void petrel__h1c_upgrade(petrel__h1c_t *p);
+
 /* Parse `len` bytes.  Returns the number consumed (less than `len` when a
  * callback paused the parser, or the response ended: the bytes after it
  * are not part of it), or PETREL_EPROTO (malformed or ambiguous: CL+TE,

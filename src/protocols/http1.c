@@ -1592,6 +1592,15 @@ int petrel__http1_upgrade(petrel_req_t *req, const char *protocol, const petrel_
     return 0;
 }
 
+static void answered(h1req_t *s, bool complete);
+
+void petrel__http1_upgraded(petrel_req_t *req)
+{
+    if (req->_proto == &h1_proto && !(req->_flags & REQ_IN_HANDLER) &&
+        (SLOT(req)->flags & R_UPGRADE))
+        answered(SLOT(req), true);
+}
+
 /* ------------------------------------------------------------------------ */
 /* Responses                                                                */
 

@@ -35,6 +35,11 @@ int petrel__http1_worker_init(const petrel__config_t *cfg);
  */
 int petrel__http1_upgrade(petrel_req_t *req, const char *protocol, const petrel_header_t *fields,
                           size_t nfields, const petrel__proto_ops_t *ops, void *state);
+/* After petrel__http1_upgrade() outside the request's handler (a waiting
+ * request, answered from a callback): the request ends and the connection
+ * switches now -- `req` is gone after.  Nothing from within the handler
+ * (the switch follows its return). */
+void petrel__http1_upgraded(petrel_req_t *req);
 
 /* The connection that carries an HTTP/1.1 request (NULL when it is gone). */
 petrel__conn_t *petrel__http1_conn(const petrel_req_t *req);

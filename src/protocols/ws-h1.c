@@ -11,13 +11,23 @@
  *
  * The carrier's pointer is the connection; the engine is its protocol
  * state (c->proto).
+ *
+ * The same carrier serves the client side of a WebSocket
+ * (petrel_ws_client_new): a socket petrel connected to an upstream, whose
+ * handshake the upstream client did (petrel_call_upgrade), made a
+ * connection of the worker's, with the engine in client mode.
  */
 #include "protocols/ws-carrier.h"
 
 #include "runtime/conn.h"
 #include "protocols/http1.h"
+#include "runtime/syntax.h"
+#include "runtime/wskey.h"
 
+#include <errno.h>
 #include <string.h>
+#include <sys/random.h>
+#include <unistd.h>
 
 /* ------------------------------------------------------------------------ */
 /* The connection as carrier                                                */
@@ -101,7 +111,7 @@ static void wc_advance(petrel__conn_t *c)
         return;
     }
     petrel__ws_written(ws, waited);
-    petrel__conn_pause(c, false);
+    petrel__conn_pause(c, petrel__ws_paused(ws)); /* petrel_ws_pause() */
 }
 
 static void wc_on_pending(petrel__pending_t *p)
@@ -217,4 +227,94 @@ int petrel__ws_h1_switch(petrel_req_t *req, petrel_ws_t *ws, const petrel_header
                          size_t nfields)
 {
     return petrel__http1_upgrade(req, "websocket", fields, nfields, &ws_conn_ops, ws);
+}
+
+/* ------------------------------------------------------------------------ */
+/* The client side                                                          */
+
+/* The end of the turn of petrel_ws_client_new(): the connection starts
+ * (wc_start), the bytes that came with the 101 first, so that no callback
+ * runs before the caller has the WebSocket. */
+static void wc_client_start(petrel__pending_t *p)
+{
+    petrel_ws_t *ws = petrel__ws_of_pending(p);
+    petrel__conn_begin(petrel__ws_carrier(ws), ws);
+}
+
+int petrel_ws_client_key(char key[25])
+{
+    uint8_t raw[16];
+    if (key == NULL || getrandom(raw, sizeof(raw), 0) != (ssize_t)sizeof(raw))
+        return PETREL_EIO;
+    petrel__base64_encode(raw, sizeof(raw), key);
+    return 0;
+}
+
+/* The fields `name` of a head: how many, and the last one's value. */
+static size_t head_field(const petrel_upstream_head_t *head, const char *name, petrel_str_t *v)
+{
+    size_t n = 0;
+    for (size_t i = 0; i < head->nheaders; i++)
+        if (petrel__str_ieq(head->headers[i].name.ptr, head->headers[i].name.len, name,
+                            strlen(name))) {
+            *v = head->headers[i].value;
+            n++;
+        }
+    return n;
+}
+
+/* RFC 6455 §4.1: what the client checks of the server's answer to its
+ * handshake with `key`, offering no extension. */
+static bool head_valid(const petrel_upstream_head_t *head, const char *key)
+{
+    petrel_str_t v = {"", 0};
+    char accept[PETREL__WS_ACCEPT_LEN + 1];
+    if (head->status != 101 || head_field(head, "upgrade", &v) != 1 ||
+        !petrel__list_has_token(v.ptr, v.len, "websocket", 9))
+        return false;
+    bool conn = false;
+    for (size_t i = 0; i < head->nheaders; i++)
+        if (petrel__str_ieq(head->headers[i].name.ptr, head->headers[i].name.len, "connection", 10))
+            conn = conn || petrel__list_has_token(head->headers[i].value.ptr,
+                                                  head->headers[i].value.len, "upgrade", 7);
+    if (!conn || head_field(head, "sec-websocket-accept", &v) != 1)
+        return false;
+    petrel__ws_accept(key, strlen(key), accept);
+    if (v.len != PETREL__WS_ACCEPT_LEN || memcmp(v.ptr, accept, v.len) != 0)
+        return false;
+    return head_field(head, "sec-websocket-extensions", &v) == 0; /* none was offered */
+}
+
+petrel_ws_t *petrel_ws_client_new(int fd, const void *rest, size_t rest_len,
+                                  const petrel_upstream_head_t *head, const char *key,
+                                  const petrel_ws_handler_t *handler, void *data)
+{
+    if (fd < 0 || handler == NULL || (rest == NULL && rest_len) || head == NULL || key == NULL) {
+        if (fd >= 0)
+            close(fd);
+        errno = EINVAL;
+        return NULL;
+    }
+    if (!head_valid(head, key)) {
+        close(fd);
+        errno = EPROTO;
+        return NULL;
+    }
+    petrel__conn_t *c = petrel__conn_wrap(petrel__conns_worker, fd, &ws_conn_ops, rest, rest_len);
+    if (c == NULL) {
+        errno = ENOMEM;
+        return NULL;
+    }
+    petrel__ws_route_t rt = {*handler, data};
+    petrel_ws_t *ws = petrel__ws_new_client(&rt, c->cs->cfg, &wc_carrier, c);
+    if (ws == NULL) {
+        petrel__conn_close(c, PETREL__CLOSE_CLIENT);
+        errno = ENOMEM;
+        return NULL;
+    }
+    petrel__ws_opened(ws);
+    c->proto = ws; /* for a drain or a close before the start */
+    petrel__ws_pending(ws)->cb = wc_client_start;
+    petrel__pending_add(petrel__loop, petrel__ws_pending(ws));
+    return ws;
 }

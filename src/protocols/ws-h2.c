@@ -25,6 +25,7 @@
 enum {
     WH_ENDED = 1 << 0,   /* END_STREAM queued after the engine's last frame */
     WH_WAITING = 1 << 1, /* output waited for the peer's window */
+    WH_HELD = 1 << 2,    /* input refused while paused (petrel_ws_pause) */
 };
 
 static petrel_ws_t *engine(void *t)
@@ -73,6 +74,10 @@ static void wh_on_pending(petrel__pending_t *p)
     petrel_ws_t *ws = petrel__ws_of_pending(p);
     petrel__ws_advance(ws);
     unsigned *f = petrel__ws_carrier_flags(ws);
+    if ((*f & WH_HELD) && !petrel__ws_paused(ws)) {
+        *f &= ~WH_HELD;
+        petrel__h2_tunnel_resume(petrel__ws_carrier(ws)); /* the DATA it holds */
+    }
     if (!petrel__ws_reading(ws) && !(*f & WH_ENDED)) {
         *f |= WH_ENDED;
         petrel__h2_tunnel_end(petrel__ws_carrier(ws));
@@ -87,6 +92,11 @@ static ssize_t wh_input(void *ctx, const char *p, size_t n)
     petrel_ws_t *ws = ctx;
     if (!petrel__ws_reading(ws))
         return -1; /* DATA after the WebSocket closed: a stream error */
+    if (petrel__ws_paused(ws)) {
+        /* held by the stream, whose window stays shut meanwhile */
+        *petrel__ws_carrier_flags(ws) |= WH_HELD;
+        return 0;
+    }
     return (ssize_t)petrel__ws_input(ws, p, n);
 }
 

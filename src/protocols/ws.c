@@ -60,6 +60,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/random.h>
 #include <sys/uio.h>
 #include <wslay/wslay.h>
 #include <zlib.h>
@@ -110,7 +111,10 @@ struct petrel_ws {
     petrel__pending_t pending; /* for the carrier (ws.h) */
     unsigned carrier_flags;    /* for the carrier (ws.h) */
     wslay_event_context_ptr wslay;
-    const petrel__ws_route_t *route;
+    const petrel__ws_route_t *route; /* &own */
+    petrel__ws_route_t own;          /* the endpoint's handler and data, copied */
+    bool client;                     /* the client side (petrel_ws_client_new): masks */
+    bool read_paused;                /* petrel_ws_pause() */
     void *data;
     const char *subprotocol;
     int state;
@@ -212,7 +216,7 @@ static bool close_code_valid(unsigned code)
 
 static size_t frame_header(uint8_t *h, int opcode, bool rsv1, uint64_t len)
 {
-    h[0] = (uint8_t)(0x80 | (rsv1 ? 0x40 : 0) | opcode); /* FIN; never masked (§5.1) */
+    h[0] = (uint8_t)(0x80 | (rsv1 ? 0x40 : 0) | opcode); /* FIN; a server's never masked (§5.1) */
     if (len < 126) {
         h[1] = (uint8_t)len;
         return 2;
@@ -227,6 +231,66 @@ static size_t frame_header(uint8_t *h, int opcode, bool rsv1, uint64_t len)
     for (int i = 0; i < 8; i++)
         h[2 + i] = (uint8_t)(len >> (56 - 8 * i));
     return 10;
+}
+
+/* ------------------------------------------------------------------------ */
+/* The client side (petrel_ws_client_new): every frame it sends is masked   */
+/* with a fresh key from a strong source of entropy (§5.3, §10.3).          */
+
+static uint8_t mask_pool[256]; /* getrandom() bytes, used four at a time */
+static size_t mask_left;
+static uint8_t *mbuf; /* the masked payload of the frame being queued (grown, kept) */
+static size_t mbuf_cap;
+
+static int mask_key(uint8_t key[4])
+{
+    if (mask_left < 4) {
+        ssize_t n = getrandom(mask_pool, sizeof(mask_pool), 0);
+        if (n != (ssize_t)sizeof(mask_pool))
+            return -1;
+        mask_left = sizeof(mask_pool);
+    }
+    mask_left -= 4;
+    memcpy(key, mask_pool + mask_left, 4);
+    return 0;
+}
+
+static int cb_genmask(wslay_event_context_ptr ctx, uint8_t *buf, size_t len, void *user)
+{
+    (void)user;
+    for (size_t i = 0; i < len; i += 4) {
+        uint8_t k[4];
+        if (mask_key(k) < 0) {
+            wslay_event_set_error(ctx, WSLAY_ERR_CALLBACK_FAILURE);
+            return -1;
+        }
+        memcpy(buf + i, k, len - i < 4 ? len - i : 4);
+    }
+    return 0;
+}
+
+/* A client's frame: the mask bit and key after the header `h` (of `hl`
+ * bytes, room for 4 more), the payload masked into mbuf.  The header's new
+ * length, or 0 when out of memory or entropy. */
+static size_t mask_frame(uint8_t *h, size_t hl, const void *data, size_t len, const void **out)
+{
+    uint8_t key[4];
+    if (len > mbuf_cap) {
+        uint8_t *nb = realloc(mbuf, len);
+        if (nb == NULL)
+            return 0;
+        mbuf = nb;
+        mbuf_cap = len;
+    }
+    if (mask_key(key) < 0)
+        return 0;
+    h[1] |= 0x80;
+    memcpy(h + hl, key, 4);
+    const uint8_t *p = data;
+    for (size_t i = 0; i < len; i++)
+        mbuf[i] = p[i] ^ key[i & 3];
+    *out = mbuf;
+    return hl + 4;
 }
 
 /* Bytes for the peer not written yet: the carrier's queue, and the shared
@@ -405,8 +469,10 @@ static int ws_send(petrel_ws_t *ws, int opcode, const void *data, size_t len)
             rsv1 = true;
         }
     }
-    uint8_t h[10];
+    uint8_t h[14];
     size_t hl = frame_header(h, opcode, rsv1, len);
+    if (ws->client && (hl = mask_frame(h, hl, data, len, &data)) == 0)
+        return PETREL_ENOMEM;
     petrel__count(PETREL__C_WS_MSG_OUT, 1);
     return queue_frame(ws, h, hl, data, len);
 }
@@ -541,6 +607,8 @@ static int send_shared(petrel_ws_t *ws, const uint8_t *frame, const uint8_t *h, 
 
 int petrel__ws_msg_send(petrel_ws_t *ws, petrel__ws_msg_t *m)
 {
+    if (ws->client)
+        return PETREL_ESTATE; /* shared frames are a server's: not masked */
     int rc = send_allowed(ws);
     if (rc < 0)
         return rc;
@@ -741,8 +809,10 @@ static int scan_header(petrel_ws_t *ws)
                                               : "reserved bits set without an extension"; /* §5.2 */
     else if (op > OP_BINARY && op != OP_CLOSE && op != OP_PING && op != OP_PONG)
         err = "unknown opcode";
-    else if (!masked)
+    else if (!masked && !ws->client)
         err = "unmasked client frame"; /* §5.1 */
+    else if (masked && ws->client)
+        err = "masked server frame"; /* §5.1 */
     else if (ctrl && !fin)
         err = "fragmented control frame"; /* §5.5 */
     else if (ctrl && len7 > 125)
@@ -755,7 +825,7 @@ static int scan_header(petrel_ws_t *ws)
         ws_fail(ws, 1002, err);
         return SCAN_STOP;
     }
-    size_t hl = 2 + (len7 == 126 ? 2 : len7 == 127 ? 8 : 0) + 4;
+    size_t hl = 2 + (len7 == 126 ? 2 : len7 == 127 ? 8 : 0) + (ws->client ? 0 : 4);
     if (avail < hl)
         return SCAN_MORE;
     uint64_t len = len7;
@@ -776,7 +846,10 @@ static int scan_header(petrel_ws_t *ws)
         ws_fail(ws, 1002, err);
         return SCAN_STOP;
     }
-    memcpy(ws->mask, p + hl - 4, 4);
+    if (ws->client)
+        memset(ws->mask, 0, 4);
+    else
+        memcpy(ws->mask, p + hl - 4, 4);
     if (op == OP_CLOSE) {
         /* handled here, whole: wslay never sees a Close */
         if (avail < hl + len)
@@ -1149,9 +1222,9 @@ static petrel__tq_t *idle_queue(const petrel__config_t *cfg)
     return &idle_q;
 }
 
-petrel_ws_t *petrel__ws_new(const petrel__ws_route_t *rt, const petrel__config_t *cfg,
-                            const char *subprotocol, int deflate_bits,
-                            const petrel__ws_carrier_t *ops, void *t)
+static petrel_ws_t *ws_new(const petrel__ws_route_t *rt, const petrel__config_t *cfg,
+                           const char *subprotocol, int deflate_bits,
+                           const petrel__ws_carrier_t *ops, void *t, bool client)
 {
     if (idle_queue(cfg) == NULL)
         return NULL;
@@ -1165,7 +1238,8 @@ petrel_ws_t *petrel__ws_new(const petrel__ws_route_t *rt, const petrel__config_t
     list_init(&ws->timer.node);
     ws->cops = ops;
     ws->t = t;
-    ws->route = rt;
+    ws->own = *rt;
+    ws->route = &ws->own;
     ws->cfg = cfg;
     ws->data = rt->data;
     ws->state = WS_OPENING;
@@ -1182,9 +1256,12 @@ petrel_ws_t *petrel__ws_new(const petrel__ws_route_t *rt, const petrel__config_t
     static const struct wslay_event_callbacks cbs = {
         .recv_callback = cb_recv,
         .send_callback = cb_send,
+        .genmask_callback = cb_genmask,
         .on_frame_recv_chunk_callback = cb_chunk,
     };
-    if (wslay_event_context_server_init(&ws->wslay, &cbs, ws) != 0) {
+    ws->client = client;
+    if ((client ? wslay_event_context_client_init(&ws->wslay, &cbs, ws)
+                : wslay_event_context_server_init(&ws->wslay, &cbs, ws)) != 0) {
         free(ws);
         return NULL;
     }
@@ -1194,6 +1271,24 @@ petrel_ws_t *petrel__ws_new(const petrel__ws_route_t *rt, const petrel__config_t
     if (ws->deflate_bits)
         wslay_event_config_set_allowed_rsv_bits(ws->wslay, WSLAY_RSV1_BIT);
     return ws;
+}
+
+petrel_ws_t *petrel__ws_new(const petrel__ws_route_t *rt, const petrel__config_t *cfg,
+                            const char *subprotocol, int deflate_bits,
+                            const petrel__ws_carrier_t *ops, void *t)
+{
+    return ws_new(rt, cfg, subprotocol, deflate_bits, ops, t, false);
+}
+
+petrel_ws_t *petrel__ws_new_client(const petrel__ws_route_t *rt, const petrel__config_t *cfg,
+                                   const petrel__ws_carrier_t *ops, void *t)
+{
+    return ws_new(rt, cfg, NULL, 0, ops, t, true);
+}
+
+bool petrel__ws_paused(const petrel_ws_t *ws)
+{
+    return ws->read_paused;
 }
 
 void petrel__ws_opened(petrel_ws_t *ws)
@@ -1254,6 +1349,19 @@ petrel_arena_t *petrel__ws_arena(petrel_ws_t *ws)
 
 /* ------------------------------------------------------------------------ */
 /* API                                                                      */
+
+int petrel_ws_pause(petrel_ws_t *ws, int paused)
+{
+    if (ws == NULL)
+        return PETREL_EINVAL;
+    if (ws->state == WS_DONE)
+        return PETREL_ESTATE;
+    if (ws->read_paused != (paused != 0)) {
+        ws->read_paused = paused != 0;
+        ws_kick(ws); /* the carrier comes back and reads, or stops */
+    }
+    return 0;
+}
 
 int petrel_ws_send_text(petrel_ws_t *ws, const char *text, size_t len)
 {

@@ -56,6 +56,14 @@ typedef struct petrel__ws_carrier {
 petrel_ws_t *petrel__ws_new(const petrel__ws_route_t *rt, const petrel__config_t *cfg,
                             const char *subprotocol, int deflate_bits,
                             const petrel__ws_carrier_t *ops, void *t);
+/* The same for the client side of a WebSocket whose handshake is done
+ * (petrel_ws_client_new): frames it sends are masked, those it receives
+ * must not be (RFC 6455 §5.1); no subprotocol, no extension. */
+petrel_ws_t *petrel__ws_new_client(const petrel__ws_route_t *rt, const petrel__config_t *cfg,
+                                   const petrel__ws_carrier_t *ops, void *t);
+/* Whether the user paused reading (petrel_ws_pause()): the carrier reads
+ * no input meanwhile, and comes back (kick) when it changes. */
+bool petrel__ws_paused(const petrel_ws_t *ws);
 /* Free an engine that never started (the handshake failed after it was
  * made); on_close is not called. */
 void petrel__ws_free(petrel_ws_t *ws);

@@ -753,6 +753,39 @@ int petrel__conn_open(petrel__conns_t *cs, int fd, const struct sockaddr *peer, 
     return 0;
 }
 
+petrel__conns_t *petrel__conns_worker;
+
+petrel__conn_t *petrel__conn_wrap(petrel__conns_t *cs, int fd, const petrel__proto_ops_t *ops,
+                                  const void *rest, size_t n)
+{
+    petrel__conn_t *c = cs && n <= PETREL_CHUNK_SIZE ? conn_new(cs, fd) : NULL;
+    if (c == NULL) {
+        close(fd);
+        return NULL;
+    }
+    c->ops = ops; /* its on_close sees no state until petrel__conn_begin() */
+    socklen_t len = sizeof(c->peer);
+    if (getpeername(fd, &c->peer.sa, &len) < 0)
+        c->peer.sa.sa_family = AF_UNSPEC;
+    if (n) {
+        c->rbuf = petrel__chunk_get(&petrel__pool);
+        if (c->rbuf == NULL) {
+            petrel__conn_close(c, PETREL__CLOSE_CLIENT);
+            return NULL;
+        }
+        c->rcap = PETREL_CHUNK_SIZE;
+        memcpy(c->rbuf, rest, n);
+        c->rlen = (uint32_t)n;
+    }
+    return c;
+}
+
+void petrel__conn_begin(petrel__conn_t *c, void *state)
+{
+    c->proto = state;
+    conn_start(c);
+}
+
 int petrel__conn_adopt(petrel__conns_t *cs, int fd)
 {
     int fl = fcntl(fd, F_GETFL);

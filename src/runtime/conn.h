@@ -331,6 +331,18 @@ void petrel__conns_reap(void);
  * the bytes freed. */
 size_t petrel__conns_trim(size_t keep);
 
+/* The connections of this worker (set by the server layer), which a
+ * socket of petrel_ws_client_new() joins. */
+extern petrel__conns_t *petrel__conns_worker;
+/* A connection on `fd`, a socket connected by us (an upstream's, after its
+ * 101), that speaks `ops` from the start: `rest` (`n` bytes, at most a
+ * chunk) is its first input.  Not started: petrel__conn_begin() gives it
+ * its protocol state and starts it.  NULL when out of memory (`fd` is
+ * closed in every case that fails). */
+petrel__conn_t *petrel__conn_wrap(petrel__conns_t *cs, int fd, const petrel__proto_ops_t *ops,
+                                  const void *rest, size_t n);
+void petrel__conn_begin(petrel__conn_t *c, void *state);
+
 /* Test hook: serve one connected socket in this process's loop. */
 int petrel__conn_adopt(petrel__conns_t *cs, int fd);
 

@@ -193,8 +193,8 @@ void petrel__server_free(petrel_server_t *srv)
 int petrel_route_add(petrel_server_t *srv, int methods, const char *pattern,
                      petrel_handler_t handler, void *data)
 {
-    if (methods & ~(PETREL_ANY | PETREL_OTHER))
-        return PETREL_EINVAL; /* PETREL__CONNECT is WebSocket's own */
+    if (methods & ~(PETREL_ANY | PETREL_WS_CONNECT | PETREL_OTHER))
+        return PETREL_EINVAL;
     return petrel__router_add(srv->router, methods, pattern, handler, data);
 }
 

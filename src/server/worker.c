@@ -243,6 +243,7 @@ int petrel__worker_init(petrel_server_t *srv)
         (rc = petrel__req_worker_init(&srv->cfg)) < 0 ||
         (rc = petrel__pubsub_worker_init(&srv->cfg)) < 0)
         return rc;
+    petrel__conns_worker = &srv->conns;
     srv->conns.on_gone = on_conn_gone;
     srv->conns.router = srv->router;
     srv->conns.upgrade = petrel__h2_upgrade;
