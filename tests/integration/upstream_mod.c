@@ -322,10 +322,14 @@ static int init(petrel_server_t *srv, const char *args)
 }
 
 static const petrel_route_t routes[] = {
-    {PETREL_GET, "/up/*", call_it, NULL},       {PETREL_POST, "/up/*", call_it, NULL},
-    {PETREL_GET, "/cancel/*", cancel_it, NULL}, {PETREL_GET, "/cancel-later/*", cancel_later, NULL},
-    {PETREL_GET, "/pause/*", call_it, "pause"}, {PETREL_POST, "/pause/*", call_it, "pause"},
-    {PETREL_POST, "/grpc/*", call_it, "grpc"},  {PETREL_POST, "/grpc-wrap/*", call_it, "grpc-wrap"},
+    {PETREL_GET, "/up/*", call_it, NULL},
+    {PETREL_POST, "/up/*", call_it, NULL},
+    {PETREL_GET, "/cancel/*", cancel_it, NULL},
+    {PETREL_GET, "/cancel-later/*", cancel_later, NULL},
+    {PETREL_GET, "/pause/*", call_it, "pause"},
+    {PETREL_POST, "/pause/*", call_it, "pause"},
+    {PETREL_POST, "/grpc/*", call_it, "grpc"},
+    {PETREL_POST, "/grpc-wrap/*", call_it, "grpc-wrap"},
     {0, NULL, NULL, NULL},
 };
 
