@@ -89,8 +89,11 @@ bool petrel__proxy_ws_wanted(const petrel_req_t *req)
 {
     if (req->method == PETREL_WS_CONNECT)
         return true; /* RFC 8441: only :protocol websocket reaches a route */
+    /* RFC 9110 §7.8: an Upgrade the Connection field does not name is a
+     * stray hop-by-hop field, dropped as the others are, not a handshake */
     return req->method == PETREL_GET &&
-           has_token(petrel_req_header((petrel_req_t *)req, "upgrade"), "websocket");
+           has_token(petrel_req_header((petrel_req_t *)req, "upgrade"), "websocket") &&
+           has_token(petrel_req_header((petrel_req_t *)req, "connection"), "upgrade");
 }
 
 static void tunnel_free(tunnel_t *t)
