@@ -877,6 +877,24 @@ static int conn_write(uconn_t *c)
     return 0;
 }
 
+/* A response's head came for `call` (HTTP/1.1 or h2): its address answers,
+ * and the call counts by the status's class. */
+static void call_headed(petrel_call_t *call, int status)
+{
+    call->state = C_BODY;
+    call->headed = true;
+    if (call->probe || call->addr->breaker == BR_CLOSED)
+        addr_ok(call->up, call->addr);
+    call->addr->fails = 0;
+    call->probe = false;
+    int r = status < 200   ? R_1XX_3XX
+            : status < 300 ? R_2XX
+            : status < 400 ? R_1XX_3XX
+            : status < 500 ? R_4XX
+                           : R_5XX;
+    petrel__metrics_up(call->up->mslot)->calls[r]++;
+}
+
 static int h1_on_head(void *ctx, int status, int version, const petrel_header_t *f, size_t n,
                       int64_t cl);
 static int h1_on_body(void *ctx, const char *p, size_t n);
@@ -1171,18 +1189,7 @@ static void h2_on_head(void *ctx, int status, const petrel_header_t *f, size_t n
 {
     petrel_call_t *call = ctx;
     petrel__timer_disarm(&call->htimer); /* the header came */
-    call->state = C_BODY;
-    call->headed = true;
-    if (call->probe || call->addr->breaker == BR_CLOSED)
-        addr_ok(call->up, call->addr);
-    call->addr->fails = 0;
-    call->probe = false;
-    int r = status < 200   ? R_1XX_3XX
-            : status < 300 ? R_2XX
-            : status < 400 ? R_1XX_3XX
-            : status < 500 ? R_4XX
-                           : R_5XX;
-    petrel__metrics_up(call->up->mslot)->calls[r]++;
+    call_headed(call, status);
     if (listening(call) && call->cbs.on_head) {
         petrel_upstream_head_t h = {status, 20, f, n, cl};
         call->cbs.on_head(call, &h, call->data);
@@ -1363,18 +1370,7 @@ static int h1_on_head(void *ctx, int status, int version, const petrel_header_t 
     petrel_call_t *call = ctx;
     uconn_t *c = call->conn;
     petrel__timer_disarm(&c->timer); /* the header came */
-    call->state = C_BODY;
-    call->headed = true;
-    if (call->probe || call->addr->breaker == BR_CLOSED)
-        addr_ok(call->up, call->addr);
-    call->addr->fails = 0;
-    call->probe = false;
-    int r = status < 200   ? R_1XX_3XX
-            : status < 300 ? R_2XX
-            : status < 400 ? R_1XX_3XX
-            : status < 500 ? R_4XX
-                           : R_5XX;
-    petrel__metrics_up(call->up->mslot)->calls[r]++;
+    call_headed(call, status);
     if (status == 101) {
         /* the parser stops after this head: conn_feed hands the
          * connection over (conn_switched) */

@@ -13,6 +13,7 @@
  * it is paused.
  */
 #include "protocols/h2-client.h"
+#include "protocols/h2-int.h"
 #include "runtime/arena.h"
 #include "runtime/sizeclass.h"
 
@@ -32,32 +33,6 @@ struct petrel__h2c {
     size_t out_len;
     bool broken;
 };
-
-static void *mem_malloc(size_t size, void *ud)
-{
-    (void)ud;
-    return petrel__sc_malloc(size);
-}
-
-static void mem_free(void *p, void *ud)
-{
-    (void)ud;
-    petrel__sc_free(p);
-}
-
-static void *mem_calloc(size_t n, size_t size, void *ud)
-{
-    (void)ud;
-    return petrel__sc_calloc(n, size);
-}
-
-static void *mem_realloc(void *p, size_t size, void *ud)
-{
-    (void)ud;
-    return petrel__sc_realloc(p, size);
-}
-
-static nghttp2_mem h2c_mem = {NULL, mem_malloc, mem_free, mem_calloc, mem_realloc};
 
 static petrel__h2c_stream_t *stream_of(nghttp2_session *s, int32_t id)
 {
@@ -327,7 +302,7 @@ petrel__h2c_t *petrel__h2c_new(const petrel__h2c_cbs_t *cbs)
         return NULL;
     h->cbs = cbs;
     list_init(&h->streams);
-    if (nghttp2_session_client_new3(&h->ngh, callbacks, h, options, &h2c_mem) != 0) {
+    if (nghttp2_session_client_new3(&h->ngh, callbacks, h, options, &petrel__h2_mem) != 0) {
         petrel__sc_free(h);
         return NULL;
     }

@@ -221,6 +221,10 @@ static inline void petrel__h2_lower(petrel_str_t *n)
  * input): append (the bytes appended: fewer when out of memory), drop the
  * head chunk once read, drop all. */
 size_t petrel__h2_chain_append(sbuf_t **head, sbuf_t **tail, const void *data, size_t len);
+/* h2.c: nghttp2's allocator, the size classes of sizeclass.c (the server's
+ * sessions and the upstream client's, h2-client.c). */
+extern nghttp2_mem petrel__h2_mem;
+
 void petrel__h2_chain_pop(sbuf_t **head, sbuf_t **tail);
 void petrel__h2_chain_free(sbuf_t **head, sbuf_t **tail);
 /* A stream's output: queue bytes (0 or PETREL_ENOMEM); take up to `length`. */

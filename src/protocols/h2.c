@@ -131,7 +131,7 @@ static void *mem_realloc(void *p, size_t size, void *ud)
     return petrel__sc_realloc(p, size);
 }
 
-static nghttp2_mem h2_mem = {NULL, mem_malloc, mem_free, mem_calloc, mem_realloc};
+nghttp2_mem petrel__h2_mem = {NULL, mem_malloc, mem_free, mem_calloc, mem_realloc};
 
 static petrel__h2_stats_t stats;
 petrel__h2_timers_t petrel__h2_timers;
@@ -1269,7 +1269,7 @@ h2conn_t *petrel__h2_session_new(petrel__conn_t *c)
     if (h == NULL)
         return NULL;
     uint64_t mark = petrel__sc_paged_count();
-    if (nghttp2_session_server_new3(&h->ngh, callbacks, h, options, &h2_mem) != 0) {
+    if (nghttp2_session_server_new3(&h->ngh, callbacks, h, options, &petrel__h2_mem) != 0) {
         free(h);
         return NULL;
     }
