@@ -103,12 +103,21 @@ static void tunnel_free(tunnel_t *t)
     free(t);
 }
 
-/* The request's arena goes: a tunnel that never got its 101 with it. */
+/* The request's arena goes: a tunnel that never got its 101 with it, and
+ * one whose both sides closed before it went. */
 static void tunnel_unused(void *data)
 {
     tunnel_t *t = data;
     t->req = NULL;
-    if (!t->live)
+    if (!t->live || (t->up_done && t->down_done))
+        tunnel_free(t);
+}
+
+/* Both sides have closed: the tunnel goes, unless its request's arena,
+ * which holds tunnel_unused(), is still there (then it goes with it). */
+static void tunnel_done(tunnel_t *t)
+{
+    if (t->req == NULL)
         tunnel_free(t);
 }
 
@@ -178,7 +187,7 @@ static void down_close(petrel_ws_t *ws, int code, const char *reason)
     t->down_done = true;
     pass_close(t->up, code, reason);
     if (t->up_done)
-        tunnel_free(t);
+        tunnel_done(t);
 }
 
 static void up_message(petrel_ws_t *ws, int binary, const void *data, size_t len)
@@ -194,7 +203,7 @@ static void up_close(petrel_ws_t *ws, int code, const char *reason)
     t->up_done = true;
     pass_close(t->down, code, reason);
     if (t->down_done)
-        tunnel_free(t);
+        tunnel_done(t);
 }
 
 /* ------------------------------------------------------------------------ */

@@ -1451,7 +1451,9 @@ static bool conn_feed(uconn_t *c)
             conn_close(c);
             return false;
         }
-        if (done && call->switched) {
+        /* a call that ended in the feed may be gone (its arena reset by
+         * its request's end): only one still on `c` is looked at */
+        if (done && c->call == call && call->switched) {
             conn_switched(c, call);
             return false;
         }
