@@ -1427,7 +1427,8 @@ static void conn_switched(uconn_t *c, petrel_call_t *call)
 /* Feed the bytes in the read buffer; false when the connection is gone. */
 static bool conn_feed(uconn_t *c)
 {
-    while (c->roff < c->rlen) {
+    /* a paused parser may have an end to give with no byte left */
+    while (c->roff < c->rlen || petrel__h1c_paused(c->parser)) {
         petrel_call_t *call = c->call;
         if (call == NULL || call->paused)
             return true;
@@ -1853,8 +1854,8 @@ void petrel_call_pause(petrel_call_t *call, int paused)
         return;
     }
     petrel__io_mod(petrel__loop, &c->io, EPOLLIN);
-    if (!c->in_feed && c->roff < c->rlen)
-        conn_feed(c); /* the bytes read before the pause */
+    if (!c->in_feed && (c->roff < c->rlen || petrel__h1c_paused(c->parser)))
+        conn_feed(c); /* the bytes read before the pause, or the end they made */
 }
 
 void petrel_call_cancel(petrel_call_t *call)

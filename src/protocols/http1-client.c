@@ -271,6 +271,11 @@ bool petrel__h1c_started(const petrel__h1c_t *c)
     return c->started;
 }
 
+bool petrel__h1c_paused(const petrel__h1c_t *c)
+{
+    return llhttp_get_errno(&c->parser) == HPE_PAUSED;
+}
+
 /* Host, Content-Length, Transfer-Encoding, Connection, Keep-Alive, TE,
  * Trailer, Upgrade, Proxy-Connection: by length first. */
 static bool hop_by_hop(const petrel_str_t *n)

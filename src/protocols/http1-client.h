@@ -60,6 +60,10 @@ bool petrel__h1c_keep_alive(const petrel__h1c_t *p);
 
 /* Whether any byte of the response (1xx included) was parsed. */
 bool petrel__h1c_started(const petrel__h1c_t *p);
+/* Whether a callback paused the parser: a feed (of no bytes, if none are
+ * left) goes on from where it stopped, such as the end of a response whose
+ * head was its last byte. */
+bool petrel__h1c_paused(const petrel__h1c_t *c);
 
 /* Serialise a request head into `buf` (`cap` bytes): request line, Host,
  * `fields`, Content-Length when `body_len` or the method takes a body,

@@ -131,13 +131,15 @@ d2=$(stat "$P1" drops)
 (( d2 - d1 == 2 )) || fail "a GET on a broken reused connection was sent $((d2 - d1)) times, want 2 (a retry)"
 ok "a POST is not sent twice; a GET on a reused connection that broke is sent again once"
 
-for p in chunked nolen close-body; do
+# empty: a pause that leaves no byte unread (the end of the head is the
+# end of the response): the resume alone must end it
+for p in chunked nolen close-body empty; do
     curl_ -o "$T/b" "$BASE/pause/$p" || true
     cmp -s "$T/b" <(curl_ "$BASE/up/$p") || fail "paused /up/$p: $(cat "$T/b")"
 done
 [[ $(curl_ "$BASE/pause/chunked") == $'status 200\nx-test chunky\nbody hello\ntrailer yes' ]] ||
     fail "paused /up/chunked: $(curl_ "$BASE/pause/chunked")"
-ok "a response paused from on_head for 100 ms: the same as unpaused (chunked, to the close, cut)"
+ok "a response paused from on_head for 100 ms: the same as unpaused (chunked, to the close, cut, empty)"
 
 curl_ -o "$T/b" "$BASE/cancel/hang" && [[ $(cat "$T/b") == cancelled ]] || fail "cancel: $(cat "$T/b")"
 want ok '200 *body hello*'

@@ -89,6 +89,8 @@ def serve(conn, control):
             count("requests")
             if path.startswith("/ok"):
                 conn.sendall(resp(b"hello"))
+            elif path.startswith("/empty"):
+                conn.sendall(resp(b""))
             elif path.startswith("/echo"):
                 conn.sendall(resp(method.encode() + b" " + body))
             elif path.startswith("/hang"):
