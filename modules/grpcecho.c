@@ -56,7 +56,6 @@
  */
 #include <petrel.h>
 
-#include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -225,21 +224,13 @@ static int unimplemented(petrel_req_t *req, void *data)
     return grpc_error(req, PETREL__GRPC_UNIMPLEMENTED, m ? m : "unknown method");
 }
 
+/* max_message's value (petrel_parse_size()'s syntax), 1 to 1g. */
 static int parse_size(const char *v, size_t *out)
 {
-    char *end;
-    errno = 0;
-    unsigned long long n = strtoull(v, &end, 10);
-    unsigned long long mul = 1;
-    if (*end == 'k' || *end == 'K')
-        mul = 1024, end++;
-    else if (*end == 'm' || *end == 'M')
-        mul = 1024 * 1024, end++;
-    else if (*end == 'g' || *end == 'G')
-        mul = 1024 * 1024 * 1024, end++;
-    if (v[0] < '0' || v[0] > '9' || *end || errno || n == 0 || n > MAX_MESSAGE_LIMIT / mul)
+    size_t n;
+    if (petrel_parse_size(v, &n) < 0 || n == 0 || n > MAX_MESSAGE_LIMIT)
         return -1;
-    *out = (size_t)(n * mul);
+    *out = n;
     return 0;
 }
 

@@ -482,24 +482,18 @@ static int kv_list(petrel_req_t *req, void *data)
 /* ------------------------------------------------------------------------ */
 /* Init: arguments, then the routes at the configured prefix.               */
 
+/* A size argument (petrel_parse_size()'s syntax: "10000", "64k"), from 1. */
 static int parse_size(const char *v, size_t len, size_t *out)
 {
     char buf[32];
-    if (len == 0 || len >= sizeof(buf))
+    size_t n;
+    if (len >= sizeof(buf))
         return -1;
     memcpy(buf, v, len);
     buf[len] = '\0';
-    char *end;
-    errno = 0;
-    unsigned long long n = strtoull(buf, &end, 10);
-    unsigned long long mul = 1;
-    if (*end == 'k' || *end == 'K')
-        mul = 1024, end++;
-    else if (*end == 'm' || *end == 'M')
-        mul = 1024 * 1024, end++;
-    if (buf[0] == '-' || *end || errno || n == 0 || n > (1ull << 40) / mul)
+    if (petrel_parse_size(buf, &n) < 0 || n == 0)
         return -1;
-    *out = (size_t)(n * mul);
+    *out = n;
     return 0;
 }
 

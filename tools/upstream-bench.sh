@@ -17,6 +17,10 @@
 #       and nginx, (Ir(N2) - Ir(N1)) / (N2 - N1) (the method of instr.sh);
 #       the upstream runs natively.  Default N1 = 2000, N2 = 10000,
 #       petrel-bench -c 16.
+#   tools/upstream-bench.sh instr N1 N2 h2   the same with h2c clients
+#       (petrel-bench --h2 -m 1, prior knowledge: nginx's listener gets
+#       `http2`, which nginx 1.22 speaks without TLS by prior knowledge
+#       only); the upstream stays HTTP/1.1.
 #   tools/upstream-bench.sh heap [N]   heap calls of petrel's code per
 #       proxied request after warm-up (the counting allocator of
 #       tests/integration/test_pg_heap.sh), over N requests (default 20000).
@@ -125,7 +129,7 @@ http {
     tcp_nodelay on;
     upstream up { server 127.0.0.1:$UPORT; keepalive 64; keepalive_requests 100000000; }
     server {
-        listen 127.0.0.1:$NPORT;
+        listen 127.0.0.1:$NPORT${NGINX_H2:+ http2};
         location / {
             proxy_pass http://up;
             proxy_http_version 1.1;
@@ -220,6 +224,11 @@ fi
 # ------------------------------------------------------------------ instr
 if [[ $mode == instr ]]; then
     n1=${1:-2000} n2=${2:-10000}
+    h2=()
+    if [[ ${3:-} == h2 ]]; then
+        h2=(--h2 -m 1)
+        NGINX_H2=1
+    fi
     command -v valgrind >/dev/null || { echo "no valgrind" >&2; exit 2; }
     start_upstream --module hello
     nginx_conf
@@ -240,7 +249,7 @@ if [[ $mode == instr ]]; then
         fi
         pid=$LAST
         wait_port "$port"
-        taskset -c "$GEN_CPU" "$BENCH" -c 16 -n "$n" --fail-on-error \
+        taskset -c "$GEN_CPU" "$BENCH" -c 16 -n "$n" "${h2[@]}" --fail-on-error \
             "http://127.0.0.1:$port/hello" >"$d/bench.out" ||
             { echo "$name: petrel-bench failed: $(tail -2 "$d/bench.out")" >&2; exit 1; }
         stop "$pid"
