@@ -2623,6 +2623,113 @@ PETREL_API void petrel_call_pause(petrel_call_t *call, int paused);
 PETREL_API void petrel_call_cancel(petrel_call_t *call);
 
 /**
+ * Call an upstream with a request body produced while the call runs.
+ *
+ * As petrel_call(), with the body to come through petrel_call_write() and
+ * petrel_call_write_end(): `spec->body` must be NULL.  `body_len` >= 0:
+ * sent with `Content-Length: body_len` (h2c: content-length), and exactly
+ * that many bytes must be written; -1: HTTP/1.1 `Transfer-Encoding:
+ * chunked` (each run of bytes written at once a chunk), h2c without
+ * content-length.  The head goes out as soon as the call has a
+ * connection; the body as it is written (h2c: DATA frames as the stream's
+ * flow-control window allows).  A streamed call is sent again (retry,
+ * GOAWAY or REFUSED_STREAM, a connect failure) only while none of its body
+ * bytes were written to a connection: the call keeps what was not sent
+ * yet, nothing more.  The response may come before the body is all sent
+ * (an upstream that answers 413 early): the callbacks run as usual, and
+ * an HTTP/1.1 connection whose request body was not completed is closed,
+ * not reused (h2c: the stream is reset if our side is still open).
+ * header_timeout_ms runs from the end of the body; call_timeout_ms bounds
+ * the whole call.
+ *
+ * Returns: the call, or NULL (nothing will be called back).
+ *
+ * Errors: as petrel_call(), and NULL with errno EINVAL when `spec->body`
+ * is not NULL or `body_len` is below -1.
+ *
+ * Lifetime: as petrel_call().  The body's buffer lives in the call's arena
+ * and is reused as it drains: a call holds at most 1 MiB of it.
+ *
+ * Example:
+ *     static void more(petrel_call_t *call, void *data) // also the drain callback
+ *     {
+ *         (void)data;
+ *         static const char line[] = "a line of the body\n";
+ *         int rc;
+ *         do
+ *             rc = petrel_call_write(call, line, sizeof(line) - 1);
+ *         while (rc == 1); // a real body ends: then petrel_call_write_end(call)
+ *     }
+ *
+ *     static int upload(petrel_req_t *req, petrel_upstream_t *up, const petrel_call_cbs_t *cbs)
+ *     {
+ *         petrel_call_spec_t spec = {.method = "POST", .target = "/upload", .req = req};
+ *         petrel_call_t *call = petrel_call_stream(up, &spec, -1, cbs, req);
+ *         if (call == NULL)
+ *             return 503;
+ *         petrel_call_on_drain(call, more);
+ *         more(call, req);
+ *         return PETREL_LATER;
+ *     }
+ */
+PETREL_API petrel_call_t *petrel_call_stream(petrel_upstream_t *up, const petrel_call_spec_t *spec,
+                                             int64_t body_len, const petrel_call_cbs_t *cbs,
+                                             void *data);
+
+/**
+ * Queue bytes of a streamed call's body (petrel_call_stream()).
+ *
+ * The bytes are copied into the call's buffer and written as the
+ * connection takes them.  Over HTTP/1.1 chunked, what was written since
+ * the last write to the connection goes as one chunk.
+ *
+ * Returns: 1 while more may be written; 0 when the call holds more than
+ * 64 KiB not sent yet (the bytes are taken: wait for the drain callback of
+ * petrel_call_on_drain() before writing more).
+ *
+ * Errors: PETREL_EINVAL (not a streamed call, after
+ * petrel_call_write_end(), more than `body_len` in all); PETREL_ESTATE
+ * (the call has ended or failed: on_end or on_error has run or will run);
+ * PETREL_ENOMEM (the arena, or more than 1 MiB held: the bound of a call's
+ * buffer, reached by a caller that keeps writing after 0).
+ *
+ * Lifetime: `ptr` is read during the call only.
+ */
+PETREL_API int petrel_call_write(petrel_call_t *call, const void *ptr, size_t len);
+
+/**
+ * The body of a streamed call is complete (HTTP/1.1 chunked: the last
+ * chunk; h2c: END_STREAM).  With a `body_len` >= 0 it is complete once
+ * that many bytes were written; this call then only says so.
+ *
+ * Returns: 0.
+ *
+ * Errors: as petrel_call_write(); PETREL_EINVAL when fewer bytes than
+ * `body_len` were written: the call then fails (on_error with
+ * PETREL_UPSTREAM_EPROTO, from the loop).
+ *
+ * Lifetime: `call` must be valid.
+ */
+PETREL_API int petrel_call_write_end(petrel_call_t *call);
+
+/** The drain callback of a streamed call: petrel_call_on_drain(). */
+typedef void (*petrel_call_drain_cb)(petrel_call_t *call, void *data);
+
+/**
+ * Have `cb` called (from the loop) when a streamed call that returned 0
+ * from petrel_call_write() has sent enough to be under its 64 KiB mark
+ * again.  `data` is the call's (petrel_call_stream()'s `data`).  It is not
+ * called once the call has ended or failed.
+ *
+ * Returns: nothing.
+ *
+ * Errors: none; NULL `cb` removes the callback.
+ *
+ * Lifetime: `call` must be valid.
+ */
+PETREL_API void petrel_call_on_drain(petrel_call_t *call, petrel_call_drain_cb cb);
+
+/**
  * The callback of petrel_call_upgrade(): the upstream answered 101
  * (Switching Protocols).
  *

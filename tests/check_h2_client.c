@@ -6,7 +6,9 @@
  * stream refused (REFUSED_STREAM) or above a GOAWAY's last stream id is
  * reported as not processed (RFC 9113 §8.7); a paused stream holds at
  * most its window and gets the rest once resumed; a stream forgotten
- * before it was sent never reaches the server.
+ * before it was sent never reaches the server; a streamed request body
+ * waits (its data provider deferred) while none is held, goes on when
+ * resumed, past the server's window, and ends with END_STREAM.
  */
 #include "protocols/h2-client.h"
 #include "runtime/arena.h"
@@ -71,13 +73,29 @@ static void on_sent(void *ctx)
     (void)ctx;
 }
 
-static const petrel__h2c_cbs_t cbs = {on_head, on_body, on_end, on_close, on_sent};
+/* A streamed body: `rd_avail` bytes may be read now, `rd_end` after them. */
+static size_t rd_avail, rd_total;
+static bool rd_end;
+
+static size_t on_read(void *ctx, char *buf, size_t len, bool *eof)
+{
+    (void)ctx;
+    size_t k = rd_avail < len ? rd_avail : len;
+    memset(buf, 's', k);
+    rd_avail -= k;
+    rd_total += k;
+    *eof = rd_avail == 0 && rd_end;
+    return k;
+}
+
+static const petrel__h2c_cbs_t cbs = {on_head, on_body, on_end, on_close, on_sent, on_read};
 
 /* The server: answers by :path once the request has ended. */
 typedef struct server {
     nghttp2_session *ngh;
     char path[64][32]; /* by stream id / 2 */
     int requests;
+    size_t data; /* DATA bytes received */
     bool goaway; /* GOAWAY (last stream 0) instead of answering */
 } server_t;
 
@@ -158,6 +176,15 @@ static int srv_frame(nghttp2_session *s, const nghttp2_frame *f, void *ud)
     return nghttp2_submit_response(s, id, h, 1, &d);
 }
 
+static int srv_data(nghttp2_session *s, uint8_t flags, int32_t id, const uint8_t *data, size_t len,
+                    void *ud)
+{
+    (void)s, (void)flags, (void)id, (void)data;
+    server_t *sv = ud;
+    sv->data += len;
+    return 0;
+}
+
 static void server_init(server_t *sv)
 {
     memset(sv, 0, sizeof(*sv));
@@ -165,6 +192,7 @@ static void server_init(server_t *sv)
     ck_assert_int_eq(nghttp2_session_callbacks_new(&c), 0);
     nghttp2_session_callbacks_set_on_header_callback(c, srv_header);
     nghttp2_session_callbacks_set_on_frame_recv_callback(c, srv_frame);
+    nghttp2_session_callbacks_set_on_data_chunk_recv_callback(c, srv_data);
     nghttp2_option *o;
     nghttp2_option_new(&o);
     nghttp2_option_set_no_http_messaging(o, 1); /* it sends what a test asks */
@@ -218,7 +246,7 @@ static void get(petrel__h2c_stream_t *st, seen_t *s, const char *path)
 {
     memset(s, 0, sizeof(*s));
     ck_assert_int_eq(petrel__h2c_submit(h, st, s, &arena, "GET", "x", path, NULL, 0, false, NULL, 0,
-                                        false, false),
+                                        false, false, false),
                      0);
 }
 
@@ -303,6 +331,35 @@ START_TEST(test_forget)
 }
 END_TEST
 
+START_TEST(test_stream_body)
+{
+    petrel__h2c_stream_t st;
+    seen_t s;
+    memset(&s, 0, sizeof(s));
+    rd_avail = rd_total = 0;
+    rd_end = false;
+    ck_assert_int_eq(petrel__h2c_submit(h, &st, &s, &arena, "POST", "x", "/ok", NULL, 0, false,
+                                        NULL, 0, false, false, true),
+                     0);
+    pump(h, &sv);
+    ck_assert(st.deferred); /* nothing held: the body waits */
+    ck_assert_uint_eq(sv.data, 0);
+    ck_assert_int_eq(sv.requests, 0);
+    rd_avail = 150000; /* more than the server's window: it waits for WINDOW_UPDATEs */
+    petrel__h2c_resume(h, &st);
+    pump(h, &sv);
+    ck_assert_uint_eq(sv.data, 150000);
+    ck_assert_int_eq(sv.requests, 0); /* no END_STREAM yet */
+    ck_assert(st.deferred);
+    rd_end = true;
+    petrel__h2c_resume(h, &st);
+    pump(h, &sv);
+    ck_assert_int_eq(sv.requests, 1);
+    ck_assert_int_eq(s.ends, 1);
+    ck_assert_uint_eq(rd_total, 150000);
+}
+END_TEST
+
 int main(void)
 {
     Suite *s = suite_create("h2_client");
@@ -313,6 +370,7 @@ int main(void)
     tcase_add_test(tc, test_refused);
     tcase_add_test(tc, test_pause);
     tcase_add_test(tc, test_forget);
+    tcase_add_test(tc, test_stream_body);
     suite_add_tcase(s, tc);
     return ck_run(s);
 }

@@ -56,6 +56,16 @@
 #define H2_WBUF 32768
 #define H2_MAX_STREAMS 100 /* per connection, below the peer's own limit */
 #define H2_REFUSALS 3      /* a call not processed, sent again at most so often */
+#define SB_MARK 65536      /* a streamed body: petrel_call_write() says 0 above it */
+#define SB_MAX (1u << 20)  /* ... and PETREL_ENOMEM above this */
+#define SEG_DATA 4064      /* a segment of its buffer: from the arena's chunks, no malloc */
+
+/* A segment of a streamed body's buffer: bytes [off, len) not sent yet. */
+typedef struct seg {
+    struct seg *next;
+    uint32_t off, len;
+    char data[SEG_DATA];
+} seg_t;
 
 /* The breaker of an address. */
 enum { BR_CLOSED, BR_OPEN, BR_PROBE };
@@ -144,6 +154,26 @@ struct petrel_call {
     petrel_upgrade_cb on_upgrade;
     bool switched;
     petrel_upstream_head_t head101;
+    /* petrel_call_stream(): the body as it is written, a queue of segments
+     * (sq) with those drained kept for reuse (sfree) */
+    bool streamed;
+    bool wend;         /* petrel_call_write_end() */
+    bool body_out;     /* a byte of the body went to a connection: never sent again */
+    bool drain_wanted; /* a write said 0 */
+    bool drain_due;
+    bool short_end;  /* write_end short of body_len: the call fails from the loop */
+    bool chunked;    /* HTTP/1.1: its framing */
+    bool chunks;     /* a chunk was begun (its CRLF goes before the next) */
+    bool term;       /* the last chunk is framed */
+    int64_t slen;    /* body_len, or -1 */
+    uint64_t wtotal; /* bytes written by the caller */
+    size_t sn;       /* bytes held, not sent */
+    size_t crem;     /* chunked: bytes of the current chunk not sent */
+    seg_t *sq, *sq_tail, *sfree;
+    char fr[24]; /* chunk framing not sent yet: [fr_off, fr_len) */
+    uint8_t fr_off, fr_len;
+    petrel_call_drain_cb drain_cb;
+    petrel__pending_t kick; /* write, drain or fail from the loop */
 };
 
 /* A connection's state.  K_FREE: closed, on the free list; an event the
@@ -159,8 +189,10 @@ struct uconn {
     int state;
     unsigned nreq;
     petrel_call_t *call;
-    bool in_feed; /* its parser is calling back */
-    bool doomed;  /* close it once the feed returns */
+    bool in_feed;   /* its parser is calling back */
+    bool doomed;    /* close it once the feed returns */
+    bool body_open; /* a streamed request body not complete: never reused */
+    bool wdead;     /* writing failed: what was read is still heard */
     char *rbuf;
     size_t rlen, roff;
     char *wbuf;
@@ -542,6 +574,8 @@ static void call_unbind(petrel_call_t *call)
 static void call_detach(petrel_call_t *call)
 {
     petrel__timer_disarm(&call->timer);
+    if (call->streamed)
+        list_unlink(&call->kick.node); /* no write, drain nor failure to come */
     if (call->addr && listening(call) && call->req) {
         call->req->_resp->upstream = call->addr->label;
         call->req->_resp->upstream_ns = petrel__loop->now_ns - call->t0_ns;
@@ -667,7 +701,7 @@ static uconn_t *conn_get(void)
     c->timer.q = NULL;
     c->call = NULL;
     c->nreq = 0;
-    c->in_feed = c->doomed = false;
+    c->in_feed = c->doomed = c->body_open = c->wdead = false;
     c->rlen = c->roff = 0;
     c->h2 = NULL;
     c->nstreams = 0;
@@ -818,6 +852,9 @@ static void call_requeue(petrel_call_t *call)
         call->addr = NULL;
         call->wrote = false;
         call->state = C_QUEUED;
+        call->chunks = call->term = false; /* none of the body went out: framed anew */
+        call->crem = 0;
+        call->fr_off = call->fr_len = 0;
         /* at the head of the queue: it waited already */
         call->node.next = up->pending.next;
         call->node.prev = &up->pending;
@@ -831,6 +868,8 @@ static void call_requeue(petrel_call_t *call)
 static void call_retry_or_fail(petrel_call_t *call, int code, const char *reason, bool connect)
 {
     bool may = connect ? call->idempotent : (call->idempotent || !call->wrote);
+    if (call->body_out)
+        may = false; /* a streamed body is not kept: what went out cannot go again */
     if (may && !call->probe && budget_take(call->up)) {
         call_requeue(call);
         return;
@@ -838,10 +877,14 @@ static void call_retry_or_fail(petrel_call_t *call, int code, const char *reason
     call_fail(call, code, reason);
 }
 
+static int conn_write_stream(uconn_t *c);
+
 /* Write what is left of the request; 0, or -1 when the connection broke. */
 static int conn_write(uconn_t *c)
 {
     petrel_call_t *call = c->call;
+    if (call->streamed)
+        return conn_write_stream(c);
     while (c->woff < c->wlen || c->boff < call->body_len) {
         struct iovec iov[2];
         int n = 0;
@@ -874,6 +917,199 @@ static int conn_write(uconn_t *c)
     petrel__io_mod(petrel__loop, &c->io, call->paused ? 0 : EPOLLIN);
     if (!arm(&c->timer, Q_HEADER, c->up->o.header_timeout_ms))
         return -1;
+    return 0;
+}
+
+/* ---- streamed bodies ------------------------------------------------------
+ *
+ * petrel_call_stream(): the caller writes the body into the call's buffer,
+ * a queue of SEG_DATA segments from its arena; a segment drained goes to
+ * the call's free list and takes the next bytes, so that a long body costs
+ * what is held at once (at most SB_MAX), not its length.  Over HTTP/1.1
+ * the bytes go from the segments with sendmsg (chunked: what is held when
+ * a chunk begins is that chunk); over h2c nghttp2 reads them through
+ * h2_on_read, its data provider deferred while the buffer is empty. */
+
+/* Whether the caller has given the whole body. */
+static bool sb_ended(const petrel_call_t *call)
+{
+    return (call->wend && !call->short_end) ||
+           (call->slen >= 0 && call->wtotal == (uint64_t)call->slen);
+}
+
+/* `k` bytes of the buffer went to a connection. */
+static void sb_drop(petrel_call_t *call, size_t k)
+{
+    if (k == 0)
+        return;
+    call->body_out = true;
+    call->sn -= k;
+    while (k > 0) {
+        seg_t *g = call->sq;
+        size_t t = g->len - g->off;
+        if (t > k)
+            t = k;
+        g->off += (uint32_t)t;
+        k -= t;
+        if (g->off == g->len) { /* drained: reused */
+            call->sq = g->next;
+            if (call->sq == NULL)
+                call->sq_tail = NULL;
+            g->off = g->len = 0;
+            g->next = call->sfree;
+            call->sfree = g;
+        }
+    }
+    if (call->drain_wanted && call->sn <= SB_MARK) {
+        call->drain_wanted = false;
+        call->drain_due = true;
+        petrel__pending_add(petrel__loop, &call->kick);
+    }
+}
+
+static size_t sb_take(petrel_call_t *call, char *buf, size_t len)
+{
+    size_t n = 0;
+    for (seg_t *g = call->sq; g && n < len; g = g->next) {
+        size_t t = g->len - g->off;
+        if (t > len - n)
+            t = len - n;
+        memcpy(buf + n, g->data + g->off, t);
+        n += t;
+    }
+    sb_drop(call, n);
+    return n;
+}
+
+/* Copy `len` bytes in: 0, or PETREL_ENOMEM (the arena). */
+static int sb_put(petrel_call_t *call, const char *p, size_t len)
+{
+    while (len > 0) {
+        seg_t *g = call->sq_tail;
+        if (g == NULL || g->len == SEG_DATA) {
+            g = call->sfree;
+            if (g)
+                call->sfree = g->next;
+            else if ((g = petrel_arena_alloc(call->arena, sizeof(seg_t), 8)) == NULL)
+                return PETREL_ENOMEM;
+            g->next = NULL;
+            g->off = g->len = 0;
+            if (call->sq_tail)
+                call->sq_tail->next = g;
+            else
+                call->sq = g;
+            call->sq_tail = g;
+        }
+        size_t t = SEG_DATA - g->len;
+        if (t > len)
+            t = len;
+        memcpy(g->data + g->len, p, t);
+        g->len += (uint32_t)t;
+        p += t;
+        len -= t;
+        call->sn += t;
+        call->wtotal += t;
+    }
+    return 0;
+}
+
+/* HTTP/1.1: frame what comes next of a chunked body, when nothing framed
+ * is left: a chunk of what is held, or the last chunk. */
+static void sb_frame(petrel_call_t *call)
+{
+    if (!call->chunked || call->fr_off < call->fr_len || call->crem > 0 || call->term)
+        return;
+    char *p = call->fr;
+    if (call->sn == 0 && !sb_ended(call))
+        return;
+    if (call->chunks) { /* the CRLF that ends the chunk before */
+        *p++ = '\r';
+        *p++ = '\n';
+    }
+    if (call->sn > 0) {
+        p += snprintf(p, 20, "%zx\r\n", call->sn);
+        call->crem = call->sn;
+        call->chunks = true;
+    } else {
+        memcpy(p, "0\r\n\r\n", 5);
+        p += 5;
+        call->term = true;
+    }
+    call->fr_off = 0;
+    call->fr_len = (uint8_t)(p - call->fr);
+}
+
+/* The head, then the streamed body as it is held; the connection is
+ * watched for writing only while bytes wait for it.  0, or -1 when the
+ * connection broke before any byte of the body went out (as a
+ * non-streamed request's write: write_failed()); after that, a broken
+ * write only stops the writing: the response may be on its way (an
+ * upstream that answered early and closed), the reading decides. */
+static int conn_write_stream(uconn_t *c)
+{
+    petrel_call_t *call = c->call;
+    bool blocked = false;
+    while (!c->wdead) {
+        sb_frame(call);
+        struct iovec iov[18];
+        int n = 0;
+        if (c->woff < c->wlen)
+            iov[n++] = (struct iovec){c->wbuf + c->woff, c->wlen - c->woff};
+        if (call->fr_off < call->fr_len)
+            iov[n++] = (struct iovec){call->fr + call->fr_off, call->fr_len - call->fr_off};
+        size_t room = call->chunked ? call->crem : call->sn;
+        for (seg_t *g = call->sq; g && room > 0 && n < 18; g = g->next) {
+            size_t t = g->len - g->off;
+            if (t > room)
+                t = room;
+            iov[n++] = (struct iovec){g->data + g->off, t};
+            room -= t;
+        }
+        if (n == 0)
+            break;
+        struct msghdr mh = {.msg_iov = iov, .msg_iovlen = (size_t)n};
+        ssize_t w = sendmsg(c->io.fd, &mh, MSG_NOSIGNAL);
+        if (w < 0) {
+            if (errno == EAGAIN || errno == EWOULDBLOCK) {
+                blocked = true;
+                break;
+            }
+            if (errno == EINTR)
+                continue;
+            if (!call->body_out && !call->headed)
+                return -1;
+            c->wdead = true;
+            break;
+        }
+        call->wrote = true;
+        size_t k = (size_t)w, t = c->wlen - c->woff;
+        if (t > k)
+            t = k;
+        c->woff += t;
+        k -= t;
+        t = (size_t)(call->fr_len - call->fr_off);
+        if (t > k)
+            t = k;
+        call->fr_off += (uint8_t)t;
+        k -= t;
+        if (t > 0)
+            call->body_out = true;
+        if (call->chunked)
+            call->crem -= k;
+        sb_drop(call, k);
+    }
+    uint32_t ev = call->paused && call->headed ? 0 : EPOLLIN;
+    bool done = !c->wdead && c->woff == c->wlen && call->fr_off == call->fr_len && call->sn == 0 &&
+                sb_ended(call) && (!call->chunked || call->term);
+    if (done) {
+        c->body_open = false;
+        if (!call->headed) { /* all written: the header deadline runs */
+            call->state = C_WAITING;
+            if (!arm(&c->timer, Q_HEADER, c->up->o.header_timeout_ms))
+                return -1;
+        }
+    }
+    petrel__io_mod(petrel__loop, &c->io, ev | (blocked ? EPOLLOUT : 0));
     return 0;
 }
 
@@ -924,9 +1160,12 @@ static void write_failed(petrel_call_t *call, uconn_t *c, int e)
 static void call_send(petrel_call_t *call)
 {
     uconn_t *c = call->conn;
-    size_t need = petrel__h1c_head_size(call->method, call->target,
-                                        call->authority ? call->authority : c->addr->host,
-                                        call->fields, call->nfields);
+    /* a chunked streamed body: its Transfer-Encoding in the slot kept after
+     * the fields (not sent to h2c addresses) */
+    size_t nf = call->nfields + (call->chunked ? 1 : 0);
+    size_t need =
+        petrel__h1c_head_size(call->method, call->target,
+                              call->authority ? call->authority : c->addr->host, call->fields, nf);
     if (need > c->wcap) {
         char *b = realloc(c->wbuf, need);
         if (b == NULL) {
@@ -937,11 +1176,14 @@ static void call_send(petrel_call_t *call)
         c->wbuf = b;
         c->wcap = need;
     }
-    long len =
-        petrel__h1c_head(c->wbuf, c->wcap, call->method, call->target,
-                         call->authority ? call->authority : c->addr->host, call->fields,
-                         call->nfields, call->body_len, call->body_len > 0 || call->post_like);
+    size_t blen = call->streamed ? (size_t)(call->slen > 0 ? call->slen : 0) : call->body_len;
+    bool send_length = call->streamed ? call->slen >= 0 : call->body_len > 0 || call->post_like;
+    long len = petrel__h1c_head(c->wbuf, c->wcap, call->method, call->target,
+                                call->authority ? call->authority : c->addr->host, call->fields, nf,
+                                blen, send_length);
     c->wlen = (size_t)len;
+    c->body_open = call->streamed;
+    c->wdead = false;
     c->woff = c->boff = 0;
     c->nreq++;
     call->state = C_SENDING;
@@ -1107,10 +1349,13 @@ static void h2_attach(petrel_call_t *call, uconn_t *c)
     c->nstreams++;
     c->nreq++;
     call->state = C_WAITING;
-    int rc = petrel__h2c_submit(c->h2, &call->st, call, call->arena, call->method,
-                                call->authority ? call->authority : c->addr->host, call->target,
-                                call->fields, call->nfields, call->te_trailers, call->body,
-                                call->body_len, call->body_len > 0 || call->post_like, call->head);
+    int rc = petrel__h2c_submit(
+        c->h2, &call->st, call, call->arena, call->method,
+        call->authority ? call->authority : c->addr->host, call->target, call->fields,
+        call->nfields, call->te_trailers, call->body,
+        call->streamed ? (size_t)(call->slen > 0 ? call->slen : 0) : call->body_len,
+        call->streamed ? call->slen >= 0 : call->body_len > 0 || call->post_like, call->head,
+        call->streamed);
     if (rc < 0) {
         call_fail(call, PETREL_UPSTREAM_ECLOSED,
                   rc == PETREL_ENOMEM ? "out of memory" : "the connection takes no more streams");
@@ -1215,7 +1460,7 @@ static void h2_on_close(void *ctx, int how, uint32_t code)
 {
     petrel_call_t *call = ctx;
     const char *label = call->addr->label;
-    if (how == PETREL__H2C_REFUSED && !call->headed) {
+    if (how == PETREL__H2C_REFUSED && !call->headed && !call->body_out) {
         if (call->refusals++ < H2_REFUSALS && !call->probe) {
             petrel__metrics_up(call->up->mslot)->retries++;
             call_requeue(call); /* not processed: safe to send again (RFC 9113 §8.7) */
@@ -1242,8 +1487,20 @@ static void h2_on_sent(void *ctx)
         arm(&call->htimer, Q_SHEADER, call->up->o.header_timeout_ms);
 }
 
-static const petrel__h2c_cbs_t h2_cbs = {h2_on_head, h2_on_body, h2_on_end, h2_on_close,
-                                         h2_on_sent};
+static size_t sb_take(petrel_call_t *call, char *buf, size_t len);
+static bool sb_ended(const petrel_call_t *call);
+
+/* DATA of a streamed body: what the call holds, up to the window. */
+static size_t h2_on_read(void *ctx, char *buf, size_t len, bool *eof)
+{
+    petrel_call_t *call = ctx;
+    size_t k = sb_take(call, buf, len);
+    *eof = call->sn == 0 && sb_ended(call);
+    return k;
+}
+
+static const petrel__h2c_cbs_t h2_cbs = {h2_on_head,  h2_on_body, h2_on_end,
+                                         h2_on_close, h2_on_sent, h2_on_read};
 
 /* ---- dispatch ----------------------------------------------------------- */
 
@@ -1459,7 +1716,7 @@ static bool conn_feed(uconn_t *c)
             return false;
         }
         if (done) {
-            bool keep = petrel__h1c_keep_alive(c->parser) && c->roff == c->rlen &&
+            bool keep = petrel__h1c_keep_alive(c->parser) && c->roff == c->rlen && !c->body_open &&
                         (c->up->o.max_requests == 0 || c->nreq < c->up->o.max_requests);
             if (keep)
                 conn_idle(c);
@@ -1588,7 +1845,8 @@ static void conn_io(petrel__io_t *io, uint32_t events)
         h2_io(c, events);
         return;
     }
-    if (c->call && c->call->state == C_SENDING && (events & (EPOLLOUT | EPOLLERR))) {
+    if (c->call && (c->call->state == C_SENDING || (c->body_open && !c->wdead)) &&
+        (events & (EPOLLOUT | EPOLLERR))) {
         petrel_call_t *call = c->call;
         if (conn_write(c) < 0) {
             write_failed(call, c, errno);
@@ -1685,8 +1943,11 @@ static void call_gone(void *data)
     petrel_call_cancel(data);
 }
 
+static void call_kick(petrel__pending_t *p);
+
 static petrel_call_t *call_new(petrel_upstream_t *up, const petrel_call_spec_t *spec,
-                               const petrel_call_cbs_t *cbs, void *data, const char *upgrade)
+                               const petrel_call_cbs_t *cbs, void *data, const char *upgrade,
+                               int64_t slen)
 {
     if (up == NULL || spec == NULL || cbs == NULL || spec->method == NULL || spec->target == NULL ||
         *spec->method == '\0' || *spec->target == '\0' ||
@@ -1726,7 +1987,7 @@ static petrel_call_t *call_new(petrel_upstream_t *up, const petrel_call_spec_t *
     worker_setup(up);
     petrel_arena_t *arena = spec->req ? spec->req->arena : spec->arena;
     petrel_call_t *call = petrel_arena_new(arena, petrel_call_t, 1);
-    size_t nf = spec->nheaders + (upgrade ? 2 : 0);
+    size_t nf = spec->nheaders + (upgrade ? 2 : 0) + (slen == -1 ? 1 : 0);
     petrel_header_t *f = nf ? petrel_arena_new(arena, petrel_header_t, nf) : NULL;
     if (call == NULL || (nf && f == NULL)) {
         errno = ENOMEM;
@@ -1773,10 +2034,19 @@ static petrel_call_t *call_new(petrel_upstream_t *up, const petrel_call_spec_t *
         f[k++] = (petrel_header_t){{"Upgrade", 7}, {u, strlen(u)}};
         call->upgrade = u;
     }
+    if (slen == -1) /* the slot after the fields: HTTP/1.1's framing (call_send) */
+        f[k] = (petrel_header_t){{"Transfer-Encoding", 17}, {"chunked", 7}};
     call->fields = f;
     call->nfields = k;
     call->body = spec->body;
     call->body_len = spec->body_len;
+    if (slen >= -1) {
+        call->streamed = true;
+        call->chunked = slen == -1;
+        call->slen = slen;
+        list_init(&call->kick.node);
+        call->kick.cb = call_kick;
+    }
     const char *m = call->method;
     call->head = method_is(m, "HEAD");
     call->idempotent = method_is(m, "GET") || call->head || method_is(m, "OPTIONS") ||
@@ -1813,7 +2083,7 @@ static petrel_call_t *call_new(petrel_upstream_t *up, const petrel_call_spec_t *
 petrel_call_t *petrel_call(petrel_upstream_t *up, const petrel_call_spec_t *spec,
                            const petrel_call_cbs_t *cbs, void *data)
 {
-    return call_new(up, spec, cbs, data, NULL);
+    return call_new(up, spec, cbs, data, NULL, -2);
 }
 
 petrel_call_t *petrel_call_upgrade(petrel_upstream_t *up, const petrel_call_spec_t *spec,
@@ -1829,10 +2099,107 @@ petrel_call_t *petrel_call_upgrade(petrel_upstream_t *up, const petrel_call_spec
         errno = EINVAL;
         return NULL;
     }
-    petrel_call_t *call = call_new(up, spec, cbs, data, protocol);
+    petrel_call_t *call = call_new(up, spec, cbs, data, protocol, -2);
     if (call)
         call->on_upgrade = on_upgrade;
     return call;
+}
+
+petrel_call_t *petrel_call_stream(petrel_upstream_t *up, const petrel_call_spec_t *spec,
+                                  int64_t body_len, const petrel_call_cbs_t *cbs, void *data)
+{
+    if (spec == NULL || spec->body != NULL || spec->body_len != 0 || body_len < -1) {
+        errno = EINVAL;
+        return NULL;
+    }
+    return call_new(up, spec, cbs, data, NULL, body_len);
+}
+
+/* From the loop: a write short of body_len fails the call; the bytes
+ * written go on to the connection; a drain callback that is due runs. */
+static void call_kick(petrel__pending_t *p)
+{
+    petrel_call_t *call = container_of(p, petrel_call_t, kick);
+    if (call->state == C_DONE)
+        return;
+    uconn_t *c = call->conn;
+    if (call->short_end) {
+        if (c && !c->h2)
+            conn_close(c); /* mid-request: the connection cannot be reused */
+        call_fail(call, PETREL_UPSTREAM_EPROTO,
+                  fmt_reason("the body ended after %llu of its %lld bytes",
+                             (unsigned long long)call->wtotal, (long long)call->slen));
+        return;
+    }
+    if (c && c->h2) {
+        petrel__h2c_resume(c->h2, &call->st);
+        if (!c->in_feed)
+            h2_flush(c);
+    } else if (c && c->state == K_BUSY && c->call == call && c->body_open && !c->wdead &&
+               !c->in_feed && !(call->paused && call->headed)) {
+        if (conn_write(c) < 0) {
+            write_failed(call, c, errno);
+            return;
+        }
+    }
+    if (call->state == C_DONE || !call->drain_due)
+        return;
+    call->drain_due = false;
+    if (call->drain_cb && listening(call))
+        call->drain_cb(call, call->data);
+}
+
+/* Whether `call` takes body bytes: 0 or the error of petrel_call_write(). */
+static int stream_usable(const petrel_call_t *call)
+{
+    if (call == NULL || !call->streamed)
+        return PETREL_EINVAL;
+    if (call->state == C_DONE || call->state == C_FAILED || call->cancelled || call->short_end)
+        return PETREL_ESTATE;
+    if (call->wend)
+        return PETREL_EINVAL;
+    return 0;
+}
+
+int petrel_call_write(petrel_call_t *call, const void *ptr, size_t len)
+{
+    int rc = stream_usable(call);
+    if (rc < 0)
+        return rc;
+    if (call->slen >= 0 && len > (uint64_t)call->slen - call->wtotal)
+        return PETREL_EINVAL;
+    if (len > 0) {
+        if (call->sn + len > SB_MAX)
+            return PETREL_ENOMEM;
+        if (ptr == NULL)
+            return PETREL_EINVAL;
+        if (sb_put(call, ptr, len) < 0)
+            return PETREL_ENOMEM;
+    }
+    petrel__pending_add(petrel__loop, &call->kick);
+    if (call->sn > SB_MARK) {
+        call->drain_wanted = true;
+        return 0;
+    }
+    return 1;
+}
+
+int petrel_call_write_end(petrel_call_t *call)
+{
+    int rc = stream_usable(call);
+    if (rc < 0)
+        return rc;
+    call->wend = true;
+    if (call->slen >= 0 && call->wtotal < (uint64_t)call->slen)
+        call->short_end = true; /* on_error from the loop */
+    petrel__pending_add(petrel__loop, &call->kick);
+    return call->short_end ? PETREL_EINVAL : 0;
+}
+
+void petrel_call_on_drain(petrel_call_t *call, petrel_call_drain_cb cb)
+{
+    if (call && call->streamed)
+        call->drain_cb = cb;
 }
 
 void petrel_call_pause(petrel_call_t *call, int paused)
@@ -1854,6 +2221,8 @@ void petrel_call_pause(petrel_call_t *call, int paused)
         return;
     }
     petrel__io_mod(petrel__loop, &c->io, EPOLLIN);
+    if (c->body_open && !c->wdead)
+        petrel__pending_add(petrel__loop, &call->kick); /* the rest of the body */
     if (!c->in_feed && (c->roff < c->rlen || petrel__h1c_paused(c->parser)))
         conn_feed(c); /* the bytes read before the pause, or the end they made */
 }

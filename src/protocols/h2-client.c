@@ -120,6 +120,10 @@ static void deliver_end(nghttp2_session *s, petrel__h2c_t *h, petrel__h2c_stream
     void *ctx = st->ctx;
     petrel_header_t *t = st->headed ? st->fields : NULL;
     size_t n = st->headed ? st->n : 0;
+    /* the response came before the whole request (RFC 9113 §8.1): our
+     * side of the stream is reset, the rest of the body is not sent */
+    if (st->id > 0 && nghttp2_session_get_stream_local_close(s, st->id) == 0)
+        nghttp2_submit_rst_stream(s, NGHTTP2_FLAG_NONE, st->id, NGHTTP2_CANCEL);
     unlink_stream(s, st);
     h->cbs->on_end(ctx, t, n);
 }
@@ -276,6 +280,33 @@ static ssize_t read_body(nghttp2_session *s, int32_t id, uint8_t *buf, size_t le
     return (ssize_t)k;
 }
 
+static ssize_t read_stream(nghttp2_session *s, int32_t id, uint8_t *buf, size_t len,
+                           uint32_t *flags, nghttp2_data_source *src, void *ud)
+{
+    (void)src;
+    petrel__h2c_t *h = ud;
+    petrel__h2c_stream_t *st = stream_of(s, id);
+    if (st == NULL)
+        return NGHTTP2_ERR_TEMPORAL_CALLBACK_FAILURE; /* forgotten: the stream is reset */
+    bool eof = false;
+    size_t k = h->cbs->on_read(st->ctx, (char *)buf, len, &eof);
+    if (eof)
+        *flags |= NGHTTP2_DATA_FLAG_EOF;
+    else if (k == 0) {
+        st->deferred = true; /* petrel__h2c_resume() when bytes come */
+        return NGHTTP2_ERR_DEFERRED;
+    }
+    return (ssize_t)k;
+}
+
+void petrel__h2c_resume(petrel__h2c_t *h, petrel__h2c_stream_t *st)
+{
+    if (!st->deferred || st->ctx == NULL || st->id <= 0 || h->broken)
+        return;
+    st->deferred = false;
+    nghttp2_session_resume_data(h->ngh, st->id);
+}
+
 static nghttp2_session_callbacks *callbacks;
 static nghttp2_option *options;
 
@@ -345,7 +376,7 @@ static char *lower(petrel_arena_t *a, const petrel_str_t *s)
 int petrel__h2c_submit(petrel__h2c_t *h, petrel__h2c_stream_t *st, void *ctx, petrel_arena_t *arena,
                        const char *method, const char *authority, const char *path,
                        const petrel_header_t *fields, size_t n, bool te_trailers, const void *body,
-                       size_t body_len, bool send_length, bool head_request)
+                       size_t body_len, bool send_length, bool head_request, bool streamed)
 {
     if (h->broken || !nghttp2_session_check_request_allowed(h->ngh))
         return PETREL_EIO;
@@ -378,8 +409,10 @@ int petrel__h2c_submit(petrel__h2c_t *h, petrel__h2c_stream_t *st, void *ctx, pe
         int l = snprintf(len, 24, "%zu", body_len);
         nv[k++] = NV("content-length", 14, len, (size_t)l);
     }
-    nghttp2_data_provider dp = {.source = {.ptr = st}, .read_callback = read_body};
-    int32_t id = nghttp2_submit_request(h->ngh, NULL, nv, k, body_len > 0 ? &dp : NULL, st);
+    nghttp2_data_provider dp = {.source = {.ptr = st},
+                                .read_callback = streamed ? read_stream : read_body};
+    int32_t id =
+        nghttp2_submit_request(h->ngh, NULL, nv, k, body_len > 0 || streamed ? &dp : NULL, st);
     if (id < 0)
         return id == NGHTTP2_ERR_NOMEM ? PETREL_ENOMEM : PETREL_EIO;
     st->id = id;

@@ -40,6 +40,10 @@ typedef struct petrel__h2c_cbs {
     void (*on_close)(void *ctx, int how, uint32_t error_code);
     /* The whole request went out (its END_STREAM). */
     void (*on_sent)(void *ctx);
+    /* A streamed body (petrel__h2c_submit's `streamed`): copy up to `len`
+     * bytes into `buf`, set `*eof` with the last; 0 bytes and no end: the
+     * body waits (petrel__h2c_resume() when there is more). */
+    size_t (*on_read)(void *ctx, char *buf, size_t len, bool *eof);
 } petrel__h2c_cbs_t;
 
 typedef struct petrel__h2c petrel__h2c_t;
@@ -56,6 +60,7 @@ typedef struct petrel__h2c_stream {
     bool paused;
     bool delivering;
     bool malformed; /* a field it may not have: reset */
+    bool deferred;  /* its streamed body waits for bytes */
     int status;
     int64_t content_length;
     const char *body;
@@ -75,12 +80,15 @@ void petrel__h2c_free(petrel__h2c_t *h);
  * names copied into `arena`), lower-cased fields, `te: trailers` when
  * `te_trailers`, a content-length when
  * `body_len` or `send_length`, the body (not copied: kept until the
- * stream ends).  0; PETREL_ENOMEM; PETREL_EIO (the session takes no more
- * streams). */
+ * stream ends), or with `streamed` a body read from on_read as it comes.
+ * 0; PETREL_ENOMEM; PETREL_EIO (the session takes no more streams). */
 int petrel__h2c_submit(petrel__h2c_t *h, petrel__h2c_stream_t *st, void *ctx, petrel_arena_t *arena,
                        const char *method, const char *authority, const char *path,
                        const petrel_header_t *fields, size_t n, bool te_trailers, const void *body,
-                       size_t body_len, bool send_length, bool head_request);
+                       size_t body_len, bool send_length, bool head_request, bool streamed);
+
+/* A streamed body that waited has more (or its end): DATA frames go on. */
+void petrel__h2c_resume(petrel__h2c_t *h, petrel__h2c_stream_t *st);
 
 /* The stream is no longer the caller's concern: unlinked, no more
  * callbacks; RST_STREAM (CANCEL) unless both sides had ended it. */

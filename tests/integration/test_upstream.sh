@@ -23,7 +23,15 @@
 #   5. the connection rate: connects_per_sec bounds the connections made;
 #   6. a unix: address; the least pending balance;
 #   7. idle_timeout_ms, max_requests and call_timeout_ms;
-#   8. connect_timeout_ms: an upstream whose accept queue is full.
+#   8. connect_timeout_ms: an upstream whose accept queue is full;
+#   9. streamed request bodies (petrel_call_stream, POST /stream/PATH of
+#      upstream_mod.c): intact (length and MD5) with Content-Length and
+#      chunked, written at once or a part per timer tick, to petrel and to
+#      upstream_peer.py; 100 MB to an upstream that reads slowly, the
+#      caller's resident memory bounded; an early 413 delivered, the writes
+#      after it refused and its connection not reused; write_end short of
+#      the length fails the call; a cancel mid-body; a PUT whose body bytes
+#      went out is not sent again on a broken reused connection.
 . "$(dirname "$0")/lib.sh"
 
 command -v cc >/dev/null || skip "no C compiler (cc)"
@@ -68,6 +76,19 @@ UPT_URLS=$UBASE petrel_start --module "$T/upt.so"
 want hello '200 status 200|x-test |body Hello World!|trailer |'
 want echo '200 status 200|x-test |body ping|trailer |' --data-binary ping
 ok "petrel as upstream: GET /hello and POST /echo with its body"
+# pattern N: the body /stream/ makes (byte i is ALPHA[i % 61])
+pattern() {
+    "$PY" -c 'import sys; a = b"0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxy"; n = int(sys.argv[1]); sys.stdout.buffer.write((a * (n // 61 + 1))[:n])' "$1"
+}
+for q in "n=3000" "n=3000&chunked=1" "n=40000&chunked=1&part=1000&tick=1" "n=0" "n=0&chunked=1"; do
+    n=${q#n=}
+    n=${n%%&*}
+    curl_ -o "$T/s.got" --data-binary '' "$BASE/stream/echo?$q" || true
+    { printf 'status 200\nbody '; pattern "$n"; printf '\nwrote %s\n' "$n"; } >"$T/s.want"
+    head -c "$(wc -c <"$T/s.want")" "$T/s.got" | cmp -s - "$T/s.want" ||
+        fail "/stream/echo?$q: $(head -c 300 "$T/s.got")"
+done
+ok "petrel as upstream: a streamed body echoed (Content-Length, chunked, a part per tick, empty)"
 petrel_stop
 petrel_stop "$UPID"
 
@@ -327,4 +348,73 @@ want second '504 error -102 *no answer in 300 ms|'
 wait "$first" || true
 grep -q 'error -103' "$T/first" || fail "the first call: $(cat "$T/first")"
 ok "connect_timeout_ms 300: ECONNECT"
+petrel_stop
+
+# --- 9. streamed request bodies ---------------------------------------------------------
+peer "$T/p6"
+P6=$PEER
+UPT_URLS=http://127.0.0.1:$P6 UPT_OPTS=header_timeout_ms=3000,breaker_failures=1000 \
+    petrel_start --module "$T/upt.so" --workers 1
+# md5of N: what /sink answers for the body of N bytes /stream/ makes
+md5of() {
+    "$PY" -c 'import hashlib, sys; a = b"0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxy"; n = int(sys.argv[1]); print("len %d md5 %s" % (n, hashlib.md5((a * (n // 61 + 1))[:n]).hexdigest()))' "$1"
+}
+# scall PATH?QUERY: "CODE BODY" (newlines as |) of POST $BASE/stream/PATH?QUERY
+scall() {
+    curl_ -o "$T/body" -w '%{http_code}' --data-binary '' "$BASE/stream/$1" >"$T/code" || true
+    printf '%s %s\n' "$(cat "$T/code")" "$(tr '\n' '|' <"$T/body")"
+}
+swant() { # swant PATH?QUERY PATTERN
+    local got
+    got=$(scall "$1")
+    [[ $got == $2 ]] || fail "/stream/$1: got '$got', want '$2'"
+}
+for n in 0 1 65536 1000003; do
+    e=$(md5of "$n")
+    swant "sink?n=$n" "200 status 200|body $e|wrote $n|*after 0|"
+    swant "sink?n=$n&chunked=1" "200 status 200|body $e|wrote $n|*after 0|"
+    swant "sink?n=$n&part=333" "200 status 200|body $e|wrote $n|*after 0|"
+done
+e=$(md5of 300000)
+swant "sink?n=300000&chunked=1&part=7001&tick=1" "200 status 200|body $e|wrote 300000|waits *|after 0|"
+ok "streamed bodies arrive intact (length and MD5): Content-Length and chunked, 0 B to 1 MB, parts of 16 KiB, 333 B, a part per tick"
+
+worker=$(petrel_worker)
+rss0=$(rss_kb "$worker")
+e=$(md5of 100000000)
+t0=$(now)
+swant "sink-slow?n=100000000" "200 status 200|body $e|wrote 100000000|waits *|after 0|"
+hwm=$(awk '/^VmHWM:/ { print $2 }' "/proc/$worker/status")
+rss1=$(rss_kb "$worker")
+echo "# 100 MB streamed in $(secs_since "$t0") s: caller's VmRSS ${rss0} KiB before, ${rss1} KiB after, peak (VmHWM) ${hwm} KiB"
+(( hwm - rss0 < 16384 )) || fail "100 MB streamed: the caller's peak resident memory grew by $((hwm - rss0)) KiB"
+ok "100 MB to an upstream that reads slowly: intact, the caller's peak RSS $((hwm - rss0)) KiB above its start"
+
+want ok '200 *' # a pooled connection for the next call
+u0=$(stat "$P6" cuts)
+c0=$(stat "$P6" conns)
+swant "early413?n=50000000" "200 status 413|body too big|wrote *|after -3|"
+want ok '200 *body hello*'
+c1=$(stat "$P6" conns)
+(( c1 - c0 == 2 )) || fail "early 413: $((c1 - c0 - 1)) new connection(s) after it, want 1 (its own not reused)"
+cuts_grew() { (( $(stat "$P6" cuts) > u0 )); }
+wait_for "$(bound 5)" cuts_grew || fail "early 413: the upstream did not see its connection closed mid-body"
+ok "an early 413: delivered, a write after it refused (PETREL_ESTATE), its connection closed, not reused"
+
+swant "sink?n=5000&short=100" "502 error -106 *the body ended after 4900 of its 5000 bytes|wrote 4900|wend -2|"
+want ok '200 *body hello*'
+ok "petrel_call_write_end() short of the length: EINVAL, the call fails (EPROTO)"
+
+u0=$(stat "$P6" cuts)
+swant "sink-slow?n=50000000&cancel=3000000" "200 cancelled after 3*|"
+wait_for "$(bound 5)" cuts_grew || fail "cancel mid-body: the upstream did not see its connection closed"
+want ok '200 *body hello*'
+ok "a call cancelled mid-body: its connection closed, the next call answered"
+
+want ok '200 *'
+d0=$(stat "$P6" drops)
+swant "drop-body?n=2000000&put=1" "502 error -105 *"
+d1=$(stat "$P6" drops)
+(( d1 - d0 == 1 )) || fail "a streamed PUT whose body went out reached the upstream $((d1 - d0)) times, want 1"
+ok "a streamed PUT whose body bytes went out is not sent again (its reused connection broke)"
 petrel_stop

@@ -15,6 +15,12 @@
 #      connection-specific field (malformed, RFC 9113 §8.2.2), 20 slow
 #      calls at once on one connection, a POST of 1 MB, an h2c+unix:
 #      address, max_requests;
+#      streamed request bodies (petrel_call_stream: DATA frames as they
+#      are written, the data provider deferred while none are held):
+#      intact with and without content-length, to a peer whose stream
+#      window is 1000 bytes (the body waits for each WINDOW_UPDATE), five
+#      at once on one connection, an early 413 (the stream reset, the
+#      connection kept), write_end short of the length;
 #   3. a dead upstream: its breaker opens; a URL with a path is refused;
 #   4. gRPC unary calls (content-type application/grpc, te: trailers, the
 #      5-byte message prefix; grpc-status from the trailers or a
@@ -87,6 +93,15 @@ wait "$bench" || fail "calls while the upstream reloaded: $(grep -i 'error\|fail
 c1=$(metric "petrel_upstream_connects_total{$A}")
 (( c1 > c0 )) || fail "no new connection after the upstream's GOAWAY ($c0, $c1)"
 ok "the upstream reloaded twice under load (GOAWAY): no call failed ($((c1 - c0)) new connections)"
+for q in "n=3000" "n=3000&chunked=1" "n=40000&chunked=1&part=1000&tick=1" "n=0&chunked=1"; do
+    n=${q#n=}
+    n=${n%%&*}
+    curl_ -o "$T/s.got" --data-binary '' "$BASE/stream/echo?$q" || true
+    { printf 'status 200\nbody '; "$PY" -c 'import sys; a = b"0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxy"; n = int(sys.argv[1]); sys.stdout.buffer.write((a * (n // 61 + 1))[:n])' "$n"; printf '\nwrote %s\n' "$n"; } >"$T/s.want"
+    head -c "$(wc -c <"$T/s.want")" "$T/s.got" | cmp -s - "$T/s.want" ||
+        fail "/stream/echo?$q: $(head -c 300 "$T/s.got")"
+done
+ok "petrel as h2c upstream: a streamed body echoed (content-length, none, a part per tick, empty)"
 petrel_stop
 petrel_stop "$UPID"
 
@@ -167,6 +182,52 @@ peer "$T/p2" "$T/sock"
 UPT_URLS="h2c+unix:$T/sock" petrel_start --module "$T/upt.so" --workers 1
 want up/ok '200 status 200|x-test ok|body hello|trailer |'
 ok "an h2c+unix: address"
+petrel_stop
+
+# streamed request bodies, to a peer whose stream windows are 1000 bytes
+md5of() { # md5of N: what /sink answers for the body of N bytes /stream/ makes
+    "$PY" -c 'import hashlib, sys; a = b"0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxy"; n = int(sys.argv[1]); print("len %d md5 %s" % (n, hashlib.md5((a * (n // 61 + 1))[:n]).hexdigest()))' "$1"
+}
+H2PEER_WINDOW=1000 peer "$T/p4"
+UPT_URLS=h2c://127.0.0.1:$PEER UPT_OPTS=max_conns=1,header_timeout_ms=3000 \
+    petrel_start --module "$T/upt.so" --workers 1
+for n in 0 1 200003; do
+    e=$(md5of "$n")
+    want "stream/sink?n=$n" "200 status 200|body $e|wrote $n|*after 0|" --data-binary ''
+    want "stream/sink?n=$n&chunked=1" "200 status 200|body $e|wrote $n|*after 0|" --data-binary ''
+done
+e=$(md5of 100000)
+want "stream/sink?n=100000&part=3001&tick=1" "200 status 200|body $e|wrote 100000|*after 0|" --data-binary ''
+ok "streamed bodies through a stream window of 1000 bytes: intact, with and without content-length, a part per tick"
+
+c0=$(stat conns)
+e=$(md5of 1500000)
+pids=()
+for i in 1 2 3 4 5; do
+    curl_ -o "$T/s.$i" --data-binary '' "$BASE/stream/sink?n=1500000&chunked=$((i % 2))" &
+    pids+=("$!")
+done
+wait "${pids[@]}"
+for i in 1 2 3 4 5; do
+    [[ $(head -2 "$T/s.$i" | tr '\n' '|') == "status 200|body $e|" ]] || fail "streamed call $i of 5: $(cat "$T/s.$i")"
+done
+c1=$(stat conns)
+m=$(stat maxopen)
+(( c1 - c0 == 0 )) || fail "5 streamed calls at once: $((c1 - c0)) new connections, want 0 (max_conns 1)"
+(( m >= 2 )) || fail "5 streamed calls at once: at most $m stream(s) open at once"
+ok "5 streamed calls of 1.5 MB at once on one connection (up to $m streams open at once)"
+
+r0=$(stat resets)
+want "stream/early413?n=20000000" "200 status 413|body too big|wrote *|after -3|" --data-binary ''
+want up/ok '200 *body hello*'
+r1=$(stat resets)
+(( r1 - r0 == 1 )) || fail "early 413: $((r1 - r0)) RST_STREAM seen, want 1"
+(( $(stat conns) == c1 )) || fail "early 413: the connection was not kept"
+ok "an early 413 over h2c: delivered, a write after it refused, its stream reset (the connection kept)"
+
+want "stream/sink?n=5000&short=100" "502 error -106 *the body ended after 4900 of its 5000 bytes|wrote 4900|wend -2|" --data-binary ''
+want up/ok '200 *body hello*'
+ok "write_end short of the length over h2c: the call fails (EPROTO), the connection goes on"
 petrel_stop
 
 # --- 3. a dead upstream; a bad URL -------------------------------------------------

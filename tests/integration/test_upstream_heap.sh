@@ -2,7 +2,9 @@
 # No heap allocation per call in petrel's own code on the upstream client's
 # path, after warm-up: GET /up/hello of upstream_mod.c (each request calls
 # another petrel's /hello through a pool of kept-alive connections) and
-# POST /up/echo with a body, 10 clients at once, over HTTP/1.1 and over h2c
+# POST /up/echo with a body, POST /stream/echo with a body streamed
+# (petrel_call_stream, chunked, in three writes), 10 clients at once, over
+# HTTP/1.1 and over h2c
 # (nghttp2's blocks come from the size-class free lists: none of the heap
 # either once warm).  The counting allocator
 # is test_pg_heap.sh's (every malloc, calloc, realloc and memalign of the
@@ -45,7 +47,7 @@ for scheme in http h2c; do
     [[ -f $LIB_TMP/heap/heap.$worker ]] || fail "no counters of the worker (heap.$worker)"
     counters() { od -An -t u8 -v "$LIB_TMP/heap/heap.$worker" | tr -s ' \n' ' '; }
 
-    for what in "GET /up/hello" "POST /up/echo"; do
+    for what in "GET /up/hello" "POST /up/echo" "POST /stream/echo?n=1500&part=500&chunked=1"; do
         args=("$BASE${what#* }")
         [[ $what == POST* ]] && args=(-X POST --body-size 64 "${args[@]}")
         "$BENCH" -c 10 -n 2000 --fail-on-error "${args[@]}" >/dev/null || fail "warm-up of $what failed"

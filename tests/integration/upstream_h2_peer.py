@@ -19,10 +19,18 @@ request's :path:
   /reset          RST_STREAM INTERNAL_ERROR after the header (a cut body)
   /conn-field     200 with a Connection field (malformed, RFC 9113 §8.2.2)
   /headers        200 with the request's fields, one "name: value" a line
+  /sink           200 "len N md5 HEX" of the request's body (after its
+                  END_STREAM; the body is hashed as it comes, not kept)
+  /early413       413 "too big" with END_STREAM as soon as the request's
+                  HEADERS came, before its body
   /stats          "conns N streams S resets R maxopen M" of this process
                   (resets: RST_STREAM received; maxopen: most streams open
                   at once on one connection)
+With H2PEER_WINDOW=N in its environment it announces an initial stream
+window of N bytes (SETTINGS_INITIAL_WINDOW_SIZE): a request body goes in
+steps of N, each waiting for a WINDOW_UPDATE.
 """
+import hashlib
 import os
 import socket
 import sys
@@ -33,6 +41,7 @@ import h2.config
 import h2.connection
 import h2.errors
 import h2.events
+import h2.settings
 
 lock = threading.Lock()
 stats = {"conns": 0, "streams": 0, "resets": 0, "maxopen": 0}
@@ -55,6 +64,9 @@ def serve(sock):
                                                                  validate_outbound_headers=False,
                                                                  normalize_outbound_headers=False))
     conn.initiate_connection()
+    window = int(os.environ.get("H2PEER_WINDOW", "0"))
+    if window:
+        conn.update_settings({h2.settings.SettingCodes.INITIAL_WINDOW_SIZE: window})
     sock.sendall(conn.data_to_send())
     reqs = {}  # stream id -> [path, body]
     later = []  # (when, stream id)
@@ -114,12 +126,20 @@ def serve(sock):
                     if h.get(":path") == "/headers":
                         reqs[ev.stream_id][1] = "".join(
                             "%s: %s\n" % (k, v) for k, v in ev.headers).encode()
+                    if h.get(":path", "").startswith("/sink"):
+                        reqs[ev.stream_id] = ["/sink", 0, hashlib.md5()]
                     open_.add(ev.stream_id)
+                    if h.get(":path", "").startswith("/early413"):
+                        answer(ev.stream_id, b"too big", status="413")
                     with lock:
                         stats["streams"] += 1
                         stats["maxopen"] = max(stats["maxopen"], len(open_))
                 elif isinstance(ev, h2.events.DataReceived):
-                    reqs[ev.stream_id][1] += ev.data
+                    if reqs[ev.stream_id][0] == "/sink":
+                        reqs[ev.stream_id][1] += len(ev.data)
+                        reqs[ev.stream_id][2].update(ev.data)
+                    else:
+                        reqs[ev.stream_id][1] += ev.data
                     conn.acknowledge_received_data(ev.flow_controlled_length, ev.stream_id)
                 elif isinstance(ev, h2.events.WindowUpdated):
                     pump()
@@ -130,8 +150,10 @@ def serve(sock):
                         stats["resets"] += 1
                 elif isinstance(ev, h2.events.StreamEnded):
                     sid = ev.stream_id
-                    path, body = reqs[sid]
-                    if path == "/ok":
+                    path, body = reqs[sid][:2]
+                    if path == "/sink":
+                        answer(sid, ("len %d md5 %s" % (body, reqs[sid][2].hexdigest())).encode())
+                    elif path == "/ok":
                         answer(sid, b"hello")
                     elif path == "/trailers":
                         answer(sid, b"hello", trailers=[("x-trailer", "yes")])

@@ -16,6 +16,18 @@
  * header of a trailers-only answer).
  * GET or POST /pause/PATH is /up/PATH with the response paused from on_head to
  * 100 ms later.
+ * POST /stream/PATH?n=N[&part=P][&chunked=1][&short=K][&cancel=M][&put=1]
+ * [&tick=1] calls PATH with a body of N bytes made as it is sent
+ * (petrel_call_stream(): byte i is ALPHA[i % 61]), written in parts of P
+ * bytes (16384 by default, at most that), waiting for the drain callback
+ * when a write says 0 (tick=1: a part per 1 ms timer); chunked=1 sends it
+ * chunked, else with its length; short=K declares N but writes N - K;
+ * cancel=M cancels the call once M bytes are written and answers 200
+ * "cancelled after W"; put=1 sends a PUT.  It answers 200
+ * "status S\nbody B\nwrote W\nwaits D\nafter R\n" (W the bytes written, D
+ * the times it waited for a drain, R what a write said after the end of
+ * the response when the body was not all written, else 0), or the error
+ * of /up/PATH followed by "wrote W\nwend R\n" (R: petrel_call_write_end()).
  * POST /grpc-wrap/PATH is /grpc/PATH with the body wrapped as one gRPC
  * message: an EchoMessage (modules/grpcecho.c) whose request_id is the
  * body's "requestId" and whose payload is the body (petrel-bench's JSON
@@ -33,6 +45,11 @@ static petrel_upstream_t *up;
 typedef struct got {
     petrel_req_t *req;
     petrel_call_t *call;
+    /* /stream/ */
+    size_t n, part, sent, cancel;
+    int waits, after, wend, werr;
+    bool tick, ended;
+    petrel_timer_t *timer;
     int pause;
     bool grpc;
     int status;
@@ -271,6 +288,157 @@ static int cancel_later(petrel_req_t *req, void *data)
     return PETREL_LATER;
 }
 
+/* ---- /stream/: a body written as the call runs ---------------------------- */
+
+static const char ALPHA[] = "0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxy";
+static char pattern[16384 + 64];
+
+static void pump(got_t *g);
+
+static void on_tick(void *data)
+{
+    got_t *g = data;
+    g->timer = NULL;
+    pump(g);
+}
+
+static void on_drain(petrel_call_t *call, void *data)
+{
+    (void)call;
+    pump(data);
+}
+
+/* Write parts until a write says 0 (the drain callback goes on), then the end. */
+static void pump(got_t *g)
+{
+    while (g->sent < g->n) {
+        size_t k = g->n - g->sent < g->part ? g->n - g->sent : g->part;
+        int rc = petrel_call_write(g->call, pattern + g->sent % 61, k);
+        if (rc < 0) {
+            g->werr = rc;
+            return;
+        }
+        g->sent += k;
+        if (g->cancel && g->sent >= g->cancel) {
+            petrel_call_cancel(g->call);
+            char *out = petrel_arena_alloc(g->req->arena, 64, 1);
+            int len = out ? snprintf(out, 64, "cancelled after %zu\n", g->sent) : 0;
+            petrel_send(g->req, out ? 200 : 500, "text/plain", out, (size_t)len);
+            return;
+        }
+        if (rc == 0) {
+            g->waits++;
+            return;
+        }
+        if (g->tick && g->sent < g->n) {
+            g->timer = petrel_timer_start(1, on_tick, g);
+            if (g->timer != NULL)
+                return;
+        }
+    }
+    if (!g->ended) {
+        g->ended = true;
+        g->wend = petrel_call_write_end(g->call);
+    }
+}
+
+static void stream_over(got_t *g)
+{
+    if (g->timer)
+        petrel_timer_stop(g->timer);
+    g->timer = NULL;
+}
+
+static void s_on_end(petrel_call_t *call, const petrel_header_t *t, size_t n, void *data)
+{
+    (void)t, (void)n;
+    got_t *g = data;
+    stream_over(g);
+    if (g->sent < g->n)
+        g->after = petrel_call_write(call, "x", 1);
+    size_t cap = g->len + 256;
+    char *out = petrel_arena_alloc(g->req->arena, cap, 1);
+    if (out == NULL) {
+        petrel_send_status(g->req, 500);
+        return;
+    }
+    int k = snprintf(out, cap, "status %d\nbody %s\nwrote %zu\nwaits %d\nafter %d\n", g->status,
+                     g->body ? g->body : "", g->sent, g->waits, g->after);
+    petrel_send(g->req, 200, "text/plain", out, (size_t)k);
+}
+
+static void s_on_error(petrel_call_t *call, int error, const char *reason, void *data)
+{
+    (void)call;
+    got_t *g = data;
+    stream_over(g);
+    char out[640];
+    int k = snprintf(out, sizeof(out), "error %d %s: %s%s\nwrote %zu\nwend %d\n", error,
+                     petrel_upstream_strerror(error), reason, g->status ? " after head" : "",
+                     g->sent, g->wend);
+    char *copy = petrel_arena_alloc(g->req->arena, (size_t)k, 1);
+    if (copy == NULL) {
+        petrel_send_status(g->req, 500);
+        return;
+    }
+    memcpy(copy, out, (size_t)k);
+    petrel_send(g->req, 502, "text/plain", copy, (size_t)k);
+}
+
+static const petrel_call_cbs_t s_cbs = {on_head, on_body, s_on_end, s_on_error};
+
+/* The value of `name` in the request's query, or 0. */
+static size_t qnum(petrel_req_t *req, const char *name)
+{
+    size_t nl = strlen(name);
+    const char *q = req->query.ptr, *end = q + req->query.len;
+    while (q && q < end) {
+        if ((size_t)(end - q) > nl && strncmp(q, name, nl) == 0 && q[nl] == '=')
+            return (size_t)strtoull(q + nl + 1, NULL, 10);
+        q = memchr(q, '&', (size_t)(end - q));
+        if (q)
+            q++;
+    }
+    return 0;
+}
+
+static void on_stream_abort(petrel_req_t *req, void *data)
+{
+    (void)req;
+    stream_over(data);
+}
+
+static int stream_it(petrel_req_t *req, void *data)
+{
+    (void)data;
+    got_t *g = petrel_arena_new(req->arena, got_t, 1);
+    char *target = target_of(req);
+    if (g == NULL || target == NULL)
+        return PETREL_ENOMEM;
+    g->req = req;
+    g->n = qnum(req, "n");
+    g->part = qnum(req, "part");
+    if (g->part == 0 || g->part > 16384)
+        g->part = 16384;
+    g->cancel = qnum(req, "cancel");
+    g->tick = qnum(req, "tick") != 0;
+    size_t shortk = qnum(req, "short");
+    petrel_req_on_abort(req, on_stream_abort, g);
+    petrel_call_spec_t spec = {0};
+    spec.method = qnum(req, "put") ? "PUT" : "POST";
+    spec.target = target;
+    spec.req = req;
+    int64_t len = qnum(req, "chunked") ? -1 : (int64_t)g->n;
+    if (shortk <= g->n)
+        g->n -= shortk;
+    g->call = petrel_call_stream(up, &spec, len, &s_cbs, g);
+    if (g->call == NULL)
+        return 500;
+    petrel_call_on_drain(g->call, on_drain);
+    pump(g);
+    return PETREL_LATER;
+}
+
 static int init(petrel_server_t *srv, const char *args)
 {
     (void)args;
@@ -312,6 +480,8 @@ static int init(petrel_server_t *srv, const char *args)
         else if (!strcmp(s, "balance"))
             o.balance = (int)v;
     }
+    for (size_t i = 0; i < sizeof(pattern); i++)
+        pattern[i] = ALPHA[i % 61];
     char err[256];
     up = petrel_upstream_new(srv, &o, err, sizeof(err));
     if (up == NULL) {
@@ -330,6 +500,7 @@ static const petrel_route_t routes[] = {
     {PETREL_POST, "/pause/*", call_it, "pause"},
     {PETREL_POST, "/grpc/*", call_it, "grpc"},
     {PETREL_POST, "/grpc-wrap/*", call_it, "grpc-wrap"},
+    {PETREL_POST, "/stream/*", stream_it, NULL},
     {0, NULL, NULL, NULL},
 };
 

@@ -21,7 +21,15 @@ answers by the request's path:
   /nolen         200 with no Content-Length: the body ends with the close
   /drop          closes without answering (POST and GET are counted)
   /idle-close    200, kept alive, and the connection closed 100 ms later
-  /stats         "conns N requests M drops D" of this process
+  /sink          reads the body as it comes (Content-Length or chunked) and
+                 answers 200 "len N md5 HEX" of it (kept alive); a body cut
+                 by the close is counted in cuts
+  /sink-slow     /sink reading slowly (64 KiB, then 2 ms of sleep)
+  /early413      413 at once, before reading the body; then reads and drops
+                 the body (kept alive, as a server that answered early does)
+  /drop-body     reads 1000 bytes of the body, then closes without answering
+                 (counted in drops)
+  /stats         "conns N requests M drops D cuts C" of this process
   /host          200 with the request's Host field as its body
 With CONTROL_DIR/noaccept present at start, it listens with a backlog of 0
 and never accepts: one connection completes, the handshakes of the others
@@ -29,6 +37,7 @@ never do (connect timeouts).
 With CONTROL_DIR/rst present, every connection is accepted and reset at once
 (counted in conns): an upstream that is down but reachable.
 """
+import hashlib
 import os
 import socket
 import struct
@@ -37,7 +46,8 @@ import threading
 import time
 
 lock = threading.Lock()
-stats = {"conns": 0, "requests": 0, "drops": 0}
+stats = {"conns": 0, "requests": 0, "drops": 0, "cuts": 0}
+STREAMED = ("/sink", "/early413", "/drop-body")
 
 
 def count(k):
@@ -62,15 +72,62 @@ def read_request(f):
         head.append(h)
     n = 0
     host = ""
+    chunked = False
     for h in head:
         k, _, v = h.decode("latin-1").partition(":")
         if k.strip().lower() == "content-length":
             n = int(v.strip())
         if k.strip().lower() == "host":
             host = v.strip()
-    body = f.read(n) if n else b""
+        if k.strip().lower() == "transfer-encoding" and "chunked" in v.lower():
+            chunked = True
     parts = line.decode("latin-1").split()
+    if parts[1].startswith(STREAMED):  # the body is read by the handler
+        return parts[0], parts[1], (n, chunked), host
+    body = f.read(n) if n else b""
     return parts[0], parts[1], body, host
+
+
+def body_parts(f, framing, slow=False, limit=None):
+    """The body's bytes as they come; raises EOFError when it is cut."""
+    n, chunked = framing
+    got = 0
+
+    def read(k):
+        b = f.read1(min(k, 65536)) if hasattr(f, "read1") else f.read(min(k, 65536))
+        if not b:
+            raise EOFError
+        if slow:
+            time.sleep(0.002)
+        return b
+
+    if not chunked:
+        while got < n and (limit is None or got < limit):
+            b = read(n - got)
+            got += len(b)
+            yield b
+        return
+    while True:
+        line = f.readline()
+        if not line.endswith(b"\n"):
+            raise EOFError
+        size = int(line.split(b";")[0].strip(), 16)
+        if size == 0:
+            while True:  # trailers, then the empty line
+                t = f.readline()
+                if not t.endswith(b"\n"):
+                    raise EOFError
+                if t in (b"\r\n", b"\n"):
+                    return
+        while size > 0:
+            b = read(size)
+            size -= len(b)
+            got += len(b)
+            yield b
+            if limit is not None and got >= limit:
+                return
+        if f.read(2) != b"\r\n":
+            raise EOFError
 
 
 def serve(conn, control):
@@ -135,9 +192,36 @@ def serve(conn, control):
                 return
             elif path.startswith("/host"):
                 conn.sendall(resp(host.encode()))
+            elif path.startswith("/sink"):
+                h = hashlib.md5()
+                total = 0
+                try:
+                    for b in body_parts(f, body, slow=path.startswith("/sink-slow")):
+                        h.update(b)
+                        total += len(b)
+                except (EOFError, ValueError):
+                    count("cuts")
+                    return
+                conn.sendall(resp(("len %d md5 %s" % (total, h.hexdigest())).encode()))
+            elif path.startswith("/early413"):
+                conn.sendall(resp(b"too big", status="413 Content Too Large"))
+                try:
+                    for _ in body_parts(f, body):
+                        pass
+                except (EOFError, ValueError):
+                    count("cuts")
+                    return
+            elif path.startswith("/drop-body"):
+                try:
+                    for _ in body_parts(f, body, limit=1000):
+                        pass
+                except (EOFError, ValueError):
+                    pass
+                count("drops")
+                return
             elif path.startswith("/stats"):
                 with lock:
-                    s = "conns %d requests %d drops %d" % (stats["conns"], stats["requests"], stats["drops"])
+                    s = "conns %d requests %d drops %d cuts %d" % (stats["conns"], stats["requests"], stats["drops"], stats["cuts"])
                 conn.sendall(resp(s.encode(), extra="Connection: close\r\n"))
                 return
             else:
