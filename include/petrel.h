@@ -2716,10 +2716,12 @@ PETREL_API int petrel_call_write_end(petrel_call_t *call);
 typedef void (*petrel_call_drain_cb)(petrel_call_t *call, void *data);
 
 /**
- * Have `cb` called (from the loop) when a streamed call that returned 0
- * from petrel_call_write() has sent enough to be under its 64 KiB mark
- * again.  `data` is the call's (petrel_call_stream()'s `data`).  It is not
- * called once the call has ended or failed.
+ * Set the drain callback of a streamed call.
+ *
+ * `cb` is called (from the loop) when the call, after petrel_call_write()
+ * returned 0, has sent enough to be under its 64 KiB mark again.  `data`
+ * is the call's (petrel_call_stream()'s `data`).  It is not called once
+ * the call has ended or failed.
  *
  * Returns: nothing.
  *
