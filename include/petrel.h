@@ -403,7 +403,10 @@ enum {
      *  (not in PETREL_ANY): a route that takes it answers with
      *  petrel_ws_accept(), as petrel_ws_route_add()'s routes do. */
     PETREL_WS_CONNECT = 1 << 7,
-    PETREL_OTHER = 1 << 8
+    PETREL_OTHER = 1 << 8,
+    /** Not a method: a route with this bit gets its request when the head
+     *  has arrived, before the body (see petrel_body_read()). */
+    PETREL_BODY_STREAM = 1 << 9
 };
 
 /**
@@ -467,7 +470,8 @@ typedef struct petrel_req {
     size_t nheaders;
     petrel_param_t *params; /**< path parameters of the matched route */
     size_t nparams;
-    petrel_str_t body;     /**< the whole request body, NUL-terminated */
+    petrel_str_t body;     /**< the whole request body, NUL-terminated ("" and 0 on a
+                                PETREL_BODY_STREAM route: petrel_body_read()) */
     petrel_arena_t *arena; /**< the request scope: allocate freely from it */
     petrel_server_t *server;
     void *route_data; /**< the `data` of the matched route */
@@ -482,6 +486,80 @@ typedef struct petrel_req {
     uint64_t _t0; /* ns, monotonic */
     size_t _a0;   /* bytes of `arena` when its scope began */
 } petrel_req_t;
+
+/**
+ * A part of a streamed request body (petrel_body_read()).
+ *
+ * `len` bytes at `ptr` (valid during the call only).  `end` is 0 while
+ * more is to come, 1 with the last part (len may be 0: the body is
+ * complete, trailers ignored), or a negative PETREL_E* code when the body
+ * will not complete (the client closed or reset the stream or
+ * --body-timeout passed: PETREL_EIO; more than --max-body-size:
+ * PETREL_ELIMIT); after a non-zero `end` it is not called again.
+ *
+ * The callback may answer the request (petrel_send() and the others), and
+ * may call petrel_body_pause().
+ *
+ * Lifetime: `ptr` is valid during the call only (it points into the
+ * connection's read buffer: no copy of the body is made); `data` is
+ * petrel_body_read()'s.
+ */
+typedef void (*petrel_body_cb)(petrel_req_t *req, const void *ptr, size_t len, int end, void *data);
+
+/**
+ * Start reading the body of a request routed with PETREL_BODY_STREAM.
+ *
+ * Call once, from the handler (which then returns PETREL_LATER, or 0 when
+ * it has answered) or later while the request waits.  Parts that arrived
+ * before the call are given first (from the loop, not from within
+ * petrel_body_read()).  A request without a body gets one call with end=1,
+ * len 0.  Over HTTP/1.1, a client that sent `Expect: 100-continue` gets
+ * its 100 Continue now (not before).  A handler that answers without
+ * reading the whole body: the rest is read and dropped (HTTP/1.1: the
+ * connection stays usable; HTTP/2: RST_STREAM NO_ERROR after the
+ * response), never taken for a request.
+ *
+ * Returns: 0, or a negative PETREL_E* code.
+ *
+ * Errors:
+ *   PETREL_EINVAL  `req` or `cb` is NULL, the request was not routed with
+ *                  PETREL_BODY_STREAM, or it was called before for it
+ *
+ * Lifetime: `cb` and `data` are kept until the call with a non-zero `end`
+ * (or until the request is done, when it ends before).
+ */
+PETREL_API int petrel_body_read(petrel_req_t *req, petrel_body_cb cb, void *data);
+
+/**
+ * Stop (paused=1) or resume (0) the parts of a streamed request body.
+ *
+ * While paused, the connection (HTTP/1.1) or the stream's flow-control
+ * window (HTTP/2: no WINDOW_UPDATE for it; the connection's window is
+ * given back so that other streams go on) is not read or opened, and
+ * --body-timeout does not run.  May be called from the callback.
+ *
+ * Returns: nothing.
+ *
+ * Errors: none; a request whose body has ended, or that is not streamed:
+ * no-op.
+ *
+ * Lifetime: as the request.
+ */
+PETREL_API void petrel_body_pause(petrel_req_t *req, int paused);
+
+/**
+ * The length of the request body the client declared.
+ *
+ * Returns: the Content-Length (HTTP/1.1, or HTTP/2's content-length), 0
+ * when there is no body (HTTP/1.1 with neither Content-Length nor
+ * Transfer-Encoding; an HTTP/2 HEADERS with END_STREAM), -1 when it is not
+ * known in advance (chunked; HTTP/2 DATA without content-length).
+ *
+ * Errors: none.
+ *
+ * Lifetime: as the request.
+ */
+PETREL_API int64_t petrel_body_length(const petrel_req_t *req);
 
 /**
  * Look up a request header field by name.
@@ -1019,8 +1097,10 @@ typedef struct petrel_route {
  *                  name, the wildcard is not last, two patterns name the
  *                  same parameter position differently ("/a/:x" and
  *                  "/a/:y"), more than 16 parameters, `handler` is NULL or
- *                  `methods` is 0 or has other bits than PETREL_ANY's and
- *                  PETREL_WS_CONNECT
+ *                  `methods` names no method or has other bits than
+ *                  PETREL_ANY's, PETREL_WS_CONNECT, PETREL_OTHER and
+ *                  PETREL_BODY_STREAM (which a PETREL_WS_CONNECT route
+ *                  may not have)
  *   PETREL_ESTATE  a method of `methods` is registered already for this
  *                  pattern (by this module or another)
  *   PETREL_ENOMEM  out of memory

@@ -2656,9 +2656,13 @@ START_TEST(ws_h2_bad_requests)
     ck_assert_int_eq(wsr.opens, 0);
     /* Extended CONNECT is PETREL_WS_CONNECT (a route that answers it with
      * petrel_ws_accept()); no bit but PETREL_ANY's, it and PETREL_OTHER is a
-     * method */
-    ck_assert_int_eq(petrel_route_add(srv, PETREL_GET | (1 << 9), "/x", head_info, NULL),
+     * method (PETREL_BODY_STREAM, 1 << 9, is a flag of the route, not for
+     * a WebSocket one) */
+    ck_assert_int_eq(petrel_route_add(srv, PETREL_GET | (1 << 10), "/x", head_info, NULL),
                      PETREL_EINVAL);
+    ck_assert_int_eq(
+        petrel_route_add(srv, PETREL_WS_CONNECT | PETREL_BODY_STREAM, "/x", head_info, NULL),
+        PETREL_EINVAL);
     ck_assert_int_eq(petrel_route_add(srv, PETREL_GET | PETREL_WS_CONNECT, "/x", head_info, NULL),
                      0);
 }

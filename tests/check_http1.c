@@ -115,6 +115,70 @@ static int h_big(petrel_req_t *req, void *data)
     return petrel_send(req, 200, "application/octet-stream", big_body, sizeof(big_body));
 }
 
+/* Request bodies read as they arrive (PETREL_BODY_STREAM): /ssink counts
+ * the parts and answers "n=BYTES parts=P len=L" at the end; /spause pauses
+ * after its first part (the test resumes it); /searly answers without
+ * reading. */
+typedef struct sink {
+    size_t n;
+    unsigned parts;
+    int end;
+    int pause_first;
+} sink_t;
+static petrel_req_t *sreq;
+static sink_t *ssink;
+
+static void sink_part(petrel_req_t *req, const void *ptr, size_t len, int end, void *data)
+{
+    sink_t *k = data;
+    (void)ptr;
+    k->n += len;
+    k->parts += len > 0;
+    if (end == 0) {
+        if (k->pause_first && k->parts == 1)
+            petrel_body_pause(req, 1);
+        return;
+    }
+    k->end = end;
+    if (end < 0)
+        return;
+    char *s = petrel_arena_printf(req->arena, "n=%zu parts=%u len=%lld", k->n, k->parts,
+                                  (long long)petrel_body_length(req));
+    petrel_send(req, 200, "text/plain", s, strlen(s));
+}
+
+static int sink_start(petrel_req_t *req, int pause_first)
+{
+    sink_t *k = petrel_arena_new(req->arena, sink_t, 1);
+    if (k == NULL)
+        return 503;
+    k->pause_first = pause_first;
+    sreq = req;
+    ssink = k;
+    if (req->body.len != 0 || petrel_body_read(req, sink_part, k) < 0 ||
+        petrel_body_read(req, sink_part, k) != PETREL_EINVAL)
+        return 500;
+    return PETREL_LATER;
+}
+
+static int h_ssink(petrel_req_t *req, void *data)
+{
+    (void)data;
+    return sink_start(req, 0);
+}
+
+static int h_spause(petrel_req_t *req, void *data)
+{
+    (void)data;
+    return sink_start(req, 1);
+}
+
+static int h_searly(petrel_req_t *req, void *data)
+{
+    (void)data;
+    return petrel_send(req, 200, "text/plain", "early", 5);
+}
+
 static void setup(void)
 {
     for (size_t i = 0; i < sizeof(big_body); i++)
@@ -133,7 +197,15 @@ static void setup(void)
     ck_assert_int_eq(petrel_route_add(srv, PETREL_GET, "/wait", h_wait, NULL), 0);
     wait_setup();
     ck_assert_int_eq(petrel_route_add(srv, PETREL_GET, "/stream404", h_stream_then_404, NULL), 0);
+    ck_assert_int_eq(
+        petrel_route_add(srv, PETREL_POST | PETREL_BODY_STREAM, "/ssink", h_ssink, NULL), 0);
+    ck_assert_int_eq(
+        petrel_route_add(srv, PETREL_POST | PETREL_BODY_STREAM, "/spause", h_spause, NULL), 0);
+    ck_assert_int_eq(
+        petrel_route_add(srv, PETREL_POST | PETREL_BODY_STREAM, "/searly", h_searly, NULL), 0);
     held = NULL;
+    sreq = NULL;
+    ssink = NULL;
 }
 
 /* ------------------------------------------------------------------------ */
@@ -2359,6 +2431,137 @@ END_TEST
 
 /* ------------------------------------------------------------------------ */
 
+/* ------------------------------------------------------------------------ */
+/* Request bodies read as they arrive (PETREL_BODY_STREAM)                  */
+
+/* A Content-Length body, then a request on the same connection; the
+ * server's other routes (echo: req->body) are as before. */
+START_TEST(test_sbody_content_length)
+{
+    client_t *c = client_open();
+    roundtrip(c, "POST /ssink HTTP/1.1\r\nHost: x\r\nContent-Length: 10\r\n\r\n0123456789");
+    ck_assert_int_eq(R[0].status, 200);
+    ck_assert_str_eq(body_str(0), "n=10 parts=1 len=10");
+    ck_assert_int_eq(ssink->end, 1);
+    roundtrip(c, "GET /hello HTTP/1.1\r\nHost: x\r\n\r\n");
+    check_hello(&R[0]);
+    roundtrip(c, "POST /echo HTTP/1.1\r\nHost: x\r\nContent-Length: 5\r\n\r\nhello");
+    ck_assert_int_eq(R[0].status, 200);
+    ck_assert_str_eq(body_str(0), "hello");
+    client_close(c);
+}
+END_TEST
+
+/* A chunked body one byte per write: every part reaches the callback, the
+ * length is unknown (-1), trailers are ignored (RFC 9112 §7.1). */
+START_TEST(test_sbody_chunked_bytewise)
+{
+    client_t *c = client_open();
+    const char *req = "POST /ssink HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n\r\n"
+                      "3\r\nabc\r\n10\r\n0123456789abcdef\r\n0\r\nX-T: 1\r\n\r\n";
+    for (const char *p = req; *p; p++) {
+        ck_assert(client_write(c, p, 1));
+        turn(0);
+    }
+    ck_assert_int_eq(client_wait(c, 1), 1);
+    ck_assert_int_eq(R[0].status, 200);
+    char want[64];
+    snprintf(want, sizeof(want), "n=19 parts=%u len=-1", ssink->parts);
+    ck_assert_str_eq(body_str(0), want);
+    ck_assert_uint_ge(ssink->parts, 2);
+    roundtrip(c, "GET /hello HTTP/1.1\r\nHost: x\r\n\r\n");
+    check_hello(&R[0]);
+    client_close(c);
+}
+END_TEST
+
+/* Answered before its body: the body is dropped, and a request inside it
+ * is never parsed (RFC 9112 §6.3: the body's length is its
+ * Content-Length) -- the next response is the real next request's. */
+START_TEST(test_sbody_early_no_smuggling)
+{
+    client_t *c = client_open();
+    const char *inner = "GET /status404 HTTP/1.1\r\nHost: x\r\n\r\n";
+    char req[512];
+    snprintf(req, sizeof(req),
+             "POST /searly HTTP/1.1\r\nHost: x\r\nContent-Length: %zu\r\n\r\n%s"
+             "GET /hello HTTP/1.1\r\nHost: x\r\n\r\n",
+             strlen(inner), inner);
+    client_send(c, req);
+    ck_assert_int_eq(client_wait(c, 2), 2);
+    ck_assert_int_eq(R[0].status, 200);
+    ck_assert_str_eq(body_str(0), "early");
+    check_hello(&R[1]);
+    ck_assert_int_eq(client_wait_flags_ms(c, 1, 10, 5), 0); /* no third response */
+    client_close(c);
+}
+END_TEST
+
+/* A paused reader: the rest of the body is not parsed (nor the connection
+ * read) until it resumes. */
+START_TEST(test_sbody_pause)
+{
+    client_t *c = client_open();
+    static char body[60000];
+    memset(body, 'p', sizeof(body));
+    char head[128];
+    snprintf(head, sizeof(head), "POST /spause HTTP/1.1\r\nHost: x\r\nContent-Length: %zu\r\n\r\n",
+             sizeof(body));
+    client_send(c, head);
+    for (int i = 0; i < 20 && ssink == NULL; i++)
+        turn(0);
+    ck_assert_ptr_nonnull(ssink);
+    ck_assert(client_write(c, body, sizeof(body)));
+    for (int i = 0; i < 20; i++)
+        turn(0);
+    ck_assert_uint_eq(ssink->parts, 1);
+    ck_assert_uint_lt(ssink->n, sizeof(body));
+    size_t n = ssink->n;
+    for (int i = 0; i < 20; i++)
+        turn(0);
+    ck_assert_uint_eq(ssink->n, n); /* nothing more while paused */
+    petrel_body_pause(sreq, 0);
+    ck_assert_int_eq(client_wait_flags_ms(c, 1, 10, 200), 1);
+    ck_assert_int_eq(R[0].status, 200);
+    ck_assert_uint_eq(ssink->n, sizeof(body));
+    client_close(c);
+}
+END_TEST
+
+/* Expect: 100-continue (RFC 9110 §10.1.1): the 100 goes out when the
+ * handler reads, then the final response. */
+START_TEST(test_sbody_expect)
+{
+    client_t *c = client_open();
+    client_send(c, "POST /ssink HTTP/1.1\r\nHost: x\r\nContent-Length: 3\r\n"
+                   "Expect: 100-continue\r\n\r\n");
+    ck_assert_int_eq(client_wait_flags_ms(c, 1, 10, 100), 1);
+    ck_assert_int_eq(R[0].status, 100);
+    client_send(c, "abc");
+    ck_assert_int_eq(client_wait(c, 1), 1);
+    ck_assert_int_eq(R[0].status, 200);
+    ck_assert_str_eq(body_str(0), "n=3 parts=1 len=3");
+    client_close(c);
+}
+END_TEST
+
+/* A client that goes away mid-body: the callback gets PETREL_EIO. */
+START_TEST(test_sbody_client_gone)
+{
+    client_t *c = client_open();
+    client_send(c, "POST /ssink HTTP/1.1\r\nHost: x\r\nContent-Length: 100\r\n\r\nabc");
+    for (int i = 0; i < 20 && (ssink == NULL || ssink->n < 3); i++)
+        turn(0);
+    ck_assert_ptr_nonnull(ssink);
+    sink_t *k = ssink;
+    ck_assert_int_eq(k->end, 0);
+    client_close(c);
+    for (int i = 0; i < 20 && k->end == 0; i++)
+        turn(0);
+    ck_assert_int_eq(k->end, PETREL_EIO);
+}
+END_TEST
+
 static TCase *tcase(Suite *s, const char *name, double timeout)
 {
     TCase *tc = tcase_create(name);
@@ -2394,6 +2597,14 @@ static Suite *http1_suite(void)
     tcase_add_test(tc, test_handler_status_after_stream);
     tcase_add_test(tc, test_options_asterisk);
     tcase_add_test(tc, test_leading_crlf);
+
+    tc = tcase(s, "streamed bodies", 10);
+    tcase_add_test(tc, test_sbody_content_length);
+    tcase_add_test(tc, test_sbody_chunked_bytewise);
+    tcase_add_test(tc, test_sbody_early_no_smuggling);
+    tcase_add_test(tc, test_sbody_pause);
+    tcase_add_test(tc, test_sbody_expect);
+    tcase_add_test(tc, test_sbody_client_gone);
 
     tc = tcase(s, "targets", 10);
     tcase_add_test(tc, test_absolute_form);

@@ -65,6 +65,9 @@ ALLOWED = {
     ("protocols", "petrel__quiet_server"):
         "proto.h, the contract: petrel__req_finished() leaves the admin listener's "
         "requests out of the access log",
+    ("protocols", "petrel__req_streams"):
+        "proto.h, the contract: at the head of a request with a body, whether its "
+        "route reads the body as it arrives (PETREL_BODY_STREAM)",
     ("protocols", "petrel__req_abort"):
         "proto.h, the contract: the client of a dispatched request is gone",
     ("protocols", "petrel_send_status"):

@@ -451,8 +451,11 @@ START_TEST(test_invalid)
     ck_assert_int_eq(petrel__router_add(R, PETREL_GET, "/a", NULL, NULL), PETREL_EINVAL);
     ck_assert_int_eq(petrel__router_add(R, 0, "/a", h_a, NULL), PETREL_EINVAL);
     /* 1 << 7 is PETREL__CONNECT (WebSocket routes, RFC 8441): the router's
-     * own; petrel_route_add() refuses it; 1 << 8 is PETREL_OTHER */
+     * own; petrel_route_add() refuses it; 1 << 8 is PETREL_OTHER; 1 << 9,
+     * PETREL_BODY_STREAM, is not a method: alone it names none */
     ck_assert_int_eq(petrel__router_add(R, 1 << 9, "/a", h_a, NULL), PETREL_EINVAL);
+    ck_assert_int_eq(petrel__router_add(R, PETREL_BODY_STREAM | (1 << 7), "/a", h_a, NULL),
+                     PETREL_EINVAL);
     ck_assert_int_eq(petrel__router_add(R, PETREL_GET | (1 << 10), "/a", h_a, NULL), PETREL_EINVAL);
     /* nothing was registered by the refused patterns */
     ck_assert_int_eq(match(PETREL_GET, "/a"), 404);
@@ -474,6 +477,31 @@ START_TEST(test_other)
     ck_assert_int_eq(match(PETREL_OTHER, "/a"), 405);
     ck_assert_int_eq(match(PETREL_OTHER, "/nowhere"), 404);
     ck_assert_int_eq(petrel__router_add(R, PETREL_OTHER, "/p/*", h_a, NULL), PETREL_ESTATE);
+}
+END_TEST
+
+/* PETREL_BODY_STREAM: a flag of the route, for the methods it names; the
+ * router says it has such routes (read by the protocols at a head). */
+START_TEST(test_body_stream)
+{
+    ck_assert(!petrel__router_streams(R));
+    ck_assert_int_eq(petrel__router_add(R, PETREL_GET | PETREL_POST, "/whole", h_a, NULL), 0);
+    ck_assert(!petrel__router_streams(R));
+    ck_assert_int_eq(petrel__router_add(R, PETREL_PUT | PETREL_BODY_STREAM, "/whole", h_b, NULL),
+                     0);
+    ck_assert(petrel__router_streams(R));
+    ck_assert_int_eq(
+        petrel__router_add(R, PETREL_POST | PETREL_BODY_STREAM, "/up/:name", h_c, NULL), 0);
+    ck_assert_int_eq(match(PETREL_POST, "/whole"), 0);
+    ck_assert(!M.info->stream);
+    ck_assert_int_eq(match(PETREL_PUT, "/whole"), 0);
+    ck_assert(M.info->stream);
+    ck_assert_ptr_eq(M.handler, h_b);
+    ck_assert_int_eq(match(PETREL_POST, "/up/x"), 0);
+    ck_assert(M.info->stream);
+    /* the flag is no method: the same methods again are a conflict */
+    ck_assert_int_eq(petrel__router_add(R, PETREL_PUT, "/whole", h_a, NULL), PETREL_ESTATE);
+    ck_assert_int_eq(match(PETREL_GET, "/up/x"), 405);
 }
 END_TEST
 
@@ -507,6 +535,7 @@ static Suite *router_suite(void)
     tcase_add_test(tc, test_duplicate);
     tcase_add_test(tc, test_invalid);
     tcase_add_test(tc, test_other);
+    tcase_add_test(tc, test_body_stream);
     suite_add_tcase(s, tc);
     return s;
 }

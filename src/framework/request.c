@@ -3,6 +3,7 @@
  * look-ups, and dispatch through the router.
  */
 #include "protocols/proto.h"
+#include "framework/body.h"
 #include "framework/router.h"
 #include "runtime/fault.h"
 #include "runtime/options.h"
@@ -60,6 +61,16 @@ const char *petrel_req_peer(petrel_req_t *req)
     return req->_proto->peer(req);
 }
 
+bool petrel__req_streams(petrel_req_t *req, const petrel__router_t *routes)
+{
+    petrel__match_t m;
+    if (req->path.len == 1 && req->path.ptr[0] == '*')
+        return false;
+    return petrel__router_match(routes, req->method, req->path.ptr, req->path.len, req->arena,
+                                &m) == 0 &&
+           m.info->stream;
+}
+
 void petrel__req_dispatch(petrel_req_t *req, const petrel__router_t *routes)
 {
     petrel__match_t m;
@@ -85,6 +96,8 @@ void petrel__req_dispatch(petrel_req_t *req, const petrel__router_t *routes)
     req->params = m.params;
     req->nparams = m.nparams;
     req->route_data = m.data;
+    if (unlikely(m.info->stream))
+        petrel__body_routed(req);
     uint64_t outer = petrel__log_req; /* petrel_log() lines of the handler carry its id */
     petrel__log_req = req->id;
     /* a crash or the watchdog names the request (fault.h): two pointers,

@@ -37,6 +37,7 @@ typedef struct owned {
 } owned_t;
 
 struct petrel__router {
+    petrel__router_head_t head; /* first: proto.h reads it */
     node_t root;
     owned_t *owned; /* route data the router frees */
     int methods;    /* of all its routes */
@@ -131,8 +132,11 @@ static node_t *child_static(node_t *n, const char *s, size_t len, bool create)
 int petrel__router_add(petrel__router_t *r, int methods, const char *pattern,
                        petrel_handler_t handler, void *data)
 {
+    int stream = methods & PETREL_BODY_STREAM;
+    methods &= ~PETREL_BODY_STREAM;
     if (pattern == NULL || pattern[0] != '/' || handler == NULL || methods == 0 ||
-        (methods & ~(PETREL_ANY | PETREL__CONNECT | PETREL_OTHER)))
+        (methods & ~(PETREL_ANY | PETREL__CONNECT | PETREL_OTHER)) ||
+        (stream && (methods & PETREL__CONNECT)))
         return PETREL_EINVAL;
     node_t *n = &r->root;
     const char *p = pattern + 1;
@@ -188,8 +192,11 @@ leaf:
         /* for crash reports only: without memory, a report says "?" */
         n->info[i].pattern = strdup(pattern);
         n->info[i].module = petrel__router_module ? strdup(petrel__router_module) : NULL;
+        n->info[i].stream = stream != 0;
     }
     n->methods |= methods;
+    if (stream)
+        r->head.streams = true;
     r->methods |= methods;
     return 0;
 }

@@ -19,7 +19,8 @@ typedef struct petrel__router petrel__router_t;
 
 typedef struct petrel__match {
     petrel_handler_t handler;
-    const petrel__route_info_t *info; /* of the route matched */
+    const petrel__route_info_t *info; /* of the route matched (info->stream:
+                                         PETREL_BODY_STREAM) */
     void *data;
     int allowed; /* methods the path has, when the method does not match */
     petrel_param_t *params;

@@ -42,6 +42,7 @@ enum {
     PETREL__H2S_TEOS = 1 << 16,      /* ... and its EOF is the stream's END_STREAM */
     PETREL__H2S_MALFORMED = 1 << 17, /* reset as malformed (RFC 9113 §8.1.1): never passed on */
     PETREL__H2S_TRAILERS = 1 << 18,  /* its trailer section is being received */
+    PETREL__H2S_SBODY = 1 << 19,     /* dispatched at its head: its body read as it arrives */
 };
 
 /* what a request's head has had (RFC 9113 §8.3, checked by petrel: nghttp2's
@@ -119,6 +120,8 @@ typedef struct h2stream {
     void *tctx;
     sbuf_t *in_head, *in_tail;
     size_t tframed;    /* output framed since its carrier was last told */
+    int sb_end;        /* a streamed body's end to give after its DATA (1, PETREL_E*) */
+    uint64_t sb_base;  /* its data_in when its reader last took it up (body_start then) */
     uint8_t stash_len; /* an incomplete frame header across two buffers */
     uint8_t stash[15];
     petrel_req_t req;
@@ -283,6 +286,17 @@ static inline void tunnel_mark(h2conn_t *h, h2stream_t *s)
     if (list_empty(&s->tlink))
         list_append(&h->tready, &s->tlink);
 }
+
+/* DATA of a request whose body is read as it arrives (on_data_chunk's);
+ * its END_STREAM (on_frame_recv's); its reader may take more (body_start,
+ * body_pause); the stream closes. */
+int petrel__h2_sbody_data(h2conn_t *h, h2stream_t *s, const uint8_t *data, size_t len);
+void petrel__h2_sbody_end(h2conn_t *h, h2stream_t *s);
+void petrel__h2_sbody_kick(petrel_req_t *req);
+void petrel__h2_sbody_gone(h2stream_t *s);
+/* A streamed body past --body-timeout while its reader takes it: the reader
+ * gets PETREL_EIO, the request 408 unless answered, else the stream is cut. */
+void petrel__h2_sbody_late(h2conn_t *h, h2stream_t *s);
 
 /* DATA on an Extended CONNECT stream (on_data_chunk's). */
 int petrel__h2_tunnel_data(h2conn_t *h, h2stream_t *s, const uint8_t *data, size_t len);

@@ -3,7 +3,10 @@
  * is CONNECT with :protocol websocket becomes a byte tunnel for a carrier
  * (h2.h: petrel__h2_tunnel_ops_t; ws-h2.c's).  Its DATA goes to the carrier
  * as the carrier takes it (the stream window opens as it does), what the
- * carrier writes is queued on the stream and framed from there.
+ * carrier writes is queued on the stream and framed from there.  A
+ * request body read as it arrives (PETREL_BODY_STREAM) is taken the same
+ * way: its DATA goes to its reader, its stream window opening as the
+ * reader takes them.
  */
 #include "protocols/h2-int.h"
 
@@ -127,6 +130,164 @@ reset:
     tunnel_fail(h, s);
 }
 
+/* ------------------------------------------------------------------------ */
+/* A request body read as it arrives (PETREL_BODY_STREAM)                   */
+/*                                                                          */
+/* As a tunnel's input: the connection window opens at once (other streams */
+/* go on), the stream's only as the reader takes the bytes, so that a       */
+/* paused reader holds at most a window of its DATA (in s->in_head).       */
+
+/* Give a part to the reader, as a handler runs (an answer it sends is
+ * framed after; the stream is not freed under it). */
+static void sbody_give(h2stream_t *s, const void *p, size_t len, int end)
+{
+    unsigned in = s->flags & PETREL__H2S_IN_HANDLER;
+    s->flags |= PETREL__H2S_IN_HANDLER;
+    petrel__body_give(&s->req, p, len, end);
+    s->flags = (s->flags & ~PETREL__H2S_IN_HANDLER) | in;
+}
+
+/* The reader takes parts now (it reads, unpaused). */
+static inline bool sbody_taken(const h2stream_t *s)
+{
+    return s->resp.rbody.state == PETREL__RB_READ && !s->resp.rbody.paused;
+}
+
+/* Nobody will take them: answered, abandoned, or its end given. */
+static inline bool sbody_dropped(const h2stream_t *s)
+{
+    return s->resp.ended || s->resp.abandoned || s->resp.rbody.state == PETREL__RB_DONE;
+}
+
+int petrel__h2_sbody_data(h2conn_t *h, h2stream_t *s, const uint8_t *data, size_t len)
+{
+    nghttp2_session_consume_connection(h->ngh, len);
+    s->data_in += len;
+    if ((s->flags & (PETREL__H2S_RESET | PETREL__H2S_CLOSED | PETREL__H2S_MALFORMED)) ||
+        s->sb_end) {
+        nghttp2_session_consume_stream(h->ngh, s->id, len);
+        return 0;
+    }
+    if ((s->pseudo & PETREL__H2P_CLEN) && s->data_in > s->req_clen) {
+        /* RFC 9113 §8.1.1: malformed; the reader gets PETREL_EIO as the
+         * stream closes */
+        petrel_log(PETREL_LOG_DEBUG, "h2: stream %d: DATA beyond content-length", s->id);
+        s->flags |= PETREL__H2S_RESET;
+        nghttp2_session_consume_stream(h->ngh, s->id, len);
+        nghttp2_submit_rst_stream(h->ngh, NGHTTP2_FLAG_NONE, s->id, NGHTTP2_PROTOCOL_ERROR);
+        return 0;
+    }
+    if (s->data_in > h->c->cs->cfg->max_body_size) {
+        s->sb_end = PETREL_ELIMIT; /* given (and answered 413) from the loop */
+        petrel__h2_chain_free(&s->in_head, &s->in_tail);
+        nghttp2_session_consume_stream(h->ngh, s->id, len);
+        tunnel_mark(h, s);
+        return 0;
+    }
+    if (sbody_dropped(s)) {
+        nghttp2_session_consume_stream(h->ngh, s->id, len);
+        return 0;
+    }
+    if (s->in_head == NULL && sbody_taken(s)) {
+        /* nothing waits before these bytes: straight from the read buffer */
+        sbody_give(s, data, len, 0);
+        nghttp2_session_consume_stream(h->ngh, s->id, len);
+        return 0;
+    }
+    if (petrel__h2_chain_append(&s->in_head, &s->in_tail, data, len) != len)
+        return NGHTTP2_ERR_TEMPORAL_CALLBACK_FAILURE; /* RST_STREAM INTERNAL_ERROR */
+    return 0;
+}
+
+void petrel__h2_sbody_end(h2conn_t *h, h2stream_t *s)
+{
+    if ((s->pseudo & PETREL__H2P_CLEN) && s->data_in != s->req_clen) {
+        petrel_log(PETREL_LOG_DEBUG, "h2: stream %d: content-length and DATA differ", s->id);
+        s->flags |= PETREL__H2S_RESET;
+        nghttp2_submit_rst_stream(h->ngh, NGHTTP2_FLAG_NONE, s->id, NGHTTP2_PROTOCOL_ERROR);
+        return;
+    }
+    if (!s->sb_end)
+        s->sb_end = 1;
+    tunnel_mark(h, s);
+}
+
+/* Give the reader what it has not taken, then the end. */
+static void sbody_service(h2conn_t *h, h2stream_t *s)
+{
+    size_t taken = 0;
+    while (s->in_head && (sbody_taken(s) || sbody_dropped(s))) {
+        sbuf_t *b = s->in_head;
+        size_t n = b->w - b->r;
+        if (!sbody_dropped(s))
+            sbody_give(s, b->data + b->r, n, 0);
+        taken += n;
+        petrel__h2_chain_pop(&s->in_head, &s->in_tail);
+    }
+    if (taken && !(s->flags & PETREL__H2S_CLOSED))
+        nghttp2_session_consume_stream(h->ngh, s->id, taken);
+    if (s->in_head == NULL && s->sb_end && !(s->flags & PETREL__H2S_CLOSED) &&
+        (s->sb_end < 0 || sbody_taken(s) || s->resp.rbody.state == PETREL__RB_WAIT)) {
+        int end = s->sb_end;
+        sbody_give(s, "", 0, end);
+        if (end == PETREL_ELIMIT && !(s->flags & PETREL__H2S_RESET)) {
+            /* over --max-body-size: 413 if the handler has not answered,
+             * else the stream is cut */
+            if (!s->resp.sent) {
+                petrel_send_status(&s->req, 413);
+            } else if (!s->resp.ended) {
+                s->flags |= PETREL__H2S_RESET;
+                nghttp2_submit_rst_stream(h->ngh, NGHTTP2_FLAG_NONE, s->id, NGHTTP2_INTERNAL_ERROR);
+            }
+        }
+    }
+    petrel__h2_schedule(h); /* WINDOW_UPDATEs, an answer */
+}
+
+void petrel__h2_sbody_kick(petrel_req_t *req)
+{
+    h2stream_t *s = container_of(req, h2stream_t, req);
+    if (s->h == NULL || !(s->flags & PETREL__H2S_SBODY) || (s->flags & PETREL__H2S_CLOSED))
+        return;
+    if (s->resp.rbody.paused)
+        return; /* its window stays shut: DATA waits in in_head */
+    /* --body-timeout counts from now (not while it waited or was paused) */
+    s->body_start = petrel__loop->now_ms;
+    s->sb_base = s->data_in;
+    tunnel_mark(s->h, s);
+    petrel__h2_schedule(s->h);
+}
+
+void petrel__h2_sbody_late(h2conn_t *h, h2stream_t *s)
+{
+    petrel_log(PETREL_LOG_INFO, "request %llu: %llu body bytes in %llu ms: --body-timeout",
+               (unsigned long long)s->req.id, (unsigned long long)(s->data_in - s->sb_base),
+               (unsigned long long)(petrel__loop->now_ms - s->body_start));
+    s->sb_end = PETREL_EIO;
+    petrel__h2_chain_free(&s->in_head, &s->in_tail);
+    sbody_give(s, "", 0, PETREL_EIO);
+    if (!s->resp.sent) {
+        petrel_send_status(&s->req, 408); /* then RST_STREAM NO_ERROR (on_frame_send) */
+    } else if (!s->resp.ended) {
+        s->flags |= PETREL__H2S_RESET;
+        nghttp2_submit_rst_stream(h->ngh, NGHTTP2_FLAG_NONE, s->id, NGHTTP2_CANCEL);
+    }
+    petrel__h2_schedule(h);
+}
+
+void petrel__h2_sbody_gone(h2stream_t *s)
+{
+    list_unlink(&s->tlink);
+    petrel__h2_chain_free(&s->in_head, &s->in_tail);
+    if (s->resp.rbody.state == PETREL__RB_READ || s->resp.rbody.state == PETREL__RB_WAIT) {
+        /* the stream is closed: nothing it sends goes out (PETREL_EIO) */
+        unsigned dead = s->flags & PETREL__H2S_DEAD;
+        s->flags |= PETREL__H2S_DEAD;
+        sbody_give(s, "", 0, PETREL_EIO);
+        s->flags = (s->flags & ~PETREL__H2S_DEAD) | dead;
+    }
+}
+
 /* The tunnels with news, after a read or a flush.  (One whose input
  * waits for its peer's window is marked again when its output is framed.) */
 void petrel__h2_tunnels_service(h2conn_t *h)
@@ -134,6 +295,10 @@ void petrel__h2_tunnels_service(h2conn_t *h)
     while (!list_empty(&h->tready)) {
         h2stream_t *s = container_of(h->tready.next, h2stream_t, tlink);
         list_unlink(&s->tlink);
+        if (s->flags & PETREL__H2S_SBODY) {
+            sbody_service(h, s);
+            continue;
+        }
         if (s->tframed && s->tops) {
             s->tframed = 0;
             s->tops->progress(s->tctx, s->sb_bytes);

@@ -336,6 +336,20 @@ static int on_frame_recv(nghttp2_session *ngh, const nghttp2_frame *frame, void 
             }
             if (s->err) {
                 petrel__h2_make_ready(h, s); /* answer at once; the body is not read */
+            } else if (unlikely(!end && petrel__router_streams(h->c->cs->router)) &&
+                       !(s->flags & PETREL__H2S_XCONNECT) &&
+                       petrel__req_streams(&s->req, h->c->cs->router)) {
+                /* PETREL_BODY_STREAM: dispatched now, its DATA given as it
+                 * comes (h2-tunnel.c) */
+                petrel__rbody_t *b = &s->resp.rbody;
+                b->state = PETREL__RB_WAIT;
+                b->paused = b->whole = false;
+                b->end = 0;
+                b->length = (s->pseudo & PETREL__H2P_CLEN) ? (int64_t)s->req_clen : -1;
+                s->sb_end = 0;
+                s->sb_base = 0;
+                s->flags |= PETREL__H2S_SBODY;
+                petrel__h2_make_ready(h, s);
             } else if (s->flags & PETREL__H2S_XCONNECT) {
                 /* RFC 8441 §4: the head is the whole request; DATA is the
                  * tunnel's (buffered until the handler answers) */
@@ -343,6 +357,11 @@ static int on_frame_recv(nghttp2_session *ngh, const nghttp2_frame *frame, void 
                     s->flags |= PETREL__H2S_PEER_END;
                 req_done(h, s);
             }
+        }
+        if (end && (s->flags & PETREL__H2S_SBODY)) {
+            petrel__h2_sbody_end(h, s);
+            req_done(h, s);
+            break;
         }
         if (end && !(s->flags & PETREL__H2S_XCONNECT) && !petrel__h2_body_complete(h, s))
             return 0;
@@ -356,6 +375,9 @@ static int on_frame_recv(nghttp2_session *ngh, const nghttp2_frame *frame, void 
             if (s && (s->flags & PETREL__H2S_XCONNECT)) {
                 s->flags |= PETREL__H2S_PEER_END; /* told to the tunnel after its bytes */
                 tunnel_mark(h, s);
+            } else if (s && (s->flags & PETREL__H2S_SBODY)) {
+                petrel__h2_sbody_end(h, s);
+                req_done(h, s);
             } else if (s && !(s->flags & PETREL__H2S_MALFORMED) && petrel__h2_body_complete(h, s)) {
                 req_done(h, s);
             }
@@ -381,8 +403,11 @@ static int on_data_chunk(nghttp2_session *ngh, uint8_t flags, int32_t id, const 
     (void)flags;
     h2conn_t *h = ud;
     h2stream_t *s = stream_of(h, id);
-    if (s && (s->flags & PETREL__H2S_XCONNECT))
+    if (s && (s->flags & (PETREL__H2S_XCONNECT | PETREL__H2S_SBODY))) {
+        if (s->flags & PETREL__H2S_SBODY)
+            return petrel__h2_sbody_data(h, s, data, len);
         return petrel__h2_tunnel_data(h, s, data, len);
+    }
     /* the window of a request body opens as it is read (RFC 9113 §5.2:
      * WINDOW_UPDATE is ours to send: nghttp2_option_set_no_auto_window_update) */
     nghttp2_session_consume(ngh, id, len);
@@ -475,6 +500,10 @@ static int on_stream_close(nghttp2_session *ngh, int32_t id, uint32_t error_code
         h->cur = NULL;
     if (s->flags & PETREL__H2S_XCONNECT)
         petrel__h2_tunnel_gone(s); /* (its lists and input are a tunnel's only) */
+    if (unlikely(s->flags & PETREL__H2S_SBODY)) {
+        petrel__h2_sbody_gone(s);           /* a body not complete: PETREL_EIO */
+        s->flags &= ~PETREL__H2S_MALFORMED; /* (a bad trailer): it was passed on */
+    }
     /* a malformed request was never passed on: neither logged nor counted */
     if (!(s->flags & PETREL__H2S_MALFORMED)) {
         if ((s->flags & PETREL__H2S_DISPATCHED) && !s->resp.ended && !s->resp.sent)
@@ -756,7 +785,8 @@ static size_t h2_buffered(petrel_req_t *req)
 }
 
 static const petrel_proto_t h2_proto = {
-    "h2", h2_send, h2_stream_write, h2_stream_end, h2_peer, h2_release, h2_broken, h2_buffered,
+    "h2",       h2_send,   h2_stream_write, h2_stream_end,         h2_peer,
+    h2_release, h2_broken, h2_buffered,     petrel__h2_sbody_kick, petrel__h2_sbody_kick,
 };
 
 int petrel__h2_tunnel(petrel_req_t *req, const petrel__h2_tunnel_ops_t *ops, void *ctx)
@@ -1051,6 +1081,18 @@ static bool body_check(h2conn_t *h)
     bool arriving = false, late = false;
     for (petrel__list_t *l = h->streams.next; l != &h->streams; l = l->next) {
         h2stream_t *s = container_of(l, h2stream_t, link);
+        if (unlikely((s->flags & (PETREL__H2S_SBODY | PETREL__H2S_REQ_DONE | PETREL__H2S_CLOSED |
+                                  PETREL__H2S_RESET)) == PETREL__H2S_SBODY) &&
+            !s->sb_end) {
+            /* a body read as it arrives: its time runs while its reader takes it */
+            arriving = true;
+            if (s->resp.rbody.state == PETREL__RB_READ && !s->resp.rbody.paused && !s->resp.ended &&
+                petrel__body_late(cfg, s->body_start, s->data_in - s->sb_base, now)) {
+                petrel__h2_sbody_late(h, s);
+                late = true;
+            }
+            continue;
+        }
         if ((s->flags & (PETREL__H2S_HEAD_DONE | PETREL__H2S_REQ_DONE | PETREL__H2S_DISPATCHED |
                          PETREL__H2S_DISCARD)) != PETREL__H2S_HEAD_DONE ||
             s->err)

@@ -51,7 +51,12 @@ enum {
     H1_ERROR = 1 << 8,      /* closing after an error response */
     H1_LAST = 1 << 9,       /* parse no more requests (Connection: close, an upgrade) */
     H1_IDLE = 1 << 10,      /* kept-alive and idle: the state goes at the idle timer */
-    H1_TABS = 1 << 11       /* the unparsed bytes may hold an HTAB (ows_tabs) */
+    H1_TABS = 1 << 11,      /* the unparsed bytes may hold an HTAB (ows_tabs) */
+    /* why the parser paused in a streamed body (PETREL_BODY_STREAM) */
+    H1_SHEAD = 1 << 12,    /* its head is complete: dispatch it */
+    H1_PART = 1 << 13,     /* a part of it (h1->part): to the callback */
+    H1_BODY_END = 1 << 14, /* its end */
+    H1_NUDGE = 1 << 15     /* after a part, llhttp has a step to take without input */
 };
 
 /* A request and its response: a slot of its own, so that a request may wait
@@ -78,7 +83,8 @@ enum {
     R_ZOMBIE = 1 << 4,  /* answered; its output still refers to its memory */
     R_HELD = 1 << 5,    /* answered or abandoned; its handler still holds it */
     R_UPGRADE = 1 << 6, /* answered with 101: the protocol switches after it */
-    R_COPIED = 1 << 7   /* its head was copied out of the read buffer */
+    R_COPIED = 1 << 7,  /* its head was copied out of the read buffer */
+    R_BODY = 1 << 8     /* dispatched at its head: its body is being parsed (h1->req) */
 };
 
 #define SLOT(r) container_of(r, h1req_t, req)
@@ -101,6 +107,11 @@ typedef struct h1 {
     size_t body_cap;
     size_t ext_bytes;    /* chunk extension bytes of the body so far */
     uint64_t body_start; /* ms: when the head was complete (the body deadline) */
+    /* a body read as it arrives (R_BODY) */
+    uint64_t body_got;   /* bytes since body_start (the moving deadline) */
+    uint64_t body_total; /* bytes of it so far (--max-body-size) */
+    const char *part;    /* the part to give, in the read buffer */
+    size_t part_len;
     /* a protocol switch for after the upgrade request's response */
     const petrel__proto_ops_t *up_ops;
     void *up_state;
@@ -230,6 +241,9 @@ static inline bool want_input(const h1_t *h1)
         return true;
     if ((h1->flags & H1_CLOSING) || ((h1->flags & H1_LAST) && h1->req == NULL))
         return false;
+    if (h1->req && h1->req->_resp->rbody.state != PETREL__RB_NONE &&
+        !petrel__body_flows(h1->req->_resp))
+        return false; /* a streamed body: not read while nobody takes it */
     return list_empty(&h1->zombies) && h1->inflight < h1->c->cs->cfg->max_pipelined;
 }
 
@@ -283,6 +297,15 @@ static int rbuf_make_room(h1_t *h1)
 {
     petrel__conn_t *c = h1->c;
     const petrel__config_t *cfg = c->cs->cfg;
+    if (h1->req && (SLOT(h1->req)->flags & R_BODY) && list_empty(&h1->zombies) &&
+        (h1->first == NULL || h1->first == SLOT(h1->req))) {
+        /* a streamed body: its head was copied out, the parsed bytes are
+         * given: only the unparsed ones stay */
+        petrel__conn_compact(c);
+        h1->head_start = 0;
+        h1->body_end = UINT32_MAX;
+        return 0;
+    }
     if (h1->first || !list_empty(&h1->zombies))
         return -1;
     if (h1->req == NULL) {
@@ -578,6 +601,27 @@ static int parse_target(petrel_req_t *r)
     return 0;
 }
 
+static const llhttp_settings_t stream_settings;
+
+/* A request with a body, on a server with PETREL_BODY_STREAM routes: does
+ * its route take the body as it arrives?  Then the parser gives the body
+ * to stream_settings' callbacks (until body_end_settings()). */
+static __attribute__((noinline)) bool stream_head_check(h1_t *h1, llhttp_t *p)
+{
+    petrel_req_t *r = h1->req;
+    if (p->upgrade || !petrel__req_streams(r, h1->c->cs->router))
+        return false;
+    petrel__rbody_t *b = &r->_resp->rbody;
+    b->state = PETREL__RB_WAIT;
+    b->paused = b->whole = false;
+    b->end = 0;
+    b->length = (p->flags & F_CHUNKED) ? -1 : (int64_t)p->content_length;
+    h1->body_total = h1->body_got = 0;
+    h1->flags |= H1_SHEAD;
+    p->settings = (void *)&stream_settings;
+    return true;
+}
+
 static int on_headers_complete(llhttp_t *p)
 {
     h1_t *h1 = H1(p);
@@ -613,9 +657,13 @@ static int on_headers_complete(llhttp_t *p)
     h1->body_cap = 0;
     if (p->flags & F_CHUNKED) {
         h1->body_cap = 0;
+        if (unlikely(petrel__router_streams(h1->c->cs->router)) && stream_head_check(h1, p))
+            return HPE_PAUSED; /* process() dispatches it */
     } else if (p->content_length > 0) {
         if (p->content_length > cfg->max_body_size)
-            return fail(h1, 413);
+            return fail(h1, 413); /* (before the handler of a streamed request too) */
+        if (unlikely(petrel__router_streams(h1->c->cs->router)) && stream_head_check(h1, p))
+            return HPE_PAUSED;
         char *b = petrel_arena_alloc(r->arena, (size_t)p->content_length + 1, 1);
         if (b == NULL)
             return fail(h1, 503);
@@ -639,6 +687,28 @@ static int on_headers_complete(llhttp_t *p)
         h1->flags &= ~H1_KEEPALIVE;
     }
     return 0;
+}
+
+/* A part of a streamed body: paused for process() to give it (the
+ * callback runs outside llhttp), or dropped when nobody takes it. */
+static __attribute__((noinline)) int body_part(h1_t *h1, const char *at, size_t len)
+{
+    h1->body_total += len;
+    h1->body_got += len;
+    h1->body_end = (uint32_t)(at + len - h1->c->rbuf);
+    if (h1->body_total > h1->c->cs->cfg->max_body_size)
+        return fail(h1, 413);
+    if (h1->req->_resp->rbody.state != PETREL__RB_READ || len == 0)
+        return 0;
+    h1->part = at;
+    h1->part_len = len;
+    h1->flags |= H1_PART;
+    return HPE_PAUSED;
+}
+
+static int on_stream_body(llhttp_t *p, const char *at, size_t len)
+{
+    return body_part(H1(p), at, len);
 }
 
 static int on_body(llhttp_t *p, const char *at, size_t len)
@@ -709,6 +779,15 @@ static int on_message_complete(llhttp_t *p)
     return HPE_PAUSED;
 }
 
+/* The end of a streamed body: process() gives it; the parser's callbacks
+ * are the usual ones again for the next request. */
+static int on_stream_message_complete(llhttp_t *p)
+{
+    H1(p)->flags |= H1_BODY_END;
+    p->settings = (void *)&settings;
+    return HPE_PAUSED;
+}
+
 static const llhttp_settings_t settings = {
     .on_method = on_method,
     .on_url = on_url,
@@ -718,6 +797,21 @@ static const llhttp_settings_t settings = {
     .on_headers_complete = on_headers_complete,
     .on_body = on_body,
     .on_message_complete = on_message_complete,
+    .on_chunk_complete = on_chunk_complete,
+    .on_chunk_extension_name = on_chunk_ext,
+    .on_chunk_extension_value = on_chunk_ext,
+};
+
+/* The same while a streamed body is parsed (stream_head_check()). */
+static const llhttp_settings_t stream_settings = {
+    .on_method = on_method,
+    .on_url = on_url,
+    .on_header_field = on_header_field,
+    .on_header_value = on_header_value,
+    .on_header_value_complete = on_header_value_complete,
+    .on_headers_complete = on_headers_complete,
+    .on_body = on_stream_body,
+    .on_message_complete = on_stream_message_complete,
     .on_chunk_complete = on_chunk_complete,
     .on_chunk_extension_name = on_chunk_ext,
     .on_chunk_extension_value = on_chunk_ext,
@@ -795,7 +889,7 @@ static void str_out(petrel_arena_t *a, petrel_str_t *str, const char *lo, const 
 /* The handler holds `s` beyond the connection's care (petrel.h, "Waiting for work the handler
  * started": it was aborted, or answered 504 by petrel): its head is copied out of the read buffer,
  * which goes on without it, and it is freed by ops->release. */
-static void slot_hold(h1req_t *s)
+static void slot_copy_head(h1req_t *s)
 {
     petrel__conn_t *c = s->h1->c;
     if (c->rbuf && !(s->flags & R_COPIED)) {
@@ -814,6 +908,11 @@ static void slot_hold(h1req_t *s)
             str_out(r->arena, &r->params[i].value, lo, hi);
         s->flags |= R_COPIED;
     }
+}
+
+static void slot_hold(h1req_t *s)
+{
+    slot_copy_head(s);
     list_unlink(&s->link);
     s->flags = (s->flags & ~(R_FIFO | R_ZOMBIE)) | R_HELD;
     petrel__ob_release(&s->held_out);
@@ -929,6 +1028,8 @@ static __attribute__((noinline)) bool advance_slow(h1_t *h1)
         if (s->flags & R_REFS) {
             s->flags |= R_ZOMBIE; /* freed once the output is written */
             list_append(&h1->zombies, &s->link);
+        } else if (s->flags & R_BODY) {
+            /* answered, its body still arriving: freed at its end */
         } else if (s->resp.holds) {
             slot_hold(s);
         } else {
@@ -958,7 +1059,7 @@ static inline bool advance(h1_t *h1)
         if (s == NULL)
             return true;
         /* the common case: the one request in flight, answered by copies */
-        if (likely(s->next == NULL && (s->flags & (R_DONE | R_REFS | R_CLOSE)) == R_DONE &&
+        if (likely(s->next == NULL && (s->flags & (R_DONE | R_REFS | R_CLOSE | R_BODY)) == R_DONE &&
                    !s->resp.holds)) {
             h1->first = h1->last = NULL;
             h1->inflight = 0;
@@ -1115,6 +1216,279 @@ static bool request_ready(h1_t *h1)
     return true; /* waiting, or streaming: the handler answers later */
 }
 
+/* ------------------------------------------------------------------------ */
+/* A request body read as it arrives (PETREL_BODY_STREAM)                   */
+/*                                                                          */
+/* Such a request is dispatched at its head: its slot joins the in-flight   */
+/* list (its response goes out in turn) and stays h1->req while its body is */
+/* parsed (R_BODY), its head copied out of the read buffer so that the      */
+/* buffer moves on under the body.  The parser runs over the body only      */
+/* while the callback takes it, unpaused (petrel__body_flows()): else the   */
+/* connection is not read, and the client's sending blocks.  Once the       */
+/* response is complete, the rest of the body is read and dropped, so that  */
+/* it is never parsed as a request.                                         */
+
+static void h1_broken(petrel_req_t *req);
+
+/* --body-timeout runs while the body flows (from when it flows again). */
+static void body_timer(h1_t *h1)
+{
+    petrel__conn_t *c = h1->c;
+    bool on = c->timer.q == &body_q || c->timer.q == &body_check_q;
+    if (!petrel__body_flows(h1->req->_resp)) {
+        if (on)
+            petrel__timer_disarm(&c->timer);
+    } else if (!on) {
+        h1->body_start = petrel__loop->now_ms;
+        h1->body_got = 0;
+        petrel__timer_arm(petrel__loop, &c->timer, &body_q);
+    }
+}
+
+/* Give a part (or the end) to the callback; a response it completed is
+ * done.  Returns false when the connection is no longer HTTP/1.1's. */
+static bool give(h1req_t *s, const void *p, size_t len, int end)
+{
+    petrel_req_t *r = &s->req;
+    r->_flags |= REQ_IN_HANDLER; /* its answer is finished here */
+    petrel__body_give(r, p, len, end);
+    r->_flags &= ~REQ_IN_HANDLER;
+    if (s->resp.ended && (s->flags & R_FIFO) && !(s->flags & R_DONE))
+        return request_done(s);
+    return true;
+}
+
+/* The head of a streamed request: run its handler now. */
+static bool stream_head(h1_t *h1)
+{
+    petrel__conn_t *c = h1->c;
+    petrel_req_t *r = h1->req;
+    h1req_t *s = SLOT(r);
+    if (!llhttp_should_keep_alive(&h1->parser))
+        h1->flags &= ~H1_KEEPALIVE;
+    slot_copy_head(s);
+    r->body.ptr = "";
+    r->body.len = 0;
+    s->flags |= R_BODY;
+    fifo_push(h1);
+    h1->req = r; /* still being parsed */
+    petrel__timer_disarm(&c->timer);
+    r->_flags |= REQ_IN_HANDLER;
+    petrel__req_dispatch(r, c->cs->router);
+    if (c->flags & PETREL__CONN_CLOSED)
+        return false;
+    r->_flags &= ~REQ_IN_HANDLER;
+    if (h1->req == r)
+        body_timer(h1);
+    if (r->_resp->ended && !(s->flags & R_DONE))
+        return request_done(s);
+    return true;
+}
+
+/* The body ended: the slot is the connection's list's (or freed, when its
+ * response is done). */
+static bool body_done(h1_t *h1)
+{
+    h1req_t *s = SLOT(h1->req);
+    h1->req = NULL;
+    petrel__timer_disarm(&h1->c->timer);
+    bool ok = give(s, "", 0, 1);
+    s->flags &= ~R_BODY;
+    if (!ok)
+        return false;
+    if (!(s->flags & (R_FIFO | R_ZOMBIE | R_HELD))) {
+        if (s->resp.holds)
+            slot_hold(s);
+        else
+            slot_free(s);
+    }
+    return true;
+}
+
+static bool body_step(h1_t *h1);
+
+/* Run llhttp's step that takes no input (see body_step).  Returns false
+ * when the connection is no longer HTTP/1.1's. */
+static bool body_nudge(h1_t *h1)
+{
+    petrel__conn_t *c = h1->c;
+    h1->flags &= ~H1_NUDGE;
+    llhttp_errno_t e = llhttp_execute(&h1->parser, c->rbuf + c->rpos, 0);
+    if (e == HPE_PAUSED) {
+        llhttp_resume(&h1->parser);
+        if (h1->flags & (H1_SHEAD | H1_PART | H1_BODY_END))
+            return body_step(h1);
+    }
+    return true;
+}
+
+/* Why the parser paused in a streamed body. */
+static __attribute__((noinline, cold)) bool body_step(h1_t *h1)
+{
+    unsigned f = h1->flags;
+    h1->flags &= ~(H1_SHEAD | H1_PART | H1_BODY_END | H1_NUDGE);
+    if (f & H1_SHEAD)
+        return stream_head(h1);
+    if (f & H1_PART) {
+        if (!give(SLOT(h1->req), h1->part, h1->part_len, 0))
+            return false;
+        /* llhttp paused in a part's callback resumes at the step after it
+         * (the end of a Content-Length body: on_message_complete), which
+         * takes no input: it must run even when no byte follows */
+        if (h1->c->rpos == h1->c->rlen && h1->req && (SLOT(h1->req)->flags & R_BODY)) {
+            if (petrel__body_flows(h1->req->_resp))
+                return body_nudge(h1);
+            h1->flags |= H1_NUDGE; /* when it flows again (body_resume) */
+        }
+        return true;
+    }
+    return body_done(h1);
+}
+
+/* A streamed body will not complete (over --max-body-size: 413,
+ * --body-timeout: 408, a malformed body: 400): the callback gets `err`,
+ * the request is answered `status` if it was not, and the connection
+ * closes after it. */
+static void body_abort(h1_t *h1, int status, int err)
+{
+    petrel__conn_t *c = h1->c;
+    petrel_req_t *r = h1->req;
+    h1req_t *s = SLOT(r);
+    h1->req = NULL;
+    c->rpos = c->rlen;
+    h1->flags = (h1->flags & ~(H1_KEEPALIVE | H1_NUDGE)) | H1_LAST | H1_ERROR;
+    h1->parser.settings = (void *)&settings;
+    petrel__conn_close_why(c, status == 408   ? PETREL__CLOSE_TIMEOUT
+                              : status == 413 ? PETREL__CLOSE_LIMIT
+                                              : PETREL__CLOSE_ERROR);
+    petrel__timer_disarm(&c->timer);
+    if (s->flags & R_FIFO)
+        s->flags |= R_CLOSE;
+    r->_flags |= REQ_IN_HANDLER;
+    petrel__body_give(r, "", 0, err);
+    r->_flags &= ~REQ_IN_HANDLER;
+    s->flags &= ~R_BODY;
+    if (s->flags & R_FIFO) {
+        if (!s->resp.sent) {
+            petrel_send_status(r, status);
+        } else if (!s->resp.ended) {
+            petrel__resp_drain_off(&s->resp);
+            s->resp.ended = true;
+            h1_broken(r);
+        } else if (!(s->flags & R_DONE)) {
+            request_done(s);
+        }
+        return;
+    }
+    h1->flags |= H1_CLOSING; /* answered: the connection ends after it */
+    if (!(s->flags & (R_ZOMBIE | R_HELD))) {
+        if (s->resp.holds)
+            slot_hold(s);
+        else
+            slot_free(s);
+    }
+}
+
+/* The request being parsed will not complete: the connection ends.  A
+ * streamed body's callback gets PETREL_EIO (its answer, if any, is not
+ * finished from here: the connection's end takes care of the slot). */
+static void req_drop(h1_t *h1)
+{
+    h1req_t *s = SLOT(h1->req);
+    h1->req = NULL;
+    h1->flags &= ~H1_NUDGE;
+    h1->parser.settings = (void *)&settings;
+    if (likely(!(s->flags & R_BODY))) {
+        slot_free(s);
+        return;
+    }
+    s->req._flags |= REQ_IN_HANDLER;
+    petrel__body_give(&s->req, "", 0, PETREL_EIO);
+    s->req._flags &= ~REQ_IN_HANDLER;
+    s->flags &= ~R_BODY;
+    if (!(s->flags & (R_FIFO | R_ZOMBIE | R_HELD))) {
+        if (s->resp.holds)
+            slot_hold(s);
+        else
+            slot_free(s);
+    }
+}
+
+/* The streamed body being parsed may go on, with bytes to parse. */
+static inline bool body_ready(const h1_t *h1)
+{
+    return h1->req && (SLOT(h1->req)->flags & R_BODY) && h1->c->rpos < h1->c->rlen &&
+           !(h1->flags & H1_IN_PROCESS) && petrel__body_flows(h1->req->_resp);
+}
+
+/* Output was written: a streamed body answered or taken again flows, with
+ * its timeout. */
+static __attribute__((noinline, cold)) void body_resume(h1_t *h1)
+{
+    body_timer(h1);
+    if ((h1->flags & (H1_NUDGE | H1_IN_PROCESS)) == H1_NUDGE &&
+        petrel__body_flows(h1->req->_resp)) {
+        if (!body_nudge(h1))
+            return;
+        if (h1->c->proto != h1)
+            return;
+        if (!(h1->flags & H1_IN_PROCESS))
+            after_output(h1); /* the answer its end may have queued */
+        return;
+    }
+    if (body_ready(h1))
+        process(h1);
+}
+
+/* From the loop: the body of a request flows again (petrel_body_read(),
+ * petrel_body_pause(req, 0)). */
+static void h1_kick(petrel__pending_t *p)
+{
+    petrel__rbody_t *b = container_of(p, petrel__rbody_t, pending);
+    petrel_resp_t *resp = container_of(b, petrel_resp_t, rbody);
+    h1req_t *s = SLOT(resp->req);
+    h1_t *h1 = s->h1;
+    if (h1 == NULL || h1->req != &s->req || !(s->flags & R_BODY))
+        return;
+    body_timer(h1);
+    if (h1->flags & H1_IN_PROCESS)
+        h1_events(h1);
+    else
+        after_output(h1); /* the 100 Continue; then h1_written parses on */
+}
+
+static void h1_body_start(petrel_req_t *req)
+{
+    h1req_t *s = SLOT(req);
+    h1_t *h1 = s->h1;
+    petrel__rbody_t *b = &req->_resp->rbody;
+    if (h1 && h1->req == req && (h1->flags & H1_CONTINUE)) {
+        /* RFC 9110 §10.1.1: the client waits for it before the body; it
+         * goes out when the handler reads, in the order of the responses */
+        static const char cont[] = "HTTP/1.1 100 Continue\r\n\r\n";
+        h1->flags &= ~H1_CONTINUE;
+        if (req->version == 11)
+            petrel__ob_copy(h1->c, slot_ob(s), cont, sizeof(cont) - 1);
+    }
+    b->pending.cb = h1_kick;
+    petrel__pending_add(petrel__loop, &b->pending);
+}
+
+static void h1_body_pause(petrel_req_t *req)
+{
+    h1req_t *s = SLOT(req);
+    h1_t *h1 = s->h1;
+    if (h1 == NULL || h1->req != req)
+        return;
+    if (req->_resp->rbody.paused) {
+        body_timer(h1);
+        h1_events(h1);
+        return;
+    }
+    req->_resp->rbody.pending.cb = h1_kick;
+    petrel__pending_add(petrel__loop, &req->_resp->rbody.pending);
+}
+
 /* RFC 9112 §5.1, RFC 9110 §5.5: optional whitespace around a field value
  * is SP or HTAB, and not part of the value.  llhttp 8.1 takes a trailing
  * HTAB as part of Content-Length and Transfer-Encoding (400) and of
@@ -1167,6 +1541,9 @@ static void process(h1_t *h1)
                 petrel__conn_close(c, PETREL__CLOSE_CLIENT);
                 return;
             }
+        } else if (unlikely(h1->req->_resp->rbody.state != PETREL__RB_NONE) &&
+                   !petrel__body_flows(h1->req->_resp)) {
+            break; /* a streamed body nobody takes now */
         }
         char *start = c->rbuf + c->rpos;
         size_t n = c->rlen - c->rpos;
@@ -1200,6 +1577,11 @@ static void process(h1_t *h1)
                 h1->flags &= ~H1_KEEPALIVE;
                 h1->flags |= H1_LAST;
             }
+            if (unlikely(h1->flags & (H1_SHEAD | H1_PART | H1_BODY_END))) {
+                if (!body_step(h1))
+                    return; /* h1 is gone */
+                continue;
+            }
             if (!request_ready(h1))
                 return; /* h1 is gone */
             continue;
@@ -1208,7 +1590,10 @@ static void process(h1_t *h1)
         petrel_log(PETREL_LOG_DEBUG, "request %llu: %s (%s) -> %d", (unsigned long long)h1->req->id,
                    llhttp_errno_name(e), llhttp_get_error_reason(&h1->parser), status);
         c->rpos = c->rlen;
-        send_error(h1, status);
+        if (unlikely(SLOT(h1->req)->flags & R_BODY))
+            body_abort(h1, status, status == 413 ? PETREL_ELIMIT : PETREL_EIO);
+        else
+            send_error(h1, status);
         if (c->proto != h1)
             return;
         break;
@@ -1237,10 +1622,8 @@ static void h1_close_now(h1_t *h1)
 {
     petrel__conn_t *c = h1->c;
     bool linger = (h1->flags & H1_ERROR) || c->rpos < c->rlen || h1->req;
-    if (h1->req) {
-        slot_free(SLOT(h1->req)); /* a request after the last: not answered */
-        h1->req = NULL;
-    }
+    if (h1->req)
+        req_drop(h1); /* a request after the last: not answered */
     c->proto = NULL;
     h1_put(h1);
     if (linger)
@@ -1290,6 +1673,8 @@ static void h1_written(petrel__conn_t *c)
         h1req_t *s = container_of(h1->zombies.next, h1req_t, link);
         list_unlink(&s->link);
         s->flags &= ~R_ZOMBIE;
+        if (unlikely(s->flags & R_BODY))
+            continue; /* its body still arriving: freed at its end */
         if (s->resp.holds)
             slot_hold(s);
         else
@@ -1302,6 +1687,8 @@ static void h1_written(petrel__conn_t *c)
         h1_events(h1);
         if (h1->req == NULL && c->rpos < c->rlen && want_input(h1) && !(h1->flags & H1_IN_PROCESS))
             process(h1);
+        else if (unlikely(h1->req && (SLOT(h1->req)->flags & R_BODY)))
+            body_resume(h1);
         return;
     }
     if (h1->flags & H1_CLOSING) {
@@ -1324,6 +1711,8 @@ static void h1_written(petrel__conn_t *c)
         petrel__conn_update_events(c);
     } else {
         h1_events(h1); /* a request still arriving */
+        if (unlikely(SLOT(h1->req)->flags & R_BODY))
+            body_resume(h1);
     }
 }
 
@@ -1374,11 +1763,12 @@ static void h1_read(petrel__conn_t *c)
              * that shuts down its side has gone, for an HTTP server, as
              * nginx sees it); responses begun or queued are still written,
              * then we close. */
-            if (h1->req) {
-                slot_free(SLOT(h1->req));
-                h1->req = NULL;
-            }
+            if (h1->req)
+                req_drop(h1);
             h1req_t *w = h1->first;
+            if (w && w->resp.ended && !(w->flags & R_DONE) && !request_done(w))
+                return; /* a streamed request answered by its callback */
+            w = h1->first;
             while (w && w->resp.sent)
                 w = w->next;
             if (w)
@@ -1426,7 +1816,8 @@ static void h1_timeout(petrel__conn_t *c)
     if (h1 && h1->req && (h1->flags & H1_HEAD_DONE) && petrel__conn_out_empty(c)) {
         /* a body arriving: late only past its moving deadline */
         const petrel__config_t *cfg = c->cs->cfg;
-        uint64_t got = h1->req->body.len + h1->ext_bytes;
+        uint64_t got =
+            ((SLOT(h1->req)->flags & R_BODY) ? h1->body_got : h1->req->body.len) + h1->ext_bytes;
         if (!petrel__body_late(cfg, h1->body_start, got, petrel__loop->now_ms)) {
             petrel__timer_arm(petrel__loop, &c->timer, &body_check_q);
             return;
@@ -1448,7 +1839,10 @@ static void h1_timeout(petrel__conn_t *c)
          * written, then closed as after any error response (lingering, so
          * that the client reads it rather than a reset) */
         c->rpos = c->rlen;
-        send_error(h1, 408);
+        if (SLOT(h1->req)->flags & R_BODY)
+            body_abort(h1, 408, PETREL_EIO);
+        else
+            send_error(h1, 408);
         if (c->proto == h1)
             after_output(h1);
         return;
@@ -1504,10 +1898,8 @@ static void h1_closed(petrel__conn_t *c)
     h1_t *h1 = c->proto;
     if (h1 == NULL)
         return;
-    if (h1->req) {
-        slot_free(SLOT(h1->req));
-        h1->req = NULL;
-    }
+    if (h1->req)
+        req_drop(h1);
     h1req_t *s;
     if (h1->first)
         abandon_from(h1, h1->first);
@@ -1640,6 +2032,9 @@ static int h1_send(petrel_req_t *req, petrel_resp_t *r)
         s->flags |= R_CLOSE;
     if (stream && req->version == 10)
         s->flags |= R_CLOSE; /* the body ends when the connection does */
+    if (unlikely(s->flags & R_BODY) && (h1->flags & H1_CONTINUE) && h1->req == req)
+        s->flags |= R_CLOSE; /* answered before its 100 Continue: the client may
+                                never send the body (RFC 9110 §10.1.1) */
     bool keep = !(s->flags & R_CLOSE);
 
     size_t tlen = r->type ? strlen(r->type) : 0;
@@ -1789,6 +2184,6 @@ static const char *h1_peer(petrel_req_t *req)
 }
 
 static const petrel_proto_t h1_proto = {
-    "http/1.1", h1_send,    h1_stream_write, h1_stream_end,
-    h1_peer,    h1_release, h1_broken,       h1_buffered,
+    "http/1.1", h1_send,   h1_stream_write, h1_stream_end, h1_peer,
+    h1_release, h1_broken, h1_buffered,     h1_body_start, h1_body_pause,
 };

@@ -11,7 +11,8 @@
  * These are the only calls a protocol makes up into the framework
  * (tests/check_layers.py allows exactly them, each with its reason):
  * petrel__req_dispatch(), petrel__req_abort(), petrel__req_finished() (with
- * petrel__req_log() and petrel__quiet_server inline), and two of the
+ * petrel__req_log() and petrel__quiet_server inline), petrel__req_streams()
+ * (at a request's head, with a streaming router), and two of the
  * public response calls, petrel_send_status() (a protocol refuses a request
  * it has parsed) and petrel_stream_begin() (the 200 of an RFC 8441 tunnel).
  */
@@ -40,6 +41,25 @@ typedef struct petrel__rheader {
 
 enum { PETREL__BODY_NONE, PETREL__BODY_MEM, PETREL__BODY_FD, PETREL__BODY_STREAM };
 
+/* A request body read as it arrives (PETREL_BODY_STREAM routes; body.c). */
+enum {
+    PETREL__RB_NONE, /* not a streamed request (the body is req->body) */
+    PETREL__RB_WAIT, /* streamed: petrel_body_read() not called yet */
+    PETREL__RB_READ, /* the callback takes the parts */
+    PETREL__RB_DONE  /* its last call (a non-zero end) was made */
+};
+typedef struct petrel__rbody {
+    uint8_t state;     /* PETREL__RB_* */
+    bool paused;       /* petrel_body_pause() */
+    bool whole;        /* the protocol gave the body whole (in `rest`): body.c gives it */
+    int end;           /* how the body ended before petrel_body_read(): 1 or a PETREL_E* */
+    int64_t length;    /* petrel_body_length() */
+    petrel_str_t rest; /* the body given whole (or nothing) */
+    petrel_body_cb cb;
+    void *data;
+    petrel__pending_t pending; /* parts from the loop (the protocol's, or body.c's) */
+} petrel__rbody_t;
+
 struct petrel_resp {
     int status;
     const char *type;
@@ -67,6 +87,8 @@ struct petrel_resp {
     void *drain_data;
     size_t drain_mark;
     petrel__pending_t drain_pending; /* the callback runs from the loop */
+    /* a request body read as it arrives (PETREL_BODY_STREAM) */
+    petrel__rbody_t rbody;
     /* the last upstream call made for it (upstream.c), for the access log */
     const char *upstream; /* its address's label: static while the worker runs */
     uint64_t upstream_ns; /* from the call to its end or failure */
@@ -92,6 +114,35 @@ static inline void petrel__resp_init(petrel_resp_t *r, petrel_req_t *req)
     list_init(&r->held);
     r->drain_cb = NULL;
     list_init(&r->drain_pending.node);
+    r->rbody.state = PETREL__RB_NONE;
+}
+
+/* A part of a streamed body arrived (petrel_body_cb's `end`): to the
+ * callback when it reads; the end is kept for it when it has not asked
+ * yet; nothing after the end. */
+static inline void petrel__body_give(petrel_req_t *req, const void *p, size_t len, int end)
+{
+    petrel__rbody_t *b = &req->_resp->rbody;
+    if (b->state == PETREL__RB_WAIT) {
+        if (end && !b->end)
+            b->end = end;
+        return;
+    }
+    if (b->state != PETREL__RB_READ)
+        return;
+    if (end)
+        b->state = PETREL__RB_DONE;
+    b->cb(req, p, len, end, b->data);
+}
+
+/* The body of a streamed request may be read now: the callback reads and
+ * is not paused, or nobody will read it (the response is complete, or the
+ * request abandoned) and it is dropped. */
+static inline bool petrel__body_flows(const petrel_resp_t *r)
+{
+    return r->ended || r->abandoned ||
+           (r->rbody.state != PETREL__RB_WAIT &&
+            !(r->rbody.state == PETREL__RB_READ && r->rbody.paused));
 }
 
 /* The protocol wrote some of a streamed response's output (`buffered`
@@ -131,7 +182,20 @@ struct petrel_proto {
      * the connection must write before them).  The protocol calls
      * petrel__resp_progress() when they shrink. */
     size_t (*buffered)(petrel_req_t *req);
+    /* petrel_body_read() was called for a request whose body the protocol
+     * streams (rbody.state was PETREL__RB_WAIT when dispatched): give the
+     * parts to petrel__body_give(), from the loop.  NULL: the protocol
+     * gives bodies whole (body.c then gives it in one part). */
+    void (*body_start)(petrel_req_t *req);
+    /* rbody.paused changed. */
+    void (*body_pause)(petrel_req_t *req);
 };
+
+/* The first member of the framework's router (router.c), read by a
+ * protocol at a request's head: does any route of it stream bodies? */
+typedef struct petrel__router_head {
+    bool streams;
+} petrel__router_head_t;
 
 /* ------------------------------------------------------------------------ */
 /* What the framework does for a protocol                                   */
@@ -142,6 +206,14 @@ struct petrel_proto {
  * completed with 500. */
 struct petrel__router;
 void petrel__req_dispatch(petrel_req_t *req, const struct petrel__router *routes);
+/* At the head of a request with a body: does the route it goes to take
+ * its body as it arrives (PETREL_BODY_STREAM)?  Ask only when
+ * petrel__router_streams(): a router without such routes costs nothing. */
+bool petrel__req_streams(petrel_req_t *req, const struct petrel__router *routes);
+static inline bool petrel__router_streams(const struct petrel__router *routes)
+{
+    return ((const petrel__router_head_t *)(const void *)routes)->streams;
+}
 /* The client of a dispatched request is gone (the connection closed or
  * was reset, RST_STREAM) before its response was complete: it is
  * abandoned and its abort callback runs.  Returns true when the handler

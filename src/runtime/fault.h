@@ -46,6 +46,7 @@ typedef struct petrel__wslot {
 typedef struct petrel__route_info {
     char *pattern;
     char *module;
+    bool stream; /* (not for reports) the route has PETREL_BODY_STREAM */
 } petrel__route_info_t;
 
 extern const struct petrel_req *volatile petrel__fault_req;

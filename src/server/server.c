@@ -193,7 +193,7 @@ void petrel__server_free(petrel_server_t *srv)
 int petrel_route_add(petrel_server_t *srv, int methods, const char *pattern,
                      petrel_handler_t handler, void *data)
 {
-    if (methods & ~(PETREL_ANY | PETREL_WS_CONNECT | PETREL_OTHER))
+    if (methods & ~(PETREL_ANY | PETREL_WS_CONNECT | PETREL_OTHER | PETREL_BODY_STREAM))
         return PETREL_EINVAL;
     return petrel__router_add(srv->router, methods, pattern, handler, data);
 }
