@@ -484,6 +484,12 @@ static void finish(fwd_t *st, int end, int status)
         petrel_call_pause(st->call, 1); /* nothing more until the end of the turn */
         st->paused = true;
     }
+    if (st->body_paused) {
+        /* the rest of the client's body has nowhere to go: petrel reads
+         * it to its end and drops it */
+        st->body_paused = false;
+        petrel_body_pause(st->req, 0);
+    }
     petrel_turn_work_add(&st->finish);
 }
 
