@@ -9,6 +9,14 @@
  * hop-by-hop fields go; §7.6.3: Via is added), and the client's address is
  * passed on (X-Forwarded-For, X-Forwarded-Proto, Forwarded of RFC 7239).
  *
+ * The request body is forwarded as it arrives (the mount's routes take it
+ * in parts, PETREL_BODY_STREAM), with the client's framing kept: a body of
+ * known length up to 64 KiB is gathered first and sent with the request
+ * (one write, and a call that may be sent again); a larger one, or one of
+ * unknown length, goes into a call that takes it in parts
+ * (petrel_call_stream()), the client's reads paused while the call holds
+ * 64 KiB unsent.
+ *
  * The response is streamed to the client as it arrives, with backpressure:
  * past the mount's buffer of bytes waiting for the client the call is
  * paused, and resumed when half of them are written.  What ends the
@@ -57,6 +65,14 @@ typedef struct fwd {
     /* an upgrade (websocket.c): who takes a 101 */
     petrel_upgrade_cb up_cb;
     void *up_data;
+    const petrel__proxy_upgrade_t *u;
+    /* the request body: gathered whole (small, of known length) before
+     * the call, or streamed into it */
+    char *in;
+    size_t in_len, in_cap;
+    bool streamed;     /* the call takes the body as it arrives */
+    bool body_paused;  /* the client's body waits for the call's buffer */
+    bool body_done;    /* the client's body has ended (or failed) */
 } fwd_t;
 
 /* ------------------------------------------------------------------------ */
@@ -468,6 +484,12 @@ static void finish(fwd_t *st, int end, int status)
         petrel_call_pause(st->call, 1); /* nothing more until the end of the turn */
         st->paused = true;
     }
+    if (st->body_paused) {
+        /* the rest of the client's body has nowhere to go: petrel reads
+         * it to its end and drops it */
+        st->body_paused = false;
+        petrel_body_pause(st->req, 0);
+    }
     petrel_turn_work_add(&st->finish);
 }
 
@@ -703,43 +725,176 @@ int petrel__proxy_handle(petrel_req_t *req, void *data)
     return petrel__proxy_forward(req, m, NULL);
 }
 
+/* ------------------------------------------------------------------------ */
+/* The request body                                                          */
+
+/* The call's buffer has room again: the client's body goes on. */
+static void drained(petrel_call_t *call, void *data)
+{
+    (void)call;
+    fwd_t *st = data;
+    if (st->body_paused && !st->body_done) {
+        st->body_paused = false;
+        petrel_body_pause(st->req, 0);
+    }
+}
+
+/* A part of the client's body, into the call.  The call may have ended
+ * first (an upstream that answered without reading it all, or failed):
+ * the rest is dropped, and the server reads it to its end. */
+static void body_part(petrel_req_t *req, const void *ptr, size_t len, int end, void *data)
+{
+    fwd_t *st = data;
+    if (end != 0)
+        st->body_done = true;
+    if (st->call == NULL || st->end != END_NONE)
+        return;
+    if (end < 0) {
+        /* the client's body will not complete: the upstream must not take
+         * a request cut short as whole (cancel closes its connection) */
+        petrel_call_cancel(st->call);
+        st->call = NULL;
+        finish(st, END_STATUS, end == PETREL_ELIMIT ? 413 : 400);
+        return;
+    }
+    int rc = len ? petrel_call_write(st->call, ptr, len) : 1;
+    if (rc == 0 && end == 0) {
+        st->body_paused = true;
+        petrel_body_pause(req, 1);
+    }
+    if (rc >= 0 && end == 1)
+        rc = petrel_call_write_end(st->call);
+    if (rc < 0 && rc != PETREL_ESTATE) {
+        /* (PETREL_ESTATE: the call has ended or failed, and says so
+         * through its own callbacks) */
+        petrel_call_cancel(st->call);
+        st->call = NULL;
+        finish(st, END_STATUS, 502);
+    }
+}
+
+static petrel_call_t *start_call(fwd_t *st, const petrel_call_spec_t *spec, int64_t stream_len)
+{
+    const mount_t *m = st->m;
+    if (!st->streamed)
+        return petrel_call(m->up, spec, &cbs, st);
+    petrel_call_t *call = petrel_call_stream(m->up, spec, stream_len, &cbs, st);
+    if (call)
+        petrel_call_on_drain(call, drained);
+    return call;
+}
+
+/* Registers the request's abort callback once the call exists: the client
+ * library's (it cancels the call) runs from ours, which also lets the
+ * request go.  A handler's return value. */
+static int call_made(fwd_t *st)
+{
+    petrel_req_t *req = st->req;
+    if (st->call == NULL)
+        return 503;
+    st->lib_abort = petrel_req_on_abort_get(req, &st->lib_abort_data);
+    if (petrel_req_on_abort(req, on_abort, st) < 0) {
+        petrel_call_cancel(st->call);
+        st->call = NULL;
+        return 503;
+    }
+    return PETREL_LATER;
+}
+
+static void fill_spec(fwd_t *st, petrel_call_spec_t *spec);
+
+/* A small body of known length, gathered whole, then the call with it:
+ * one write to the upstream, and a call that may be sent again. */
+static void body_gather(petrel_req_t *req, const void *ptr, size_t len, int end, void *data)
+{
+    fwd_t *st = data;
+    if (st->end != END_NONE)
+        return;
+    if (len > st->in_cap - st->in_len) {
+        finish(st, END_STATUS, 400); /* more than its declared length */
+        return;
+    }
+    memcpy(st->in + st->in_len, ptr, len);
+    st->in_len += len;
+    if (end == 0)
+        return;
+    if (end < 0) {
+        finish(st, END_STATUS, end == PETREL_ELIMIT ? 413 : 400);
+        return;
+    }
+    petrel_call_spec_t spec;
+    fill_spec(st, &spec);
+    st->call = start_call(st, &spec, 0);
+    if (call_made(st) != PETREL_LATER)
+        finish(st, END_STATUS, 503);
+    (void)req;
+}
+
 int petrel__proxy_forward(petrel_req_t *req, const mount_t *m, const petrel__proxy_upgrade_t *u)
 {
-    const char *target = upstream_target(req, m);
-    if (target == NULL)
-        return 400;
-    size_t nfields = 0;
-    petrel_header_t *fields = request_fields(req, &nfields, u);
     fwd_t *st = petrel_arena_calloc(req->arena, 1, sizeof(*st));
-    if (fields == NULL || st == NULL)
+    if (st == NULL)
         return 503;
     st->req = req;
     st->m = m;
     petrel_turn_work_init(&st->finish, finish_run);
-    petrel_call_spec_t spec = {
-        .method = u ? "GET" : req->method_name.ptr, /* RFC 8441's CONNECT too */
-        .target = target,
-        .authority = m->host_rewrite || req->authority.len == 0 ? NULL : req->authority.ptr,
-        .headers = fields,
-        .nheaders = nfields,
-        .body = req->body.ptr,
-        .body_len = req->body.len,
-        .req = req,
-    };
     if (u) {
         st->up_cb = u->cb;
         st->up_data = u->data;
+        st->u = u;
     }
+    /* The body as it arrives (the mount's routes stream): none, a small
+     * one of known length gathered first, or a call that takes it in parts
+     * with the client's framing (Content-Length, or chunked) kept. */
+    int64_t blen = u ? 0 : petrel_body_length(req);
+    if (blen > 0 && blen <= PETREL__PROXY_WHOLE) {
+        st->in = petrel_arena_alloc(req->arena, (size_t)blen, 1);
+        st->in_cap = (size_t)blen;
+        if (st->in == NULL)
+            return 503;
+        if (petrel_body_read(req, body_gather, st) < 0)
+            return 500;
+        /* the call is made when the body has arrived; until then the
+         * request's abort lets it go */
+        if (petrel_req_on_abort(req, on_abort, st) < 0)
+            return 503;
+        return PETREL_LATER;
+    }
+    petrel_call_spec_t spec;
+    fill_spec(st, &spec);
+    if (spec.target == NULL)
+        return 400;
+    if (spec.headers == NULL)
+        return 503;
+    st->streamed = blen != 0;
     st->call = u ? petrel_call_upgrade(m->up, &spec, u->protocol, &cbs, on_upgrade, st)
-                 : petrel_call(m->up, &spec, &cbs, st);
-    if (st->call == NULL)
-        return 503;
-    /* the client library's abort callback (it cancels the call) runs from
-     * ours, which also lets the request go */
-    st->lib_abort = petrel_req_on_abort_get(req, &st->lib_abort_data);
-    if (petrel_req_on_abort(req, on_abort, st) < 0) {
+                 : start_call(st, &spec, blen);
+    int rc = call_made(st);
+    if (rc == PETREL_LATER && st->streamed && petrel_body_read(req, body_part, st) < 0) {
         petrel_call_cancel(st->call);
-        return 503;
+        st->call = NULL;
+        finish(st, END_STATUS, 500);
     }
-    return PETREL_LATER;
+    return rc;
+}
+
+/* What to send: the request's method, target and fields as the mount
+ * says; the body gathered (if any).  `headers` NULL: out of memory;
+ * `target` NULL: a target that cannot be forwarded. */
+static void fill_spec(fwd_t *st, petrel_call_spec_t *spec)
+{
+    petrel_req_t *req = st->req;
+    const mount_t *m = st->m;
+    const petrel__proxy_upgrade_t *u = st->u;
+    size_t nfields = 0;
+    *spec = (petrel_call_spec_t){
+        .method = u ? "GET" : req->method_name.ptr, /* RFC 8441's CONNECT too */
+        .target = upstream_target(req, m),
+        .authority = m->host_rewrite || req->authority.len == 0 ? NULL : req->authority.ptr,
+        .body = st->in,
+        .body_len = st->in_len,
+        .req = req,
+    };
+    spec->headers = request_fields(req, &nfields, u);
+    spec->nheaders = nfields;
 }

@@ -280,10 +280,10 @@ static int mount_arg(petrel_server_t *srv, char *arg)
     /* PREFIX and everything below it (for "/": the wildcard alone) */
     char pat[1040];
     snprintf(pat, sizeof(pat), "%s/*", m->prefix);
-    rc = petrel_route_add(srv, PETREL_ANY | PETREL_OTHER | PETREL_WS_CONNECT, pat,
+    rc = petrel_route_add(srv, PETREL_ANY | PETREL_OTHER | PETREL_WS_CONNECT | PETREL_BODY_STREAM, pat,
                           petrel__proxy_handle, m);
     if (rc == 0 && m->plen)
-        rc = petrel_route_add(srv, PETREL_ANY | PETREL_OTHER | PETREL_WS_CONNECT, m->prefix,
+        rc = petrel_route_add(srv, PETREL_ANY | PETREL_OTHER | PETREL_WS_CONNECT | PETREL_BODY_STREAM, m->prefix,
                               petrel__proxy_handle, m);
     if (rc < 0)
         petrel_log(PETREL_LOG_ERROR, "module 'proxy': cannot route '%s': %s", prefix,
