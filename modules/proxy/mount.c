@@ -184,6 +184,18 @@ static bool is_url(const char *s)
 }
 
 /* One MOUNT, in place: PREFIX=URL[,URL...][,OPTION...]. */
+/* A mount's routes: every method, its body read as it arrives (forwarded
+ * in parts), and RFC 8441's CONNECT for WebSocket (whose DATA is the
+ * tunnel's, not a body: a route of its own). */
+static int mount_routes(petrel_server_t *srv, const char *pattern, petrel__proxy_mount_t *m)
+{
+    int rc = petrel_route_add(srv, PETREL_ANY | PETREL_OTHER | PETREL_BODY_STREAM, pattern,
+                              petrel__proxy_handle, m);
+    if (rc == 0)
+        rc = petrel_route_add(srv, PETREL_WS_CONNECT, pattern, petrel__proxy_handle, m);
+    return rc;
+}
+
 static int mount_arg(petrel_server_t *srv, char *arg)
 {
     char *eq = strchr(arg, '=');
@@ -280,11 +292,9 @@ static int mount_arg(petrel_server_t *srv, char *arg)
     /* PREFIX and everything below it (for "/": the wildcard alone) */
     char pat[1040];
     snprintf(pat, sizeof(pat), "%s/*", m->prefix);
-    rc = petrel_route_add(srv, PETREL_ANY | PETREL_OTHER | PETREL_WS_CONNECT | PETREL_BODY_STREAM, pat,
-                          petrel__proxy_handle, m);
+    rc = mount_routes(srv, pat, m);
     if (rc == 0 && m->plen)
-        rc = petrel_route_add(srv, PETREL_ANY | PETREL_OTHER | PETREL_WS_CONNECT | PETREL_BODY_STREAM, m->prefix,
-                              petrel__proxy_handle, m);
+        rc = mount_routes(srv, m->prefix, m);
     if (rc < 0)
         petrel_log(PETREL_LOG_ERROR, "module 'proxy': cannot route '%s': %s", prefix,
                    rc == PETREL_ESTATE ? "another route serves that prefix already"
