@@ -70,9 +70,9 @@ typedef struct fwd {
      * the call, or streamed into it */
     char *in;
     size_t in_len, in_cap;
-    bool streamed;     /* the call takes the body as it arrives */
-    bool body_paused;  /* the client's body waits for the call's buffer */
-    bool body_done;    /* the client's body has ended (or failed) */
+    bool streamed;    /* the call takes the body as it arrives */
+    bool body_paused; /* the client's body waits for the call's buffer */
+    bool body_done;   /* the client's body has ended (or failed) */
 } fwd_t;
 
 /* ------------------------------------------------------------------------ */
