@@ -524,6 +524,8 @@ typedef void (*petrel_body_cb)(petrel_req_t *req, const void *ptr, size_t len, i
  * Errors:
  *   PETREL_EINVAL  `req` or `cb` is NULL, the request was not routed with
  *                  PETREL_BODY_STREAM, or it was called before for it
+ *   PETREL_ENOMEM  the request's arena is full (its clean-up could not be
+ *                  registered)
  *
  * Lifetime: `cb` and `data` are kept until the call with a non-zero `end`
  * (or until the request is done, when it ends before).
