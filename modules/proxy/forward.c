@@ -590,15 +590,16 @@ static void on_head(petrel_call_t *call, const petrel_upstream_head_t *head, voi
     int64_t length = head->content_length;
     if (req->method == PETREL_HEAD)
         length = head_length(head); /* the client reports 0: no body follows */
+    if (has_body && length >= 0 && req->method == PETREL_HEAD) {
+        /* the Content-Length a GET would get, whatever its size (RFC 9110
+         * §9.3.2): petrel sends the fields of a body of that length, and
+         * no body (the protocols never read a HEAD response's bytes) */
+        static const char none[1];
+        st->whole = (char *)none;
+        st->whole_len = (size_t)length;
+        return;
+    }
     if (has_body && length >= 0 && (uint64_t)length <= PETREL__PROXY_WHOLE) {
-        if (req->method == PETREL_HEAD) {
-            /* the Content-Length a GET would get: petrel sends the fields
-             * of a body of that length, and no body */
-            static const char none[PETREL__PROXY_WHOLE];
-            st->whole = (char *)none;
-            st->whole_len = (size_t)length;
-            return;
-        }
         st->whole = petrel_arena_alloc(req->arena, (size_t)head->content_length + 1, 1);
         if (st->whole) {
             st->whole_cap = (size_t)head->content_length;
