@@ -743,21 +743,34 @@ static void drained(petrel_call_t *call, void *data)
 /* A part of the client's body, into the call.  The call may have ended
  * first (an upstream that answered without reading it all, or failed):
  * the rest is dropped, and the server reads it to its end. */
+/* The client's body will not complete (too large, malformed, too slow, or
+ * the client gone): the upstream must not take a request cut short as
+ * whole (cancel closes its connection).  petrel answers the request itself
+ * (413, 400, 408) or aborts it (on_abort lets it go): nothing of ours may
+ * run after, not even an end already queued. */
+static void body_failed(fwd_t *st)
+{
+    st->body_done = true;
+    petrel_turn_work_del(&st->finish);
+    if (st->end == END_NONE)
+        st->end = END_CUT;
+    if (st->call) {
+        petrel_call_cancel(st->call);
+        st->call = NULL;
+    }
+}
+
 static void body_part(petrel_req_t *req, const void *ptr, size_t len, int end, void *data)
 {
     fwd_t *st = data;
+    if (end < 0) {
+        body_failed(st);
+        return;
+    }
     if (end != 0)
         st->body_done = true;
     if (st->call == NULL || st->end != END_NONE)
         return;
-    if (end < 0) {
-        /* the client's body will not complete: the upstream must not take
-         * a request cut short as whole (cancel closes its connection) */
-        petrel_call_cancel(st->call);
-        st->call = NULL;
-        finish(st, END_STATUS, end == PETREL_ELIMIT ? 413 : 400);
-        return;
-    }
     int rc = len ? petrel_call_write(st->call, ptr, len) : 1;
     if (rc == 0 && end == 0) {
         st->body_paused = true;
@@ -809,6 +822,10 @@ static void fill_spec(fwd_t *st, petrel_call_spec_t *spec);
 static void body_gather(petrel_req_t *req, const void *ptr, size_t len, int end, void *data)
 {
     fwd_t *st = data;
+    if (end < 0) {
+        body_failed(st);
+        return;
+    }
     if (st->end != END_NONE)
         return;
     if (len > st->in_cap - st->in_len) {
@@ -819,10 +836,6 @@ static void body_gather(petrel_req_t *req, const void *ptr, size_t len, int end,
     st->in_len += len;
     if (end == 0)
         return;
-    if (end < 0) {
-        finish(st, END_STATUS, end == PETREL_ELIMIT ? 413 : 400);
-        return;
-    }
     petrel_call_spec_t spec;
     fill_spec(st, &spec);
     st->call = start_call(st, &spec, 0);
