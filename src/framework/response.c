@@ -303,6 +303,18 @@ static void on_handler_timer(petrel__timer_t *t)
         petrel__req_release(req);
         return;
     }
+    /* --handler-timeout counts from the end of the request's body, as for
+     * a body read whole before the handler runs: a streamed body still
+     * being read (an upload through the proxy), or one that ended less
+     * than the timeout ago, gives the handler the time again (a body that
+     * stops arriving has --body-timeout; one the handler pauses, the
+     * handler's own deadlines) */
+    const petrel__rbody_t *b = &r->rbody;
+    if (b->state == PETREL__RB_READ ||
+        (b->state == PETREL__RB_DONE && b->done_ms + handler_q.timeout_ms > petrel__loop->now_ms)) {
+        petrel__timer_arm(petrel__loop, &r->timer, &handler_q);
+        return;
+    }
     /* a waiting request past --handler-timeout: 504 (RFC 9110 §15.6.5),
      * then it is aborted like one whose client left */
     petrel_log(PETREL_LOG_WARN,

@@ -58,6 +58,7 @@ typedef struct petrel__rbody {
     petrel_body_cb cb;
     void *data;
     petrel__pending_t pending; /* parts from the loop (the protocol's, or body.c's) */
+    uint64_t done_ms;          /* when it ended (--handler-timeout counts from then) */
 } petrel__rbody_t;
 
 struct petrel_resp {
@@ -115,6 +116,7 @@ static inline void petrel__resp_init(petrel_resp_t *r, petrel_req_t *req)
     r->drain_cb = NULL;
     list_init(&r->drain_pending.node);
     r->rbody.state = PETREL__RB_NONE;
+    r->rbody.done_ms = 0;
 }
 
 /* A part of a streamed body arrived (petrel_body_cb's `end`): to the
@@ -130,8 +132,10 @@ static inline void petrel__body_give(petrel_req_t *req, const void *p, size_t le
     }
     if (b->state != PETREL__RB_READ)
         return;
-    if (end)
+    if (end) {
         b->state = PETREL__RB_DONE;
+        b->done_ms = petrel__loop->now_ms;
+    }
     b->cb(req, p, len, end, b->data);
 }
 

@@ -11,7 +11,8 @@
 # client, the rest of the client's body dropped, never taken as a request
 # (the next request on the connection answered by the upstream as one
 # request); a client that stops mid-body: the upstream's request is cut,
-# never completed.
+# never completed; an upload longer than --handler-timeout answered, the
+# timeout counting from the end of the body.
 . "$(dirname "$0")/lib.sh"
 . "$LIB_DIR/proxy_lib.sh"
 proxy_needs
@@ -167,4 +168,13 @@ cut_more() { (($(sink_stat cut) > cut0)); }
 wait_for "$(bound 5)" cut_more
 ok "a client that stops mid-body: the upstream's request cut, not completed"
 expect_eq "$(curl_ --data-binary 'after' "$BASE/up/sink" | field bytes)" 5 "after the cut"
+petrel_stop
+
+# --- an upload longer than --handler-timeout: the timeout counts from the
+# end of the body, as for a body read whole before the handler ------------
+petrel_start --workers 1 --max-body-size 256m --handler-timeout 1 --module "proxy:/up=$SINK"
+t0=$EPOCHREALTIME
+out=$(curl_ -T "$T/big" "$BASE/up/sink?rate=$((40 << 20))")
+expect_eq "$(field bytes <<<"$out")" "$N" "an upload of $(secs_since "$t0")s with --handler-timeout 1"
+ok "a 100 MB upload of $(secs_since "$t0")s through the proxy with --handler-timeout 1: whole, not 504"
 petrel_stop
