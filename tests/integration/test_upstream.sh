@@ -89,6 +89,13 @@ for q in "n=3000" "n=3000&chunked=1" "n=40000&chunked=1&part=1000&tick=1" "n=0" 
         fail "/stream/echo?$q: $(head -c 300 "$T/s.got")"
 done
 ok "petrel as upstream: a streamed body echoed (Content-Length, chunked, a part per tick, empty)"
+# a caller that ignores petrel_call_write()'s 0 and keeps writing: refused
+# with PETREL_ENOMEM (-1) once the call holds 1 MiB (its buffer's bound)
+got=$(curl_ --data-binary '' "$BASE/stream/echo?n=4194304&chunked=1&greedy=1")
+[[ $got =~ ^refused\ -1\ after\ ([0-9]+)$ ]] || fail "a writer past the bound: '$got'"
+held=${BASH_REMATCH[1]}
+((held > 1048576 - 16384 && held <= 1048576)) || fail "refused after $held bytes, not at 1 MiB"
+ok "a streamed call refuses a writer that ignores its mark at 1 MiB held ($held bytes taken)"
 petrel_stop
 petrel_stop "$UPID"
 
@@ -406,7 +413,7 @@ want ok '200 *body hello*'
 ok "petrel_call_write_end() short of the length: EINVAL, the call fails (EPROTO)"
 
 u0=$(stat "$P6" cuts)
-swant "sink-slow?n=50000000&cancel=3000000" "200 cancelled after 3*|"
+swant "sink-slow?n=50000000&cancel=3000000" "200 cancelled 0 after 3*|"
 wait_for "$(bound 5)" cuts_grew || fail "cancel mid-body: the upstream did not see its connection closed"
 want ok '200 *body hello*'
 ok "a call cancelled mid-body: its connection closed, the next call answered"

@@ -48,7 +48,7 @@ typedef struct got {
     /* /stream/ */
     size_t n, part, sent, cancel;
     int waits, after, wend, werr;
-    bool tick, ended;
+    bool tick, ended, greedy;
     petrel_timer_t *timer;
     int pause;
     bool grpc;
@@ -308,7 +308,17 @@ static void on_drain(petrel_call_t *call, void *data)
     pump(data);
 }
 
-/* Write parts until a write says 0 (the drain callback goes on), then the end. */
+/* The call cancelled, answered with one line ("cancelled after N"). */
+static void cancel_with(got_t *g, const char *what, int rc)
+{
+    petrel_call_cancel(g->call);
+    char *out = petrel_arena_alloc(g->req->arena, 80, 1);
+    int len = out ? snprintf(out, 80, "%s %d after %zu\n", what, rc, g->sent) : 0;
+    petrel_send(g->req, out ? 200 : 500, "text/plain", out, (size_t)len);
+}
+
+/* Write parts until a write says 0 (the drain callback goes on), then the
+ * end.  greedy=1: a caller that ignores 0 and keeps writing. */
 static void pump(got_t *g)
 {
     while (g->sent < g->n) {
@@ -316,17 +326,16 @@ static void pump(got_t *g)
         int rc = petrel_call_write(g->call, pattern + g->sent % 61, k);
         if (rc < 0) {
             g->werr = rc;
+            if (g->greedy)
+                cancel_with(g, "refused", rc);
             return;
         }
         g->sent += k;
         if (g->cancel && g->sent >= g->cancel) {
-            petrel_call_cancel(g->call);
-            char *out = petrel_arena_alloc(g->req->arena, 64, 1);
-            int len = out ? snprintf(out, 64, "cancelled after %zu\n", g->sent) : 0;
-            petrel_send(g->req, out ? 200 : 500, "text/plain", out, (size_t)len);
+            cancel_with(g, "cancelled", 0);
             return;
         }
-        if (rc == 0) {
+        if (rc == 0 && !g->greedy) {
             g->waits++;
             return;
         }
@@ -422,6 +431,7 @@ static int stream_it(petrel_req_t *req, void *data)
         g->part = 16384;
     g->cancel = qnum(req, "cancel");
     g->tick = qnum(req, "tick") != 0;
+    g->greedy = qnum(req, "greedy") != 0;
     size_t shortk = qnum(req, "short");
     petrel_req_on_abort(req, on_stream_abort, g);
     petrel_call_spec_t spec = {0};
