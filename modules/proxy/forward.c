@@ -65,7 +65,7 @@ typedef struct fwd {
     /* an upgrade (websocket.c): who takes a 101 */
     petrel_upgrade_cb up_cb;
     void *up_data;
-    const petrel__proxy_upgrade_t *u;
+    petrel_call_spec_t spec; /* what to send (its strings in the request's arena) */
     /* the request body: gathered whole (small, of known length) before
      * the call, or streamed into it */
     char *in;
@@ -815,8 +815,6 @@ static int call_made(fwd_t *st)
     return PETREL_LATER;
 }
 
-static void fill_spec(fwd_t *st, petrel_call_spec_t *spec);
-
 /* A small body of known length, gathered whole, then the call with it:
  * one write to the upstream, and a call that may be sent again. */
 static void body_gather(petrel_req_t *req, const void *ptr, size_t len, int end, void *data)
@@ -836,9 +834,9 @@ static void body_gather(petrel_req_t *req, const void *ptr, size_t len, int end,
     st->in_len += len;
     if (end == 0)
         return;
-    petrel_call_spec_t spec;
-    fill_spec(st, &spec);
-    st->call = start_call(st, &spec, 0);
+    st->spec.body = st->in;
+    st->spec.body_len = st->in_len;
+    st->call = start_call(st, &st->spec, 0);
     if (call_made(st) != PETREL_LATER)
         finish(st, END_STATUS, 503);
     (void)req;
@@ -855,8 +853,21 @@ int petrel__proxy_forward(petrel_req_t *req, const mount_t *m, const petrel__pro
     if (u) {
         st->up_cb = u->cb;
         st->up_data = u->data;
-        st->u = u;
     }
+    /* What to send, checked before any of the body is read */
+    size_t nfields = 0;
+    st->spec = (petrel_call_spec_t){
+        .method = u ? "GET" : req->method_name.ptr, /* RFC 8441's CONNECT too */
+        .target = upstream_target(req, m),
+        .authority = m->host_rewrite || req->authority.len == 0 ? NULL : req->authority.ptr,
+        .headers = request_fields(req, &nfields, u),
+        .req = req,
+    };
+    st->spec.nheaders = nfields;
+    if (st->spec.target == NULL)
+        return 400;
+    if (st->spec.headers == NULL)
+        return 503;
     /* The body as it arrives (the mount's routes stream): none, a small
      * one of known length gathered first, or a call that takes it in parts
      * with the client's framing (Content-Length, or chunked) kept. */
@@ -874,15 +885,9 @@ int petrel__proxy_forward(petrel_req_t *req, const mount_t *m, const petrel__pro
             return 503;
         return PETREL_LATER;
     }
-    petrel_call_spec_t spec;
-    fill_spec(st, &spec);
-    if (spec.target == NULL)
-        return 400;
-    if (spec.headers == NULL)
-        return 503;
     st->streamed = blen != 0;
-    st->call = u ? petrel_call_upgrade(m->up, &spec, u->protocol, &cbs, on_upgrade, st)
-                 : start_call(st, &spec, blen);
+    st->call = u ? petrel_call_upgrade(m->up, &st->spec, u->protocol, &cbs, on_upgrade, st)
+                 : start_call(st, &st->spec, blen);
     int rc = call_made(st);
     if (rc == PETREL_LATER && st->streamed && petrel_body_read(req, body_part, st) < 0) {
         petrel_call_cancel(st->call);
@@ -890,25 +895,4 @@ int petrel__proxy_forward(petrel_req_t *req, const mount_t *m, const petrel__pro
         finish(st, END_STATUS, 500);
     }
     return rc;
-}
-
-/* What to send: the request's method, target and fields as the mount
- * says; the body gathered (if any).  `headers` NULL: out of memory;
- * `target` NULL: a target that cannot be forwarded. */
-static void fill_spec(fwd_t *st, petrel_call_spec_t *spec)
-{
-    petrel_req_t *req = st->req;
-    const mount_t *m = st->m;
-    const petrel__proxy_upgrade_t *u = st->u;
-    size_t nfields = 0;
-    *spec = (petrel_call_spec_t){
-        .method = u ? "GET" : req->method_name.ptr, /* RFC 8441's CONNECT too */
-        .target = upstream_target(req, m),
-        .authority = m->host_rewrite || req->authority.len == 0 ? NULL : req->authority.ptr,
-        .body = st->in,
-        .body_len = st->in_len,
-        .req = req,
-    };
-    spec->headers = request_fields(req, &nfields, u);
-    spec->nheaders = nfields;
 }

@@ -788,34 +788,20 @@ static int on_stream_message_complete(llhttp_t *p)
     return HPE_PAUSED;
 }
 
-static const llhttp_settings_t settings = {
-    .on_method = on_method,
-    .on_url = on_url,
-    .on_header_field = on_header_field,
-    .on_header_value = on_header_value,
-    .on_header_value_complete = on_header_value_complete,
-    .on_headers_complete = on_headers_complete,
-    .on_body = on_body,
-    .on_message_complete = on_message_complete,
-    .on_chunk_complete = on_chunk_complete,
-    .on_chunk_extension_name = on_chunk_ext,
-    .on_chunk_extension_value = on_chunk_ext,
-};
-
-/* The same while a streamed body is parsed (stream_head_check()). */
-static const llhttp_settings_t stream_settings = {
-    .on_method = on_method,
-    .on_url = on_url,
-    .on_header_field = on_header_field,
-    .on_header_value = on_header_value,
-    .on_header_value_complete = on_header_value_complete,
-    .on_headers_complete = on_headers_complete,
-    .on_body = on_stream_body,
-    .on_message_complete = on_stream_message_complete,
-    .on_chunk_complete = on_chunk_complete,
-    .on_chunk_extension_name = on_chunk_ext,
-    .on_chunk_extension_value = on_chunk_ext,
-};
+/* The parser's callbacks: a body read whole (settings), or given as it
+ * arrives (stream_settings, while a streamed body is parsed:
+ * stream_head_check()); the rest the same. */
+#define H1_SETTINGS(body_cb, complete_cb)                                                          \
+    {                                                                                              \
+        .on_method = on_method, .on_url = on_url, .on_header_field = on_header_field,              \
+        .on_header_value = on_header_value, .on_header_value_complete = on_header_value_complete,  \
+        .on_headers_complete = on_headers_complete, .on_body = body_cb,                            \
+        .on_message_complete = complete_cb, .on_chunk_complete = on_chunk_complete,                \
+        .on_chunk_extension_name = on_chunk_ext, .on_chunk_extension_value = on_chunk_ext,         \
+    }
+static const llhttp_settings_t settings = H1_SETTINGS(on_body, on_message_complete);
+static const llhttp_settings_t stream_settings =
+    H1_SETTINGS(on_stream_body, on_stream_message_complete);
 
 /* ------------------------------------------------------------------------ */
 /* Request slots                                                            */
