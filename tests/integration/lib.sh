@@ -859,9 +859,21 @@ cpu_ticks() {
     awk '{ print $12 + $13 }' <<<"$s"
 }
 
+# nworkers N [PID]: the master (PETREL_PID) has N children.  For wait_for,
+# which runs its command again each time: `wait_for S test "$(...)" -eq N`
+# would count once, before the wait.
+nworkers() {
+    [[ $(petrel_workers "${2:-$PETREL_PID}" | wc -l) -eq $1 ]]
+}
+
+# has_worker [PID]: the master has a child
+has_worker() {
+    [[ -n $(petrel_workers "${1:-$PETREL_PID}") ]]
+}
+
 petrel_worker() {
     local w
-    wait_for "$(bound 10)" test -n "$(petrel_workers "${1:-$PETREL_PID}")"
+    wait_for "$(bound 10)" has_worker "${1:-$PETREL_PID}"
     w=$(petrel_workers "${1:-$PETREL_PID}" | head -n 1)
     echo "$w"
 }

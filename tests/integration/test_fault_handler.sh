@@ -17,11 +17,6 @@
 
 command -v cc >/dev/null || skip "no C compiler (cc)"
 
-# nworkers N: the master has N children
-nworkers() {
-    [[ $(petrel_workers | wc -l) -eq $1 ]]
-}
-
 src=$LIB_TMP/faulty.c
 cat >"$src" <<'EOF'
 #include <petrel.h>

@@ -16,11 +16,6 @@
 
 command -v cc >/dev/null || skip "no C compiler (cc)"
 
-# nworkers N: the master has N children
-nworkers() {
-    [[ $(petrel_workers | wc -l) -eq $1 ]]
-}
-
 src=$LIB_TMP/crashy.c
 cat >"$src" <<'EOF'
 #include <petrel.h>

@@ -104,9 +104,6 @@ WI_CRASH_IF=$flag petrel_start --module "$so" --workers 2 --restart-limit 100 \
     --admin-listen 127.0.0.1:0
 master=$PETREL_PID
 ADMIN=$(petrel_admin_port)
-nworkers() {
-    [[ $(petrel_workers | wc -l) -eq $1 ]]
-}
 wait_for "$(bound 10)" nworkers 2
 readyz() {
     curl_ -s -o /dev/null -w '%{http_code}' "http://127.0.0.1:$ADMIN/readyz"

@@ -43,7 +43,7 @@ bench_bg() {
 # --- 1. kill -9 of a worker under load ------------------------------------------
 petrel_start --workers 2 --module hello --module echo
 master=$PETREL_PID
-wait_for "$(bound 10)" test "$(petrel_workers | wc -l)" -eq 2
+wait_for "$(bound 10)" nworkers 2
 mapfile -t workers < <(petrel_workers)
 victim=${workers[0]} survivor=${workers[1]}
 dur=$((4 * LIB_SCALE))

@@ -57,12 +57,14 @@ verdict=$(sed -n 's/.*<output id="result">\([^<]*\)<\/output>.*/\1/p' "$LIB_TMP/
     fail "the WebSocket page's self-test did not pass through HAProxy's TLS: '$verdict'"
 ok "headless Chromium: the WebSocket page's self-test over wss://: $verdict"
 
-# the browser's requests reached petrel with its address (PROXY v2)
-sleep 1.2
+# the browser's requests reached petrel with its address (PROXY v2); the
+# access logs are read after the instances stopped, which writes out what
+# they hold (waiting a flush interval was not enough for a sanitizer build
+# on a busy machine)
+for pid in $(printf '%s\n' "${LIB_PIDS[@]}"); do
+    petrel_stop "$pid"
+done
 cat "$T"/access-*.log | grep -q '"target":"/ws.html?selftest"' || fail "the page request is in no access log"
 if cat "$T"/access-*.log | grep -v '"client":"127.0.0.1"' | grep -q .; then
     fail "a request without the client's address"
 fi
-for pid in $(printf '%s\n' "${LIB_PIDS[@]}"); do
-    petrel_stop "$pid"
-done

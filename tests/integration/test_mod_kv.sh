@@ -76,7 +76,8 @@ ok "errors: 404, 400 (JSON, key length, limit), 415, 413, 507, 405 with Allow"
 # the store is per worker, and a reload starts a new one
 kill -HUP "$PETREL_PID"
 wait_for "$(bound 20)" grep -q "reload: generation 1 serving" "$PETREL_ERR"
-wait_for "$(bound 10)" test "$(curl_ -o /dev/null -w '%{http_code}' "$BASE/kv/a")" = 404
+gone() { [[ $(curl_ -o /dev/null -w '%{http_code}' "$BASE/kv/a") == 404 ]]; }
+wait_for "$(bound 10)" gone
 ok "after a reload the store is empty (it lives in the workers)"
 petrel_stop
 

@@ -68,7 +68,7 @@ build v0
 
 petrel_start --module "$so" --module echo --workers 2
 master=$PETREL_PID
-wait_for "$(bound 10)" test "$(petrel_workers | wc -l)" -eq 2
+wait_for "$(bound 10)" nworkers 2
 
 # --- load -------------------------------------------------------------------
 stopfile=$LIB_TMP/stop

@@ -75,7 +75,7 @@ LIB_PIDS+=("$PETREL_PID")
 wait_port "$P"
 # the first connection makes systemd-socket-activate exec petrel
 [[ $(curl_ "http://127.0.0.1:$P/hello") == "Hello World!" ]] || fail "no answer through the passed socket"
-wait_for "$(bound 10)" test "$(petrel_workers | wc -l)" -eq 2
+wait_for "$(bound 10)" nworkers 2
 [[ $(curl_ "http://127.0.0.1:$A/readyz") == ready ]] || fail "no admin listener on the passed socket"
 grep -q "listening on 127.0.0.1:$P with 2 workers, socket from systemd" "$PETREL_ERR" ||
     fail "the public socket is not systemd's: $(cat "$PETREL_ERR")"
@@ -97,7 +97,7 @@ kill -HUP "$PETREL_PID"
 wait_for "$(bound 20)" grep -q 'generation 1 serving' "$PETREL_ERR"
 [[ $(inode "$PETREL_PID" 3) == "$sock_before" ]] || fail "the master's socket changed over SIGHUP"
 # the retiring workers of generation 0 (their listeners closed) exit first
-wait_for "$(bound 20)" test "$(petrel_workers | wc -l)" -eq 2
+wait_for "$(bound 20)" nworkers 2
 for w in $(petrel_workers); do
     ls -l "/proc/$w/fd" | grep -qF "${sock_before}" ||
         fail "worker $w of generation 1 does not hold systemd's socket $sock_before"

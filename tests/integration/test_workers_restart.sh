@@ -7,7 +7,7 @@
 
 petrel_start --module hello --module echo --workers 2
 master=$PETREL_PID
-wait_for "$(bound 10)" test "$(petrel_workers | wc -l)" -eq 2
+wait_for "$(bound 10)" nworkers 2
 mapfile -t workers < <(petrel_workers)
 ok "--workers 2: master $master, workers ${workers[*]}"
 
