@@ -171,7 +171,9 @@ for i in range(60):       # new connections: both workers get some
     c.close()
 PYEOF
 grep -q 'SIGUSR1: log files opened again' "$ELOG" || fail "the master does not write the new error log"
-sleep 1.3
+# (the workers write their access log out within a second)
+all_after() { [[ $(grep -c '/hello?after' "$ALOG") -eq 60 ]]; }
+wait_for "$(bound 5)" all_after
 [[ $(wc -l <"$ALOG.1") -eq $before ]] || fail "lines went to the moved access log after SIGUSR1"
 after=$(grep -c '/hello?after' "$ALOG" || true)
 [[ $after -eq 60 ]] || fail "$after of 60 lines in the new access log"
@@ -198,7 +200,7 @@ if [[ -n $LR ]]; then
     done
     sleep 0.3
     curl_ -o /dev/null "$BASE/hello?rotated"
-    sleep 1.3
+    wait_for "$(bound 5)" grep -q 'hello?rotated' "$ALOG"
     grep -q 'hello?rotated' "$ALOG" || fail "no line in the new access log after logrotate"
     ! grep -q 'hello?rotated' "$ALOG.1" || fail "a line went to the rotated file"
     ok "examples/logrotate/petrel with logrotate: rotated, petrel writes on into new files"

@@ -54,8 +54,8 @@ get() {
 for i in $(seq 10); do
     [[ $(get) == "Hello World!" ]] || fail "request $i through nginx"
 done
-sleep 1.2
-for p in "$A" "$B"; do
+for p in "$A" "$B"; do # (the access log is written out within a second)
+    wait_for "$(bound 5)" grep -q '"client":"127.0.0.2"' "$T/access-$p.log"
     n=$(grep -c '"client":"127.0.0.2"' "$T/access-$p.log" || true)
     [[ $n -ge 1 ]] || fail "instance $p logged no request of client 127.0.0.2: $(cat "$T/access-$p.log")"
     ! grep -q '"client":"127.0.0.1"' "$T/access-$p.log" || fail "nginx's own address was logged"
