@@ -21,6 +21,11 @@
 #       (petrel-bench --h2 -m 1, prior knowledge: nginx's listener gets
 #       `http2`, which nginx 1.22 speaks without TLS by prior knowledge
 #       only); the upstream stays HTTP/1.1.
+#   tools/upstream-bench.sh syscalls [N]   strace -c of the proxy's worker
+#       over N proxied requests (default 20000, petrel-bench -c 16, after
+#       5000 of warm-up), petrel and nginx: the system calls per proxied
+#       request, by name (the kernel's share of each proxy's CPU, which
+#       instructions do not count).
 #   tools/upstream-bench.sh heap [N]   heap calls of petrel's code per
 #       proxied request after warm-up (the counting allocator of
 #       tests/integration/test_pg_heap.sh), over N requests (default 20000).
@@ -55,7 +60,7 @@ SRV_CPU=${SRV_CPU:-0}
 GEN_CPU=${GEN_CPU:-1}
 top=$(cd "$(dirname "$0")/.." && pwd)
 mode=${1:-}
-case $mode in proxy | instr | heap | pool | storm) ;; *)
+case $mode in proxy | instr | syscalls | heap | pool | storm) ;; *)
     sed -n '2,/^set /{/^#/s/^# \{0,1\}//p}' "$0" >&2
     exit 2
     ;;
@@ -262,6 +267,40 @@ if [[ $mode == instr ]]; then
         i2=$(cg "$name" "$n2")
         printf '%-7s Ir(%d) %s  Ir(%d) %s  per proxied request %.0f\n' "$name" "$n1" "$i1" \
             "$n2" "$i2" "$(awk -v a="$i1" -v b="$i2" -v x="$n1" -v y="$n2" 'BEGIN { print (b - a) / (y - x) }')"
+    done
+    exit 0
+fi
+
+# ------------------------------------------------------------------ syscalls
+if [[ $mode == syscalls ]]; then
+    n=${1:-20000}
+    command -v strace >/dev/null || { echo "no strace" >&2; exit 2; }
+    start_upstream --module hello
+    start petrel "$PETREL" --listen "127.0.0.1:$PPORT" --workers 1 --log-level error \
+        --module "proxy:/=http://127.0.0.1:$UPORT"
+    ppid=$LAST
+    wait_port "$PPORT"
+    nginx_conf
+    start nginx nginx -e "$tmp/nginx/error.log" -p "$tmp/nginx/" -c "$tmp/nginx/nginx.conf"
+    npid=$LAST
+    wait_port "$NPORT"
+    for name in petrel nginx; do
+        if [[ $name == petrel ]]; then port=$PPORT master=$ppid; else port=$NPORT master=$npid; fi
+        w=$(pgrep -P "$master" | head -1) # the one worker
+        [[ -n $w ]] || { echo "$name: no worker" >&2; exit 1; }
+        taskset -c "$GEN_CPU" "$BENCH" -c 16 -n 5000 --fail-on-error "http://127.0.0.1:$port/hello" >/dev/null ||
+            { echo "$name: warm-up failed" >&2; exit 1; }
+        strace -c -o "$tmp/$name.strace" -p "$w" 2>/dev/null &
+        st=$!
+        sleep 1 # attached
+        taskset -c "$GEN_CPU" "$BENCH" -c 16 -n "$n" --fail-on-error "http://127.0.0.1:$port/hello" >/dev/null ||
+            { echo "$name: petrel-bench failed" >&2; exit 1; }
+        kill -INT "$st"
+        wait "$st" 2>/dev/null
+        echo "$name: system calls per proxied request over $n (strace -c of worker $w):"
+        awk -v n="$n" '$NF ~ /^[a-z_0-9]+$/ && $NF != "syscall" && $NF != "total" {
+                printf "  %-14s %7.3f\n", $NF, $4 / n; t += $4 } # % seconds usecs/call calls [errors] name
+            END { printf "  %-14s %7.3f\n", "all", t / n }' "$tmp/$name.strace"
     done
     exit 0
 fi
