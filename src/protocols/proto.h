@@ -58,7 +58,6 @@ typedef struct petrel__rbody {
     petrel_body_cb cb;
     void *data;
     petrel__pending_t pending; /* parts from the loop (the protocol's, or body.c's) */
-    uint64_t done_ms;          /* when it ended (--handler-timeout counts from then) */
 } petrel__rbody_t;
 
 struct petrel_resp {
@@ -116,8 +115,10 @@ static inline void petrel__resp_init(petrel_resp_t *r, petrel_req_t *req)
     r->drain_cb = NULL;
     list_init(&r->drain_pending.node);
     r->rbody.state = PETREL__RB_NONE;
-    r->rbody.done_ms = 0;
 }
+
+/* A streamed body ended: --handler-timeout counts from now (response.c). */
+void petrel__req_body_done(petrel_req_t *req);
 
 /* A part of a streamed body arrived (petrel_body_cb's `end`): to the
  * callback when it reads; the end is kept for it when it has not asked
@@ -134,7 +135,7 @@ static inline void petrel__body_give(petrel_req_t *req, const void *p, size_t le
         return;
     if (end) {
         b->state = PETREL__RB_DONE;
-        b->done_ms = petrel__loop->now_ms;
+        petrel__req_body_done(req);
     }
     b->cb(req, p, len, end, b->data);
 }

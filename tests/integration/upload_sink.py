@@ -11,6 +11,8 @@ and answers by the last segment of the path:
                    bytes a second (default: as fast as it comes), then
                    answers 200 {"bytes": N, "sha256": H, "framing": "cl"
                    or "chunked", "declared": CL or -1}
+  .../mute         reads the body like sink, then never answers (it
+                   waits for the connection to close)
   .../early        answers 413 at once, without reading the body, and
                    closes the connection
 GET /__stats (straight to it) answers {"conns": C, "requests": R, "cut": K}:
@@ -113,6 +115,10 @@ def serve(sock):
             except Cut:
                 with lock:
                     stats["cut"] += 1
+                return
+            if last == "mute":
+                while sock.recv(65536):
+                    pass
                 return
             b = json.dumps({"bytes": got[0], "sha256": sha.hexdigest(), "framing": framing,
                             "declared": int(cl[0]) if cl else -1}).encode()
