@@ -21,20 +21,18 @@ set -euo pipefail
 SPINNER=
 trap '[[ -n $SPINNER ]] && kill -KILL "$SPINNER" 2>/dev/null; cleanup' EXIT
 
-# within PCT % of WANT
+# within PCT % of WANT, without failing
+close_to() { # got want pct
+    awk -v g="$1" -v w="$2" -v p="$3" 'BEGIN { d = g - w; if (d < 0) d = -d; exit !(d <= w * p / 100) }'
+}
+# the same, or fail
 near() { # got want pct what
-    awk -v g="$1" -v w="$2" -v p="$3" 'BEGIN { d = g - w; if (d < 0) d = -d; exit !(d <= w * p / 100) }' ||
-        fail "$4: $1, want $2 within $3 %"
+    close_to "$1" "$2" "$3" || fail "$4: $1, want $2 within $3 %"
 }
 
 start_petrel --module wsecho
 
 # 1. accuracy: rate x 2 s requests due, all answered, achieved within 2 %
-# within PCT % of WANT, without failing
-close_to() { # got want pct
-    awk -v g="$1" -v w="$2" -v p="$3" 'BEGIN { d = g - w; if (d < 0) d = -d; exit !(d <= w * p / 100) }'
-}
-
 accurate() { # name rate args...
     local name=$1 rate=$2
     shift 2
