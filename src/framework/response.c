@@ -306,7 +306,7 @@ static void on_handler_timer(petrel__timer_t *t)
     /* --handler-timeout counts from the end of the request's body, as for
      * a body read whole before the handler runs: while a streamed body is
      * still being read (an upload through the proxy) the handler gets the
-     * time again, and its end starts it anew (petrel__req_body_done).  A
+     * time again, and its end starts it anew (petrel__body_give).  A
      * body that stops arriving has --body-timeout; one the handler pauses,
      * the handler's own deadlines. */
     if (r->rbody.state == PETREL__RB_READ) {
@@ -329,13 +329,6 @@ void petrel__req_wait(petrel_req_t *req)
     petrel_resp_t *r = req->_resp;
     r->holds = true;
     petrel__timer_arm(petrel__loop, &r->timer, &handler_q);
-}
-
-void petrel__req_body_done(petrel_req_t *req)
-{
-    petrel_resp_t *r = req->_resp;
-    if (r->timer.q == &handler_q && !r->abandoned)
-        petrel__timer_arm(petrel__loop, &r->timer, &handler_q);
 }
 
 int petrel__req_worker_init(const petrel__config_t *cfg)

@@ -117,9 +117,6 @@ static inline void petrel__resp_init(petrel_resp_t *r, petrel_req_t *req)
     r->rbody.state = PETREL__RB_NONE;
 }
 
-/* A streamed body ended: --handler-timeout counts from now (response.c). */
-void petrel__req_body_done(petrel_req_t *req);
-
 /* A part of a streamed body arrived (petrel_body_cb's `end`): to the
  * callback when it reads; the end is kept for it when it has not asked
  * yet; nothing after the end. */
@@ -135,7 +132,11 @@ static inline void petrel__body_give(petrel_req_t *req, const void *p, size_t le
         return;
     if (end) {
         b->state = PETREL__RB_DONE;
-        petrel__req_body_done(req);
+        /* --handler-timeout counts from now: the timer of a handler that
+         * waits (response.c's, in its queue) starts again */
+        petrel_resp_t *r = req->_resp;
+        if (r->timer.q && r->holds && !r->abandoned)
+            petrel__timer_arm(petrel__loop, &r->timer, r->timer.q);
     }
     b->cb(req, p, len, end, b->data);
 }
