@@ -1437,6 +1437,33 @@ START_TEST(test_deflate_echo)
     ck_assert_int_eq(f.b0, 0x82);
     ck_assert_uint_eq(f.len, 1000);
     ck_assert(memcmp(f.data, zin, 1000) == 0);
+    /* a long message is deflated past its first 16 KiB only when those
+     * shrank (ws.c, WS_DEFLATE_PROBE): 48 KiB of text is compressed in the
+     * two steps into one stream that inflates back whole ... */
+    const size_t longer = 48u << 10;
+    for (n = 0; n < longer;)
+        n += (size_t)snprintf((char *)zin + n, longer + 1 - n, "line %zu of a long petrel text\n",
+                              n);
+    n = longer;
+    send_frame(c, 0x82, zin, n);
+    ck_assert(read_frame(c, &f));
+    ck_assert_int_eq(f.b0, 0xC2);
+    ck_assert_uint_lt(f.len, n / 4);
+    ck_assert_uint_eq(zinflate(f.data, f.len, back, sizeof(back)), n);
+    ck_assert(memcmp(back, zin, n) == 0);
+    /* ... and the same text behind 16 KiB of random bytes is sent as it
+     * is: the probe gave up before deflating the rest */
+    for (size_t i = 0; i < 16384; i++) {
+        x ^= x << 13;
+        x ^= x >> 17;
+        x ^= x << 5;
+        zin[i] = (uint8_t)(x >> 24);
+    }
+    send_frame(c, 0x82, zin, n);
+    ck_assert(read_frame(c, &f));
+    ck_assert_int_eq(f.b0, 0x82);
+    ck_assert_uint_eq(f.len, n);
+    ck_assert(memcmp(f.data, zin, n) == 0);
 }
 END_TEST
 
