@@ -3726,7 +3726,8 @@ typedef struct petrel_ws_handler {
     /** 1: never negotiate permessage-deflate (RFC 7692) on this endpoint.
      *  By default it is accepted when the client offers it, with no context
      *  takeover either way: each message is compressed on its own (messages
-     *  under 32 bytes, or that do not shrink, are sent as they are). */
+     *  under 32 bytes, that do not shrink, or whose first 16 KiB do not
+     *  shrink by 1/32, are sent as they are). */
     int no_compression;
 } petrel_ws_handler_t;
 
