@@ -73,10 +73,11 @@
 #define WS_SHARED_MAX 4096 /* a larger published frame is copied to each connection */
 /* A longer message is deflated in two steps: its first WS_DEFLATE_PROBE
  * bytes, then the rest, only when those shrank by 1/32 at least.  Level-1
- * deflate of incompressible data (media, compressed or encrypted files)
- * runs at about 27 MB/s for nothing: 0.6 s for a 16 MiB message, a loop turn
- * that the worker's other connections wait through; the probe stops it
- * after 16 KiB (0.6 ms).  Compressible data pays a sync flush, 5 bytes. */
+ * deflate of incompressible data (media, compressed or encrypted files) is
+ * slow for nothing: the echo of 16 MiB of random bytes took 0.35 s of the
+ * worker (tests/ws-bench/deflate_cpu.py), a loop turn that its other
+ * connections wait through; 0.04 s with the probe.  Compressible data pays
+ * a sync flush, 5 bytes. */
 #define WS_DEFLATE_PROBE 16384
 
 enum { OP_CONT = 0, OP_TEXT = 1, OP_BINARY = 2, OP_CLOSE = 8, OP_PING = 9, OP_PONG = 10 };
