@@ -6,7 +6,9 @@ so that what is measured is the server's side of the echo -- the deflate of
 the answer (ws.c, WS_DEFLATE_PROBE), framing and writing.  Each message is
 echoed 5 times; prints the median of the worker's user+system time from
 /proc/PID/stat, and whether the answer came compressed."""
-import base64, os, socket, statistics, subprocess, sys, time, zlib
+import os, statistics, sys, zlib
+
+from wsraw import frame, read_frame, start, ws_open
 
 petrel = sys.argv[1]
 size = int(sys.argv[2] if len(sys.argv) > 2 else 16) << 20
@@ -19,61 +21,10 @@ def cpu(pid):
     return (int(v[11]) + int(v[12])) / TICK
 
 
-def read_n(s, n):
-    parts, got = [], 0
-    while got < n:
-        c = s.recv(min(n - got, 1 << 20))
-        if not c:
-            raise SystemExit("connection closed")
-        parts.append(c)
-        got += len(c)
-    return b"".join(parts)
-
-
-def frame(op, payload):
-    # a zero masking key: the payload goes as it is (the server cannot tell)
-    n = len(payload)
-    if n < 126:
-        h = bytes([0x80 | op, 0x80 | n])
-    elif n < 65536:
-        h = bytes([0x80 | op, 0x80 | 126]) + n.to_bytes(2, "big")
-    else:
-        h = bytes([0x80 | op, 0x80 | 127]) + n.to_bytes(8, "big")
-    return h + b"\0\0\0\0" + payload
-
-
-def read_frame(s):
-    b0, b1 = read_n(s, 2)
-    n = b1 & 0x7F
-    if n == 126:
-        n = int.from_bytes(read_n(s, 2), "big")
-    elif n == 127:
-        n = int.from_bytes(read_n(s, 8), "big")
-    return b0, read_n(s, n)
-
-
-s = socket.socket()
-s.bind(("127.0.0.1", 0))
-port = s.getsockname()[1]
-s.close()
-p = subprocess.Popen([petrel, "--listen", "127.0.0.1:%d" % port, "--module", "wsecho",
-                      "--log-level", "error"])
+p, port, worker = start(petrel)
 try:
-    for _ in range(100):
-        try:
-            c = socket.create_connection(("127.0.0.1", port))
-            break
-        except OSError:
-            time.sleep(0.05)
-    worker = int(subprocess.check_output(["pgrep", "-P", str(p.pid)]).split()[0])
-    key = base64.b64encode(os.urandom(16)).decode()
-    c.sendall(("GET /ws HTTP/1.1\r\nHost: x\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n"
-               "Sec-WebSocket-Key: %s\r\nSec-WebSocket-Version: 13\r\n"
-               "Sec-WebSocket-Extensions: permessage-deflate\r\n\r\n" % key).encode())
-    head = b""
-    while b"\r\n\r\n" not in head:
-        head += c.recv(4096)
-    if b" 101 " not in head or b"permessage-deflate" not in head:
+    c, head = ws_open(port, "permessage-deflate")
+    if b"permessage-deflate" not in head:
         raise SystemExit("no permessage-deflate: %r" % head)
     line = b"line %d of a text that compresses, {\"id\": %d, \"name\": \"petrel\"}\n"
     text = b"".join(line % (i, i * 7) for i in range(size // 40))[:size]
@@ -81,7 +32,7 @@ try:
         times, zipped = [], set()
         for _ in range(5):
             t = cpu(worker)
-            c.sendall(frame(2, msg))
+            c.sendall(frame(2, msg, b"\0\0\0\0"))  # the payload as it is
             b0, data = read_frame(c)
             times.append(cpu(worker) - t)
             zipped.add(bool(b0 & 0x40))
